@@ -1,0 +1,25 @@
+# exogym_add_plugin(<name> KIND <model|strategy|dataset> SOURCES <files...>)
+#
+# Builds exogym_<kind>_<name>.so against the ExoGym SDK, where the loader
+# looks for it. Used in this tree and, through find_package(ExoGym), by
+# third-party plugins built out of tree.
+function(exogym_add_plugin name)
+  cmake_parse_arguments(ARG "" "KIND" "SOURCES" ${ARGN})
+  if(NOT ARG_KIND MATCHES "^(model|strategy|dataset)$")
+    message(FATAL_ERROR "exogym_add_plugin(${name}): KIND must be model, strategy or dataset")
+  endif()
+  set(target exogym_${ARG_KIND}_${name})
+  add_library(${target} MODULE ${ARG_SOURCES})
+  set_target_properties(${target} PROPERTIES PREFIX "" OUTPUT_NAME ${target} CXX_VISIBILITY_PRESET hidden)
+  if(TARGET ExoGym::sdk)
+    target_link_libraries(${target} PRIVATE ExoGym::sdk)
+  else()
+    target_link_libraries(${target} PRIVATE exogym_sdk)
+  endif()
+  if(DEFINED EXOGYM_PLUGIN_OUTPUT_DIR)
+    set_target_properties(${target} PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${EXOGYM_PLUGIN_OUTPUT_DIR})
+  endif()
+  if(DEFINED EXOGYM_PLUGIN_INSTALL_DIR)
+    install(TARGETS ${target} LIBRARY DESTINATION ${EXOGYM_PLUGIN_INSTALL_DIR})
+  endif()
+endfunction()

@@ -1,0 +1,165 @@
+// "cnn": the reference's MNIST CNN (1,868,234 parameters with the defaults).
+// Per block: [Conv3x3, BN, ReLU] x 2, MaxPool 2, channel dropout 0.25; then
+// Flatten, Linear(-> hidden), ReLU, dropout 0.5, Linear(-> num_classes).
+#include <ATen/ops/argmax.h>
+#include <ATen/ops/cross_entropy_loss.h>
+#include <ATen/ops/max_pool2d.h>
+#include <ATen/ops/relu.h>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/batchnorm.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/linear.h>
+
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "exogym/sdk/error.h"
+#include "exogym/sdk/model.h"
+#include "exogym/sdk/options.h"
+#include "exogym/sdk/plugin.h"
+
+namespace exogym::models {
+
+namespace {
+
+using nlohmann::json;
+using sdk::OptionType;
+
+sdk::OptionSpecs cnn_options() {
+  return {
+      {"in_channels", OptionType::PositiveInteger, 1, "channels of the input images"},
+      {"num_classes", OptionType::PositiveInteger, 10, "number of output classes"},
+      {"image_size", OptionType::PositiveInteger, 28,
+       "height and width of the (square) input images; divisible by 2^(number of blocks)"},
+      {"channels", OptionType::IntegerList, json::array({64, 128}),
+       "output channels of each convolution block (each block halves the image size)"},
+      {"hidden", OptionType::PositiveInteger, 256, "width of the fully connected hidden layer"},
+      {"dropout", OptionType::Boolean, true, "the reference's dropout: 0.25 per channel after each block, 0.5 in the head"},
+  };
+}
+
+std::string shape_of(const at::Tensor& tensor) {
+  std::ostringstream out;
+  out << tensor.sizes();
+  return out.str();
+}
+
+const at::Tensor& batch_tensor(const sdk::Batch& batch, const std::string& key) {
+  auto it = batch.find(key);
+  if (it == batch.end() || !it->second.defined()) {
+    std::string keys;
+    for (const auto& item : batch) keys += (keys.empty() ? "" : ", ") + item.first;
+    throw sdk::Error("model cnn: the batch has no \"" + key + "\" tensor (it has: " +
+                     (keys.empty() ? "nothing" : keys) + ")");
+  }
+  return it->second;
+}
+
+struct ConvBlock : torch::nn::Module {
+  torch::nn::Conv2d conv1{nullptr}, conv2{nullptr};
+  torch::nn::BatchNorm2d bn1{nullptr}, bn2{nullptr};
+
+  ConvBlock(int64_t in, int64_t out) {
+    conv1 = register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, 3).padding(1)));
+    bn1 = register_module("bn1", torch::nn::BatchNorm2d(out));
+    conv2 = register_module("conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(out, out, 3).padding(1)));
+    bn2 = register_module("bn2", torch::nn::BatchNorm2d(out));
+  }
+
+  at::Tensor forward(at::Tensor x) {
+    x = at::relu(bn1->forward(conv1->forward(x)));
+    x = at::relu(bn2->forward(conv2->forward(x)));
+    return at::max_pool2d(x, {2, 2});
+  }
+};
+
+// Parameter names: blocks.0.conv1.weight, blocks.0.bn1.running_mean, ...,
+// fc1.weight, fc2.bias.
+struct CnnNet : torch::nn::Module {
+  torch::nn::ModuleList blocks;
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+
+  CnnNet(int64_t in_channels, const std::vector<int64_t>& channels, int64_t flat, int64_t hidden,
+         int64_t num_classes) {
+    blocks = register_module("blocks", torch::nn::ModuleList());
+    int64_t width = in_channels;
+    for (int64_t out : channels) {
+      blocks->push_back(std::make_shared<ConvBlock>(width, out));
+      width = out;
+    }
+    fc1 = register_module("fc1", torch::nn::Linear(flat, hidden));
+    fc2 = register_module("fc2", torch::nn::Linear(hidden, num_classes));
+  }
+};
+
+class CnnModel : public sdk::Model {
+ public:
+  explicit CnnModel(const json& options)
+      : in_channels_(options.at("in_channels").get<int64_t>()),
+        image_size_(options.at("image_size").get<int64_t>()),
+        dropout_(options.at("dropout").get<bool>()) {
+    const auto channels = options.at("channels").get<std::vector<int64_t>>();
+    if (channels.empty()) throw sdk::ConfigError("channels", "expected at least one convolution block, got []");
+    const int64_t shrink = int64_t(1) << channels.size();
+    if (channels.size() > 16 || image_size_ % shrink != 0)
+      throw sdk::ConfigError("image_size", "expected a multiple of " + std::to_string(shrink) + " (each of the " +
+                                               std::to_string(channels.size()) + " blocks halves it), got " +
+                                               std::to_string(image_size_));
+    const int64_t side = image_size_ / shrink;
+    net_ = std::make_shared<CnnNet>(in_channels_, channels, channels.back() * side * side,
+                                    options.at("hidden").get<int64_t>(), options.at("num_classes").get<int64_t>());
+  }
+
+  torch::nn::Module& module() override { return *net_; }
+
+  at::Tensor loss(const sdk::Batch& batch) override {
+    return at::cross_entropy_loss(forward(batch_tensor(batch, "input")), target(batch));
+  }
+
+  sdk::EvalOutput evaluate(const sdk::Batch& batch) override {
+    at::Tensor logits = forward(batch_tensor(batch, "input"));
+    at::Tensor labels = target(batch);
+    sdk::EvalOutput out;
+    out.loss = at::cross_entropy_loss(logits, labels);
+    out.metrics["accuracy"] = at::argmax(logits, 1).eq(labels).to(at::kFloat).mean();
+    return out;
+  }
+
+  std::vector<std::string> metric_names() const override { return {"accuracy"}; }
+
+ private:
+  at::Tensor forward(const at::Tensor& input) {
+    const int64_t per_example = in_channels_ * image_size_ * image_size_;
+    const int64_t n = input.dim() == 0 ? 1 : input.size(0);
+    // [N, C, H, W] as is; [N, H*W*C] or [N, H, W] (flat MNIST) reshaped.
+    if (input.dim() == 0 || input.numel() != n * per_example)
+      throw sdk::ConfigError("image_size", "the batch's \"input\" has shape " + shape_of(input) + ", expected [N, " +
+                                               std::to_string(in_channels_) + ", " + std::to_string(image_size_) + ", " +
+                                               std::to_string(image_size_) + "] or [N, " + std::to_string(per_example) + "]");
+    at::Tensor x = input.reshape({n, in_channels_, image_size_, image_size_});
+    const bool training = net_->is_training();
+    for (const auto& block : *net_->blocks) {
+      x = std::static_pointer_cast<ConvBlock>(block)->forward(x);
+      x = sdk::dropout(x, dropout_ ? 0.25 : 0.0, training, generator(), /*channelwise=*/true);
+    }
+    x = at::relu(net_->fc1->forward(x.flatten(1)));
+    x = sdk::dropout(x, dropout_ ? 0.5 : 0.0, training, generator());
+    return net_->fc2->forward(x);
+  }
+
+  static at::Tensor target(const sdk::Batch& batch) { return batch_tensor(batch, "target").to(at::kLong); }
+
+  int64_t in_channels_;
+  int64_t image_size_;
+  bool dropout_;
+  std::shared_ptr<CnnNet> net_;
+};
+
+}  // namespace
+
+}  // namespace exogym::models
+
+EXOGYM_MODEL_PLUGIN("cnn", "1.0.0", exogym::models::CnnModel, exogym::models::cnn_options)

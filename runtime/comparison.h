@@ -1,0 +1,17 @@
+#pragma once
+// The side-by-side summary of a manifest's "runs": one row per variant.
+#include <string>
+#include <vector>
+
+#include "exogym/runtime/training.h"
+
+namespace exogym::runtime {
+
+// A fixed-width text table: variant, strategy, nodes, steps, final local and
+// global loss and metrics, last train loss, wall time.
+std::string comparison_table(const std::vector<RunResult>& results);
+
+// The same as CSV (written to <name>/comparison.csv).
+std::string comparison_csv(const std::vector<RunResult>& results);
+
+}  // namespace exogym::runtime

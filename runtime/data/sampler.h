@@ -1,0 +1,71 @@
+#pragma once
+// IID sharding of one dataset over K nodes.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+namespace exogym::runtime::data {
+
+// Each epoch e shuffles the whole dataset with one permutation perm_e, drawn
+// from a generator seeded with seed + e: it depends on neither the number of
+// nodes nor the batch size, so runs with different K see the same data in the
+// same order. (seed + e is also what torch's DistributedSampler uses after
+// set_epoch(e), and LibTorch's randperm reproduces torch.randperm, so with
+// the same seed the order matches a PyTorch run that calls set_epoch.)
+//
+// Step t of epoch e = t / steps_per_epoch uses the block of K·B positions
+// starting at s·K·B (s = t % steps_per_epoch); node r takes every K-th of
+// them, starting at r. Hence:
+//  - the union of the K node batches at step t is exactly the K = 1 batch of
+//    size K·B at step t (the same examples a single big-batch node would see);
+//  - microbatch j of size b of a node's batch is its slice [j·b, (j+1)·b);
+//  - the N mod (K·B) examples at the end of each permutation are skipped for
+//    that epoch (a different tail each epoch), so every node always gets a
+//    full batch of B.
+class IidSampler {
+ public:
+  // `batch_size` is the per-node batch B. Throws sdk::ConfigError at
+  // "train.batch_size" when one step needs more than `dataset_size` examples.
+  IidSampler(int64_t dataset_size, int num_nodes, int64_t batch_size, uint64_t seed);
+
+  // The B dataset indices node `rank` trains on at global step `step` (>= 0).
+  // Thread-safe and cheap: the permutations of recent epochs are cached.
+  std::vector<int64_t> batch_indices(int rank, int64_t step) const;
+
+  int64_t steps_per_epoch() const { return steps_per_epoch_; }
+  int64_t epoch_of(int64_t step) const { return step / steps_per_epoch_; }
+
+  int64_t dataset_size() const { return dataset_size_; }
+  int num_nodes() const { return num_nodes_; }
+  int64_t batch_size() const { return batch_size_; }
+  uint64_t seed() const { return seed_; }
+
+  // perm_e of a sampler over `dataset_size` examples with `seed`.
+  static std::vector<int64_t> permutation(int64_t dataset_size, uint64_t seed, int64_t epoch);
+
+ private:
+  std::shared_ptr<const std::vector<int64_t>> epoch_permutation(int64_t epoch) const;
+
+  int64_t dataset_size_;
+  int num_nodes_;
+  int64_t batch_size_;
+  uint64_t seed_;
+  int64_t steps_per_epoch_;
+
+  // Node threads drift apart by a few steps at most between synchronising
+  // collectives, so a couple of epochs around the current one suffice; the
+  // shared_ptr keeps a permutation alive for a reader while it is evicted.
+  static constexpr size_t kCachedEpochs = 3;
+  mutable std::mutex mutex_;
+  mutable std::map<int64_t, std::shared_ptr<const std::vector<int64_t>>> cache_;
+};
+
+// A fixed evaluation subset: the first `size` entries of a permutation of
+// [0, dataset_size) seeded with `seed`, so every evaluation (and every run
+// with the same seed) uses the same examples. Throws sdk::ConfigError at
+// "eval.size" when `size` is negative or larger than the dataset.
+std::vector<int64_t> validation_indices(int64_t dataset_size, int64_t size, uint64_t seed);
+
+}  // namespace exogym::runtime::data

@@ -1,0 +1,60 @@
+#pragma once
+// The in-process collective backend: K node threads meet at a rendezvous for
+// every collective. Reductions combine ranks in rank order, element by
+// element, so results are bit-identical for any thread scheduling,
+// `parallelism` or work split.
+#include <ATen/core/Tensor.h>
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "exogym/runtime/abort_signal.h"
+#include "exogym/sdk/comm.h"
+
+namespace exogym::runtime {
+
+class NodeSlot;
+
+class InProcessGroup {
+ public:
+  InProcessGroup(int size, AbortSignal& abort);
+  ~InProcessGroup();
+  int size() const { return size_; }
+
+  // The communicator node `rank` uses. `slot` (may be null) is released while
+  // the node waits for the others.
+  std::unique_ptr<sdk::Communicator> communicator(int rank, NodeSlot* slot = nullptr);
+
+ private:
+  friend class InProcessCommunicator;
+  enum class Kind { AllReduce, Broadcast, AllGather, Barrier };
+  struct Posted {
+    Kind kind = Kind::Barrier;
+    sdk::ReduceOp op = sdk::ReduceOp::Sum;
+    int root = 0;
+    std::vector<at::Tensor>* tensors = nullptr;  // the node's (contiguous) tensors
+    std::vector<std::vector<at::Tensor>>* gathered = nullptr;
+  };
+
+  // Blocks until all `size_` nodes arrived (a generation barrier). Throws
+  // AbortedError if the run aborts meanwhile.
+  void arrive_and_wait(NodeSlot* slot);
+  void run(int rank, Posted posted, NodeSlot* slot);
+  void check_matching(int rank) const;
+  void reduce_share(int rank);
+  [[noreturn]] void fail(const std::string& message);
+
+  const int size_;
+  AbortSignal& abort_;
+  std::vector<Posted> posted_;
+
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  int arrived_ = 0;
+  uint64_t generation_ = 0;
+};
+
+}  // namespace exogym::runtime

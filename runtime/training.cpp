@@ -1,0 +1,460 @@
+#include "exogym/runtime/training.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+#include <torch/version.h>
+
+#include <chrono>
+#include <cmath>
+
+#include "exogym/runtime/cluster.h"
+#include "exogym/runtime/data/registry.h"
+#include "exogym/runtime/data/sampler.h"
+#include "exogym/runtime/devices.h"
+#include "exogym/runtime/plugin_loader.h"
+#include "exogym/sdk/comm.h"
+#include "exogym/sdk/error.h"
+#include "exogym/sdk/model.h"
+#include "exogym/sdk/node.h"
+#include "exogym/sdk/strategy.h"
+
+namespace exogym::runtime {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// Seeds that differ per node and purpose but follow from the run's seed.
+uint64_t mix_seed(uint64_t seed, uint64_t a, uint64_t b = 0) {
+  uint64_t x = seed ^ (0x9E3779B97F4A7C15ULL * (a + 1)) ^ (0xC2B2AE3D27D4EB4FULL * (b + 1));
+  x ^= x >> 31;
+  x *= 0xBF58476D1CE4E5B9ULL;
+  x ^= x >> 29;
+  return x;
+}
+
+struct NamedTensors {
+  std::vector<std::string> names;
+  std::vector<at::Tensor> tensors;
+};
+
+// Parameters, then floating-point buffers (e.g. BatchNorm statistics): the
+// state that training changes and that averaging makes sense for.
+NamedTensors float_state(torch::nn::Module& module) {
+  NamedTensors out;
+  for (auto& item : module.named_parameters(/*recurse=*/true)) {
+    out.names.push_back(item.key());
+    out.tensors.push_back(item.value());
+  }
+  for (auto& item : module.named_buffers(/*recurse=*/true)) {
+    if (!at::isFloatingType(item.value().scalar_type())) continue;
+    out.names.push_back(item.key());
+    out.tensors.push_back(item.value());
+  }
+  return out;
+}
+
+std::vector<at::Tensor> clones(const std::vector<at::Tensor>& tensors) {
+  std::vector<at::Tensor> out;
+  out.reserve(tensors.size());
+  for (const auto& t : tensors) out.push_back(t.detach().clone());
+  return out;
+}
+
+sdk::Batch to_device(sdk::Batch batch, const c10::Device& device) {
+  if (device.is_cpu()) return batch;
+  for (auto& [name, tensor] : batch) tensor = tensor.to(device, /*non_blocking=*/true);
+  return batch;
+}
+
+std::shared_ptr<const sdk::Dataset> make_dataset(const DataSpec& spec, PluginLoader& loader, const Manifest& m,
+                                                 json& resolved_options, const RunOptions& options) {
+  sdk::DatasetRequest request;
+  request.path = spec.path;
+  request.split = spec.split;
+  request.seed = m.seed;
+  request.first_node = 0;
+  request.local_nodes = m.nodes;
+  request.num_nodes = m.nodes;
+  const std::string options_path = spec.json_path + ".options";
+  try {
+    std::shared_ptr<LoadedPlugin> plugin;
+    if (auto specs = data::builtin_dataset_options(spec.dataset)) {
+      resolved_options = sdk::validate_options(spec.options, *specs, options_path);
+    } else {
+      plugin = loader.load("dataset", spec.dataset, spec.json_path + ".dataset", m.base_dir);
+      resolved_options = plugin->validate(spec.options, options_path);
+    }
+    const std::string key = spec.dataset + "|" + spec.path.string() + "|" + spec.split + "|" + resolved_options.dump() +
+                            "|" + std::to_string(m.seed) + "|" + std::to_string(m.nodes);
+    if (options.dataset_cache) {
+      if (auto it = options.dataset_cache->find(key); it != options.dataset_cache->end()) return it->second;
+    }
+    std::shared_ptr<const sdk::Dataset> dataset =
+        plugin ? plugin->create_dataset(resolved_options, request)
+               : data::make_builtin_dataset(spec.dataset, resolved_options, request);
+    if (options.dataset_cache) (*options.dataset_cache)[key] = dataset;
+    return dataset;
+  } catch (const sdk::DataError& e) {
+    throw sdk::ConfigError(spec.json_path + ".path", e.what());
+  }
+}
+
+double eval_metric_mean(double sum, int64_t count) { return count > 0 ? sum / static_cast<double>(count) : NAN; }
+
+EvalValues evaluate_model(sdk::Model& model, const sdk::Dataset& data, const std::vector<int64_t>& indices,
+                          int64_t batch_size, const c10::Device& device, const std::vector<std::string>& metric_names) {
+  at::NoGradGuard no_grad;
+  model.module().eval();
+  double loss_sum = 0;
+  std::vector<double> metric_sums(metric_names.size(), 0.0);
+  const int64_t total = static_cast<int64_t>(indices.size());
+  for (int64_t start = 0; start < total; start += batch_size) {
+    const int64_t n = std::min(batch_size, total - start);
+    std::vector<int64_t> chunk(indices.begin() + start, indices.begin() + start + n);
+    sdk::EvalOutput out = model.evaluate(to_device(data.get(chunk), device));
+    loss_sum += out.loss.item<double>() * static_cast<double>(n);
+    for (size_t i = 0; i < metric_names.size(); ++i) {
+      auto it = out.metrics.find(metric_names[i]);
+      if (it == out.metrics.end()) {
+        throw sdk::Error("model.evaluate() did not report metric \"" + metric_names[i] +
+                         "\" listed in metric_names()");
+      }
+      metric_sums[i] += it->second.item<double>() * static_cast<double>(n);
+    }
+  }
+  model.module().train();
+  EvalValues values;
+  values.loss = eval_metric_mean(loss_sum, total);
+  for (double s : metric_sums) values.metrics.push_back(eval_metric_mean(s, total));
+  return values;
+}
+
+std::string metrics_text(const std::vector<std::string>& names, const EvalValues& v) {
+  std::string text;
+  char buffer[64];
+  for (size_t i = 0; i < names.size(); ++i) {
+    std::snprintf(buffer, sizeof buffer, ", global %s %.4f", names[i].c_str(), v.metrics[i]);
+    text += buffer;
+  }
+  return text;
+}
+
+json eval_json(const EvalRecord& r, const std::vector<std::string>& names) {
+  json j = {{"step", r.step}, {"local_loss", r.local.loss}, {"global_loss", r.global.loss},
+            {"local_perplexity", std::exp(r.local.loss)}, {"global_perplexity", std::exp(r.global.loss)}};
+  for (size_t i = 0; i < names.size(); ++i) {
+    j["local_" + names[i]] = r.local.metrics[i];
+    j["global_" + names[i]] = r.global.metrics[i];
+  }
+  return j;
+}
+
+// The run's shared, read-only state plus node 0's reporting.
+struct RunState {
+  const Manifest& m;
+  std::vector<c10::Device> devices;
+  std::shared_ptr<LoadedPlugin> model_plugin, strategy_plugin;
+  json model_options, strategy_options;
+  std::shared_ptr<const sdk::Dataset> train_data, val_data;
+  std::unique_ptr<data::IidSampler> sampler;
+  std::vector<int64_t> val_indices;
+  std::vector<std::shared_ptr<sdk::Model>> models;
+  std::vector<std::shared_ptr<sdk::Strategy>> strategies;
+  std::vector<std::string> metric_names;
+  int64_t accumulation = 1;
+  int threads = 1;
+  std::unique_ptr<RunWriter> writer;
+  std::unique_ptr<Progress> progress;
+  std::shared_ptr<spdlog::logger> log;
+  // Written by node 0 only.
+  std::optional<EvalRecord> last_eval;
+  double last_train_loss = NAN;
+};
+
+bool eval_enabled(const Manifest& m) { return m.val_data.has_value() && m.eval_size > 0; }
+
+// Evaluation is a collective: every node averages its parameters into the
+// global model; node 0 evaluates its own model (local) and node 1 the
+// averaged one (global), on the same validation examples.
+void evaluate_step(RunState& s, int rank, sdk::Model& model, sdk::Communicator& comm, int64_t step) {
+  const int K = s.m.nodes;
+  const int global_rank = K > 1 ? 1 : 0;
+  const size_t M = s.metric_names.size();
+  auto state = float_state(model.module());
+  std::vector<at::Tensor> averaged = clones(state.tensors);
+  comm.all_reduce(averaged, sdk::ReduceOp::Avg);
+
+  const c10::Device device = device_for_node(s.devices, rank);
+  std::vector<double> result(2 * (1 + M), 0.0);
+  auto store = [&](size_t offset, const EvalValues& v) {
+    result[offset] = v.loss;
+    for (size_t i = 0; i < M; ++i) result[offset + 1 + i] = v.metrics[i];
+  };
+  if (rank == 0) store(0, evaluate_model(model, *s.val_data, s.val_indices, s.m.eval_batch_size, device, s.metric_names));
+  if (rank == global_rank) {
+    if (K == 1) {
+      for (size_t i = 0; i <= M; ++i) result[1 + M + i] = result[i];  // the average of one model is itself
+    } else {
+      std::vector<at::Tensor> saved = clones(state.tensors);
+      {
+        at::NoGradGuard no_grad;
+        for (size_t i = 0; i < state.tensors.size(); ++i) state.tensors[i].detach().copy_(averaged[i]);
+      }
+      store(1 + M, evaluate_model(model, *s.val_data, s.val_indices, s.m.eval_batch_size, device, s.metric_names));
+      at::NoGradGuard no_grad;
+      for (size_t i = 0; i < state.tensors.size(); ++i) state.tensors[i].detach().copy_(saved[i]);
+    }
+  }
+  if (K > 1) {
+    at::Tensor packed = at::tensor(result, at::kDouble);
+    comm.all_reduce(packed, sdk::ReduceOp::Sum);  // each slot has exactly one contributor
+    auto* p = packed.data_ptr<double>();
+    result.assign(p, p + result.size());
+  }
+  if (rank == 0) {
+    EvalRecord record;
+    record.step = step;
+    record.local.loss = result[0];
+    record.global.loss = result[1 + M];
+    for (size_t i = 0; i < M; ++i) {
+      record.local.metrics.push_back(result[1 + i]);
+      record.global.metrics.push_back(result[2 + M + i]);
+    }
+    s.writer->validation_row(step, record.local, record.global);
+    s.progress->validation(step, record.local.loss, record.global.loss, metrics_text(s.metric_names, record.global));
+    s.last_eval = record;
+  }
+}
+
+void node_main(RunState& s, Cluster& cluster, int rank, NodeSlot& slot) {
+  // OpenMP settings are per thread: a new thread would start with one
+  // OpenMP thread per core, and K such teams oversubscribe the machine.
+  at::set_num_threads(s.threads);
+  const Manifest& m = s.m;
+  sdk::Model& model = *s.models[rank];
+  sdk::Strategy& strategy = *s.strategies[rank];
+  auto comm = cluster.group().communicator(rank, &slot);
+  const c10::Device device = device_for_node(s.devices, rank);
+
+  sdk::NodeContext ctx;
+  ctx.rank = rank;
+  ctx.num_nodes = m.nodes;
+  ctx.device = device;
+  ctx.comm = comm.get();
+  ctx.step = 0;
+  ctx.max_steps = m.max_steps;
+  ctx.seed = m.seed;
+  ctx.log = s.log;
+  ctx.metrics = s.writer.get();
+
+  std::string phase = "initial broadcast";
+  const std::string strategy_name = "strategy \"" + m.strategy.plugin + "\" (" +
+                                    s.strategy_plugin->description().file.string() + ")";
+  const std::string model_name = "model \"" + m.model.plugin + "\" (" + s.model_plugin->description().file.string() + ")";
+  try {
+    slot.acquire();
+    {
+      // Every node starts from node 0's parameters and buffers.
+      at::NoGradGuard no_grad;
+      std::vector<at::Tensor> state;
+      for (auto& p : model.module().parameters()) state.push_back(p.detach());
+      for (auto& b : model.module().buffers()) state.push_back(b.detach());
+      comm->broadcast(state, 0);
+    }
+    phase = "init of " + strategy_name;
+    strategy.init(ctx, model);
+
+    const int64_t B = m.batch_size, b = m.minibatch_size, K = m.nodes;
+    for (int64_t t = 0; t < m.max_steps; ++t) {
+      ctx.step = t;
+      if (eval_enabled(m) && m.eval_interval > 0 && t % m.eval_interval == 0) {
+        phase = "evaluation";
+        evaluate_step(s, rank, model, *comm, t);
+      }
+      phase = "zero_grad of " + strategy_name;
+      strategy.zero_grad();
+      phase = "loading the training batch";
+      const std::vector<int64_t> indices = s.sampler->batch_indices(rank, t);
+      double loss_sum = 0;
+      for (int64_t j = 0; j < s.accumulation; ++j) {
+        std::vector<int64_t> micro(indices.begin() + j * b, indices.begin() + (j + 1) * b);
+        phase = "loading the training batch";
+        sdk::Batch batch = to_device(s.train_data->get(micro), device);
+        phase = "forward/backward of " + model_name;
+        at::Tensor loss = model.loss(batch);
+        if (loss.numel() != 1) throw sdk::Error("loss() must return a scalar, got shape " + std::to_string(loss.dim()) + "-D");
+        loss.backward();
+        loss_sum += loss.item<double>();
+      }
+      if (s.accumulation > 1) {
+        // Per-node gradient = mean of the micro-batch mean gradients.
+        at::NoGradGuard no_grad;
+        for (auto& p : model.module().parameters()) {
+          if (p.grad().defined()) p.mutable_grad().div_(static_cast<double>(s.accumulation));
+        }
+      }
+      phase = "step of " + strategy_name;
+      strategy.step();
+      if (rank == 0) {
+        const double loss = loss_sum / static_cast<double>(s.accumulation);
+        if (!std::isfinite(loss) && std::isfinite(s.last_train_loss)) {
+          s.log->warn("node 0: training loss became {} at step {}", loss, t);
+        }
+        s.last_train_loss = loss;
+        s.writer->train_row(t + 1, (t + 1) * B * K, loss, strategy.lr());
+        s.progress->step(t + 1, loss, strategy.lr());
+      }
+    }
+    ctx.step = m.max_steps;
+    if (eval_enabled(m)) {
+      phase = "final evaluation";
+      evaluate_step(s, rank, model, *comm, m.max_steps);
+    }
+    phase = "averaging the final model";
+    auto state = float_state(model.module());
+    std::vector<at::Tensor> averaged = clones(state.tensors);
+    comm->all_reduce(averaged, sdk::ReduceOp::Avg);
+    if (rank == 0 && m.save_model) {
+      phase = "saving model.pt";
+      std::vector<std::pair<std::string, at::Tensor>> named;
+      for (size_t i = 0; i < averaged.size(); ++i) named.emplace_back(state.names[i], averaged[i]);
+      // Integer buffers (e.g. BatchNorm's num_batches_tracked) are node 0's.
+      for (auto& item : model.module().named_buffers(true)) {
+        if (!at::isFloatingType(item.value().scalar_type())) named.emplace_back(item.key(), item.value());
+      }
+      s.writer->save_model(named);
+    }
+  } catch (const sdk::AbortedError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw sdk::Error("node " + std::to_string(rank) + ", step " + std::to_string(ctx.step) + ", " + phase + ": " +
+                     e.what());
+  }
+}
+
+}  // namespace
+
+void check_run(const Manifest& m, PluginLoader& loader) {
+  resolve_devices(m.device);
+  loader.load("model", m.model.plugin, m.model.path + ".plugin", m.base_dir)->validate(m.model.options, m.model.path + ".options");
+  loader.load("strategy", m.strategy.plugin, m.strategy.path + ".plugin", m.base_dir)
+      ->validate(m.strategy.options, m.strategy.path + ".options");
+}
+
+RunResult train_run(const Manifest& m, PluginLoader& loader, const RunOptions& options) {
+  const auto started = std::chrono::steady_clock::now();
+  RunState s{m};
+  const std::string label = m.variant.empty() ? m.name : m.name + "/" + m.variant;
+  s.log = spdlog::get("exogym");
+  if (!s.log) s.log = spdlog::stderr_color_mt("exogym");
+
+  // Everything that can be wrong with the manifest is found before training.
+  s.devices = resolve_devices(m.device);
+  s.model_plugin = loader.load("model", m.model.plugin, m.model.path + ".plugin", m.base_dir);
+  s.model_options = s.model_plugin->validate(m.model.options, m.model.path + ".options");
+  s.strategy_plugin = loader.load("strategy", m.strategy.plugin, m.strategy.path + ".plugin", m.base_dir);
+  s.strategy_options = s.strategy_plugin->validate(m.strategy.options, m.strategy.path + ".options");
+
+  json train_data_options, val_data_options;
+  s.train_data = make_dataset(m.train_data, loader, m, train_data_options, options);
+  s.sampler = std::make_unique<data::IidSampler>(s.train_data->size(), m.nodes, m.batch_size, m.seed);
+  if (eval_enabled(m)) {
+    s.val_data = make_dataset(*m.val_data, loader, m, val_data_options, options);
+    s.val_indices = data::validation_indices(s.val_data->size(), m.eval_size, mix_seed(m.seed, 7));
+  }
+  s.accumulation = m.batch_size / m.minibatch_size;
+
+  const int cores = available_cores();
+  const int parallelism = m.parallelism > 0 ? m.parallelism : std::max(1, std::min(m.nodes, cores));
+  s.threads = m.threads > 0 ? m.threads : std::max(1, cores / parallelism);
+  if (parallelism * s.threads > cores) {
+    s.log->warn("parallelism {} × threads {} exceeds the {} cores: OpenMP teams will contend and slow the run down",
+                parallelism, s.threads, cores);
+  }
+
+  // Models are built on this thread, one after another, so their initial
+  // weights do not depend on thread timing (node 0's are broadcast anyway).
+  at::manual_seed(m.seed);
+  at::set_num_threads(std::max(1, cores));
+  for (int rank = 0; rank < m.nodes; ++rank) {
+    std::shared_ptr<sdk::Model> model;
+    try {
+      model = s.model_plugin->create_model(s.model_options);
+    } catch (const sdk::ConfigError& e) {
+      throw sdk::ConfigError(m.model.path + ".options." + e.path(), e.what());
+    }
+    model->set_generator(at::detail::createCPUGenerator(mix_seed(m.seed, 1, rank)));
+    model->module().to(device_for_node(s.devices, rank));
+    model->module().train();
+    s.models.push_back(std::move(model));
+    try {
+      s.strategies.push_back(s.strategy_plugin->create_strategy(s.strategy_options));
+    } catch (const sdk::ConfigError& e) {
+      throw sdk::ConfigError(m.strategy.path + ".options." + e.path(), e.what());
+    }
+  }
+  s.metric_names = s.models[0]->metric_names();
+  int64_t parameters = 0;
+  for (const auto& p : s.models[0]->module().parameters()) parameters += p.numel();
+
+  fs::path run_dir = options.run_dir.empty() ? unique_folder(m.run_dir()) : options.run_dir;
+  s.writer = std::make_unique<RunWriter>(run_dir, s.metric_names);
+  json config = m.resolved;
+  config["model"]["options"] = s.model_options;
+  config["strategy"]["options"] = s.strategy_options;
+  config["data"]["train"]["options"] = train_data_options;
+  if (eval_enabled(m)) config["data"]["val"]["options"] = val_data_options;
+  config["runtime"] = {{"parallelism", parallelism},
+                       {"threads_per_node", s.threads},
+                       {"cores", cores},
+                       {"libtorch", TORCH_VERSION},
+                       {"run_dir", run_dir.string()}};
+  s.writer->write_config(config);
+  s.progress = std::make_unique<Progress>(label, m.max_steps, options.progress);
+  s.log->info("{}: {} nodes of {} ({} parameters) with strategy {}, {} steps; writing {}", label, m.nodes,
+              m.model.plugin, parameters, m.strategy.plugin, m.max_steps, run_dir.string());
+
+  Cluster cluster(m.nodes, parallelism);
+  cluster.run([&](int rank, NodeSlot& slot) { node_main(s, cluster, rank, slot); });
+  s.progress->finish();
+
+  RunResult r;
+  r.name = m.name;
+  r.variant = m.variant;
+  r.run_dir = run_dir;
+  r.model_plugin = m.model.plugin;
+  r.strategy_plugin = m.strategy.plugin;
+  r.metric_names = s.metric_names;
+  r.nodes = m.nodes;
+  r.steps = m.max_steps;
+  r.examples_trained = m.max_steps * m.batch_size * m.nodes;
+  r.parameters = parameters;
+  r.last_train_loss = s.last_train_loss;
+  r.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  r.final_eval = s.last_eval;
+  json summary = {{"name", m.name},
+                  {"variant", m.variant},
+                  {"run_dir", run_dir.string()},
+                  {"model", {{"plugin", m.model.plugin}, {"parameters", parameters}}},
+                  {"strategy", m.strategy.plugin},
+                  {"nodes", m.nodes},
+                  {"steps", r.steps},
+                  {"examples_trained", r.examples_trained},
+                  {"last_train_loss", r.last_train_loss},
+                  {"wall_seconds", r.wall_seconds},
+                  {"steps_per_second", r.wall_seconds > 0 ? r.steps / r.wall_seconds : 0.0}};
+  summary["final"] = r.final_eval ? eval_json(*r.final_eval, r.metric_names) : json(nullptr);
+  r.summary = summary;
+  s.writer->write_summary(summary);
+  // Nodes' objects go before the plugins that made them (RunState order).
+  s.strategies.clear();
+  s.models.clear();
+  return r;
+}
+
+}  // namespace exogym::runtime

@@ -1,0 +1,57 @@
+#pragma once
+// The collective API a strategy uses to talk to the other nodes.
+//
+// Collectives are SPMD rendezvous: every node calls the same collectives in the
+// same order with tensors of the same shapes and dtypes (all_gather excepted:
+// shapes may differ between ranks). Every call also takes a list of tensors, so
+// a strategy reduces all of its parameters in one call.
+//
+// Reductions combine ranks in rank order (0, 1, ..., K-1), so results are
+// bit-identical whatever the thread scheduling. If any node fails, every
+// pending and later collective throws AbortedError.
+#include <ATen/core/Tensor.h>
+
+#include <vector>
+
+namespace exogym::sdk {
+
+enum class ReduceOp { Sum, Avg, Min, Max };
+
+const char* to_string(ReduceOp op);
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  // In place: afterwards every rank holds op(tensor of rank 0, ..., rank K-1).
+  // Avg is the rank-ordered sum divided by K.
+  virtual void all_reduce(std::vector<at::Tensor>& tensors, ReduceOp op = ReduceOp::Sum) = 0;
+
+  // In place: afterwards every rank holds root's tensors.
+  virtual void broadcast(std::vector<at::Tensor>& tensors, int root = 0) = 0;
+
+  // Returns result[r][i] = rank r's tensors[i] (fresh tensors, ordered by rank).
+  virtual std::vector<std::vector<at::Tensor>> all_gather(const std::vector<at::Tensor>& tensors) = 0;
+
+  virtual void barrier() = 0;
+
+  // Single-tensor conveniences. The tensor is updated in place.
+  void all_reduce(const at::Tensor& tensor, ReduceOp op = ReduceOp::Sum) {
+    std::vector<at::Tensor> list{tensor};
+    all_reduce(list, op);
+  }
+  void broadcast(const at::Tensor& tensor, int root = 0) {
+    std::vector<at::Tensor> list{tensor};
+    broadcast(list, root);
+  }
+  std::vector<at::Tensor> all_gather(const at::Tensor& tensor) {
+    std::vector<at::Tensor> result;
+    for (auto& per_rank : all_gather(std::vector<at::Tensor>{tensor})) result.push_back(per_rank.at(0));
+    return result;
+  }
+};
+
+}  // namespace exogym::sdk

@@ -1,0 +1,35 @@
+#include "exogym/sdk/model.h"
+
+#include <c10/util/Optional.h>
+
+#include <string>
+#include <vector>
+
+#include "exogym/sdk/error.h"
+
+namespace exogym::sdk {
+
+at::Tensor dropout(const at::Tensor& input, double p, bool training, const at::Generator& generator,
+                   bool channelwise) {
+  if (!(p >= 0.0 && p < 1.0))
+    throw Error("dropout: probability must be in [0, 1), got " + std::to_string(p));
+  if (!training || p == 0.0) return input;
+
+  std::vector<int64_t> mask_shape = input.sizes().vec();
+  if (channelwise) {
+    if (input.dim() < 2)
+      throw Error("dropout: channel-wise dropout needs an N x C x ... input, got " + std::to_string(input.dim()) +
+                  " dimension(s)");
+    // One draw per (example, channel), broadcast over the spatial dimensions.
+    for (size_t d = 2; d < mask_shape.size(); ++d) mask_shape[d] = 1;
+  }
+  // An undefined generator means "the default one"; pass nullopt rather than
+  // relying on every ATen kernel to treat an undefined generator that way.
+  c10::optional<at::Generator> source;
+  if (generator.defined()) source = generator;
+  at::Tensor mask = input.new_empty(mask_shape).bernoulli_(1.0 - p, source);
+  mask.div_(1.0 - p);  // as torch's dropout: the expected activation is unchanged
+  return input.mul(mask);
+}
+
+}  // namespace exogym::sdk

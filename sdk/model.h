@@ -1,0 +1,57 @@
+#pragma once
+// A model plugin: a batch of named tensors goes in, a scalar loss comes out.
+#include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
+#include <torch/nn/module.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace exogym::sdk {
+
+// A batch of named tensors. The built-in datasets produce "input" and "target".
+using Batch = std::map<std::string, at::Tensor>;
+
+// Result of evaluating one batch. Metrics are scalar tensors holding the mean
+// over the batch (e.g. "accuracy"); the runtime weights them by batch size.
+struct EvalOutput {
+  at::Tensor loss;
+  std::map<std::string, at::Tensor> metrics;
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+
+  // The module that owns the parameters and buffers. The runtime uses it for
+  // train()/eval(), to(device), parameter broadcast, averaging and model.pt.
+  virtual torch::nn::Module& module() = 0;
+
+  // Mean loss over the batch, a scalar with a graph attached (training).
+  virtual at::Tensor loss(const Batch& batch) = 0;
+
+  // Loss and extra metrics from one forward pass (evaluation, under no_grad).
+  virtual EvalOutput evaluate(const Batch& batch) { return {loss(batch), {}}; }
+
+  // Names of the metrics evaluate() reports, known before the first batch so
+  // the run's CSV header can be written up front.
+  virtual std::vector<std::string> metric_names() const { return {}; }
+
+  // Randomness inside the model (dropout, ...) must come from this generator:
+  // the runtime seeds one per node, so runs are bit-for-bit reproducible
+  // whatever the thread scheduling. (LibTorch's default generator is shared
+  // by all threads, so drawing from it would make runs depend on timing.)
+  void set_generator(at::Generator generator) { generator_ = std::move(generator); }
+  const at::Generator& generator() const { return generator_; }
+
+ private:
+  at::Generator generator_;
+};
+
+// Dropout that draws from an explicit generator (see Model::generator()).
+// `channelwise` zeroes whole channels of an N x C x ... input (Dropout2d).
+at::Tensor dropout(const at::Tensor& input, double p, bool training, const at::Generator& generator,
+                   bool channelwise = false);
+
+}  // namespace exogym::sdk

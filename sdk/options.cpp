@@ -1,0 +1,256 @@
+#include "exogym/sdk/options.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "exogym/sdk/error.h"
+#include "exogym/sdk/optim.h"
+
+namespace exogym::sdk {
+
+using nlohmann::json;
+
+const char* to_string(OptionType type) {
+  switch (type) {
+    case OptionType::Integer: return "integer";
+    case OptionType::PositiveInteger: return "positive integer";
+    case OptionType::NonNegativeInteger: return "non-negative integer";
+    case OptionType::Number: return "number";
+    case OptionType::PositiveNumber: return "positive number";
+    case OptionType::NonNegativeNumber: return "non-negative number";
+    case OptionType::Fraction: return "fraction in (0, 1]";
+    case OptionType::Boolean: return "boolean";
+    case OptionType::String: return "string";
+    case OptionType::IntegerList: return "list of positive integers";
+    case OptionType::Optimizer: return "optimizer";
+    case OptionType::LrSchedule: return "learning-rate schedule";
+    case OptionType::Object: return "object";
+    case OptionType::Any: return "any value";
+  }
+  return "unknown type";
+}
+
+namespace {
+
+std::string lower(std::string text) {
+  std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::tolower(c); });
+  return text;
+}
+
+// Optimal-string-alignment distance: a swap of two adjacent letters counts
+// as one edit, the most common typo ("nodse" for "nodes").
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    for (size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+// "a" for most types, "an" before a vowel: "expected an integer".
+std::string with_article(const std::string& noun) {
+  if (!noun.empty() && std::string("aeiou").find(noun[0]) != std::string::npos) return "an " + noun;
+  return "a " + noun;
+}
+
+std::string join(const std::vector<std::string>& names) {
+  if (names.empty()) return "(none)";
+  std::string out;
+  for (const auto& name : names) out += (out.empty() ? "" : ", ") + name;
+  return out;
+}
+
+[[noreturn]] void type_error(const std::string& path, const std::string& expected, const json& got) {
+  throw ConfigError(path, "expected " + expected + ", got " + json_excerpt(got));
+}
+
+// JSON numbers that are integers, including 20.0 (some tools write every
+// number as a float). Booleans are not numbers in nlohmann::json.
+bool as_integer(const json& value, int64_t& out) {
+  if (value.is_number_integer()) {
+    if (value.is_number_unsigned() && value.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
+      return false;
+    out = value.get<int64_t>();
+    return true;
+  }
+  if (value.is_number_float()) {
+    double x = value.get<double>();
+    if (std::isfinite(x) && std::floor(x) == x && std::fabs(x) < 9.0e18) {
+      out = static_cast<int64_t>(x);
+      return true;
+    }
+  }
+  return false;
+}
+
+json check_value(const OptionSpec& spec, const json& value, const std::string& path) {
+  const std::string expected = with_article(to_string(spec.type));
+  switch (spec.type) {
+    case OptionType::Integer:
+    case OptionType::PositiveInteger:
+    case OptionType::NonNegativeInteger: {
+      int64_t x = 0;
+      if (!as_integer(value, x)) type_error(path, expected, value);
+      if (spec.type == OptionType::PositiveInteger && x < 1) type_error(path, expected, value);
+      if (spec.type == OptionType::NonNegativeInteger && x < 0) type_error(path, expected, value);
+      return x;
+    }
+    case OptionType::Number:
+    case OptionType::PositiveNumber:
+    case OptionType::NonNegativeNumber:
+    case OptionType::Fraction: {
+      if (!value.is_number()) type_error(path, expected, value);
+      double x = value.get<double>();
+      bool ok = std::isfinite(x);
+      if (spec.type == OptionType::PositiveNumber) ok = ok && x > 0;
+      if (spec.type == OptionType::NonNegativeNumber) ok = ok && x >= 0;
+      if (spec.type == OptionType::Fraction) ok = ok && x > 0 && x <= 1;
+      if (!ok) type_error(path, expected, value);
+      return value;  // integers stay integers: 1 and 1.0 read the same via get<double>()
+    }
+    case OptionType::Boolean:
+      if (!value.is_boolean()) type_error(path, expected, value);
+      return value;
+    case OptionType::String: {
+      if (!value.is_string()) type_error(path, expected, value);
+      if (!spec.choices.empty()) {
+        const auto& text = value.get_ref<const std::string&>();
+        if (std::find(spec.choices.begin(), spec.choices.end(), text) == spec.choices.end()) {
+          std::string quoted;
+          for (const auto& choice : spec.choices) quoted += (quoted.empty() ? "\"" : ", \"") + choice + "\"";
+          std::string message = "expected one of " + quoted + ", got " + json_excerpt(value);
+          std::string guess = closest_name(text, spec.choices);
+          if (!guess.empty()) message += "; did you mean \"" + guess + "\"?";
+          throw ConfigError(path, message);
+        }
+      }
+      return value;
+    }
+    case OptionType::IntegerList: {
+      if (!value.is_array()) type_error(path, expected, value);
+      json out = json::array();
+      for (size_t i = 0; i < value.size(); ++i) {
+        int64_t x = 0;
+        if (!as_integer(value[i], x) || x < 1)
+          type_error(path + "[" + std::to_string(i) + "]", "a positive integer", value[i]);
+        out.push_back(x);
+      }
+      return out;
+    }
+    case OptionType::Optimizer:
+      // The declared default is the fallback a partial object is merged over.
+      return OptimizerSpec::from_json(value, path, spec.default_value).to_json();
+    case OptionType::LrSchedule:
+      return LrSchedule::from_json(value, path).to_json();
+    case OptionType::Object:
+      if (!value.is_object()) type_error(path, expected, value);
+      return value;
+    case OptionType::Any:
+      return value;
+  }
+  return value;
+}
+
+}  // namespace
+
+std::string json_excerpt(const json& value) {
+  constexpr size_t kMaxChars = 80;
+  std::string text = value.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (text.size() > kMaxChars) text = text.substr(0, kMaxChars - 3) + "...";
+  return text;
+}
+
+std::string closest_name(const std::string& given, const std::vector<std::string>& known) {
+  const std::string key = lower(given);
+  if (key.empty()) return "";
+  for (const auto& name : known)
+    if (lower(name) == key) return name;
+  // A misspelling: at most 2 edits, and fewer edits than the word has
+  // letters, so that "p" is not "corrected" to "H".
+  std::string best;
+  size_t best_distance = 3;
+  for (const auto& name : known) {
+    size_t distance = edit_distance(key, lower(name));
+    if (distance < best_distance && distance < key.size()) {
+      best = name;
+      best_distance = distance;
+    }
+  }
+  if (!best.empty()) return best;
+  // An abbreviation ("p" for "p_sparta") or a name with extra letters.
+  for (const auto& name : known) {
+    std::string candidate = lower(name);
+    if (candidate.rfind(key, 0) == 0 || key.rfind(candidate, 0) == 0) return name;
+  }
+  return "";
+}
+
+json validate_options(const json& given, const OptionSpecs& specs, const std::string& path) {
+  if (!given.is_null() && !given.is_object()) type_error(path, "an object of options", given);
+  const auto prefix = path.empty() ? std::string() : path + ".";
+
+  if (given.is_object()) {
+    std::vector<std::string> known;
+    for (const auto& spec : specs) known.push_back(spec.name);
+    for (const auto& item : given.items()) {
+      if (std::find(known.begin(), known.end(), item.key()) != known.end()) continue;
+      std::string message = "unknown option";
+      std::string guess = closest_name(item.key(), known);
+      message += guess.empty() ? ";" : "; did you mean \"" + guess + "\"?";
+      message += " known options: " + join(known);
+      throw ConfigError(prefix + item.key(), message);
+    }
+  }
+
+  json resolved = json::object();
+  for (const auto& spec : specs) {
+    const std::string option_path = prefix + spec.name;
+    // An explicit null reads as "omitted": the default applies.
+    const json* value = nullptr;
+    if (given.is_object()) {
+      auto it = given.find(spec.name);
+      if (it != given.end() && !it->is_null()) value = &*it;
+    }
+    if (value) {
+      resolved[spec.name] = check_value(spec, *value, option_path);
+    } else if (spec.required) {
+      throw ConfigError(option_path, std::string("required option missing (") + with_article(to_string(spec.type)) +
+                                         (spec.doc.empty() ? "" : ": " + spec.doc) + ")");
+    } else if (spec.type == OptionType::LrSchedule) {
+      // Written out even when unset (null reads as a constant schedule), so
+      // config.json shows the schedule that ran.
+      resolved[spec.name] = LrSchedule::from_json(spec.default_value, option_path).to_json();
+    } else if (spec.default_value.is_null()) {
+      resolved[spec.name] = nullptr;
+    } else {
+      // Defaults go through the same checks: an optimizer default is written
+      // out in full, and a plugin's ill-typed default fails loudly here.
+      OptionSpec without_fallback = spec;
+      without_fallback.default_value = nullptr;
+      resolved[spec.name] = check_value(without_fallback, spec.default_value, option_path);
+    }
+  }
+  return resolved;
+}
+
+json describe_options(const OptionSpecs& specs) {
+  json out = json::array();
+  for (const auto& spec : specs) {
+    json entry = {{"name", spec.name}, {"type", to_string(spec.type)}, {"default", spec.default_value},
+                  {"doc", spec.doc}};
+    if (!spec.choices.empty()) entry["choices"] = spec.choices;
+    if (spec.required) entry["required"] = true;
+    out.push_back(std::move(entry));
+  }
+  return out;
+}
+
+}  // namespace exogym::sdk

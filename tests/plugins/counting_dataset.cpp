@@ -1,0 +1,34 @@
+// A dataset plugin whose example i has input [i] and target i % classes:
+// lets tests check exactly which examples each node received.
+#include <ATen/ATen.h>
+
+#include "exogym/sdk/dataset.h"
+#include "exogym/sdk/plugin.h"
+
+namespace {
+
+exogym::sdk::OptionSpecs counting_options() {
+  using exogym::sdk::OptionSpec;
+  using exogym::sdk::OptionType;
+  return {OptionSpec{"size", OptionType::PositiveInteger, 1000, "number of examples"},
+          OptionSpec{"classes", OptionType::PositiveInteger, 10, "number of classes"}};
+}
+
+class CountingDataset final : public exogym::sdk::Dataset {
+ public:
+  CountingDataset(const nlohmann::json& o, const exogym::sdk::DatasetRequest& request)
+      : size_(o.at("size").get<int64_t>()), classes_(o.at("classes").get<int64_t>()), split_(request.split) {}
+  int64_t size() const override { return size_; }
+  exogym::sdk::Batch get(const std::vector<int64_t>& indices) const override {
+    auto idx = at::tensor(indices, at::kLong);
+    return {{"input", idx.to(at::kFloat).unsqueeze(1)}, {"target", idx.remainder(classes_)}};
+  }
+
+ private:
+  int64_t size_, classes_;
+  std::string split_;
+};
+
+}  // namespace
+
+EXOGYM_DATASET_PLUGIN("counting", "0.0.1", CountingDataset, counting_options)

@@ -1,0 +1,56 @@
+// A strategy that averages gradients like allreduce, but throws on one node
+// at one step: the cluster must abort every node cleanly and report it.
+#include <ATen/ATen.h>
+#include <torch/nn/module.h>
+
+#include <stdexcept>
+
+#include "exogym/sdk/comm.h"
+#include "exogym/sdk/model.h"
+#include "exogym/sdk/node.h"
+#include "exogym/sdk/plugin.h"
+#include "exogym/sdk/strategy.h"
+
+namespace {
+
+exogym::sdk::OptionSpecs faulty_options() {
+  using exogym::sdk::OptionSpec;
+  using exogym::sdk::OptionType;
+  return {OptionSpec{"fail_node", OptionType::Integer, 1, "node that throws (-1: none)"},
+          OptionSpec{"fail_step", OptionType::NonNegativeInteger, 3, "step at which it throws"},
+          OptionSpec{"lr", OptionType::PositiveNumber, 0.1, "plain SGD learning rate"}};
+}
+
+class FaultyStrategy final : public exogym::sdk::Strategy {
+ public:
+  explicit FaultyStrategy(const nlohmann::json& o)
+      : fail_node_(o.at("fail_node").get<int>()), fail_step_(o.at("fail_step").get<int64_t>()), lr_(o.at("lr").get<double>()) {}
+  void init(exogym::sdk::NodeContext& ctx, exogym::sdk::Model& model) override {
+    ctx_ = &ctx;
+    params_ = model.module().parameters();
+  }
+  void zero_grad() override {
+    for (auto& p : params_) {
+      if (p.grad().defined()) p.mutable_grad().zero_();
+    }
+  }
+  void step() override {
+    if (ctx_->rank == fail_node_ && ctx_->step == fail_step_) throw std::runtime_error("deliberate failure for the test");
+    std::vector<at::Tensor> grads;
+    for (auto& p : params_) grads.push_back(p.grad());
+    ctx_->communicator().all_reduce(grads, exogym::sdk::ReduceOp::Avg);
+    at::NoGradGuard no_grad;
+    for (auto& p : params_) p.sub_(p.grad() * lr_);
+  }
+
+ private:
+  int fail_node_;
+  int64_t fail_step_;
+  double lr_;
+  exogym::sdk::NodeContext* ctx_ = nullptr;
+  std::vector<at::Tensor> params_;
+};
+
+}  // namespace
+
+EXOGYM_STRATEGY_PLUGIN("faulty", "0.0.1", FaultyStrategy, faulty_options)

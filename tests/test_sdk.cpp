@@ -1,0 +1,463 @@
+// The SDK library: option validation, optimizer specs, LR schedules,
+// gradient clipping and generator-driven dropout.
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/grad_mode.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/tensor.h>
+#include <catch2/catch.hpp>
+#include <torch/optim/adamw.h>
+#include <torch/optim/optimizer.h>
+#include <torch/optim/sgd.h>
+
+#include <cmath>
+#include <string>
+
+#include "exogym/sdk/comm.h"
+#include "exogym/sdk/error.h"
+#include "exogym/sdk/model.h"
+#include "exogym/sdk/optim.h"
+#include "exogym/sdk/options.h"
+#include "exogym/sdk/plugin.h"
+
+using exogym::sdk::ConfigError;
+using exogym::sdk::LrSchedule;
+using exogym::sdk::OptimizerSpec;
+using exogym::sdk::OptionSpecs;
+using exogym::sdk::OptionType;
+using nlohmann::json;
+
+namespace {
+
+// The ConfigError `fn` throws (fails the test if it throws nothing).
+template <typename Fn>
+ConfigError config_error(Fn&& fn) {
+  try {
+    fn();
+  } catch (const ConfigError& error) {
+    return error;
+  }
+  FAIL("expected a ConfigError");
+  return ConfigError("", "");
+}
+
+const json kDilocoOuter = {{"name", "sgd"}, {"lr", 0.7}, {"momentum", 0.9}, {"nesterov", true}};
+
+OptionSpecs strategy_specs() {
+  return {
+      {"H", OptionType::PositiveInteger, 100, "steps between syncs"},
+      {"p_sparta", OptionType::Fraction, 0.005, "fraction exchanged"},
+      {"max_norm", OptionType::PositiveNumber, nullptr, "clipping"},
+      {"optimizer", OptionType::Optimizer, "adamw", "inner optimizer"},
+      {"outer_optimizer", OptionType::Optimizer, kDilocoOuter, "outer optimizer"},
+      {"lr_schedule", OptionType::LrSchedule, nullptr, "schedule"},
+      {"hidden", OptionType::IntegerList, json::array({256}), "widths"},
+      {"activation", OptionType::String, "relu", "nonlinearity", {"relu", "gelu", "tanh"}},
+      {"shuffle", OptionType::Boolean, false, "shuffle"},
+      {"offset", OptionType::Integer, 0, "any integer"},
+      {"warmup", OptionType::NonNegativeInteger, 0, "steps"},
+      {"extra", OptionType::Object, json::object(), "free-form"},
+  };
+}
+
+at::Tensor param_with_grad(std::initializer_list<float> values, std::initializer_list<float> grad) {
+  at::Tensor p = at::tensor(values);
+  p.set_requires_grad(true);
+  p.mutable_grad() = at::tensor(grad);
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("validate_options fills every default", "[sdk][options]") {
+  const json resolved = exogym::sdk::validate_options(nullptr, strategy_specs(), "strategy.options");
+  CHECK(resolved.size() == 12);
+  CHECK(resolved["H"] == 100);
+  CHECK(resolved["p_sparta"] == 0.005);
+  CHECK(resolved["max_norm"].is_null());
+  CHECK(resolved["hidden"] == json::array({256}));
+  CHECK(resolved["activation"] == "relu");
+  CHECK(resolved["shuffle"] == false);
+  CHECK(resolved["extra"] == json::object());
+  // Optimizers are written out in full, the declared default included.
+  CHECK(resolved["optimizer"] == json({{"name", "adamw"},
+                                       {"lr", 1e-3},
+                                       {"betas", {0.9, 0.999}},
+                                       {"eps", 1e-8},
+                                       {"weight_decay", 0.01},
+                                       {"amsgrad", false}}));
+  CHECK(resolved["outer_optimizer"] == json({{"name", "sgd"},
+                                             {"lr", 0.7},
+                                             {"momentum", 0.9},
+                                             {"dampening", 0.0},
+                                             {"weight_decay", 0.0},
+                                             {"nesterov", true}}));
+  // An unset schedule resolves to the constant one, written out.
+  CHECK(resolved["lr_schedule"] ==
+        json({{"name", "constant"}, {"warmup_steps", 0}, {"min_factor", 1.0}, {"max_steps", 0}}));
+
+  // Given values win; 20.0 is an integer; explicit null means "use the default".
+  const json given = {{"H", 20.0}, {"offset", -5}, {"hidden", {128, 64}}, {"p_sparta", 1}, {"warmup", nullptr}};
+  const json mixed = exogym::sdk::validate_options(given, strategy_specs(), "strategy.options");
+  CHECK(mixed["H"] == 20);
+  CHECK(mixed["H"].is_number_integer());
+  CHECK(mixed["offset"] == -5);
+  CHECK(mixed["hidden"] == json::array({128, 64}));
+  CHECK(mixed["p_sparta"] == 1);
+  CHECK(mixed["warmup"] == 0);
+}
+
+TEST_CASE("validate_options rejects unknown options with a suggestion", "[sdk][options]") {
+  auto error = config_error(
+      [] { exogym::sdk::validate_options({{"p", 0.05}}, strategy_specs(), "strategy.options"); });
+  CHECK(error.path() == "strategy.options.p");
+  CHECK_THAT(error.what(), Catch::StartsWith("strategy.options.p: unknown option; did you mean \"p_sparta\"? "
+                                              "known options: H, p_sparta, max_norm, optimizer"));
+
+  error = config_error([] { exogym::sdk::validate_options({{"optimzer", "sgd"}}, strategy_specs(), "s"); });
+  CHECK_THAT(error.what(), Catch::Contains("did you mean \"optimizer\"?"));
+
+  error = config_error([] { exogym::sdk::validate_options({{"h", 3}}, strategy_specs(), "s"); });
+  CHECK_THAT(error.what(), Catch::Contains("did you mean \"H\"?"));
+
+  // Nothing close: no suggestion, but the list.
+  error = config_error([] { exogym::sdk::validate_options({{"zzzz", 1}}, strategy_specs(), "s"); });
+  CHECK(std::string(error.what()).find("did you mean") == std::string::npos);
+  CHECK_THAT(error.what(), Catch::StartsWith("s.zzzz: unknown option; known options: H, "));
+
+  CHECK(exogym::sdk::closest_name("lrr", {"lr", "eps"}) == "lr");
+  CHECK(exogym::sdk::closest_name("rl", {"H", "lr"}) == "lr");  // a swap is one edit
+  CHECK(exogym::sdk::closest_name("Warmup_Step", {"warmup_steps"}) == "warmup_steps");
+  CHECK(exogym::sdk::closest_name("warmup", {"name", "warmup_steps"}) == "warmup_steps");
+  CHECK(exogym::sdk::closest_name("x", {"H", "lr"}).empty());
+}
+
+TEST_CASE("validate_options names the path and the offending value on type errors", "[sdk][options]") {
+  auto check = [](const json& given, const std::string& expected) {
+    auto error = config_error([&] { exogym::sdk::validate_options(given, strategy_specs(), "strategy.options"); });
+    CHECK(std::string(error.what()) == expected);
+  };
+  check({{"H", -3}}, "strategy.options.H: expected a positive integer, got -3");
+  check({{"H", 0}}, "strategy.options.H: expected a positive integer, got 0");
+  check({{"H", 2.5}}, "strategy.options.H: expected a positive integer, got 2.5");
+  check({{"H", "20"}}, "strategy.options.H: expected a positive integer, got \"20\"");
+  check({{"offset", true}}, "strategy.options.offset: expected an integer, got true");
+  check({{"warmup", -1}}, "strategy.options.warmup: expected a non-negative integer, got -1");
+  check({{"p_sparta", 0}}, "strategy.options.p_sparta: expected a fraction in (0, 1], got 0");
+  check({{"p_sparta", 1.5}}, "strategy.options.p_sparta: expected a fraction in (0, 1], got 1.5");
+  check({{"max_norm", -1.0}}, "strategy.options.max_norm: expected a positive number, got -1.0");
+  check({{"shuffle", 1}}, "strategy.options.shuffle: expected a boolean, got 1");
+  check({{"hidden", 256}}, "strategy.options.hidden: expected a list of positive integers, got 256");
+  check({{"hidden", {256, 0}}}, "strategy.options.hidden[1]: expected a positive integer, got 0");
+  check({{"extra", {1, 2}}}, "strategy.options.extra: expected an object, got [1,2]");
+  check({{"activation", "swish"}},
+        "strategy.options.activation: expected one of \"relu\", \"gelu\", \"tanh\", got \"swish\"");
+  check({{"activation", "rellu"}},
+        "strategy.options.activation: expected one of \"relu\", \"gelu\", \"tanh\", got \"rellu\"; "
+        "did you mean \"relu\"?");
+  // Nested optimizer and schedule errors carry the full path.
+  check({{"optimizer", {{"lr", -1}}}}, "strategy.options.optimizer.lr: expected a positive number, got -1");
+  check({{"lr_schedule", {{"warmup_steps", -2}}}},
+        "strategy.options.lr_schedule.warmup_steps: expected a non-negative integer, got -2");
+
+  // The options themselves must be an object (or null).
+  auto error = config_error([] { exogym::sdk::validate_options(json::array(), strategy_specs(), "model.options"); });
+  CHECK(error.path() == "model.options");
+}
+
+TEST_CASE("validate_options reports a missing required option", "[sdk][options]") {
+  const OptionSpecs specs = {{"path", OptionType::String, nullptr, "where the data is", {}, true},
+                             {"size", OptionType::PositiveInteger, 3, "size"}};
+  auto error = config_error([&] { exogym::sdk::validate_options({{"size", 4}}, specs, "data.train.options"); });
+  CHECK(error.path() == "data.train.options.path");
+  CHECK_THAT(error.what(), Catch::Contains("required option missing"));
+  // Explicit null does not satisfy a required option.
+  CHECK_THROWS_AS(exogym::sdk::validate_options({{"path", nullptr}}, specs, "d"), ConfigError);
+  CHECK(exogym::sdk::validate_options({{"path", "x"}}, specs, "d") == json({{"path", "x"}, {"size", 3}}));
+}
+
+TEST_CASE("describe_options and to_string", "[sdk][options]") {
+  const OptionSpecs specs = {{"activation", OptionType::String, "relu", "nonlinearity", {"relu", "tanh"}},
+                             {"path", OptionType::String, nullptr, "data", {}, true}};
+  const json described = exogym::sdk::describe_options(specs);
+  REQUIRE(described.is_array());
+  REQUIRE(described.size() == 2);
+  CHECK(described[0] == json({{"name", "activation"},
+                              {"type", "string"},
+                              {"default", "relu"},
+                              {"doc", "nonlinearity"},
+                              {"choices", {"relu", "tanh"}}}));
+  CHECK(described[1]["required"] == true);
+  CHECK_FALSE(described[0].contains("required"));
+  CHECK(std::string(exogym::sdk::to_string(OptionType::PositiveInteger)) == "positive integer");
+  CHECK(std::string(exogym::sdk::to_string(OptionType::IntegerList)) == "list of positive integers");
+  CHECK(std::string(exogym::sdk::to_string(exogym::sdk::ReduceOp::Sum)) == "sum");
+  CHECK(std::string(exogym::sdk::to_string(exogym::sdk::ReduceOp::Avg)) == "avg");
+  CHECK(std::string(exogym::sdk::to_string(exogym::sdk::ReduceOp::Min)) == "min");
+  CHECK(std::string(exogym::sdk::to_string(exogym::sdk::ReduceOp::Max)) == "max");
+  CHECK(std::string(exogym::sdk::runtime_fingerprint()) == EXOGYM_BUILD_FINGERPRINT);
+  CHECK_THAT(exogym::sdk::runtime_fingerprint(), Catch::Contains(";torch=1.") || Catch::Contains(";torch=2."));
+}
+
+TEST_CASE("optimizer specs write out PyTorch's defaults", "[sdk][optim]") {
+  CHECK(OptimizerSpec::from_json("adam", "o").to_json() == json({{"name", "adam"},
+                                                                 {"lr", 1e-3},
+                                                                 {"betas", {0.9, 0.999}},
+                                                                 {"eps", 1e-8},
+                                                                 {"weight_decay", 0.0},
+                                                                 {"amsgrad", false}}));
+  CHECK(OptimizerSpec::from_json("AdamW", "o").to_json() == json({{"name", "adamw"},
+                                                                  {"lr", 1e-3},
+                                                                  {"betas", {0.9, 0.999}},
+                                                                  {"eps", 1e-8},
+                                                                  {"weight_decay", 0.01},
+                                                                  {"amsgrad", false}}));
+  CHECK(OptimizerSpec::from_json("sgd", "o").to_json() == json({{"name", "sgd"},
+                                                                {"lr", 1e-3},
+                                                                {"momentum", 0.0},
+                                                                {"dampening", 0.0},
+                                                                {"weight_decay", 0.0},
+                                                                {"nesterov", false}}));
+  CHECK(OptimizerSpec::from_json("RMSprop", "o").to_json() == json({{"name", "rmsprop"},
+                                                                    {"lr", 1e-2},
+                                                                    {"alpha", 0.99},
+                                                                    {"eps", 1e-8},
+                                                                    {"weight_decay", 0.0},
+                                                                    {"momentum", 0.0},
+                                                                    {"centered", false}}));
+  CHECK(OptimizerSpec::from_json("adagrad", "o").to_json() == json({{"name", "adagrad"},
+                                                                    {"lr", 1e-2},
+                                                                    {"lr_decay", 0.0},
+                                                                    {"weight_decay", 0.0},
+                                                                    {"initial_accumulator_value", 0.0},
+                                                                    {"eps", 1e-10}}));
+  // Null means the header's default, AdamW.
+  CHECK(OptimizerSpec::from_json(nullptr, "o").name == "adamw");
+  // An object overrides some hyper-parameters; integers are stored as numbers.
+  const auto spec = OptimizerSpec::from_json({{"name", "adamw"}, {"lr", 3e-4}, {"betas", {0.8, 0.95}}}, "o");
+  CHECK(spec.lr() == 3e-4);
+  CHECK(spec.params["betas"] == json({0.8, 0.95}));
+  CHECK(spec.params["weight_decay"] == 0.01);
+  CHECK(OptimizerSpec::from_json({{"name", "sgd"}, {"lr", 1}}, "o").params["lr"].is_number_float());
+}
+
+TEST_CASE("optimizer specs reject bad names and hyper-parameters", "[sdk][optim]") {
+  auto what = [](const json& value) {
+    return std::string(config_error([&] { OptimizerSpec::from_json(value, "strategy.options.optimizer"); }).what());
+  };
+  CHECK_THAT(what("adamx"), Catch::StartsWith("strategy.options.optimizer: unknown optimizer \"adamx\"; did you mean "
+                                              "\"adam\"? known optimizers: adam, adamw, sgd, rmsprop, adagrad"));
+  CHECK_THAT(what({{"name", "lion"}}), Catch::StartsWith("strategy.options.optimizer.name: unknown optimizer \"lion\""));
+  CHECK_THAT(what({{"name", "adamw"}, {"lrr", 0.1}}),
+             Catch::StartsWith("strategy.options.optimizer.lrr: unknown hyper-parameter of adamw; did you mean "
+                               "\"lr\"? known hyper-parameters: lr, betas, eps, weight_decay, amsgrad"));
+  CHECK_THAT(what({{"name", "sgd"}, {"betas", {0.9, 0.99}}}),
+             Catch::StartsWith("strategy.options.optimizer.betas: unknown hyper-parameter of sgd"));
+  CHECK(what({{"lr", 0}}) == "strategy.options.optimizer.lr: expected a positive number, got 0");
+  CHECK(what({{"lr", "fast"}}) == "strategy.options.optimizer.lr: expected a positive number, got \"fast\"");
+  CHECK(what({{"betas", {0.9}}}) == "strategy.options.optimizer.betas: expected two numbers in [0, 1), got [0.9]");
+  CHECK(what({{"betas", {0.9, 1.0}}}) ==
+        "strategy.options.optimizer.betas: expected two numbers in [0, 1), got [0.9,1.0]");
+  CHECK(what({{"eps", -1e-8}}) == "strategy.options.optimizer.eps: expected a non-negative number, got -1e-08");
+  CHECK(what({{"amsgrad", "yes"}}) == "strategy.options.optimizer.amsgrad: expected a boolean, got \"yes\"");
+  CHECK(what({{"name", "sgd"}, {"momentum", -0.5}}) ==
+        "strategy.options.optimizer.momentum: expected a non-negative number, got -0.5");
+  CHECK(what(42) == "strategy.options.optimizer: expected an optimizer name or object, got 42");
+}
+
+TEST_CASE("nesterov needs momentum and no dampening", "[sdk][optim]") {
+  auto error = config_error([] { OptimizerSpec::from_json({{"name", "sgd"}, {"nesterov", true}}, "o"); });
+  CHECK(error.path() == "o.nesterov");
+  CHECK_THAT(error.what(), Catch::Contains("nesterov requires momentum > 0 and dampening = 0"));
+  CHECK_THROWS_AS(OptimizerSpec::from_json(
+                      {{"name", "sgd"}, {"nesterov", true}, {"momentum", 0.9}, {"dampening", 0.1}}, "o"),
+                  ConfigError);
+  CHECK_NOTHROW(OptimizerSpec::from_json({{"name", "sgd"}, {"nesterov", true}, {"momentum", 0.9}}, "o"));
+  // Overriding the fallback's momentum to 0 breaks its nesterov: caught too.
+  CHECK_THROWS_AS(OptimizerSpec::from_json({{"momentum", 0.0}}, "o", kDilocoOuter), ConfigError);
+}
+
+TEST_CASE("optimizer objects merge over the plugin's fallback", "[sdk][optim]") {
+  // DiLoCo's outer optimizer with only the learning rate changed.
+  auto merged = OptimizerSpec::from_json({{"lr", 0.5}}, "o", kDilocoOuter);
+  CHECK(merged.name == "sgd");
+  CHECK(merged.lr() == 0.5);
+  CHECK(merged.params["momentum"] == 0.9);
+  CHECK(merged.params["nesterov"] == true);
+  CHECK(merged.params["dampening"] == 0.0);
+  // Same name as the fallback: still merged.
+  merged = OptimizerSpec::from_json({{"name", "SGD"}, {"lr", 0.5}}, "o", kDilocoOuter);
+  CHECK(merged.params["momentum"] == 0.9);
+  // Another optimizer: PyTorch's defaults of that one, nothing inherited.
+  auto other = OptimizerSpec::from_json({{"name", "adamw"}, {"lr", 0.5}}, "o", kDilocoOuter);
+  CHECK(other.name == "adamw");
+  CHECK(other.lr() == 0.5);
+  CHECK(other.params["weight_decay"] == 0.01);
+  // A bare name means that optimizer's defaults; null means the fallback.
+  CHECK(OptimizerSpec::from_json("sgd", "o", kDilocoOuter).params["momentum"] == 0.0);
+  CHECK(OptimizerSpec::from_json(nullptr, "o", kDilocoOuter).to_json() ==
+        OptimizerSpec::from_json(kDilocoOuter, "o").to_json());
+  // Through validate_options, with the declared default as the fallback.
+  const json resolved =
+      exogym::sdk::validate_options({{"outer_optimizer", {{"lr", 0.5}}}}, strategy_specs(), "strategy.options");
+  CHECK(resolved["outer_optimizer"] == json({{"name", "sgd"},
+                                             {"lr", 0.5},
+                                             {"momentum", 0.9},
+                                             {"dampening", 0.0},
+                                             {"weight_decay", 0.0},
+                                             {"nesterov", true}}));
+  auto error = config_error(
+      [] { exogym::sdk::validate_options({{"outer_optimizer", {{"lrr", 1}}}}, strategy_specs(), "strategy.options"); });
+  CHECK(error.path() == "strategy.options.outer_optimizer.lrr");
+  CHECK_THAT(error.what(), Catch::Contains("unknown hyper-parameter of sgd; did you mean \"lr\"?"));
+}
+
+TEST_CASE("built SGD with Nesterov momentum matches a hand computation", "[sdk][optim]") {
+  at::Tensor p = param_with_grad({1.0f, 2.0f}, {0.5f, -1.0f});
+  const auto spec = OptimizerSpec::from_json({{"name", "sgd"}, {"lr", 0.1}, {"momentum", 0.9}, {"nesterov", true}}, "o");
+  auto optimizer = spec.build({p});
+  // PyTorch's SGD: buf = momentum * buf + g (buf = g at first); d = g + momentum * buf; p -= lr * d.
+  // Step 1: buf = g, d = 1.9 g = [0.95, -1.9], p = [0.905, 2.19].
+  optimizer->step();
+  CHECK(p[0].item<float>() == Approx(0.905).epsilon(1e-6));
+  CHECK(p[1].item<float>() == Approx(2.19).epsilon(1e-6));
+  // Step 2 (same g): buf = 0.9 * g + g = 1.9 g, d = g + 1.71 g = 2.71 g = [1.355, -2.71], p = [0.7695, 2.461].
+  optimizer->step();
+  CHECK(p[0].item<float>() == Approx(0.7695).epsilon(1e-6));
+  CHECK(p[1].item<float>() == Approx(2.461).epsilon(1e-6));
+}
+
+TEST_CASE("built optimizers carry every hyper-parameter and expose the LR", "[sdk][optim]") {
+  for (const char* name : {"adam", "adamw", "sgd", "rmsprop", "adagrad"}) {
+    at::Tensor p = param_with_grad({1.0f, -1.0f}, {0.1f, 0.2f});
+    auto optimizer = OptimizerSpec::from_json(name, "o").build({p});
+    REQUIRE(optimizer);
+    CHECK(exogym::sdk::get_lr(*optimizer) == OptimizerSpec::from_json(name, "o").lr());
+    exogym::sdk::set_lr(*optimizer, 0.25);
+    CHECK(exogym::sdk::get_lr(*optimizer) == 0.25);
+    CHECK_NOTHROW(optimizer->step());
+  }
+  at::Tensor p = param_with_grad({1.0f}, {1.0f});
+  auto adamw = OptimizerSpec::from_json("adamw", "o").build({p});
+  const auto& adamw_options = static_cast<const torch::optim::AdamWOptions&>(adamw->param_groups()[0].options());
+  CHECK(adamw_options.weight_decay() == 0.01);
+  CHECK(std::get<1>(adamw_options.betas()) == 0.999);
+  auto sgd = OptimizerSpec::from_json("sgd", "o").build({p});
+  CHECK(static_cast<const torch::optim::SGDOptions&>(sgd->param_groups()[0].options()).lr() == 1e-3);
+
+  // AdamW, first step without weight decay: the update is lr * g / (|g| + eps), about lr * sign(g).
+  at::Tensor q = param_with_grad({1.0f, 2.0f}, {0.5f, -3.0f});
+  auto adam = OptimizerSpec::from_json({{"name", "adamw"}, {"lr", 0.1}, {"weight_decay", 0}}, "o").build({q});
+  adam->step();
+  CHECK(q[0].item<float>() == Approx(0.9).epsilon(1e-5));
+  CHECK(q[1].item<float>() == Approx(2.1).epsilon(1e-5));
+}
+
+TEST_CASE("LR schedules: constant, cosine with warm-up, linear", "[sdk][optim]") {
+  const LrSchedule constant = LrSchedule::from_json(nullptr, "s");
+  CHECK(constant.name == "constant");
+  CHECK(constant.factor(0, 100) == 1.0);
+  CHECK(constant.factor(1000, 100) == 1.0);
+  const LrSchedule warm = LrSchedule::from_json({{"warmup_steps", 4}}, "s");
+  CHECK(warm.factor(0, 100) == 0.25);  // the first step already learns
+  CHECK(warm.factor(3, 100) == 1.0);
+  CHECK(warm.factor(4, 100) == 1.0);
+
+  // Cosine, W = 10, M = 110 (the run's): the reference's 0.1 + 0.9 * 0.5 * (1 + cos(pi p)).
+  const LrSchedule cosine = LrSchedule::from_json({{"name", "cosine"}, {"warmup_steps", 10}}, "s");
+  CHECK(cosine.min_factor == 0.1);
+  CHECK(cosine.factor(0, 110) == Approx(0.1));
+  CHECK(cosine.factor(9, 110) == Approx(1.0));
+  CHECK(cosine.factor(10, 110) == Approx(1.0));
+  CHECK(cosine.factor(35, 110) == Approx(0.1 + 0.9 * 0.5 * (1 + std::cos(M_PI * 0.25))));
+  CHECK(cosine.factor(60, 110) == Approx(0.55));
+  CHECK(cosine.factor(110, 110) == Approx(0.1));
+  CHECK(cosine.factor(120, 110) == Approx(0.1));  // clamped: the reference rose again here
+  // The schedule's own max_steps wins over the run's.
+  const LrSchedule short_cosine = LrSchedule::from_json({{"name", "cosine"}, {"max_steps", 50}}, "s");
+  CHECK(short_cosine.factor(25, 1000) == Approx(0.55));
+  CHECK(short_cosine.factor(50, 1000) == Approx(0.1));
+
+  const LrSchedule linear = LrSchedule::from_json("linear", "s");
+  CHECK(linear.min_factor == 0.0);
+  CHECK(linear.factor(0, 100) == Approx(1.0));
+  CHECK(linear.factor(50, 100) == Approx(0.5));
+  CHECK(linear.factor(100, 100) == Approx(0.0).margin(1e-12));
+  CHECK(linear.factor(150, 100) == Approx(0.0).margin(1e-12));
+  const LrSchedule linear_floor = LrSchedule::from_json({{"name", "linear"}, {"min_factor", 0.2}}, "s");
+  CHECK(linear_floor.factor(50, 100) == Approx(0.6));
+
+  // Round trip and aliases.
+  CHECK(LrSchedule::from_json("cosine", "s").to_json() ==
+        json({{"name", "cosine"}, {"warmup_steps", 0}, {"min_factor", 0.1}, {"max_steps", 0}}));
+  CHECK(LrSchedule::from_json(cosine.to_json(), "s").to_json() == cosine.to_json());
+  CHECK(LrSchedule::from_json("lambda_cosine", "s").name == "cosine");
+}
+
+TEST_CASE("LR schedule errors name the path", "[sdk][optim]") {
+  auto what = [](const json& value) {
+    return std::string(config_error([&] { LrSchedule::from_json(value, "strategy.options.lr_schedule"); }).what());
+  };
+  CHECK_THAT(what({{"name", "cosin"}}),
+             Catch::StartsWith("strategy.options.lr_schedule.name: unknown schedule \"cosin\"; did you mean \"cosine\"?"));
+  CHECK_THAT(what({{"warmup", 100}}),
+             Catch::StartsWith("strategy.options.lr_schedule.warmup: unknown schedule setting; did you mean "
+                               "\"warmup_steps\"?"));
+  CHECK(what({{"min_factor", 1.5}}) == "strategy.options.lr_schedule.min_factor: expected a number in [0, 1], got 1.5");
+  CHECK(what({{"max_steps", 2.5}}) ==
+        "strategy.options.lr_schedule.max_steps: expected a non-negative integer, got 2.5");
+  CHECK(what(3) == "strategy.options.lr_schedule: expected a schedule name or object, got 3");
+}
+
+TEST_CASE("clip_grad_norm scales by max_norm / (norm + 1e-6)", "[sdk][optim]") {
+  at::Tensor a = param_with_grad({0.0f, 0.0f}, {3.0f, 4.0f});
+  at::Tensor b = param_with_grad({0.0f}, {12.0f});
+  at::Tensor no_grad = at::tensor({1.0f});  // skipped
+  // Under the limit: untouched, and the norm is still returned.
+  CHECK(exogym::sdk::clip_grad_norm({a, b, no_grad}, 100.0) == Approx(13.0));
+  CHECK(a.grad()[0].item<float>() == 3.0f);
+  CHECK(b.grad()[0].item<float>() == 12.0f);
+  // sqrt(3^2 + 4^2 + 12^2) = 13.
+  CHECK(exogym::sdk::clip_grad_norm({a, b, no_grad}, 1.0) == Approx(13.0));
+  const double scale = 1.0 / (13.0 + 1e-6);
+  CHECK(a.grad()[0].item<float>() == Approx(3.0 * scale).epsilon(1e-6));
+  CHECK(a.grad()[1].item<float>() == Approx(4.0 * scale).epsilon(1e-6));
+  CHECK(b.grad()[0].item<float>() == Approx(12.0 * scale).epsilon(1e-6));
+  CHECK_FALSE(no_grad.grad().defined());
+  CHECK(exogym::sdk::clip_grad_norm({no_grad}, 1.0) == 0.0);
+}
+
+TEST_CASE("dropout draws from the given generator", "[sdk][model]") {
+  const at::Tensor x = at::ones({4000});
+  auto seeded = [](uint64_t seed) { return at::make_generator<at::CPUGeneratorImpl>(seed); };
+  const at::Tensor a = exogym::sdk::dropout(x, 0.3, true, seeded(42));
+  const at::Tensor b = exogym::sdk::dropout(x, 0.3, true, seeded(42));
+  const at::Tensor c = exogym::sdk::dropout(x, 0.3, true, seeded(7));
+  CHECK(at::equal(a, b));
+  CHECK_FALSE(at::equal(a, c));
+  // Kept values are scaled by 1 / (1 - p); about p of them are dropped.
+  const at::Tensor kept = a.ne(0);
+  CHECK(a.masked_select(kept).sub(1.0 / 0.7).abs().max().item<double>() < 1e-6);
+  CHECK(1.0 - kept.to(at::kFloat).mean().item<double>() == Approx(0.3).margin(0.03));
+  // Identity when not training or p == 0; p must be in [0, 1).
+  CHECK(exogym::sdk::dropout(x, 0.3, false, seeded(1)).is_same(x));
+  CHECK(exogym::sdk::dropout(x, 0.0, true, seeded(1)).is_same(x));
+  CHECK_THROWS_AS(exogym::sdk::dropout(x, 1.0, true, seeded(1)), exogym::sdk::Error);
+  CHECK_THROWS_AS(exogym::sdk::dropout(x, -0.1, true, seeded(1)), exogym::sdk::Error);
+  // Undefined generator: the default one.
+  CHECK(exogym::sdk::dropout(x, 0.5, true, at::Generator()).sizes() == x.sizes());
+}
+
+TEST_CASE("channel-wise dropout zeroes whole channels", "[sdk][model]") {
+  const at::Tensor x = at::ones({8, 16, 5, 5});
+  const at::Tensor y = exogym::sdk::dropout(x, 0.5, true, at::make_generator<at::CPUGeneratorImpl>(3), true);
+  // Every (example, channel) plane is constant: all 0 or all 2.
+  const at::Tensor high = y.amax({2, 3});
+  const at::Tensor low = y.amin({2, 3});
+  CHECK(at::equal(high, low));
+  CHECK(high.eq(0).logical_or(high.eq(2)).all().item<bool>());
+  const double dropped = high.eq(0).to(at::kFloat).mean().item<double>();
+  CHECK(dropped > 0.2);
+  CHECK(dropped < 0.8);
+  CHECK_THROWS_AS(exogym::sdk::dropout(at::ones({4}), 0.5, true, at::Generator(), true), exogym::sdk::Error);
+}
