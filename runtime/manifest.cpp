@@ -574,6 +574,12 @@ ManifestSet parse_manifest(const json& json_doc, const fs::path& base_dir, const
                                             " has it too); give each variant a distinct \"name\"");
     }
     names.push_back(name);
+    // All variants of one manifest share one folder: <output.dir>/<name>.
+    for (const char* shared : {"output"}) {
+      if (entry.contains(shared)) {
+        throw ConfigError(path + "." + shared, "cannot differ between variants; set it in the base manifest");
+      }
+    }
     // "name" in a variant names the variant, not the run: it is not patched in.
     json patch = entry;
     patch.erase("name");
@@ -582,6 +588,16 @@ ManifestSet parse_manifest(const json& json_doc, const fs::path& base_dir, const
 
   for (size_t i = 0; i < patches.size(); ++i) {
     json merged = base;
+    // A variant that switches to another plugin starts from that plugin's
+    // defaults: the base's options belong to the base's plugin (DiLoCo's "H"
+    // would be an unknown option for allreduce).
+    for (const char* section : {"model", "strategy"}) {
+      const json& patch_section = patches[i].contains(section) ? patches[i][section] : json();
+      if (patch_section.is_object() && patch_section.contains("plugin") && merged.contains(section) &&
+          merged[section].is_object() && merged[section].value("plugin", json()) != patch_section["plugin"]) {
+        merged[section].erase("options");
+      }
+    }
     merged.merge_patch(patches[i]);
     // Again after the merge, so that --set wins over the variant's values.
     for (const auto& assignment : overrides) apply_override(merged, assignment);

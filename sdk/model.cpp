@@ -9,10 +9,8 @@
 
 namespace exogym::sdk {
 
-at::Tensor dropout(const at::Tensor& input, double p, bool training, const at::Generator& generator,
-                   bool channelwise) {
-  if (!(p >= 0.0 && p < 1.0))
-    throw Error("dropout: probability must be in [0, 1), got " + std::to_string(p));
+at::Tensor dropout(const at::Tensor& input, double p, bool training, const at::Generator& generator, bool channelwise) {
+  if (!(p >= 0.0 && p < 1.0)) throw Error("dropout: probability must be in [0, 1), got " + std::to_string(p));
   if (!training || p == 0.0) return input;
 
   std::vector<int64_t> mask_shape = input.sizes().vec();

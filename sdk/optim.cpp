@@ -145,8 +145,7 @@ OptimizerSpec OptimizerSpec::from_json(const json& value, const std::string& pat
     return defaults_of(find_def("adamw", path));
   }
   if (value.is_string()) return defaults_of(find_def(value, path));
-  if (!value.is_object())
-    throw ConfigError(path, "expected an optimizer name or object, got " + json_excerpt(value));
+  if (!value.is_object()) throw ConfigError(path, "expected an optimizer name or object, got " + json_excerpt(value));
 
   std::optional<OptimizerSpec> base;
   if (!fallback.is_null()) base = from_json(fallback, path, nullptr);
@@ -164,8 +163,8 @@ OptimizerSpec OptimizerSpec::from_json(const json& value, const std::string& pat
   for (const auto& param : def->params) known.push_back(param.name);
   for (const auto& item : value.items()) {
     if (item.key() == "name") continue;
-    auto param = std::find_if(def->params.begin(), def->params.end(),
-                              [&](const ParamDef& p) { return item.key() == p.name; });
+    auto param =
+        std::find_if(def->params.begin(), def->params.end(), [&](const ParamDef& p) { return item.key() == p.name; });
     const std::string key_path = path + "." + item.key();
     if (param == def->params.end()) {
       std::string hint = did_you_mean(item.key(), known);
@@ -232,12 +231,12 @@ std::unique_ptr<torch::optim::Optimizer> OptimizerSpec::build(const std::vector<
                                                                 .centered(flag("centered")));
   }
   if (key == "adagrad") {
-    return std::make_unique<torch::optim::Adagrad>(
-        tensors, torch::optim::AdagradOptions(number("lr"))
-                     .lr_decay(number("lr_decay"))
-                     .weight_decay(number("weight_decay"))
-                     .initial_accumulator_value(number("initial_accumulator_value"))
-                     .eps(number("eps")));
+    return std::make_unique<torch::optim::Adagrad>(tensors,
+                                                   torch::optim::AdagradOptions(number("lr"))
+                                                       .lr_decay(number("lr_decay"))
+                                                       .weight_decay(number("weight_decay"))
+                                                       .initial_accumulator_value(number("initial_accumulator_value"))
+                                                       .eps(number("eps")));
   }
   throw ConfigError("optimizer", "unknown optimizer \"" + name + "\"");  // unreachable: from_json checked it
 }
@@ -270,8 +269,8 @@ LrSchedule LrSchedule::from_json(const json& value, const std::string& path) {
   };
   auto default_min = [](const std::string& name) { return name == "cosine" ? 0.1 : name == "linear" ? 0.0 : 1.0; };
   auto steps = [&](const json& v, const std::string& key_path) {
-    bool integral = v.is_number_integer() ||
-                    (v.is_number_float() && std::isfinite(v.get<double>()) && std::floor(v.get<double>()) == v.get<double>());
+    bool integral = v.is_number_integer() || (v.is_number_float() && std::isfinite(v.get<double>()) &&
+                                              std::floor(v.get<double>()) == v.get<double>());
     if (!integral || v.get<double>() < 0)
       throw ConfigError(key_path, "expected a non-negative integer, got " + json_excerpt(v));
     return static_cast<int64_t>(v.get<double>());
@@ -284,13 +283,12 @@ LrSchedule LrSchedule::from_json(const json& value, const std::string& path) {
     schedule.min_factor = default_min(schedule.name);
     return schedule;
   }
-  if (!value.is_object())
-    throw ConfigError(path, "expected a schedule name or object, got " + json_excerpt(value));
+  if (!value.is_object()) throw ConfigError(path, "expected a schedule name or object, got " + json_excerpt(value));
   for (const auto& item : value.items()) {
     if (std::find(kKeys.begin(), kKeys.end(), item.key()) != kKeys.end()) continue;
     std::string hint = did_you_mean(item.key(), kKeys);
-    throw ConfigError(path + "." + item.key(),
-                      "unknown schedule setting" + (hint.empty() ? std::string(";") : hint) + " known settings: " + join(kKeys));
+    throw ConfigError(path + "." + item.key(), "unknown schedule setting" + (hint.empty() ? std::string(";") : hint) +
+                                                   " known settings: " + join(kKeys));
   }
   if (value.contains("name")) schedule.name = parse_name(value["name"], path + ".name");
   schedule.min_factor = default_min(schedule.name);

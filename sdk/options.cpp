@@ -49,7 +49,8 @@ size_t edit_distance(const std::string& a, const std::string& b) {
   for (size_t i = 1; i <= a.size(); ++i) {
     for (size_t j = 1; j <= b.size(); ++j) {
       d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
     }
   }
   return d[a.size()][b.size()];
@@ -148,13 +149,11 @@ json check_value(const OptionSpec& spec, const json& value, const std::string& p
     case OptionType::Optimizer:
       // The declared default is the fallback a partial object is merged over.
       return OptimizerSpec::from_json(value, path, spec.default_value).to_json();
-    case OptionType::LrSchedule:
-      return LrSchedule::from_json(value, path).to_json();
+    case OptionType::LrSchedule: return LrSchedule::from_json(value, path).to_json();
     case OptionType::Object:
       if (!value.is_object()) type_error(path, expected, value);
       return value;
-    case OptionType::Any:
-      return value;
+    case OptionType::Any: return value;
   }
   return value;
 }
@@ -244,8 +243,8 @@ json validate_options(const json& given, const OptionSpecs& specs, const std::st
 json describe_options(const OptionSpecs& specs) {
   json out = json::array();
   for (const auto& spec : specs) {
-    json entry = {{"name", spec.name}, {"type", to_string(spec.type)}, {"default", spec.default_value},
-                  {"doc", spec.doc}};
+    json entry = {
+        {"name", spec.name}, {"type", to_string(spec.type)}, {"default", spec.default_value}, {"doc", spec.doc}};
     if (!spec.choices.empty()) entry["choices"] = spec.choices;
     if (spec.required) entry["required"] = true;
     out.push_back(std::move(entry));

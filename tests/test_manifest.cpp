@@ -398,12 +398,14 @@ TEST_CASE("runs expand into variants merged over the base", "[manifest]") {
     CHECK_FALSE(m.resolved.contains("runs"));
   }
 
-  // Merge-patch semantics: objects merge key by key.
+  // Merge-patch semantics: objects merge key by key, except that a variant
+  // switching to another plugin does not inherit the base plugin's options.
   CHECK(diloco.strategy.plugin == "diloco");
-  CHECK(diloco.strategy.options == json({{"H", 20}, {"lr", 0.1}}));
+  CHECK(diloco.strategy.options == json({{"H", 20}}));
   CHECK(diloco.nodes == 1);
   CHECK(sparta.strategy.plugin == "sparta");
-  CHECK(sparta.strategy.options == json({{"H", 10}, {"lr", 0.1}}));
+  CHECK(sparta.strategy.options == json::object());
+  CHECK(third.strategy.options == json({{"H", 10}, {"lr", 0.1}}));
   CHECK(sparta.nodes == 8);
   CHECK(third.strategy.plugin == "ddp");
   CHECK(third.max_steps == 3);
@@ -415,6 +417,19 @@ TEST_CASE("runs expand into variants merged over the base", "[manifest]") {
 
   CHECK(diloco.run_dir() == fs::path("/manifests/runs/cmp/diloco"));
   CHECK(sparta.run_dir() == fs::path("/manifests/runs/cmp/sparta-fast"));
+}
+
+TEST_CASE("a variant that keeps its plugin merges its options over the base's", "[manifest]") {
+  json m = comparison();
+  m["runs"] = json::array({{{"name", "a"}, {"strategy", {{"plugin", "ddp"}, {"options", {{"lr", 0.5}}}}}}});
+  const ManifestSet set = parse(m);
+  CHECK(set.runs[0].strategy.options == json({{"H", 10}, {"lr", 0.5}}));
+}
+
+TEST_CASE("variants cannot move their output folder", "[manifest]") {
+  json m = comparison();
+  m["runs"][1]["output"] = {{"dir", "elsewhere"}};
+  REQUIRE_THROWS_WITH(parse(m), "runs[1].output: cannot differ between variants; set it in the base manifest");
 }
 
 TEST_CASE("a variant's default name comes from its strategy plugin", "[manifest]") {

@@ -5,12 +5,13 @@
 #include <ATen/ops/equal.h>
 #include <ATen/ops/randint.h>
 #include <ATen/ops/randn.h>
-#include <boost/dll/shared_library.hpp>
-#include <catch2/catch.hpp>
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 
+#include <boost/dll/shared_library.hpp>
+#include <catch2/catch.hpp>
 #include <cmath>
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -27,7 +28,9 @@ using nlohmann::json;
 namespace {
 
 std::string plugin_file(const std::string& name) {
-  return std::string(EXOGYM_BINARY_DIR) + "/lib/exogym/plugins/exogym_model_" + name + ".so";
+  const std::string file = std::string(EXOGYM_BINARY_DIR) + "/lib/exogym/plugins/exogym_model_" + name + ".so";
+  if (!std::filesystem::exists(file)) FAIL(file << " is not built (ninja exogym_model_" << name << ")");
+  return file;
 }
 
 // Declare before the models it creates: members and locals are destroyed in
@@ -83,11 +86,8 @@ TEST_CASE("mlp plugin: info, options, parameters", "[models][mlp]") {
   CHECK(std::string(plugin.info().kind) == "model");
   CHECK(std::string(plugin.info().name) == "mlp");
   CHECK(std::string(plugin.info().fingerprint) == exogym::sdk::runtime_fingerprint());
-  CHECK(plugin.options() == json({{"input_size", 784},
-                                  {"hidden", {256}},
-                                  {"num_classes", 10},
-                                  {"dropout", 0.0},
-                                  {"activation", "relu"}}));
+  CHECK(plugin.options() ==
+        json({{"input_size", 784}, {"hidden", {256}}, {"num_classes", 10}, {"dropout", 0.0}, {"activation", "relu"}}));
 
   auto model = plugin.create();
   CHECK(parameter_count(*model) == 784 * 256 + 256 + 256 * 10 + 10);
@@ -232,6 +232,7 @@ TEST_CASE("cnn plugin: the reference MNIST CNN", "[models][cnn]") {
 
   // Other geometries; the image size must survive the halvings.
   auto small = plugin.create({{"channels", {8}}, {"hidden", 16}, {"image_size", 28}});
-  CHECK(parameter_count(*small) == (1 * 8 * 9 + 8) + 16 + (8 * 8 * 9 + 8) + 16 + (8 * 14 * 14 * 16 + 16) + (16 * 10 + 10));
+  CHECK(parameter_count(*small) ==
+        (1 * 8 * 9 + 8) + 16 + (8 * 8 * 9 + 8) + 16 + (8 * 14 * 14 * 16 + 16) + (16 * 10 + 10));
   CHECK_THROWS_AS(plugin.create({{"image_size", 30}}), exogym::sdk::ConfigError);
 }

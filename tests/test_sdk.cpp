@@ -5,11 +5,11 @@
 #include <ATen/ops/equal.h>
 #include <ATen/ops/ones.h>
 #include <ATen/ops/tensor.h>
-#include <catch2/catch.hpp>
 #include <torch/optim/adamw.h>
 #include <torch/optim/optimizer.h>
 #include <torch/optim/sgd.h>
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <string>
 
@@ -108,11 +108,10 @@ TEST_CASE("validate_options fills every default", "[sdk][options]") {
 }
 
 TEST_CASE("validate_options rejects unknown options with a suggestion", "[sdk][options]") {
-  auto error = config_error(
-      [] { exogym::sdk::validate_options({{"p", 0.05}}, strategy_specs(), "strategy.options"); });
+  auto error = config_error([] { exogym::sdk::validate_options({{"p", 0.05}}, strategy_specs(), "strategy.options"); });
   CHECK(error.path() == "strategy.options.p");
   CHECK_THAT(error.what(), Catch::StartsWith("strategy.options.p: unknown option; did you mean \"p_sparta\"? "
-                                              "known options: H, p_sparta, max_norm, optimizer"));
+                                             "known options: H, p_sparta, max_norm, optimizer"));
 
   error = config_error([] { exogym::sdk::validate_options({{"optimzer", "sgd"}}, strategy_specs(), "s"); });
   CHECK_THAT(error.what(), Catch::Contains("did you mean \"optimizer\"?"));
@@ -247,7 +246,8 @@ TEST_CASE("optimizer specs reject bad names and hyper-parameters", "[sdk][optim]
   };
   CHECK_THAT(what("adamx"), Catch::StartsWith("strategy.options.optimizer: unknown optimizer \"adamx\"; did you mean "
                                               "\"adam\"? known optimizers: adam, adamw, sgd, rmsprop, adagrad"));
-  CHECK_THAT(what({{"name", "lion"}}), Catch::StartsWith("strategy.options.optimizer.name: unknown optimizer \"lion\""));
+  CHECK_THAT(what({{"name", "lion"}}),
+             Catch::StartsWith("strategy.options.optimizer.name: unknown optimizer \"lion\""));
   CHECK_THAT(what({{"name", "adamw"}, {"lrr", 0.1}}),
              Catch::StartsWith("strategy.options.optimizer.lrr: unknown hyper-parameter of adamw; did you mean "
                                "\"lr\"? known hyper-parameters: lr, betas, eps, weight_decay, amsgrad"));
@@ -269,9 +269,9 @@ TEST_CASE("nesterov needs momentum and no dampening", "[sdk][optim]") {
   auto error = config_error([] { OptimizerSpec::from_json({{"name", "sgd"}, {"nesterov", true}}, "o"); });
   CHECK(error.path() == "o.nesterov");
   CHECK_THAT(error.what(), Catch::Contains("nesterov requires momentum > 0 and dampening = 0"));
-  CHECK_THROWS_AS(OptimizerSpec::from_json(
-                      {{"name", "sgd"}, {"nesterov", true}, {"momentum", 0.9}, {"dampening", 0.1}}, "o"),
-                  ConfigError);
+  CHECK_THROWS_AS(
+      OptimizerSpec::from_json({{"name", "sgd"}, {"nesterov", true}, {"momentum", 0.9}, {"dampening", 0.1}}, "o"),
+      ConfigError);
   CHECK_NOTHROW(OptimizerSpec::from_json({{"name", "sgd"}, {"nesterov", true}, {"momentum", 0.9}}, "o"));
   // Overriding the fallback's momentum to 0 breaks its nesterov: caught too.
   CHECK_THROWS_AS(OptimizerSpec::from_json({{"momentum", 0.0}}, "o", kDilocoOuter), ConfigError);
@@ -306,15 +306,17 @@ TEST_CASE("optimizer objects merge over the plugin's fallback", "[sdk][optim]") 
                                              {"dampening", 0.0},
                                              {"weight_decay", 0.0},
                                              {"nesterov", true}}));
-  auto error = config_error(
-      [] { exogym::sdk::validate_options({{"outer_optimizer", {{"lrr", 1}}}}, strategy_specs(), "strategy.options"); });
+  auto error = config_error([] {
+    exogym::sdk::validate_options({{"outer_optimizer", {{"lrr", 1}}}}, strategy_specs(), "strategy.options");
+  });
   CHECK(error.path() == "strategy.options.outer_optimizer.lrr");
   CHECK_THAT(error.what(), Catch::Contains("unknown hyper-parameter of sgd; did you mean \"lr\"?"));
 }
 
 TEST_CASE("built SGD with Nesterov momentum matches a hand computation", "[sdk][optim]") {
   at::Tensor p = param_with_grad({1.0f, 2.0f}, {0.5f, -1.0f});
-  const auto spec = OptimizerSpec::from_json({{"name", "sgd"}, {"lr", 0.1}, {"momentum", 0.9}, {"nesterov", true}}, "o");
+  const auto spec =
+      OptimizerSpec::from_json({{"name", "sgd"}, {"lr", 0.1}, {"momentum", 0.9}, {"nesterov", true}}, "o");
   auto optimizer = spec.build({p});
   // PyTorch's SGD: buf = momentum * buf + g (buf = g at first); d = g + momentum * buf; p -= lr * d.
   // Step 1: buf = g, d = 1.9 g = [0.95, -1.9], p = [0.905, 2.19].
@@ -398,8 +400,9 @@ TEST_CASE("LR schedule errors name the path", "[sdk][optim]") {
   auto what = [](const json& value) {
     return std::string(config_error([&] { LrSchedule::from_json(value, "strategy.options.lr_schedule"); }).what());
   };
-  CHECK_THAT(what({{"name", "cosin"}}),
-             Catch::StartsWith("strategy.options.lr_schedule.name: unknown schedule \"cosin\"; did you mean \"cosine\"?"));
+  CHECK_THAT(
+      what({{"name", "cosin"}}),
+      Catch::StartsWith("strategy.options.lr_schedule.name: unknown schedule \"cosin\"; did you mean \"cosine\"?"));
   CHECK_THAT(what({{"warmup", 100}}),
              Catch::StartsWith("strategy.options.lr_schedule.warmup: unknown schedule setting; did you mean "
                                "\"warmup_steps\"?"));

@@ -37,7 +37,8 @@ sdk::OptionSpecs cnn_options() {
       {"channels", OptionType::IntegerList, json::array({64, 128}),
        "output channels of each convolution block (each block halves the image size)"},
       {"hidden", OptionType::PositiveInteger, 256, "width of the fully connected hidden layer"},
-      {"dropout", OptionType::Boolean, true, "the reference's dropout: 0.25 per channel after each block, 0.5 in the head"},
+      {"dropout", OptionType::Boolean, true,
+       "the reference's dropout: 0.25 per channel after each block, 0.5 in the head"},
   };
 }
 
@@ -52,8 +53,8 @@ const at::Tensor& batch_tensor(const sdk::Batch& batch, const std::string& key) 
   if (it == batch.end() || !it->second.defined()) {
     std::string keys;
     for (const auto& item : batch) keys += (keys.empty() ? "" : ", ") + item.first;
-    throw sdk::Error("model cnn: the batch has no \"" + key + "\" tensor (it has: " +
-                     (keys.empty() ? "nothing" : keys) + ")");
+    throw sdk::Error("model cnn: the batch has no \"" + key +
+                     "\" tensor (it has: " + (keys.empty() ? "nothing" : keys) + ")");
   }
   return it->second;
 }
@@ -82,8 +83,7 @@ struct CnnNet : torch::nn::Module {
   torch::nn::ModuleList blocks;
   torch::nn::Linear fc1{nullptr}, fc2{nullptr};
 
-  CnnNet(int64_t in_channels, const std::vector<int64_t>& channels, int64_t flat, int64_t hidden,
-         int64_t num_classes) {
+  CnnNet(int64_t in_channels, const std::vector<int64_t>& channels, int64_t flat, int64_t hidden, int64_t num_classes) {
     blocks = register_module("blocks", torch::nn::ModuleList());
     int64_t width = in_channels;
     for (int64_t out : channels) {
@@ -137,8 +137,9 @@ class CnnModel : public sdk::Model {
     // [N, C, H, W] as is; [N, H*W*C] or [N, H, W] (flat MNIST) reshaped.
     if (input.dim() == 0 || input.numel() != n * per_example)
       throw sdk::ConfigError("image_size", "the batch's \"input\" has shape " + shape_of(input) + ", expected [N, " +
-                                               std::to_string(in_channels_) + ", " + std::to_string(image_size_) + ", " +
-                                               std::to_string(image_size_) + "] or [N, " + std::to_string(per_example) + "]");
+                                               std::to_string(in_channels_) + ", " + std::to_string(image_size_) +
+                                               ", " + std::to_string(image_size_) + "] or [N, " +
+                                               std::to_string(per_example) + "]");
     at::Tensor x = input.reshape({n, in_channels_, image_size_, image_size_});
     const bool training = net_->is_training();
     for (const auto& block : *net_->blocks) {

@@ -49,8 +49,8 @@ const at::Tensor& batch_tensor(const sdk::Batch& batch, const std::string& key) 
   if (it == batch.end() || !it->second.defined()) {
     std::string keys;
     for (const auto& item : batch) keys += (keys.empty() ? "" : ", ") + item.first;
-    throw sdk::Error("model mlp: the batch has no \"" + key + "\" tensor (it has: " +
-                     (keys.empty() ? "nothing" : keys) + ")");
+    throw sdk::Error("model mlp: the batch has no \"" + key +
+                     "\" tensor (it has: " + (keys.empty() ? "nothing" : keys) + ")");
   }
   return it->second;
 }
@@ -78,7 +78,8 @@ class MlpModel : public sdk::Model {
         dropout_(options.at("dropout").get<double>()),
         activation_(options.at("activation").get<std::string>()) {
     if (dropout_ >= 1.0)
-      throw sdk::ConfigError("dropout", "expected a probability in [0, 1), got " + sdk::json_excerpt(options["dropout"]));
+      throw sdk::ConfigError("dropout",
+                             "expected a probability in [0, 1), got " + sdk::json_excerpt(options["dropout"]));
     net_ = std::make_shared<MlpNet>(input_size_, options.at("hidden").get<std::vector<int64_t>>(),
                                     options.at("num_classes").get<int64_t>());
   }

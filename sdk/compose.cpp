@@ -1,0 +1,88 @@
+#include "exogym/sdk/compose.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/nn/module.h>
+#include <torch/optim/optimizer.h>
+
+#include "exogym/sdk/model.h"
+#include "exogym/sdk/node.h"
+
+namespace exogym::sdk {
+
+OptionSpecs LocalStepOptions::specs() {
+  return {
+      OptionSpec{"optimizer", OptionType::Optimizer, "adamw", "the local (inner) optimizer"},
+      OptionSpec{"lr_schedule", OptionType::LrSchedule, "constant",
+                 "learning-rate schedule of the local optimizer (constant, cosine, linear)"},
+      OptionSpec{"max_norm", OptionType::PositiveNumber, nullptr,
+                 "clip each node's local gradient to this global L2 norm before its step (null: off)"},
+  };
+}
+
+LocalStepOptions LocalStepOptions::from_json(const nlohmann::json& o) {
+  LocalStepOptions local;
+  local.optimizer = OptimizerSpec::from_json(o.at("optimizer"), "optimizer");
+  local.schedule = LrSchedule::from_json(o.at("lr_schedule"), "lr_schedule");
+  local.max_norm = o.at("max_norm").is_null() ? 0.0 : o.at("max_norm").get<double>();
+  return local;
+}
+
+OptionSpecs concat_specs(OptionSpecs a, const OptionSpecs& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+std::vector<at::Tensor> trainable_parameters(Model& model) {
+  std::vector<at::Tensor> params;
+  for (auto& p : model.module().parameters(/*recurse=*/true)) {
+    if (p.requires_grad()) params.push_back(p);
+  }
+  return params;
+}
+
+at::Generator shared_generator(uint64_t run_seed, uint64_t stream, uint64_t step) {
+  // splitmix64 over (seed, stream, step): well-spread seeds from small inputs.
+  auto mix = [](uint64_t x) {
+    x += 0x9E3779B97F4A7C15ULL;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+    return x ^ (x >> 31);
+  };
+  return at::detail::createCPUGenerator(mix(mix(mix(run_seed) ^ stream) ^ step));
+}
+
+CommunicateOptimizeStrategy::CommunicateOptimizeStrategy(LocalStepOptions local,
+                                                         std::vector<std::unique_ptr<CommunicationModule>> modules)
+    : local_(std::move(local)), modules_(std::move(modules)) {}
+
+CommunicateOptimizeStrategy::~CommunicateOptimizeStrategy() = default;
+
+void CommunicateOptimizeStrategy::init(NodeContext& ctx, Model& model) {
+  ctx_ = &ctx;
+  model_ = &model;
+  params_ = trainable_parameters(model);
+  optimizer_ = local_.optimizer.build(params_);
+  lr_ = local_.optimizer.lr() * local_.schedule.factor(0, ctx.max_steps);
+  for (auto& m : modules_) m->init(ctx, model);
+}
+
+void CommunicateOptimizeStrategy::zero_grad() { optimizer_->zero_grad(); }
+
+void CommunicateOptimizeStrategy::step() {
+  if (local_.max_norm > 0) clip_grad_norm(params_, local_.max_norm);
+  lr_ = local_.optimizer.lr() * local_.schedule.factor(ctx_->step, ctx_->max_steps);
+  set_lr(*optimizer_, lr_);
+  optimizer_->step();
+  for (auto& m : modules_) m->communicate(*ctx_, *model_, ctx_->step);
+}
+
+void CommunicateOptimizeStrategy::save_state(StateDict& out) const {
+  for (size_t i = 0; i < modules_.size(); ++i) modules_[i]->save_state(out, "module" + std::to_string(i) + ".");
+}
+
+void CommunicateOptimizeStrategy::load_state(const StateDict& in) {
+  for (size_t i = 0; i < modules_.size(); ++i) modules_[i]->load_state(in, "module" + std::to_string(i) + ".");
+}
+
+}  // namespace exogym::sdk

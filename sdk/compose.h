@@ -1,0 +1,113 @@
+#pragma once
+// The communicate-then-optimize pattern: each node takes a local optimizer
+// step (with optional clipping and an LR schedule), then a list of
+// communication modules run in order, each deciding when it acts. FedAvg,
+// DiLoCo, SPARTA and SPARTA+DiLoCo are such compositions, and a third party
+// can write only a module:
+//
+//   class MyModule : public exogym::sdk::CommunicationModule { ... };
+//   EXOGYM_MODULE_STRATEGY_PLUGIN("mine", "1.0.0", MyModule, my_module_options)
+//
+// exports a strategy whose options are the module's plus the local step's
+// (optimizer, lr_schedule, max_norm).
+#include <ATen/core/Tensor.h>
+#include <nlohmann/json.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "exogym/sdk/optim.h"
+#include "exogym/sdk/options.h"
+#include "exogym/sdk/plugin.h"
+#include "exogym/sdk/strategy.h"
+
+namespace torch::optim {
+class Optimizer;
+}
+
+namespace exogym::sdk {
+
+class CommunicationModule {
+ public:
+  virtual ~CommunicationModule() = default;
+  // After the initial broadcast: every node holds the same parameters.
+  virtual void init(NodeContext& /*ctx*/, Model& /*model*/) {}
+  // After the local optimizer step of step `step` (0-based, ctx.step).
+  virtual void communicate(NodeContext& ctx, Model& model, int64_t step) = 0;
+  virtual void save_state(StateDict& /*out*/, const std::string& /*prefix*/) const {}
+  virtual void load_state(const StateDict& /*in*/, const std::string& /*prefix*/) {}
+};
+
+// The local step's settings, shared by every composed strategy.
+struct LocalStepOptions {
+  OptimizerSpec optimizer;
+  LrSchedule schedule;
+  double max_norm = 0;  // 0: no clipping
+
+  // Options "optimizer" (default AdamW), "lr_schedule" and "max_norm".
+  static OptionSpecs specs();
+  static LocalStepOptions from_json(const nlohmann::json& validated_options);
+};
+
+class CommunicateOptimizeStrategy : public Strategy {
+ public:
+  CommunicateOptimizeStrategy(LocalStepOptions local, std::vector<std::unique_ptr<CommunicationModule>> modules);
+  ~CommunicateOptimizeStrategy() override;
+
+  void init(NodeContext& ctx, Model& model) override;
+  void zero_grad() override;
+  // clip local gradients -> set LR -> optimizer step -> each module communicates.
+  void step() override;
+  double lr() const override { return lr_; }
+  void save_state(StateDict& out) const override;
+  void load_state(const StateDict& in) override;
+
+  torch::optim::Optimizer& optimizer() { return *optimizer_; }
+
+ private:
+  LocalStepOptions local_;
+  std::vector<std::unique_ptr<CommunicationModule>> modules_;
+  NodeContext* ctx_ = nullptr;
+  Model* model_ = nullptr;
+  std::vector<at::Tensor> params_;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  double lr_ = 0;
+};
+
+// The parameters a module synchronises: every trainable parameter, in the
+// module's registration order (the same on every node).
+std::vector<at::Tensor> trainable_parameters(Model& model);
+
+// A random generator seeded from the run's seed and a purpose-specific
+// stream, identical on every node: strategies draw shared randomness from it
+// (SPARTA masks, FedAvg islands) instead of communicating it.
+at::Generator shared_generator(uint64_t run_seed, uint64_t stream, uint64_t step);
+
+// Merges two option lists (a module's and the local step's).
+OptionSpecs concat_specs(OptionSpecs a, const OptionSpecs& b);
+
+}  // namespace exogym::sdk
+
+// A strategy plugin made of the local step plus one module of type Module,
+// constructed as Module(const nlohmann::json& options).
+#define EXOGYM_MODULE_STRATEGY_PLUGIN(name, version, Module, options_fn)                                   \
+  namespace exogym_plugin_exports {                                                                       \
+  ::exogym::sdk::OptionSpecs exogym_module_strategy_options() {                                           \
+    return ::exogym::sdk::concat_specs(options_fn(), ::exogym::sdk::LocalStepOptions::specs());            \
+  }                                                                                                       \
+  class ModuleStrategy final : public ::exogym::sdk::CommunicateOptimizeStrategy {                        \
+   public:                                                                                                \
+    explicit ModuleStrategy(const nlohmann::json& options)                                                \
+        : CommunicateOptimizeStrategy(::exogym::sdk::LocalStepOptions::from_json(options), make(options)) {} \
+                                                                                                          \
+   private:                                                                                               \
+    static std::vector<std::unique_ptr<::exogym::sdk::CommunicationModule>> make(const nlohmann::json& o) { \
+      std::vector<std::unique_ptr<::exogym::sdk::CommunicationModule>> modules;                           \
+      modules.push_back(std::make_unique<Module>(o));                                                     \
+      return modules;                                                                                     \
+    }                                                                                                     \
+  };                                                                                                      \
+  }                                                                                                       \
+  EXOGYM_STRATEGY_PLUGIN(name, version, exogym_plugin_exports::ModuleStrategy,                            \
+                         exogym_plugin_exports::exogym_module_strategy_options)

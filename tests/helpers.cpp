@@ -1,0 +1,99 @@
+#include "helpers.h"
+
+#include <ATen/core/Dict.h>
+#include <torch/csrc/jit/serialization/pickle.h>
+
+#include <atomic>
+#include <fstream>
+#include <iterator>
+#include <random>
+
+#include "exogym/runtime/progress.h"
+
+namespace exogym::test {
+
+namespace fs = std::filesystem;
+
+TempDir::TempDir(const std::string& tag) {
+  static std::atomic<int> counter{0};
+  std::random_device rd;
+  path_ = fs::temp_directory_path() /
+          ("exogym-test-" + tag + "-" + std::to_string(rd()) + "-" + std::to_string(counter++));
+  fs::create_directories(path_);
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  fs::remove_all(path_, ec);
+}
+
+fs::path mnist_dir() {
+  fs::path shared = fs::path(EXOGYM_SOURCE_DIR) / ".." / "shared" / "data" / "mnist";
+  if (fs::exists(shared / "train-images-idx3-ubyte.gz")) return fs::canonical(shared);
+  return fs::path(EXOGYM_SOURCE_DIR) / "examples" / "data" / "mnist";
+}
+
+runtime::PluginLoader& test_loader() {
+  static runtime::PluginLoader loader({fs::path(EXOGYM_BINARY_DIR) / "lib" / "exogym" / "plugins",
+                                      fs::path(EXOGYM_TEST_PLUGIN_DIR)});
+  return loader;
+}
+
+nlohmann::json small_manifest(int nodes) {
+  return {
+      {"name", "test"},
+      {"seed", 7},
+      {"nodes", nodes},
+      {"model", {{"plugin", "mlp"}, {"options", {{"input_size", 32}, {"hidden", {32}}, {"num_classes", 4}}}}},
+      {"strategy",
+       {{"plugin", "allreduce"}, {"options", {{"optimizer", {{"name", "sgd"}, {"lr", 0.1}}}}}}},
+      {"data",
+       {{"train", {{"dataset", "synthetic"}, {"options", {{"num_examples", 2048}, {"features", 32}, {"classes", 4}}}}},
+        {"val",
+         {{"dataset", "synthetic"},
+          {"split", "test"},
+          {"options", {{"num_examples", 512}, {"features", 32}, {"classes", 4}}}}}}},
+      {"train", {{"max_steps", 20}, {"batch_size", 16}}},
+      {"eval", {{"interval", 10}, {"size", 256}}},
+      {"output", {{"dir", "out"}}},
+  };
+}
+
+runtime::RunResult run_json(const nlohmann::json& manifest, const fs::path& dir) {
+  auto set = runtime::parse_manifest(manifest, dir, "test");
+  runtime::RunOptions options;
+  options.progress = runtime::Progress::Mode::Quiet;
+  options.run_dir = dir / "run";
+  return runtime::train_run(set.runs.at(0), test_loader(), options);
+}
+
+std::map<std::string, at::Tensor> load_model_pt(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto value = torch::jit::pickle_load(bytes);
+  std::map<std::string, at::Tensor> out;
+  for (const auto& item : value.toGenericDict()) out[item.key().toStringRef()] = item.value().toTensor();
+  return out;
+}
+
+double max_abs_diff(const std::map<std::string, at::Tensor>& a, const std::map<std::string, at::Tensor>& b) {
+  if (a.size() != b.size()) return INFINITY;
+  double worst = 0;
+  for (const auto& [name, tensor] : a) {
+    auto it = b.find(name);
+    if (it == b.end()) return INFINITY;
+    worst = std::max(worst, (tensor.to(at::kDouble) - it->second.to(at::kDouble)).abs().max().item<double>());
+  }
+  return worst;
+}
+
+bool bit_identical(const std::map<std::string, at::Tensor>& a, const std::map<std::string, at::Tensor>& b) {
+  if (a.size() != b.size()) return false;
+  for (const auto& [name, tensor] : a) {
+    auto it = b.find(name);
+    if (it == b.end() || !at::equal(tensor, it->second)) return false;
+  }
+  return true;
+}
+
+}  // namespace exogym::test

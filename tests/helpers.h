@@ -1,0 +1,53 @@
+#pragma once
+// Shared test helpers: temporary folders, running a manifest in-process,
+// reading model.pt back.
+#include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include "exogym/runtime/manifest.h"
+#include "exogym/runtime/plugin_loader.h"
+#include "exogym/runtime/training.h"
+
+namespace exogym::test {
+
+// A fresh folder under the system temp dir, removed at destruction.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& tag);
+  ~TempDir();
+  const std::filesystem::path& path() const { return path_; }
+  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// The repository's MNIST copy (always present), or ../shared/data/mnist.
+std::filesystem::path mnist_dir();
+
+// A loader that finds the build tree's plugins and the test plugins.
+runtime::PluginLoader& test_loader();
+
+// A small manifest: `nodes` MLP nodes (no dropout) on the synthetic dataset,
+// strategy allreduce with plain SGD. Tests patch what they need.
+nlohmann::json small_manifest(int nodes);
+
+// Parses `manifest` (base folder `dir`) and trains its single run quietly
+// into dir/run.
+runtime::RunResult run_json(const nlohmann::json& manifest, const std::filesystem::path& dir);
+
+// model.pt as {name: tensor}.
+std::map<std::string, at::Tensor> load_model_pt(const std::filesystem::path& file);
+
+// Largest absolute difference over the tensors both maps hold (and they must
+// hold the same names).
+double max_abs_diff(const std::map<std::string, at::Tensor>& a, const std::map<std::string, at::Tensor>& b);
+
+// Whether the two dicts hold bit-identical tensors.
+bool bit_identical(const std::map<std::string, at::Tensor>& a, const std::map<std::string, at::Tensor>& b);
+
+}  // namespace exogym::test

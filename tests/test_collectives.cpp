@@ -1,0 +1,214 @@
+// The in-process collective backend and the simulated cluster: values,
+// ordering, bit-identical reductions for any parallelism, and abort without
+// hangs.
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include "exogym/runtime/cluster.h"
+#include "exogym/sdk/comm.h"
+#include "exogym/sdk/error.h"
+
+using exogym::runtime::Cluster;
+using exogym::runtime::NodeSlot;
+using exogym::sdk::ReduceOp;
+
+namespace {
+
+// Runs body(rank, comm) on K node threads with the given parallelism; fails
+// the test (instead of hanging it) if the cluster does not finish in time.
+void run_nodes(int K, int parallelism, const std::function<void(int, exogym::sdk::Communicator&)>& body) {
+  Cluster cluster(K, parallelism);
+  auto future = std::async(std::launch::async, [&] {
+    cluster.run([&](int rank, NodeSlot& slot) {
+      at::set_num_threads(1);
+      auto comm = cluster.group().communicator(rank, &slot);
+      slot.acquire();
+      body(rank, *comm);
+    });
+  });
+  if (future.wait_for(std::chrono::seconds(60)) != std::future_status::ready) {
+    cluster.abort_signal().trigger("test timeout");
+    future.wait();
+    FAIL("cluster did not finish within 60 s");
+  }
+  future.get();
+}
+
+}  // namespace
+
+TEST_CASE("all_reduce computes sum, avg, min and max across nodes", "[collectives]") {
+  const int K = 4;
+  for (auto op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Min, ReduceOp::Max}) {
+    std::vector<at::Tensor> results(K);
+    run_nodes(K, 2, [&](int rank, exogym::sdk::Communicator& comm) {
+      // Node r holds [r+1, -(r+1), 10*r].
+      at::Tensor t = at::tensor({rank + 1.0, -(rank + 1.0), 10.0 * rank}, at::kFloat);
+      comm.all_reduce(t, op);
+      results[rank] = t;
+    });
+    at::Tensor expected;
+    switch (op) {
+      case ReduceOp::Sum: expected = at::tensor({10.0, -10.0, 60.0}, at::kFloat); break;
+      case ReduceOp::Avg: expected = at::tensor({2.5, -2.5, 15.0}, at::kFloat); break;
+      case ReduceOp::Min: expected = at::tensor({1.0, -4.0, 0.0}, at::kFloat); break;
+      case ReduceOp::Max: expected = at::tensor({4.0, -1.0, 30.0}, at::kFloat); break;
+    }
+    for (int r = 0; r < K; ++r) {
+      INFO("op " << exogym::sdk::to_string(op) << " node " << r);
+      REQUIRE(at::equal(results[r], expected));
+    }
+  }
+}
+
+TEST_CASE("all_reduce takes a list of tensors, including non-contiguous ones", "[collectives]") {
+  const int K = 3;
+  std::vector<std::vector<at::Tensor>> results(K);
+  run_nodes(K, 3, [&](int rank, exogym::sdk::Communicator& comm) {
+    at::Tensor matrix = at::arange(6, at::kDouble).reshape({2, 3}) * (rank + 1);
+    at::Tensor transposed = matrix.t();  // a non-contiguous view: results must land in it
+    at::Tensor scalar = at::full({}, rank, at::kLong);
+    std::vector<at::Tensor> list{transposed, scalar};
+    comm.all_reduce(list, ReduceOp::Sum);
+    results[rank] = {matrix, scalar};
+  });
+  for (int r = 0; r < K; ++r) {
+    REQUIRE(at::equal(results[r][0], at::arange(6, at::kDouble).reshape({2, 3}) * 6));
+    REQUIRE(results[r][1].item<int64_t>() == 3);
+  }
+}
+
+TEST_CASE("broadcast copies the root's tensors to every node", "[collectives]") {
+  const int K = 4;
+  std::vector<at::Tensor> results(K);
+  run_nodes(K, 1, [&](int rank, exogym::sdk::Communicator& comm) {
+    at::Tensor t = at::full({5}, static_cast<float>(rank));
+    comm.broadcast(t, 2);
+    results[rank] = t;
+  });
+  for (int r = 0; r < K; ++r) REQUIRE(at::equal(results[r], at::full({5}, 2.0f)));
+}
+
+TEST_CASE("all_gather returns every node's tensors in rank order, shapes may differ", "[collectives]") {
+  const int K = 4;
+  std::vector<std::vector<at::Tensor>> results(K);
+  run_nodes(K, 2, [&](int rank, exogym::sdk::Communicator& comm) {
+    at::Tensor mine = at::full({rank + 1}, static_cast<float>(rank));
+    results[rank] = comm.all_gather(mine);
+    mine.fill_(-1);  // gathered tensors are copies, not views of the sender's
+  });
+  for (int r = 0; r < K; ++r) {
+    REQUIRE(results[r].size() == static_cast<size_t>(K));
+    for (int s = 0; s < K; ++s) REQUIRE(at::equal(results[r][s], at::full({s + 1}, static_cast<float>(s))));
+  }
+}
+
+TEST_CASE("barrier holds every node until all arrive", "[collectives]") {
+  const int K = 6;
+  std::atomic<int> arrived{0};
+  std::atomic<bool> early{false};
+  run_nodes(K, 2, [&](int rank, exogym::sdk::Communicator& comm) {
+    if (rank == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    arrived++;
+    comm.barrier();
+    if (arrived.load() != K) early = true;
+  });
+  REQUIRE_FALSE(early);
+}
+
+TEST_CASE("all_reduce sums in rank order: bit-identical for any parallelism", "[collectives]") {
+  // Values of wildly different magnitude make float addition order visible.
+  const int K = 8;
+  const int64_t n = 100000;  // several work chunks per tensor
+  auto input = [&](int rank) {
+    auto gen = at::detail::createCPUGenerator(1234 + rank);
+    return at::randn({n}, gen, at::kFloat) * std::pow(10.0f, static_cast<float>(rank % 4) * 3);
+  };
+  at::Tensor expected = input(0).clone();
+  for (int r = 1; r < K; ++r) expected.add_(input(r));
+
+  for (int parallelism : {1, 3, 8}) {
+    std::vector<at::Tensor> results(K);
+    run_nodes(K, parallelism, [&](int rank, exogym::sdk::Communicator& comm) {
+      std::vector<at::Tensor> list{input(rank), at::ones({3}) * rank};
+      comm.all_reduce(list, ReduceOp::Sum);
+      results[rank] = list[0];
+    });
+    for (int r = 0; r < K; ++r) {
+      INFO("parallelism " << parallelism << " node " << r);
+      REQUIRE(at::equal(results[r], expected));
+    }
+  }
+  // And the order matters: a different order gives different bits.
+  at::Tensor reversed = input(K - 1).clone();
+  for (int r = K - 2; r >= 0; --r) reversed.add_(input(r));
+  REQUIRE_FALSE(at::equal(reversed, expected));
+}
+
+TEST_CASE("at most `parallelism` nodes compute at once", "[collectives]") {
+  const int K = 6;
+  std::atomic<int> computing{0}, most{0};
+  run_nodes(K, 2, [&](int, exogym::sdk::Communicator& comm) {
+    for (int step = 0; step < 5; ++step) {
+      int now = ++computing;
+      int seen = most.load();
+      while (now > seen && !most.compare_exchange_weak(seen, now)) {
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      --computing;
+      at::Tensor t = at::ones({4});
+      comm.all_reduce(t);
+    }
+  });
+  REQUIRE(most.load() >= 1);
+  REQUIRE(most.load() <= 2);
+}
+
+TEST_CASE("a failing node aborts every collective: no hang, first error reported", "[collectives]") {
+  const int K = 4;
+  auto started = std::chrono::steady_clock::now();
+  REQUIRE_THROWS_WITH(run_nodes(K, 2,
+                                [&](int rank, exogym::sdk::Communicator& comm) {
+                                  at::Tensor t = at::ones({16});
+                                  comm.all_reduce(t);  // one successful round
+                                  if (rank == 2) throw std::runtime_error("node 2 exploded");
+                                  for (int i = 0; i < 3; ++i) comm.all_reduce(t);  // the others wait here
+                                }),
+                      "node 2 exploded");
+  REQUIRE(std::chrono::steady_clock::now() - started < std::chrono::seconds(30));
+}
+
+TEST_CASE("mismatched collectives are reported, not deadlocked", "[collectives]") {
+  REQUIRE_THROWS_WITH(run_nodes(3, 3,
+                                [&](int rank, exogym::sdk::Communicator& comm) {
+                                  at::Tensor t = at::ones({rank == 1 ? 5 : 4});
+                                  comm.all_reduce(t);
+                                }),
+                      Catch::Contains("collective mismatch") && Catch::Contains("node 1"));
+  REQUIRE_THROWS_WITH(run_nodes(2, 2,
+                                [&](int rank, exogym::sdk::Communicator& comm) {
+                                  at::Tensor t = at::ones({4});
+                                  if (rank == 0) comm.all_reduce(t);
+                                  else comm.broadcast(t, 0);
+                                }),
+                      Catch::Contains("called broadcast while node 0 called all_reduce"));
+}
+
+TEST_CASE("a single node's collectives are identities", "[collectives]") {
+  run_nodes(1, 1, [&](int, exogym::sdk::Communicator& comm) {
+    at::Tensor t = at::tensor({1.5f, 2.5f});
+    comm.all_reduce(t, ReduceOp::Avg);
+    REQUIRE(at::equal(t, at::tensor({1.5f, 2.5f})));
+    auto gathered = comm.all_gather(t);
+    REQUIRE(gathered.size() == 1);
+    REQUIRE(at::equal(gathered[0], t));
+    comm.barrier();
+  });
+}

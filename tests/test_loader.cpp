@@ -1,0 +1,116 @@
+// The plugin loader: lookup, version checks before any plugin code runs,
+// option validation, lifetime.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+
+#include "exogym/runtime/plugin_loader.h"
+#include "exogym/sdk/error.h"
+#include "exogym/sdk/model.h"
+#include "exogym/sdk/plugin.h"
+#include "exogym/sdk/strategy.h"
+#include "helpers.h"
+
+namespace fs = std::filesystem;
+using exogym::runtime::PluginLoader;
+
+static const fs::path kTestPlugins = EXOGYM_TEST_PLUGIN_DIR;
+
+TEST_CASE("plugins are found by kind and name and describe themselves", "[loader]") {
+  auto& loader = exogym::test::test_loader();
+  auto plugin = loader.load("strategy", "allreduce", "strategy.plugin");
+  REQUIRE(plugin->description().kind == "strategy");
+  REQUIRE(plugin->description().name == "allreduce");
+  REQUIRE(plugin->description().abi_version == exogym::sdk::runtime_abi_version());
+  REQUIRE(plugin->description().file.filename() == "exogym_strategy_allreduce.so");
+  // Loading twice gives the same library.
+  REQUIRE(loader.load("strategy", "allreduce", "strategy.plugin") == plugin);
+}
+
+TEST_CASE("an unknown plugin name is an error naming the field, with a suggestion", "[loader]") {
+  auto& loader = exogym::test::test_loader();
+  REQUIRE_THROWS_WITH(loader.load("strategy", "allreduc", "strategy.plugin"),
+                      Catch::StartsWith("strategy.plugin: no strategy plugin named \"allreduc\"") &&
+                          Catch::Contains("did you mean \"allreduce\"?"));
+  REQUIRE_THROWS_WITH(loader.load("model", "allreduce", "model.plugin"),
+                      Catch::StartsWith("model.plugin: no model plugin named \"allreduce\""));
+}
+
+TEST_CASE("a plugin built with another ABI version is refused before its code runs", "[loader]") {
+  PluginLoader loader;
+  // The plugin's options function calls abort(): reaching it would kill the test.
+  REQUIRE_THROWS_WITH(loader.load_file(kTestPlugins / "exogym_strategy_wrong_abi.so"),
+                      Catch::Contains("exogym_strategy_wrong_abi.so") &&
+                          Catch::Contains("built for plugin ABI version 999") &&
+                          Catch::Contains("this runtime uses ABI version " +
+                                          std::to_string(exogym::sdk::runtime_abi_version())));
+  REQUIRE_THROWS_AS(loader.load_file(kTestPlugins / "exogym_strategy_wrong_abi.so"), exogym::sdk::PluginError);
+}
+
+TEST_CASE("a plugin built with another compiler or LibTorch is refused", "[loader]") {
+  PluginLoader loader;
+  REQUIRE_THROWS_WITH(loader.load_file(kTestPlugins / "exogym_strategy_wrong_fingerprint.so"),
+                      Catch::Contains("built with \"gcc-1;cxx11abi=0;torch=0.1\"") &&
+                          Catch::Contains(exogym::sdk::runtime_fingerprint()));
+}
+
+TEST_CASE("a path ending in .so is loaded directly, relative to the manifest folder", "[loader]") {
+  PluginLoader loader;
+  auto plugin = loader.load("strategy", "exogym_strategy_faulty.so", "strategy.plugin", kTestPlugins);
+  REQUIRE(plugin->description().name == "faulty");
+  REQUIRE_THROWS_WITH(loader.load("strategy", "missing.so", "strategy.plugin", kTestPlugins),
+                      Catch::StartsWith("strategy.plugin: ") && Catch::Contains("no such plugin file"));
+  // The kind must match the field it is used for.
+  REQUIRE_THROWS_WITH(loader.load("model", "exogym_strategy_faulty.so", "model.plugin", kTestPlugins),
+                      Catch::Contains("is a strategy plugin, expected a model plugin"));
+}
+
+TEST_CASE("EXOGYM_PLUGIN_PATH is searched", "[loader]") {
+  ::setenv("EXOGYM_PLUGIN_PATH", (std::string("/nonexistent:") + EXOGYM_TEST_PLUGIN_DIR).c_str(), 1);
+  PluginLoader loader;
+  auto dirs = loader.search_path();
+  std::shared_ptr<exogym::runtime::LoadedPlugin> plugin;
+  REQUIRE_NOTHROW(plugin = loader.load("dataset", "counting", "data.train.dataset"));
+  ::unsetenv("EXOGYM_PLUGIN_PATH");
+  REQUIRE(std::find(dirs.begin(), dirs.end(), fs::canonical(kTestPlugins)) != dirs.end());
+  REQUIRE(plugin->description().kind == "dataset");
+}
+
+TEST_CASE("discover lists the built plugins with their options", "[loader]") {
+  PluginLoader loader;  // the build tree, next to the test binary
+  auto found = loader.discover();
+  std::map<std::string, std::string> kinds;
+  for (const auto& f : found) {
+    REQUIRE(f.plugin);  // every shipped plugin loads
+    kinds[f.plugin->description().name] = f.plugin->description().kind;
+  }
+  REQUIRE(kinds["allreduce"] == "strategy");
+  REQUIRE(kinds["mlp"] == "model");
+  REQUIRE(kinds["cnn"] == "model");
+  REQUIRE(kinds.count("faulty") == 0);  // test plugins live elsewhere
+}
+
+TEST_CASE("plugin options are validated with JSON paths", "[loader]") {
+  auto plugin = exogym::test::test_loader().load("strategy", "allreduce", "strategy.plugin");
+  auto resolved = plugin->validate(nlohmann::json::object(), "strategy.options");
+  REQUIRE(resolved["optimizer"]["name"] == "adamw");
+  REQUIRE(resolved["optimizer"]["weight_decay"] == 0.01);
+  REQUIRE(resolved["max_norm"].is_null());
+  REQUIRE_THROWS_WITH(plugin->validate({{"H", 20}}, "strategy.options"),
+                      Catch::StartsWith("strategy.options.H: unknown option"));
+  REQUIRE_THROWS_WITH(plugin->validate({{"max_norm", -1}}, "strategy.options"),
+                      Catch::StartsWith("strategy.options.max_norm: expected a positive number"));
+}
+
+TEST_CASE("objects made by a plugin keep its library loaded", "[loader]") {
+  std::shared_ptr<exogym::sdk::Model> model;
+  {
+    PluginLoader loader;
+    auto plugin = loader.load("model", "mlp", "model.plugin");
+    model = plugin->create_model(plugin->validate(nullptr, "model.options"));
+  }  // the loader and its reference to the plugin are gone
+  // Calling into the model (code inside the library) still works.
+  REQUIRE(model->module().parameters().size() == 4);
+  REQUIRE(model->metric_names() == std::vector<std::string>{"accuracy"});
+  model.reset();  // destroyed first, then the library unloads
+}

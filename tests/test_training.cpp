@@ -1,0 +1,287 @@
+// Training runs end to end: space-time equivalence, reproducibility, clean
+// aborts, run outputs and manifest errors that surface at run time.
+#include <ATen/ATen.h>
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "exogym/sdk/error.h"
+#include "helpers.h"
+
+namespace fs = std::filesystem;
+using exogym::test::load_model_pt;
+using exogym::test::run_json;
+using exogym::test::small_manifest;
+using exogym::test::TempDir;
+using nlohmann::json;
+
+namespace {
+
+std::vector<std::string> read_lines(const fs::path& file) {
+  std::ifstream in(file);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+std::string read_text(const fs::path& file) {
+  std::ifstream in(file);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+TEST_CASE("DDP with K nodes x minibatch b equals one node with batch K*b, and with accumulation", "[training]") {
+  TempDir dir("spacetime");
+  // 4 nodes of 8 examples, plain SGD: the averaged gradient is the gradient
+  // of the union batch.
+  json ddp = small_manifest(4);
+  ddp["train"] = {{"max_steps", 25}, {"batch_size", 8}};
+  json one = small_manifest(1);
+  one["train"] = {{"max_steps", 25}, {"batch_size", 32}};
+  json accumulated = small_manifest(1);
+  accumulated["train"] = {{"max_steps", 25}, {"batch_size", 32}, {"minibatch_size", 8}};
+
+  fs::create_directories(dir / "ddp");
+  fs::create_directories(dir / "one");
+  fs::create_directories(dir / "acc");
+  run_json(ddp, dir / "ddp");
+  run_json(one, dir / "one");
+  run_json(accumulated, dir / "acc");
+  auto a = load_model_pt(dir / "ddp" / "run" / "model.pt");
+  auto b = load_model_pt(dir / "one" / "run" / "model.pt");
+  auto c = load_model_pt(dir / "acc" / "run" / "model.pt");
+  REQUIRE(a.size() == 4);
+  CHECK(exogym::test::max_abs_diff(a, b) < 1e-5);
+  CHECK(exogym::test::max_abs_diff(b, c) < 1e-5);
+  // The parameters moved: the equivalence is not between untrained models.
+  auto untrained_dir = dir / "untrained";
+  fs::create_directories(untrained_dir);
+  json zero = small_manifest(1);
+  zero["strategy"]["options"]["optimizer"]["lr"] = 1e-12;
+  run_json(zero, untrained_dir);
+  REQUIRE(exogym::test::max_abs_diff(a, load_model_pt(untrained_dir / "run" / "model.pt")) > 1e-2);
+}
+
+TEST_CASE("the same manifest twice, and with any parallelism, gives a bit-identical model", "[training]") {
+  TempDir dir("repro");
+  json m = small_manifest(4);
+  m["model"]["options"]["dropout"] = 0.2;  // per-node generators keep dropout reproducible
+  std::vector<std::map<std::string, at::Tensor>> models;
+  for (int parallelism : {4, 4, 1, 2}) {
+    m["parallelism"] = parallelism;
+    fs::path sub = dir / ("p" + std::to_string(models.size()));
+    fs::create_directories(sub);
+    run_json(m, sub);
+    models.push_back(load_model_pt(sub / "run" / "model.pt"));
+  }
+  for (size_t i = 1; i < models.size(); ++i) {
+    INFO("run " << i);
+    REQUIRE(exogym::test::bit_identical(models[0], models[i]));
+  }
+  // A different seed gives a different model.
+  m["seed"] = 8;
+  fs::create_directories(dir / "seed8");
+  run_json(m, dir / "seed8");
+  REQUIRE_FALSE(exogym::test::bit_identical(models[0], load_model_pt(dir / "seed8" / "run" / "model.pt")));
+}
+
+TEST_CASE("a node failing mid-run aborts the run cleanly, naming the node and step", "[training]") {
+  TempDir dir("abort");
+  json m = small_manifest(4);
+  m["strategy"] = {{"plugin", "faulty"}, {"options", {{"fail_node", 2}, {"fail_step", 5}}}};
+  auto started = std::chrono::steady_clock::now();
+  REQUIRE_THROWS_WITH(run_json(m, dir.path()),
+                      Catch::StartsWith("node 2, step 5, step of strategy \"faulty\"") &&
+                          Catch::Contains("deliberate failure for the test"));
+  REQUIRE(std::chrono::steady_clock::now() - started < std::chrono::seconds(60));
+  // What was trained before the failure is on disk: steps 1..5 completed on
+  // every node (node 0 may be stopped just before logging the fifth).
+  auto lines = read_lines(dir / "run" / "train.csv");
+  REQUIRE(lines.size() >= 5);
+  REQUIRE(lines.size() <= 6);
+}
+
+TEST_CASE("node 0 trains in train mode after every evaluation", "[training]") {
+  TempDir dir("mode");
+  json m = small_manifest(2);
+  m["model"] = {{"plugin", "mode_probe"}, {"options", json::object()}};
+  m["eval"] = {{"interval", 3}, {"size", 64}};
+  auto result = run_json(m, dir.path());  // the probe throws if left in eval mode
+  REQUIRE(result.final_eval.has_value());
+}
+
+TEST_CASE("a run writes config, train and validation CSVs, summary and model.pt", "[training]") {
+  TempDir dir("outputs");
+  json m = small_manifest(2);
+  auto r = run_json(m, dir.path());
+  const fs::path run = dir / "run";
+  auto train = read_lines(run / "train.csv");
+  REQUIRE(train.size() == 21);
+  REQUIRE(train[0] == "step,examples_trained,train_loss,train_perplexity,lr");
+  REQUIRE(train[1].rfind("1,32,", 0) == 0);      // step 1: 2 nodes x 16 examples
+  REQUIRE(train[20].rfind("20,640,", 0) == 0);
+  auto validation = read_lines(run / "validation.csv");
+  REQUIRE(validation[0] ==
+          "step,local_loss,local_perplexity,global_loss,global_perplexity,local_accuracy,global_accuracy");
+  REQUIRE(validation.size() == 4);  // steps 0, 10 and the final 20
+  REQUIRE(validation[1].rfind("0,", 0) == 0);
+  REQUIRE(validation[2].rfind("10,", 0) == 0);
+  REQUIRE(validation[3].rfind("20,", 0) == 0);
+
+  auto summary = json::parse(read_text(run / "summary.json"));
+  REQUIRE(summary["model"]["parameters"] == 32 * 32 + 32 + 32 * 4 + 4);
+  REQUIRE(summary["steps"] == 20);
+  REQUIRE(summary["examples_trained"] == 640);
+  REQUIRE(summary["final"]["step"] == 20);
+  REQUIRE(summary["final"]["global_loss"].get<double>() < 1.0);  // it learned (ln 4 = 1.39 at chance)
+  REQUIRE(summary["final"]["global_accuracy"].get<double>() > 0.6);
+
+  auto config = json::parse(read_text(run / "config.json"));
+  REQUIRE(config["strategy"]["options"]["optimizer"]["momentum"] == 0.0);  // defaults written out
+  REQUIRE(config["train"]["minibatch_size"] == 16);
+  REQUIRE(config["runtime"]["parallelism"].get<int>() >= 1);
+
+  auto model = load_model_pt(run / "model.pt");
+  REQUIRE(model.size() == 4);
+  for (const auto& [name, tensor] : model) REQUIRE(tensor.scalar_type() == at::kFloat);
+}
+
+TEST_CASE("with one node, the global evaluation equals the local one", "[training]") {
+  TempDir dir("k1");
+  auto r = run_json(small_manifest(1), dir.path());
+  REQUIRE(r.final_eval->local.loss == r.final_eval->global.loss);
+}
+
+TEST_CASE("manifest problems found at run time name their field", "[training]") {
+  TempDir dir("errors");
+  json m = small_manifest(2);
+  SECTION("unknown strategy plugin") {
+    m["strategy"]["plugin"] = "dilocco";
+    REQUIRE_THROWS_WITH(run_json(m, dir.path()), Catch::StartsWith("strategy.plugin: no strategy plugin named \"dilocco\""));
+  }
+  SECTION("unknown model option") {
+    m["model"]["options"]["hiden"] = {8};
+    REQUIRE_THROWS_WITH(run_json(m, dir.path()),
+                        Catch::StartsWith("model.options.hiden: unknown option") && Catch::Contains("\"hidden\""));
+  }
+  SECTION("bad data path") {
+    m["data"]["train"] = {{"dataset", "mnist"}, {"path", "no-such-folder"}};
+    REQUIRE_THROWS_WITH(run_json(m, dir.path()),
+                        Catch::StartsWith("data.train.path: ") && Catch::Contains("no-such-folder"));
+  }
+  SECTION("batch larger than the dataset") {
+    m["data"]["train"]["options"]["num_examples"] = 20;
+    REQUIRE_THROWS_WITH(run_json(m, dir.path()), Catch::StartsWith("train.batch_size"));
+  }
+  SECTION("CUDA on a machine without it") {
+    if (!at::hasCUDA()) {
+      m["device"] = "cuda";
+      REQUIRE_THROWS_WITH(run_json(m, dir.path()), Catch::StartsWith("device: ") && Catch::Contains("CUDA is not available"));
+    }
+  }
+  // Nothing was trained: no run folder was written.
+  REQUIRE_FALSE(fs::exists(dir / "run" / "train.csv"));
+}
+
+TEST_CASE("a dataset plugin can be used by name", "[training]") {
+  TempDir dir("dsplugin");
+  json m = small_manifest(2);
+  m["model"]["options"]["input_size"] = 1;
+  m["model"]["options"]["num_classes"] = 10;
+  m["data"] = {{"train", {{"dataset", "counting"}, {"options", {{"size", 640}}}}},
+               {"val", {{"dataset", "counting"}, {"options", {{"size", 100}}}}}};
+  m["eval"]["size"] = 100;
+  auto r = run_json(m, dir.path());
+  REQUIRE(r.steps == 20);
+  auto config = json::parse(read_text(dir / "run" / "config.json"));
+  REQUIRE(config["data"]["train"]["options"]["classes"] == 10);
+}
+
+// --- the CLI, as a user runs it ---
+
+namespace {
+
+int run_cli(const std::string& args, const fs::path& log) {
+  std::string command = std::string(EXOGYM_BINARY_DIR) + "/bin/exogym-run " + args + " > " + log.string() + " 2>&1";
+  int status = std::system(command.c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+}  // namespace
+
+TEST_CASE("exogym-run trains MNIST on 4 nodes to a low validation loss", "[cli][slow]") {
+  TempDir dir("e2e");
+  json m = {{"name", "e2e"},
+            {"nodes", 4},
+            {"model", {{"plugin", "mlp"}, {"options", {{"hidden", {128}}}}}},
+            {"strategy", {{"plugin", "allreduce"}, {"options", {{"optimizer", {{"name", "adam"}, {"lr", 2e-3}}}}}}},
+            {"data",
+             {{"train", {{"dataset", "mnist"}, {"path", exogym::test::mnist_dir().string()}}},
+              {"val", {{"dataset", "mnist"}, {"path", exogym::test::mnist_dir().string()}, {"split", "test"}}}}},
+            {"train", {{"max_steps", 120}, {"batch_size", 32}}},
+            {"eval", {{"interval", 60}, {"size", 2000}}},
+            {"output", {{"dir", "runs"}}}};
+  std::ofstream(dir / "e2e.json") << m.dump(2);
+  REQUIRE(run_cli((dir / "e2e.json").string(), dir / "log.txt") == 0);
+  auto summary = json::parse(read_text(dir / "runs" / "e2e" / "summary.json"));
+  INFO(read_text(dir / "log.txt"));
+  REQUIRE(summary["final"]["global_loss"].get<double>() < 0.5);
+  REQUIRE(summary["final"]["global_accuracy"].get<double>() > 0.85);
+  // A second run never overwrites the first.
+  REQUIRE(run_cli((dir / "e2e.json").string() + " --quiet --set train.max_steps=2", dir / "log2.txt") == 0);
+  REQUIRE(fs::exists(dir / "runs" / "e2e-2" / "summary.json"));
+  REQUIRE(json::parse(read_text(dir / "runs" / "e2e" / "summary.json"))["steps"] == 120);
+}
+
+TEST_CASE("exogym-run exits non-zero with a clear message when a node fails", "[cli]") {
+  TempDir dir("cli-fail");
+  json m = small_manifest(3);
+  m["strategy"] = {{"plugin", std::string(EXOGYM_TEST_PLUGIN_DIR) + "/exogym_strategy_faulty.so"},
+                   {"options", {{"fail_node", 1}, {"fail_step", 2}}}};
+  std::ofstream(dir / "m.json") << m.dump(2);
+  REQUIRE(run_cli((dir / "m.json").string(), dir / "log.txt") == 1);
+  auto log = read_text(dir / "log.txt");
+  REQUIRE_THAT(log, Catch::Contains("error: node 1, step 2, step of strategy") &&
+                        Catch::Contains("deliberate failure for the test"));
+}
+
+TEST_CASE("exogym-run reports manifest errors with exit code 2", "[cli]") {
+  TempDir dir("cli-config");
+  json m = small_manifest(2);
+  m["nodse"] = 3;
+  std::ofstream(dir / "m.json") << m.dump(2);
+  REQUIRE(run_cli((dir / "m.json").string(), dir / "log.txt") == 2);
+  REQUIRE_THAT(read_text(dir / "log.txt"), Catch::Contains("nodse") && Catch::Contains("did you mean \"nodes\""));
+}
+
+TEST_CASE("exogym-run --list-plugins shows allreduce, mlp and cnn with options", "[cli]") {
+  TempDir dir("cli-list");
+  REQUIRE(run_cli("--list-plugins", dir / "log.txt") == 0);
+  auto log = read_text(dir / "log.txt");
+  REQUIRE_THAT(log, Catch::Contains("strategy allreduce") && Catch::Contains("model    mlp") &&
+                        Catch::Contains("model    cnn") && Catch::Contains("max_norm") && Catch::Contains("hidden"));
+}
+
+TEST_CASE("\"runs\" variants each get a folder and a side-by-side comparison", "[cli]") {
+  TempDir dir("cli-runs");
+  json m = small_manifest(2);
+  m["runs"] = json::array({{{"name", "sgd"}}, {{"name", "adam"}, {"strategy", {{"options", {{"optimizer", "adam"}}}}}}});
+  std::ofstream(dir / "m.json") << m.dump(2);
+  REQUIRE(run_cli((dir / "m.json").string(), dir / "log.txt") == 0);
+  auto log = read_text(dir / "log.txt");
+  INFO(log);
+  REQUIRE_THAT(log, Catch::Contains("variant") && Catch::Contains("global_loss") && Catch::Contains("sgd") &&
+                        Catch::Contains("adam"));
+  REQUIRE(fs::exists(dir / "out" / "test" / "sgd" / "model.pt"));
+  REQUIRE(fs::exists(dir / "out" / "test" / "adam" / "model.pt"));
+  auto config = json::parse(read_text(dir / "out" / "test" / "adam" / "config.json"));
+  REQUIRE(config["strategy"]["options"]["optimizer"]["name"] == "adam");
+  auto csv = read_lines(dir / "out" / "test" / "comparison.csv");
+  REQUIRE(csv.size() == 3);
+}
