@@ -10,7 +10,7 @@
 #include <set>
 #include <sstream>
 
-#include "exogym/runtime/suggest.h"
+#include "exogym/sdk/options.h"
 #include "exogym/sdk/error.h"
 
 namespace exogym::runtime {
@@ -52,15 +52,6 @@ std::string describe(const json& value) {
 
 std::string json_quoted(const std::string& text) { return json(text).dump(-1, ' ', false, json::error_handler_t::replace); }
 
-// The message of a ConfigError without its "path: " prefix, to re-throw it
-// under another path.
-std::string message_of(const ConfigError& error) {
-  std::string what = error.what();
-  const std::string prefix = error.path() + ": ";
-  if (!error.path().empty() && what.compare(0, prefix.size(), prefix) == 0) return what.substr(prefix.size());
-  return what;
-}
-
 // One JSON object of the schema. Unknown keys are rejected up front, so that
 // a misspelt key is reported as such instead of as "required" for the key it
 // was meant to be.
@@ -72,7 +63,7 @@ class ObjectReader {
     for (const auto& item : value.items()) {
       if (std::find(known.begin(), known.end(), item.key()) != known.end()) continue;
       std::string message = "unknown key";
-      const std::string suggestion = closest_match(item.key(), known);
+      const std::string suggestion = sdk::closest_name(item.key(), known);
       if (!suggestion.empty()) {
         message += "; did you mean " + json_quoted(suggestion) + "?";
       } else {
@@ -249,7 +240,7 @@ DataSpec read_data_split(const json& value, const std::string& path, const std::
   spec.partition = read_string(reader, "partition", std::string("iid"));
   if (std::find(kPartitions.begin(), kPartitions.end(), spec.partition) == kPartitions.end()) {
     std::string message = "expected one of \"iid\", got " + json_quoted(spec.partition);
-    const std::string suggestion = closest_match(spec.partition, kPartitions);
+    const std::string suggestion = sdk::closest_name(spec.partition, kPartitions);
     if (!suggestion.empty()) message += "; did you mean " + json_quoted(suggestion) + "?";
     throw ConfigError(reader.path("partition"), message);
   }
@@ -605,11 +596,11 @@ ManifestSet parse_manifest(const json& json_doc, const fs::path& base_dir, const
       set.runs.push_back(build_manifest(merged, dir, default_name, names[i]));
     } catch (const ConfigError& error) {
       if (!error.path().empty() && patch_sets(patches[i], error.path())) {
-        throw ConfigError(entry_path(i) + "." + error.path(), message_of(error));
+        throw ConfigError(entry_path(i) + "." + error.path(), error.message());
       }
       // The fault is in the base (or the combination): keep the base's path
       // and say which variant exposed it.
-      throw ConfigError(error.path(), message_of(error) + " (in variant " + json_quoted(names[i]) + ", " + entry_path(i) + ")");
+      throw ConfigError(error.path(), error.message() + " (in variant " + json_quoted(names[i]) + ", " + entry_path(i) + ")");
     }
   }
   set.name = set.runs.front().name;

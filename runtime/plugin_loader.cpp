@@ -6,8 +6,10 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "exogym/runtime/suggest.h"
+#include "exogym/sdk/options.h"
 #include "exogym/sdk/error.h"
+#include "exogym/sdk/model.h"
+#include "exogym/sdk/strategy.h"
 #include "exogym/sdk/plugin.h"
 
 namespace exogym::runtime {
@@ -167,7 +169,7 @@ std::shared_ptr<LoadedPlugin> PluginLoader::load(const std::string& kind, const 
         if (found.plugin && found.plugin->description().kind == kind) names.push_back(found.plugin->description().name);
       }
       std::string message = "no " + kind + " plugin named \"" + name_or_file + "\"";
-      std::string suggestion = closest_match(name_or_file, names);
+      std::string suggestion = sdk::closest_name(name_or_file, names);
       if (!suggestion.empty()) message += "; did you mean \"" + suggestion + "\"?";
       message += " (available:";
       for (auto& n : names) message += " " + n;

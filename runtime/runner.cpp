@@ -34,7 +34,7 @@ RunnerResult run_manifest_set(const ManifestSet& set, PluginLoader& loader, cons
       check_run(*run, loader);
     } catch (const sdk::ConfigError& e) {
       if (!set.has_variants) throw;
-      throw sdk::ConfigError(e.path(), std::string(e.what()) + " (in variant \"" + run->variant + "\")");
+      throw sdk::ConfigError(e.path(), e.message() + " (in variant \"" + run->variant + "\")");
     }
   }
 

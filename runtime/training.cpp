@@ -386,7 +386,7 @@ RunResult train_run(const Manifest& m, PluginLoader& loader, const RunOptions& o
     try {
       model = s.model_plugin->create_model(s.model_options);
     } catch (const sdk::ConfigError& e) {
-      throw sdk::ConfigError(m.model.path + ".options." + e.path(), e.what());
+      throw sdk::ConfigError(m.model.path + ".options" + (e.path().empty() ? "" : "." + e.path()), e.message());
     }
     model->set_generator(at::detail::createCPUGenerator(mix_seed(m.seed, 1, rank)));
     model->module().to(device_for_node(s.devices, rank));
@@ -395,7 +395,7 @@ RunResult train_run(const Manifest& m, PluginLoader& loader, const RunOptions& o
     try {
       s.strategies.push_back(s.strategy_plugin->create_strategy(s.strategy_options));
     } catch (const sdk::ConfigError& e) {
-      throw sdk::ConfigError(m.strategy.path + ".options." + e.path(), e.what());
+      throw sdk::ConfigError(m.strategy.path + ".options" + (e.path().empty() ? "" : "." + e.path()), e.message());
     }
   }
   s.metric_names = s.models[0]->metric_names();

@@ -17,11 +17,14 @@ class Error : public std::runtime_error {
 class ConfigError : public Error {
  public:
   ConfigError(std::string path, const std::string& message)
-      : Error(path.empty() ? message : path + ": " + message), path_(std::move(path)) {}
+      : Error(path.empty() ? message : path + ": " + message), path_(std::move(path)), message_(message) {}
   const std::string& path() const { return path_; }
+  // The message without the path (to re-raise it under a longer path).
+  const std::string& message() const { return message_; }
 
  private:
   std::string path_;
+  std::string message_;
 };
 
 // A plugin could not be found, loaded, or is incompatible.

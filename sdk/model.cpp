@@ -25,8 +25,13 @@ at::Tensor dropout(const at::Tensor& input, double p, bool training, const at::G
   // relying on every ATen kernel to treat an undefined generator that way.
   c10::optional<at::Generator> source;
   if (generator.defined()) source = generator;
-  at::Tensor mask = input.new_empty(mask_shape).bernoulli_(1.0 - p, source);
+  // ATen refuses a generator of another device type (a CPU generator for a
+  // CUDA input): draw the mask where the generator lives, then move it.
+  const bool elsewhere = source && source->device().type() != input.device().type();
+  at::Tensor mask = input.new_empty(mask_shape, elsewhere ? input.options().device(source->device()) : input.options())
+                        .bernoulli_(1.0 - p, source);
   mask.div_(1.0 - p);  // as torch's dropout: the expected activation is unchanged
+  if (elsewhere) mask = mask.to(input.device());
   return input.mul(mask);
 }
 

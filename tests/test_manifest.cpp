@@ -6,12 +6,12 @@
 #include <random>
 
 #include "exogym/runtime/manifest.h"
-#include "exogym/runtime/suggest.h"
+#include "exogym/sdk/options.h"
 #include "exogym/sdk/error.h"
 
 namespace fs = std::filesystem;
 using exogym::runtime::apply_override;
-using exogym::runtime::closest_match;
+using exogym::sdk::closest_name;
 using exogym::runtime::load_manifest;
 using exogym::runtime::Manifest;
 using exogym::runtime::ManifestSet;
@@ -536,14 +536,14 @@ TEST_CASE("load_manifest rejects duplicate keys and allows comments", "[manifest
   CHECK(load_manifest(commented, {"nodes=3"}).runs.front().nodes == 3);
 }
 
-TEST_CASE("closest_match suggests near misses only", "[manifest]") {
+TEST_CASE("closest_name suggests near misses only", "[manifest]") {
   const std::vector<std::string> keys = {"name", "nodes", "seed", "max_steps", "lr"};
-  CHECK(closest_match("nodse", keys) == "nodes");  // a swap costs 1
-  CHECK(closest_match("max_step", keys) == "max_steps");
-  CHECK(closest_match("Nodes", keys) == "nodes");
-  CHECK(closest_match("maxsteps", keys) == "max_steps");
-  CHECK(closest_match("zzzzz", keys).empty());
-  CHECK(closest_match("x", keys).empty());  // 2 edits away from "lr", but nothing in common
-  CHECK(closest_match("nods", {"node", "nodes"}) == "node");  // ties go to the first
-  CHECK(closest_match("anything", {}).empty());
+  CHECK(closest_name("nodse", keys) == "nodes");  // a swap costs 1
+  CHECK(closest_name("max_step", keys) == "max_steps");
+  CHECK(closest_name("Nodes", keys) == "nodes");
+  CHECK(closest_name("maxsteps", keys) == "max_steps");
+  CHECK(closest_name("zzzzz", keys).empty());
+  CHECK(closest_name("x", keys).empty());  // 2 edits away from "lr", but nothing in common
+  CHECK(closest_name("nods", {"node", "nodes"}) == "node");  // ties go to the first
+  CHECK(closest_name("anything", {}).empty());
 }

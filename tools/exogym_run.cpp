@@ -47,8 +47,14 @@ void list_plugins(exogym::runtime::PluginLoader& loader) {
     std::printf("\n%-8s %-14s %s  %s\n", d.kind.c_str(), d.name.c_str(), d.version.c_str(), d.file.string().c_str());
     for (const auto& o : f.plugin->options()) {
       std::string def = o.required ? "required" : "default " + o.default_value.dump();
-      std::printf("    %-22s %-22s %s\n", o.name.c_str(), exogym::sdk::to_string(o.type), def.c_str());
-      if (!o.doc.empty()) std::printf("    %-22s %s\n", "", o.doc.c_str());
+      std::printf("    %-20s %-26s %s\n", o.name.c_str(), exogym::sdk::to_string(o.type), def.c_str());
+      std::string doc = o.doc;
+      if (!o.choices.empty()) {
+        doc += doc.empty() ? "one of:" : " (one of:";
+        for (const auto& c : o.choices) doc += " " + c;
+        if (!o.doc.empty()) doc += ")";
+      }
+      if (!doc.empty()) std::printf("    %-20s %s\n", "", doc.c_str());
     }
   }
 }

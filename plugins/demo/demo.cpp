@@ -1,0 +1,156 @@
+// Strategy "demo": Decoupled Momentum optimization (DeMo, Peng et al. 2024;
+// bloc97/DeMo as the reference uses it). Each node keeps a momentum buffer δ
+// of its own gradients, sends only the top-k DCT coefficients of δ per chunk,
+// keeps the untransmitted residual, and every node steps along the sign of
+// the decoded average of what all nodes sent (sign-SGD), so replicas stay
+// identical while each step communicates a small fraction of the parameters.
+//
+// Fixes over the reference: lr is an option (it was stuck at 1e-3), max_norm
+// clips the local gradient (it was ignored), convolution kernels and 0-D
+// parameters are transformed (flattened to 2-D / treated as 1-D; they
+// crashed), a parameter without a gradient counts as a zero gradient (it
+// crashed), and the average of the received coefficients is deterministic.
+#include <ATen/ATen.h>
+#include <torch/nn/module.h>
+
+#include "exogym/plugins/demo/dct.h"
+#include "exogym/sdk/comm.h"
+#include "exogym/sdk/error.h"
+#include "exogym/sdk/model.h"
+#include "exogym/sdk/node.h"
+#include "exogym/sdk/optim.h"
+#include "exogym/sdk/plugin.h"
+#include "exogym/sdk/strategy.h"
+
+namespace exogym::plugins {
+
+using sdk::OptionSpec;
+using sdk::OptionType;
+
+static sdk::OptionSpecs demo_options() {
+  return {
+      OptionSpec{"compression_decay", OptionType::NonNegativeNumber, 0.999,
+                 "decay of the momentum buffer δ each step (0 <= x < 1): δ <- decay·δ + lr·grad"},
+      OptionSpec{"compression_topk", OptionType::PositiveInteger, 32,
+                 "DCT coefficients sent per chunk (per 1-D chunk, or per 2-D tile of a matrix)"},
+      OptionSpec{"compression_chunk", OptionType::PositiveInteger, 64,
+                 "target chunk length: each dimension is cut into chunks of its largest divisor <= this"},
+      OptionSpec{"weight_decay", OptionType::NonNegativeNumber, 0.0,
+                 "decoupled weight decay: p <- p·(1 - lr·weight_decay) before each step"},
+      OptionSpec{"lr", OptionType::PositiveNumber, 1e-3,
+                 "learning rate of the sign-SGD step (and the scale of the gradient added to δ)"},
+      OptionSpec{"lr_schedule", OptionType::LrSchedule, "constant", "learning-rate schedule (constant, cosine, linear)"},
+      OptionSpec{"max_norm", OptionType::PositiveNumber, nullptr,
+                 "clip each node's local gradient to this global L2 norm before the DeMo step (null: no clipping)"},
+  };
+}
+
+class DemoStrategy final : public sdk::Strategy {
+ public:
+  explicit DemoStrategy(const nlohmann::json& options)
+      : decay_(options.at("compression_decay").get<double>()),
+        topk_(options.at("compression_topk").get<int64_t>()),
+        weight_decay_(options.at("weight_decay").get<double>()),
+        base_lr_(options.at("lr").get<double>()),
+        schedule_(sdk::LrSchedule::from_json(options.at("lr_schedule"), "lr_schedule")),
+        max_norm_(options.at("max_norm").is_null() ? 0.0 : options.at("max_norm").get<double>()),
+        transform_(options.at("compression_chunk").get<int64_t>()) {
+    if (!(decay_ < 1.0))
+      throw sdk::ConfigError("compression_decay", "expected a number in [0, 1), got " + options.at("compression_decay").dump());
+  }
+
+  void init(sdk::NodeContext& ctx, sdk::Model& model) override {
+    ctx_ = &ctx;
+    for (auto& item : model.module().named_parameters(/*recurse=*/true)) {
+      if (!item.value().requires_grad()) continue;
+      names_.push_back(item.key());
+      params_.push_back(item.value());
+      deltas_.push_back(at::zeros_like(item.value(), at::MemoryFormat::Contiguous));
+    }
+    lr_ = base_lr_ * schedule_.factor(0, ctx.max_steps);
+  }
+
+  void zero_grad() override {
+    for (auto& p : params_)
+      if (p.grad().defined()) p.mutable_grad().reset();
+  }
+
+  void step() override {
+    at::NoGradGuard no_grad;
+    lr_ = base_lr_ * schedule_.factor(ctx_->step, ctx_->max_steps);
+    if (max_norm_ > 0) sdk::clip_grad_norm(params_, max_norm_);
+
+    // Local half: update δ, pick what to send, keep the residual.
+    std::vector<at::Tensor> message;  // idx_0, val_0, idx_1, val_1, ...
+    std::vector<std::vector<int64_t>> encoded_shapes(params_.size());
+    message.reserve(2 * params_.size());
+    for (size_t i = 0; i < params_.size(); ++i) {
+      at::Tensor& p = params_[i];
+      at::Tensor& delta = deltas_[i];
+      if (weight_decay_ != 0) p.mul_(1.0 - lr_ * weight_decay_);
+      delta.mul_(decay_);
+      if (p.grad().defined()) delta.add_(p.grad(), lr_);  // no gradient: g = 0
+      if (p.numel() == 0) continue;
+      at::Tensor encoded = transform_.encode(delta);
+      encoded_shapes[i] = encoded.sizes().vec();
+      demo::Compressed sent = demo::compress(encoded, topk_);
+      delta.sub_(transform_.decode(demo::decompress(sent.idx, sent.val, encoded.sizes()), p.sizes()));
+      message.push_back(sent.idx);
+      message.push_back(sent.val);
+    }
+
+    // One all-gather for every parameter's indices and values.
+    std::vector<std::vector<at::Tensor>> gathered = ctx_->communicator().all_gather(message);
+
+    // Shared half: every node decodes the same average and takes the same
+    // sign step.
+    size_t slot = 0;
+    for (size_t i = 0; i < params_.size(); ++i) {
+      at::Tensor& p = params_[i];
+      if (p.numel() == 0) continue;
+      std::vector<at::Tensor> idx, val;
+      idx.reserve(gathered.size());
+      val.reserve(gathered.size());
+      for (auto& from_rank : gathered) {
+        idx.push_back(from_rank.at(slot).to(p.device()));
+        val.push_back(from_rank.at(slot + 1).to(p.device()));
+      }
+      slot += 2;
+      at::Tensor aggregate = transform_.decode(demo::batch_decompress(idx, val, encoded_shapes[i]), p.sizes());
+      p.mutable_grad() = at::sign(aggregate);
+      p.add_(p.grad(), -lr_);  // plain SGD: no momentum, no weight decay
+    }
+  }
+
+  double lr() const override { return lr_; }
+
+  void save_state(sdk::StateDict& out) const override {
+    for (size_t i = 0; i < params_.size(); ++i) out["delta." + names_[i]] = deltas_[i];
+  }
+
+  void load_state(const sdk::StateDict& in) override {
+    at::NoGradGuard no_grad;
+    for (size_t i = 0; i < params_.size(); ++i) {
+      auto it = in.find("delta." + names_[i]);
+      if (it != in.end()) deltas_[i].copy_(it->second);
+    }
+  }
+
+ private:
+  double decay_;
+  int64_t topk_;
+  double weight_decay_;
+  double base_lr_;
+  sdk::LrSchedule schedule_;
+  double max_norm_;
+  demo::DctTransform transform_;
+  sdk::NodeContext* ctx_ = nullptr;
+  std::vector<std::string> names_;
+  std::vector<at::Tensor> params_;
+  std::vector<at::Tensor> deltas_;
+  double lr_ = 0;
+};
+
+}  // namespace exogym::plugins
+
+EXOGYM_STRATEGY_PLUGIN("demo", "1.0.0", exogym::plugins::DemoStrategy, exogym::plugins::demo_options)
