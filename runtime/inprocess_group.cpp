@@ -210,8 +210,6 @@ void InProcessGroup::run(int rank, Posted posted, NodeSlot* slot) {
     if (posted.kind == Kind::AllGather) {
       posted.gathered->assign(1, {});
       for (const auto& t : *posted.tensors) posted.gathered->front().push_back(t.clone());
-    } else if (posted.kind == Kind::AllReduce && posted.op == ReduceOp::Avg) {
-      // x / 1 == x
     }
     if (abort_.aborted()) throw sdk::AbortedError("run aborted: " + abort_.reason());
     return;

@@ -2,6 +2,7 @@
 // deterministic average of what the nodes sent, the sign-SGD step, and
 // trainings of an MLP and a CNN.
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <catch2/catch.hpp>
 #include <torch/nn/module.h>
 

@@ -4,6 +4,7 @@
 // outer step against hand-computed numbers, the index selectors, timing,
 // reproducibility, option errors, and that each one trains MNIST.
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 #include <catch2/catch.hpp>
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
 #include <torch/version.h>
 
 #include "exogym/runtime/manifest.h"
@@ -104,6 +106,9 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  auto log = spdlog::stderr_color_mt("exogym");
+  log->set_pattern("[%H:%M:%S] %^%l%$: %v");
+  if (quiet) log->set_level(spdlog::level::warn);
   exogym::runtime::PluginLoader loader(plugin_dirs);
   if (list) {
     list_plugins(loader);
