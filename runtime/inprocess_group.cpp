@@ -38,7 +38,7 @@ class InProcessCommunicator final : public sdk::Communicator {
     std::vector<std::vector<at::Tensor>> gathered;
     InProcessGroup::Posted posted;
     posted.kind = InProcessGroup::Kind::AllGather;
-    posted.tensors = &contiguous;
+    posted.tensors = contiguous;
     posted.gathered = &gathered;
     group_.run(rank_, posted, slot_);
     return gathered;
@@ -69,7 +69,7 @@ class InProcessCommunicator final : public sdk::Communicator {
     posted.kind = kind;
     posted.op = op;
     posted.root = root;
-    posted.tensors = &work;
+    posted.tensors = work;
     group_.run(rank_, posted, slot_);
     if (copied) {
       for (size_t i = 0; i < tensors.size(); ++i) {
@@ -139,19 +139,19 @@ void InProcessGroup::check_matching(int rank) const {
   };
   if (mine.kind != first.kind) throw sdk::Error(where());
   if (mine.kind == Kind::Barrier || mine.kind == Kind::AllGather) {
-    if (mine.kind == Kind::AllGather && mine.tensors->size() != first.tensors->size()) {
+    if (mine.kind == Kind::AllGather && mine.tensors.size() != first.tensors.size()) {
       throw sdk::Error(where() + " with a different number of tensors");
     }
     return;
   }
   if (mine.op != first.op || mine.root != first.root) throw sdk::Error(where() + " with a different op or root");
-  if (mine.tensors->size() != first.tensors->size()) {
-    throw sdk::Error(where() + " with " + std::to_string(mine.tensors->size()) + " tensors instead of " +
-                     std::to_string(first.tensors->size()));
+  if (mine.tensors.size() != first.tensors.size()) {
+    throw sdk::Error(where() + " with " + std::to_string(mine.tensors.size()) + " tensors instead of " +
+                     std::to_string(first.tensors.size()));
   }
-  for (size_t i = 0; i < mine.tensors->size(); ++i) {
-    const auto& a = (*mine.tensors)[i];
-    const auto& b = (*first.tensors)[i];
+  for (size_t i = 0; i < mine.tensors.size(); ++i) {
+    const auto& a = mine.tensors[i];
+    const auto& b = first.tensors[i];
     if (a.sizes() != b.sizes() || a.scalar_type() != b.scalar_type()) {
       std::ostringstream s;
       s << where() << ": tensor " << i << " is " << a.sizes() << " " << a.scalar_type() << " on node " << rank
@@ -163,10 +163,10 @@ void InProcessGroup::check_matching(int rank) const {
 
 void InProcessGroup::reduce_share(int rank) {
   const Posted& first = posted_[0];
-  const size_t count = first.tensors->size();
+  const size_t count = first.tensors.size();
   int64_t chunk_index = 0;
   for (size_t i = 0; i < count; ++i) {
-    const int64_t numel = (*first.tensors)[i].numel();
+    const int64_t numel = first.tensors[i].numel();
     if (numel == 0) continue;
     const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(size_, numel / kMinChunkElements));
     const int64_t per_chunk = (numel + chunks - 1) / chunks;
@@ -175,7 +175,7 @@ void InProcessGroup::reduce_share(int rank) {
       const int64_t lo = c * per_chunk;
       const int64_t hi = std::min(numel, lo + per_chunk);
       if (lo >= hi) continue;
-      auto slice = [&](int r) { return (*posted_[r].tensors)[i].view(-1).slice(0, lo, hi); };
+      auto slice = [&](int r) { return posted_[r].tensors[i].view(-1).slice(0, lo, hi); };
       // Rank order, element by element: the same bits whoever does the work.
       at::Tensor acc = slice(0).clone();
       for (int r = 1; r < size_; ++r) {
@@ -209,7 +209,7 @@ void InProcessGroup::run(int rank, Posted posted, NodeSlot* slot) {
     // Nothing to exchange: all_gather still returns fresh tensors.
     if (posted.kind == Kind::AllGather) {
       posted.gathered->assign(1, {});
-      for (const auto& t : *posted.tensors) posted.gathered->front().push_back(t.clone());
+      for (const auto& t : posted.tensors) posted.gathered->front().push_back(t.clone());
     }
     if (abort_.aborted()) throw sdk::AbortedError("run aborted: " + abort_.reason());
     return;
@@ -224,15 +224,13 @@ void InProcessGroup::run(int rank, Posted posted, NodeSlot* slot) {
         break;
       case Kind::Broadcast:
         if (rank != posted.root) {
-          for (size_t i = 0; i < posted.tensors->size(); ++i) {
-            (*posted.tensors)[i].copy_((*posted_[posted.root].tensors)[i]);
-          }
+          for (size_t i = 0; i < posted.tensors.size(); ++i) posted.tensors[i].copy_(posted_[posted.root].tensors[i]);
         }
         break;
       case Kind::AllGather:
         posted.gathered->assign(size_, {});
         for (int r = 0; r < size_; ++r) {
-          for (const auto& t : *posted_[r].tensors) (*posted.gathered)[r].push_back(t.clone());
+          for (const auto& t : posted_[r].tensors) (*posted.gathered)[r].push_back(t.clone());
         }
         break;
       case Kind::Barrier:
@@ -243,7 +241,8 @@ void InProcessGroup::run(int rank, Posted posted, NodeSlot* slot) {
   } catch (const std::exception& e) {
     fail(e.what());
   }
-  arrive_and_wait(slot);  // nobody leaves while others still read its tensors
+  arrive_and_wait(slot);  // nobody moves on while others still read its tensors
+  posted_[rank] = Posted();  // let go of this node's tensors
 }
 
 }  // namespace exogym::runtime

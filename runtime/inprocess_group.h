@@ -35,8 +35,11 @@ class InProcessGroup {
     Kind kind = Kind::Barrier;
     sdk::ReduceOp op = sdk::ReduceOp::Sum;
     int root = 0;
-    std::vector<at::Tensor>* tensors = nullptr;  // the node's (contiguous) tensors
-    std::vector<std::vector<at::Tensor>>* gathered = nullptr;
+    // Handles to the node's (contiguous) tensors. Held by value: if a node
+    // leaves early (it failed), the storage others may still be reading
+    // stays alive until the group moves on.
+    std::vector<at::Tensor> tensors;
+    std::vector<std::vector<at::Tensor>>* gathered = nullptr;  // written only by its owner
   };
 
   // Blocks until all `size_` nodes arrived (a generation barrier). Throws

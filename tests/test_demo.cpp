@@ -390,24 +390,23 @@ TEST_CASE("demo: the same manifest twice gives a bit-identical model", "[demo]")
   REQUIRE(losses.at(20) < losses.at(0));
 }
 
-TEST_CASE("demo: a CNN (convolution kernels) trains on MNIST with 2 nodes", "[demo][slow]") {
+TEST_CASE("demo: a CNN (convolution kernels) trains on MNIST with 2 nodes", "[demo]") {
   TempDir dir("demo-cnn");
   json m = {{"name", "demo-cnn"},
             {"seed", 1},
             {"nodes", 2},
             {"model", {{"plugin", "cnn"}, {"options", {{"channels", {4, 8}}, {"hidden", 16}}}}},
-            {"strategy", {{"plugin", "demo"}, {"options", {{"lr", 3e-3}}}}},
+            {"strategy", {{"plugin", "demo"}, {"options", {{"lr", 1e-2}}}}},
             {"data", mnist_data()},
             {"train", {{"max_steps", 30}, {"batch_size", 32}}},
             {"eval", {{"interval", 30}, {"size", 512}}},
             {"output", {{"dir", "runs"}}}};
-  auto started = std::chrono::steady_clock::now();
   run_json(m, dir.path());
-  WARN("cnn demo: " << std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count() << " s");
   auto losses = global_losses(dir / "run");
   INFO("loss at 0: " << losses.at(0) << ", at 30: " << losses.at(30));
   REQUIRE(std::isfinite(losses.at(30)));
-  REQUIRE(losses.at(30) < losses.at(0) - 0.3);
+  // Measured: 2.32 -> 1.28 (accuracy 7% -> 68%); lr 3e-3 reaches 1.86.
+  REQUIRE(losses.at(30) < losses.at(0) - 0.6);
 }
 
 TEST_CASE("demo: the MNIST MLP trains on 4 nodes", "[demo][slow]") {
@@ -416,16 +415,16 @@ TEST_CASE("demo: the MNIST MLP trains on 4 nodes", "[demo][slow]") {
             {"seed", 1},
             {"nodes", 4},
             {"model", {{"plugin", "mlp"}, {"options", {{"hidden", {64}}}}}},
-            {"strategy", {{"plugin", "demo"}, {"options", {{"lr", 3e-3}}}}},
+            {"strategy", {{"plugin", "demo"}, {"options", {{"lr", 5e-3}}}}},
             {"data", mnist_data()},
             {"train", {{"max_steps", 150}, {"batch_size", 32}}},
             {"eval", {{"interval", 150}, {"size", 2000}}},
             {"output", {{"dir", "runs"}}}};
-  auto started = std::chrono::steady_clock::now();
   auto r = run_json(m, dir.path());
-  WARN("mlp demo: " << std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count() << " s");
   auto losses = global_losses(dir / "run");
   INFO("loss at 0: " << losses.at(0) << ", at 150: " << losses.at(150));
-  REQUIRE(losses.at(150) < 0.6);
-  REQUIRE(r.final_eval->global.metrics.at(0) > 0.8);
+  // Measured: 2.33 -> 0.196, accuracy 93.9% (lr 1e-3: 0.275, 3e-3: 0.221,
+  // 1e-2: 0.231).
+  REQUIRE(losses.at(150) < 0.3);
+  REQUIRE(r.final_eval->global.metrics.at(0) > 0.9);
 }

@@ -215,7 +215,7 @@ TEST_CASE("unknown keys name their path and suggest the known key", "[manifest]"
   CHECK(error_with(json::parse(R"({"data": {"train": {"partiton": "iid"}}})")).what ==
         "data.train.partiton: unknown key; did you mean \"partition\"?");
   CHECK(error_with(json::parse(R"({"output": {"save": true}})")).what ==
-        "output.save: unknown key (expected one of: dir, save_model)");
+        "output.save: unknown key; did you mean \"save_model\"?");
   CHECK(error_with({{"zzzzzz", 1}}).what ==
         "zzzzzz: unknown key (expected one of: name, seed, nodes, device, parallelism, threads, model, strategy, "
         "data, train, eval, output, runs)");

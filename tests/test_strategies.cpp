@@ -138,8 +138,8 @@ TEST_CASE("DiLoCo with outer SGD lr 1 and no momentum equals FedAvg with the sam
   TempDir dir("diloco-fedavg");
   const json plain_outer = {{"name", "sgd"}, {"lr", 1.0}, {"momentum", 0.0}, {"nesterov", false}};
   auto fedavg = train(with_strategy(4, "fedavg", {{"H", 5}, {"optimizer", kSgd}}), dir, "fedavg");
-  auto diloco =
-      train(with_strategy(4, "diloco", {{"H", 5}, {"optimizer", kSgd}, {"outer_optimizer", plain_outer}}), dir, "diloco");
+  auto diloco = train(with_strategy(4, "diloco", {{"H", 5}, {"optimizer", kSgd}, {"outer_optimizer", plain_outer}}),
+                      dir, "diloco");
   CHECK(max_abs_diff(fedavg, diloco) < 1e-5);
   // The default Nesterov outer step is not FedAvg.
   auto nesterov = train(with_strategy(4, "diloco", {{"H", 5}, {"optimizer", kSgd}}), dir, "nesterov");
@@ -283,7 +283,10 @@ TEST_CASE("the random selector picks a fraction p, the same on every node for a 
   // Over 20 calls every element is picked about 20 p = 0.2 times: the draws
   // are independent, not one fixed set.
   at::Tensor hits = at::zeros({n}, at::kLong);
-  for (int64_t call = 0; call < 20; ++call) hits.index_add_(0, a.select(0, n, call), at::ones({a.select(0, n, call).numel()}, at::kLong));
+  for (int64_t call = 0; call < 20; ++call) {
+    at::Tensor picked = a.select(0, n, call);
+    hits.index_add_(0, picked, at::ones({picked.numel()}, at::kLong));
+  }
   const double total = hits.sum().item<double>();
   CHECK(std::abs(total - 20 * n * p) < 5 * std::sqrt(20 * n * p));
   CHECK(hits.gt(0).sum().item<int64_t>() > 15000);  // 1 - 0.99^20 = 18% of elements
@@ -309,7 +312,8 @@ TEST_CASE("the shuffled sequential selector covers each element exactly once per
   CHECK(*covered.begin() == 0);
   CHECK(*covered.rbegin() == 9);
   // The permutation is fixed: the next cycle repeats the first.
-  for (int64_t call = 0; call < 4; ++call) CHECK(at::equal(selector.select(0, n, call), selector.select(0, n, call + 4)));
+  for (int64_t call = 0; call < 4; ++call)
+    CHECK(at::equal(selector.select(0, n, call), selector.select(0, n, call + 4)));
   // It is random, not the identity order.
   at::Tensor order = at::cat({selector.select(0, 1000, 0), selector.select(0, 1000, 1), selector.select(0, 1000, 2),
                               selector.select(0, 1000, 3)});
@@ -411,8 +415,8 @@ TEST_CASE("sparta_diloco averages sparsely only on steps t with t % sparta_inter
   auto plugin = exogym::test::test_loader().load("strategy", "sparta_diloco", "strategy.plugin");
   // p = 1 makes "averaged or not" visible; H is beyond the steps taken so
   // DiLoCo never syncs, and SGD on zero gradients leaves parameters alone.
-  const json options = plugin->validate({{"p", 1}, {"sparta_interval", 3}, {"H", 1000}, {"optimizer", kSgd}},
-                                        "strategy.options");
+  const json options =
+      plugin->validate({{"p", 1}, {"sparta_interval", 3}, {"H", 1000}, {"optimizer", kSgd}}, "strategy.options");
   const int K = 2, steps = 8;
   std::vector<std::vector<at::Tensor>> after(K, std::vector<at::Tensor>(steps));
   run_nodes(K, [&](int rank, sdk::Communicator& comm) {
@@ -512,9 +516,9 @@ TEST_CASE("strategy options are declared with defaults, and misspelt ones are re
   CHECK(resolved["sparta_interval"] == 1);
   CHECK(resolved["H"] == 100);
   CHECK(resolved["p"] == 0.005);
-  REQUIRE_THROWS_WITH(sparta_diloco->validate({{"sparta_intervall", 2}}, "strategy.options"),
-                      Catch::StartsWith("strategy.options.sparta_intervall: unknown option") &&
-                          Catch::Contains("\"sparta_interval\""));
+  REQUIRE_THROWS_WITH(
+      sparta_diloco->validate({{"sparta_intervall", 2}}, "strategy.options"),
+      Catch::StartsWith("strategy.options.sparta_intervall: unknown option") && Catch::Contains("\"sparta_interval\""));
   // Every option is documented.
   for (const auto& plugin : {sparta, diloco, fedavg, sparta_diloco}) {
     for (const auto& spec : plugin->options()) {
@@ -546,21 +550,20 @@ double mnist_loss(const std::string& plugin, const json& options, const std::str
   TempDir dir("mnist-" + tag);
   auto result = run_json(mnist_manifest(plugin, options), dir.path());
   REQUIRE(result.final_eval.has_value());
-  const double loss = result.final_eval->global.loss;
-  WARN(tag << ": global validation loss after 150 steps = " << loss);
-  return loss;
+  return result.final_eval->global.loss;
 }
 
 }  // namespace
 
 TEST_CASE("each strategy trains an MLP on MNIST, 4 nodes, 150 steps: validation loss below the stated bound",
           "[strategies][slow]") {
-  // Measured (global model, 1000 test images): see the report in each
-  // section; chance is ln 10 = 2.30.
-  SECTION("fedavg H=1: below 0.6") { CHECK(mnist_loss("fedavg", {{"H", 1}}, "fedavg") < 0.6); }
-  SECTION("diloco H=10: below 0.8") { CHECK(mnist_loss("diloco", {{"H", 10}}, "diloco") < 0.8); }
-  SECTION("sparta p=0.01: below 0.8") { CHECK(mnist_loss("sparta", {{"p", 0.01}}, "sparta") < 0.8); }
-  SECTION("sparta_diloco p=0.01 H=10: below 0.8") {
-    CHECK(mnist_loss("sparta_diloco", {{"p", 0.01}, {"H", 10}}, "sparta_diloco") < 0.8);
+  // Adam lr 1e-3, batch 32 per node, MLP 784-64-10, global model on 1000 test
+  // images; chance is ln 10 = 2.30. Measured: fedavg 0.321, diloco 0.428,
+  // sparta 0.329, sparta_diloco 0.430 (allreduce 0.292 for comparison).
+  SECTION("fedavg H=1: below 0.5") { CHECK(mnist_loss("fedavg", {{"H", 1}}, "fedavg") < 0.5); }
+  SECTION("diloco H=10: below 0.65") { CHECK(mnist_loss("diloco", {{"H", 10}}, "diloco") < 0.65); }
+  SECTION("sparta p=0.01: below 0.5") { CHECK(mnist_loss("sparta", {{"p", 0.01}}, "sparta") < 0.5); }
+  SECTION("sparta_diloco p=0.01 H=10: below 0.65") {
+    CHECK(mnist_loss("sparta_diloco", {{"p", 0.01}, {"H", 10}}, "sparta_diloco") < 0.65);
   }
 }

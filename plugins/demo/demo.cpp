@@ -32,7 +32,7 @@ static sdk::OptionSpecs demo_options() {
       OptionSpec{"compression_decay", OptionType::NonNegativeNumber, 0.999,
                  "decay of the momentum buffer δ each step (0 <= x < 1): δ <- decay·δ + lr·grad"},
       OptionSpec{"compression_topk", OptionType::PositiveInteger, 32,
-                 "DCT coefficients sent per chunk (per 1-D chunk, or per 2-D tile of a matrix)"},
+                 "DCT coefficients sent per chunk (a 1-D chunk, or a 2-D tile of a matrix), largest magnitude first; at most the chunk's size"},
       OptionSpec{"compression_chunk", OptionType::PositiveInteger, 64,
                  "target chunk length: each dimension is cut into chunks of its largest divisor <= this"},
       OptionSpec{"weight_decay", OptionType::NonNegativeNumber, 0.0,

@@ -39,7 +39,8 @@ nlohmann::json DiLoCoModule::default_outer_optimizer() {
 sdk::OptionSpecs DiLoCoModule::specs() {
   return {
       OptionSpec{"H", OptionType::PositiveInteger, 100,
-                 "inner steps per outer step: the nodes average and take an outer step after steps H, 2H, ..."},
+                 "inner steps per outer step: the nodes average and take an outer step after the H-th, 2H-th, ... "
+                 "inner step"},
       OptionSpec{"outer_optimizer", OptionType::Optimizer, default_outer_optimizer(),
                  "the outer optimizer, stepped on the master parameters with the pseudo-gradient "
                  "master - average; a partial object refines the default Nesterov SGD"},
@@ -47,8 +48,8 @@ sdk::OptionSpecs DiLoCoModule::specs() {
 }
 
 DiLoCoModule::DiLoCoModule(const nlohmann::json& o)
-    : DiLoCoModule(o.at("H").get<int64_t>(),
-                   sdk::OptimizerSpec::from_json(o.at("outer_optimizer"), "outer_optimizer", default_outer_optimizer())) {}
+    : DiLoCoModule(o.at("H").get<int64_t>(), sdk::OptimizerSpec::from_json(o.at("outer_optimizer"), "outer_optimizer",
+                                                                           default_outer_optimizer())) {}
 
 DiLoCoModule::DiLoCoModule(int64_t H, sdk::OptimizerSpec outer_optimizer)
     : H_(H), outer_spec_(std::move(outer_optimizer)) {}

@@ -20,7 +20,7 @@ constexpr uint64_t kIslandStream = 0x464544415647ULL;
 sdk::OptionSpecs FedAvgModule::specs() {
   return {
       OptionSpec{"H", OptionType::PositiveInteger, 1,
-                 "average the parameters after every H local steps (after steps H, 2H, ...); "
+                 "average the parameters after every H local steps (after the H-th, 2H-th, ... step); "
                  "H = 1 with plain SGD is exactly all-reduce/DDP"},
       OptionSpec{"island_size", OptionType::PositiveInteger, nullptr,
                  "average within random islands of this many nodes, redrawn from the run's seed every round "
@@ -29,8 +29,9 @@ sdk::OptionSpecs FedAvgModule::specs() {
 }
 
 FedAvgModule::FedAvgModule(const nlohmann::json& o)
-    : FedAvgModule(o.at("H").get<int64_t>(),
-                   o.at("island_size").is_null() ? std::nullopt : std::optional<int64_t>(o.at("island_size").get<int64_t>())) {}
+    : FedAvgModule(o.at("H").get<int64_t>(), o.at("island_size").is_null()
+                                                 ? std::nullopt
+                                                 : std::optional<int64_t>(o.at("island_size").get<int64_t>())) {}
 
 FedAvgModule::FedAvgModule(int64_t H, std::optional<int64_t> island_size) : H_(H), island_size_(island_size) {}
 
@@ -40,8 +41,9 @@ void FedAvgModule::init(sdk::NodeContext& /*ctx*/, sdk::Model& model) {
 
 std::vector<std::vector<int>> FedAvgModule::islands(uint64_t run_seed, int64_t round, int num_nodes,
                                                     int64_t island_size) {
-  at::Tensor order = at::randperm(num_nodes, sdk::shared_generator(run_seed, kIslandStream, static_cast<uint64_t>(round)),
-                                  at::TensorOptions().dtype(at::kLong));
+  at::Tensor order =
+      at::randperm(num_nodes, sdk::shared_generator(run_seed, kIslandStream, static_cast<uint64_t>(round)),
+                   at::TensorOptions().dtype(at::kLong));
   auto ranks = order.accessor<int64_t, 1>();
   std::vector<std::vector<int>> out;
   for (int start = 0; start < num_nodes; start += static_cast<int>(island_size)) {

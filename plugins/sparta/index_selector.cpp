@@ -85,8 +85,8 @@ std::unique_ptr<IndexSelector> make_index_selector(const std::string& name, doub
   if (name == "random") return std::make_unique<RandomIndexSelector>(p, run_seed);
   if (name == "shuffled_sequential") return std::make_unique<ShuffledSequentialIndexSelector>(p, run_seed);
   if (name == "partitioned") return std::make_unique<PartitionedIndexSelector>(p, run_seed);
-  throw sdk::ConfigError("selector", "unknown index selector \"" + name +
-                                         "\"; known: random, shuffled_sequential, partitioned");
+  throw sdk::ConfigError("selector",
+                         "unknown index selector \"" + name + "\"; known: random, shuffled_sequential, partitioned");
 }
 
 }  // namespace exogym::plugins

@@ -14,9 +14,7 @@ sdk::OptionSpecs SpartaModule::specs() {
   return {
       OptionSpec{"p", OptionType::Fraction, 0.005,
                  "fraction of every parameter's elements averaged across the nodes after each step"},
-      OptionSpec{"selector",
-                 OptionType::String,
-                 "random",
+      OptionSpec{"selector", OptionType::String, "random",
                  "how elements are chosen: random (i.i.d. with probability p each step), shuffled_sequential "
                  "(a fixed random order, ceil(1/p) chunks in turn), partitioned (balanced random classes in "
                  "turn, redrawn every cycle); drawn from the run's seed, identical on every node",
