@@ -1,7 +1,9 @@
 #include "exogym/sdk/model.h"
 
+#include <ATen/ATen.h>
 #include <c10/util/Optional.h>
 
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -33,6 +35,29 @@ at::Tensor dropout(const at::Tensor& input, double p, bool training, const at::G
   mask.div_(1.0 - p);  // as torch's dropout: the expected activation is unchanged
   if (elsewhere) mask = mask.to(input.device());
   return input.mul(mask);
+}
+
+const at::Tensor& batch_tensor(const Batch& batch, const std::string& key) {
+  auto it = batch.find(key);
+  if (it == batch.end() || !it->second.defined()) {
+    std::string keys;
+    for (const auto& item : batch) keys += (keys.empty() ? "" : ", ") + item.first;
+    throw Error("the batch has no \"" + key + "\" tensor (it has: " + (keys.empty() ? "nothing" : keys) + ")");
+  }
+  return it->second;
+}
+
+EvalOutput classification_eval(const at::Tensor& logits, const at::Tensor& target) {
+  EvalOutput out;
+  out.loss = at::cross_entropy_loss(logits, target);
+  out.metrics["accuracy"] = at::argmax(logits, 1).eq(target).to(at::kFloat).mean();
+  return out;
+}
+
+std::string shape_of(const at::Tensor& tensor) {
+  std::ostringstream out;
+  out << tensor.sizes();
+  return out.str();
 }
 
 }  // namespace exogym::sdk

@@ -49,6 +49,16 @@ class Model {
   at::Generator generator_;
 };
 
+// batch[key], or an error naming the missing key and the keys there are.
+const at::Tensor& batch_tensor(const Batch& batch, const std::string& key);
+
+// Classification: mean cross-entropy of `logits` [N, C] against integer
+// `target` [N], and the "accuracy" metric, from one forward pass.
+EvalOutput classification_eval(const at::Tensor& logits, const at::Tensor& target);
+
+// "[2, 3]": a shape for error messages.
+std::string shape_of(const at::Tensor& tensor);
+
 // Dropout that draws from an explicit generator (see Model::generator()).
 // `channelwise` zeroes whole channels of an N x C x ... input (Dropout2d).
 at::Tensor dropout(const at::Tensor& input, double p, bool training, const at::Generator& generator,

@@ -3,11 +3,17 @@
 #include <ATen/core/Dict.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 
+#include <ATen/Parallel.h>
+#include <catch2/catch.hpp>
+
 #include <atomic>
+#include <chrono>
+#include <future>
 #include <fstream>
 #include <iterator>
 #include <random>
 
+#include "exogym/runtime/cluster.h"
 #include "exogym/runtime/progress.h"
 
 namespace exogym::test {
@@ -74,6 +80,24 @@ std::map<std::string, at::Tensor> load_model_pt(const fs::path& file) {
   std::map<std::string, at::Tensor> out;
   for (const auto& item : value.toGenericDict()) out[item.key().toStringRef()] = item.value().toTensor();
   return out;
+}
+
+void run_nodes(int K, int parallelism, const std::function<void(int, sdk::Communicator&)>& body) {
+  runtime::Cluster cluster(K, parallelism);
+  auto future = std::async(std::launch::async, [&] {
+    cluster.run([&](int rank, runtime::NodeSlot& slot) {
+      at::set_num_threads(1);
+      auto comm = cluster.group().communicator(rank, &slot);
+      slot.acquire();
+      body(rank, *comm);
+    });
+  });
+  if (future.wait_for(std::chrono::seconds(60)) != std::future_status::ready) {
+    cluster.abort_signal().trigger("test timeout");
+    future.wait();
+    FAIL("cluster did not finish within 60 s");
+  }
+  future.get();
 }
 
 double max_abs_diff(const std::map<std::string, at::Tensor>& a, const std::map<std::string, at::Tensor>& b) {

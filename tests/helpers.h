@@ -5,12 +5,14 @@
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <string>
 
 #include "exogym/runtime/manifest.h"
 #include "exogym/runtime/plugin_loader.h"
 #include "exogym/runtime/training.h"
+#include "exogym/sdk/comm.h"
 
 namespace exogym::test {
 
@@ -42,6 +44,11 @@ runtime::RunResult run_json(const nlohmann::json& manifest, const std::filesyste
 
 // model.pt as {name: tensor}.
 std::map<std::string, at::Tensor> load_model_pt(const std::filesystem::path& file);
+
+// Runs body(rank, comm) on K node threads of a simulated cluster with the
+// given parallelism; fails the test (instead of hanging it) if the cluster
+// does not finish within a minute.
+void run_nodes(int K, int parallelism, const std::function<void(int, sdk::Communicator&)>& body);
 
 // Largest absolute difference over the tensors both maps hold (and they must
 // hold the same names).

@@ -15,34 +15,10 @@
 #include "exogym/runtime/cluster.h"
 #include "exogym/sdk/comm.h"
 #include "exogym/sdk/error.h"
+#include "helpers.h"
 
-using exogym::runtime::Cluster;
-using exogym::runtime::NodeSlot;
 using exogym::sdk::ReduceOp;
-
-namespace {
-
-// Runs body(rank, comm) on K node threads with the given parallelism; fails
-// the test (instead of hanging it) if the cluster does not finish in time.
-void run_nodes(int K, int parallelism, const std::function<void(int, exogym::sdk::Communicator&)>& body) {
-  Cluster cluster(K, parallelism);
-  auto future = std::async(std::launch::async, [&] {
-    cluster.run([&](int rank, NodeSlot& slot) {
-      at::set_num_threads(1);
-      auto comm = cluster.group().communicator(rank, &slot);
-      slot.acquire();
-      body(rank, *comm);
-    });
-  });
-  if (future.wait_for(std::chrono::seconds(60)) != std::future_status::ready) {
-    cluster.abort_signal().trigger("test timeout");
-    future.wait();
-    FAIL("cluster did not finish within 60 s");
-  }
-  future.get();
-}
-
-}  // namespace
+using exogym::test::run_nodes;
 
 TEST_CASE("all_reduce computes sum, avg, min and max across nodes", "[collectives]") {
   const int K = 4;

@@ -79,26 +79,14 @@ std::shared_ptr<exogym::sdk::Strategy> make_demo(const json& options) {
 
 // Runs body(rank, ctx) on K node threads, failing the test instead of hanging.
 void run_nodes(int K, const std::function<void(int, exogym::sdk::NodeContext&)>& body) {
-  exogym::runtime::Cluster cluster(K, K);
-  auto future = std::async(std::launch::async, [&] {
-    cluster.run([&](int rank, exogym::runtime::NodeSlot& slot) {
-      at::set_num_threads(1);
-      auto comm = cluster.group().communicator(rank, &slot);
-      slot.acquire();
-      exogym::sdk::NodeContext ctx;
-      ctx.rank = rank;
-      ctx.num_nodes = K;
-      ctx.comm = comm.get();
-      ctx.max_steps = 10;
-      body(rank, ctx);
-    });
+  exogym::test::run_nodes(K, K, [&](int rank, exogym::sdk::Communicator& comm) {
+    exogym::sdk::NodeContext ctx;
+    ctx.rank = rank;
+    ctx.num_nodes = K;
+    ctx.comm = &comm;
+    ctx.max_steps = 10;
+    body(rank, ctx);
   });
-  if (future.wait_for(std::chrono::seconds(60)) != std::future_status::ready) {
-    cluster.abort_signal().trigger("test timeout");
-    future.wait();
-    FAIL("cluster did not finish within 60 s");
-  }
-  future.get();
 }
 
 std::map<std::string, at::Tensor> snapshot(torch::nn::Module& m) {

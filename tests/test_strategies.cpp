@@ -59,25 +59,11 @@ json with_strategy(int nodes, const std::string& plugin, const json& options) {
 
 const json kSgd = {{"name", "sgd"}, {"lr", 0.1}};
 
-// Runs body(rank, comm) on K node threads; fails the test (instead of hanging
-// it) if the cluster does not finish in time.
+// Every node computes at once: the tests wait on each other inside bodies.
 void run_nodes(int K, const std::function<void(int, sdk::Communicator&)>& body) {
-  Cluster cluster(K, K);
-  auto future = std::async(std::launch::async, [&] {
-    cluster.run([&](int rank, NodeSlot& slot) {
-      at::set_num_threads(1);
-      auto comm = cluster.group().communicator(rank, &slot);
-      slot.acquire();
-      body(rank, *comm);
-    });
-  });
-  if (future.wait_for(std::chrono::seconds(60)) != std::future_status::ready) {
-    cluster.abort_signal().trigger("test timeout");
-    future.wait();
-    FAIL("cluster did not finish within 60 s");
-  }
-  future.get();
+  exogym::test::run_nodes(K, K, body);
 }
+
 
 // A model with a single parameter tensor "w".
 struct TinyNet : torch::nn::Module {

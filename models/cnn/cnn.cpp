@@ -42,22 +42,8 @@ sdk::OptionSpecs cnn_options() {
   };
 }
 
-std::string shape_of(const at::Tensor& tensor) {
-  std::ostringstream out;
-  out << tensor.sizes();
-  return out.str();
-}
-
-const at::Tensor& batch_tensor(const sdk::Batch& batch, const std::string& key) {
-  auto it = batch.find(key);
-  if (it == batch.end() || !it->second.defined()) {
-    std::string keys;
-    for (const auto& item : batch) keys += (keys.empty() ? "" : ", ") + item.first;
-    throw sdk::Error("model cnn: the batch has no \"" + key +
-                     "\" tensor (it has: " + (keys.empty() ? "nothing" : keys) + ")");
-  }
-  return it->second;
-}
+using sdk::batch_tensor;
+using sdk::shape_of;
 
 struct ConvBlock : torch::nn::Module {
   torch::nn::Conv2d conv1{nullptr}, conv2{nullptr};
@@ -120,12 +106,7 @@ class CnnModel : public sdk::Model {
   }
 
   sdk::EvalOutput evaluate(const sdk::Batch& batch) override {
-    at::Tensor logits = forward(batch_tensor(batch, "input"));
-    at::Tensor labels = target(batch);
-    sdk::EvalOutput out;
-    out.loss = at::cross_entropy_loss(logits, labels);
-    out.metrics["accuracy"] = at::argmax(logits, 1).eq(labels).to(at::kFloat).mean();
-    return out;
+    return sdk::classification_eval(forward(batch_tensor(batch, "input")), target(batch));
   }
 
   std::vector<std::string> metric_names() const override { return {"accuracy"}; }

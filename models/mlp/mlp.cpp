@@ -38,22 +38,8 @@ sdk::OptionSpecs mlp_options() {
   };
 }
 
-std::string shape_of(const at::Tensor& tensor) {
-  std::ostringstream out;
-  out << tensor.sizes();
-  return out.str();
-}
-
-const at::Tensor& batch_tensor(const sdk::Batch& batch, const std::string& key) {
-  auto it = batch.find(key);
-  if (it == batch.end() || !it->second.defined()) {
-    std::string keys;
-    for (const auto& item : batch) keys += (keys.empty() ? "" : ", ") + item.first;
-    throw sdk::Error("model mlp: the batch has no \"" + key +
-                     "\" tensor (it has: " + (keys.empty() ? "nothing" : keys) + ")");
-  }
-  return it->second;
-}
+using sdk::batch_tensor;
+using sdk::shape_of;
 
 // The parameters live in a Module subclass (not in MlpModel) so that they get
 // stable dotted names: layers.0.weight, layers.0.bias, layers.1.weight, ...
@@ -91,12 +77,7 @@ class MlpModel : public sdk::Model {
   }
 
   sdk::EvalOutput evaluate(const sdk::Batch& batch) override {
-    at::Tensor logits = forward(batch_tensor(batch, "input"));
-    at::Tensor labels = target(batch);
-    sdk::EvalOutput out;
-    out.loss = at::cross_entropy_loss(logits, labels);
-    out.metrics["accuracy"] = at::argmax(logits, 1).eq(labels).to(at::kFloat).mean();
-    return out;
+    return sdk::classification_eval(forward(batch_tensor(batch, "input")), target(batch));
   }
 
   std::vector<std::string> metric_names() const override { return {"accuracy"}; }
