@@ -43,8 +43,8 @@ std::vector<std::vector<std::string>> rows(const std::vector<RunResult>& results
   header.insert(header.end(), {"train_loss", "wall_s"});
   std::vector<std::vector<std::string>> table{header};
   for (const auto& r : results) {
-    std::vector<std::string> row = {r.variant.empty() ? r.name : r.variant, r.strategy_plugin,
-                                    std::to_string(r.nodes), std::to_string(r.steps)};
+    std::vector<std::string> row = {r.variant.empty() ? r.name : r.variant, r.strategy_plugin, std::to_string(r.nodes),
+                                    std::to_string(r.steps)};
     const bool has = r.final_eval.has_value();
     row.push_back(has ? fixed(r.final_eval->local.loss) : "-");
     row.push_back(has ? fixed(r.final_eval->global.loss) : "-");

@@ -40,8 +40,8 @@ std::vector<c10::Device> resolve_devices(const std::string& spec) {
     }
     if (index < 0) throw sdk::ConfigError("device", "bad GPU index \"" + item + "\" in \"" + spec + "\"");
     if (index >= count) {
-      throw sdk::ConfigError("device", "GPU " + std::to_string(index) + " does not exist (" + std::to_string(count) +
-                                           " visible)");
+      throw sdk::ConfigError(
+          "device", "GPU " + std::to_string(index) + " does not exist (" + std::to_string(count) + " visible)");
     }
     devices.emplace_back(c10::kCUDA, static_cast<c10::DeviceIndex>(index));
   }

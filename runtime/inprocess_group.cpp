@@ -241,7 +241,7 @@ void InProcessGroup::run(int rank, Posted posted, NodeSlot* slot) {
   } catch (const std::exception& e) {
     fail(e.what());
   }
-  arrive_and_wait(slot);  // nobody moves on while others still read its tensors
+  arrive_and_wait(slot);     // nobody moves on while others still read its tensors
   posted_[rank] = Posted();  // let go of this node's tensors
 }
 

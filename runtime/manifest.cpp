@@ -10,8 +10,8 @@
 #include <set>
 #include <sstream>
 
-#include "exogym/sdk/options.h"
 #include "exogym/sdk/error.h"
+#include "exogym/sdk/options.h"
 
 namespace exogym::runtime {
 
@@ -23,9 +23,9 @@ namespace {
 
 // "runs" is listed so that a misspelt "run" gets a suggestion; the validator
 // itself only ever sees manifests with "runs" already expanded away.
-const std::vector<std::string> kTopLevelKeys = {"name",     "seed",     "nodes", "device", "parallelism", "threads",
-                                                "model",    "strategy", "data",  "train",  "eval",        "output",
-                                                "runs"};
+const std::vector<std::string> kTopLevelKeys = {"name",    "seed",   "nodes",    "device", "parallelism",
+                                                "threads", "model",  "strategy", "data",   "train",
+                                                "eval",    "output", "runs"};
 const std::vector<std::string> kPluginKeys = {"plugin", "options"};
 const std::vector<std::string> kDataKeys = {"train", "val"};
 const std::vector<std::string> kDataSplitKeys = {"dataset", "path", "split", "partition", "options"};
@@ -50,7 +50,9 @@ std::string describe(const json& value) {
   return text;
 }
 
-std::string json_quoted(const std::string& text) { return json(text).dump(-1, ' ', false, json::error_handler_t::replace); }
+std::string json_quoted(const std::string& text) {
+  return json(text).dump(-1, ' ', false, json::error_handler_t::replace);
+}
 
 // One JSON object of the schema. Unknown keys are rejected up front, so that
 // a misspelt key is reported as such instead of as "required" for the key it
@@ -121,7 +123,8 @@ int64_t read_integer(const ObjectReader& reader, const std::string& key, Sign si
   const std::string expected = sign == Sign::Positive ? "a positive integer" : "a non-negative integer";
   const int64_t min = sign == Sign::Positive ? 1 : 0;
   const auto number = integral(*value);
-  if (!number || *number < min) throw ConfigError(reader.path(key), "expected " + expected + ", got " + describe(*value));
+  if (!number || *number < min)
+    throw ConfigError(reader.path(key), "expected " + expected + ", got " + describe(*value));
   if (*number > max) {
     throw ConfigError(reader.path(key),
                       "expected " + expected + " no larger than " + std::to_string(max) + ", got " + describe(*value));
@@ -251,7 +254,8 @@ DataSpec read_data_split(const json& value, const std::string& path, const std::
 json plugin_json(const PluginRef& ref) { return {{"plugin", ref.plugin}, {"options", ref.options}}; }
 
 json data_json(const DataSpec& spec) {
-  json out = {{"dataset", spec.dataset}, {"split", spec.split}, {"partition", spec.partition}, {"options", spec.options}};
+  json out = {
+      {"dataset", spec.dataset}, {"split", spec.split}, {"partition", spec.partition}, {"options", spec.options}};
   if (!spec.path.empty()) out["path"] = spec.path.string();
   return out;
 }
@@ -296,7 +300,8 @@ Manifest build_manifest(const json& doc, const fs::path& base_dir, const std::st
   const json* train_data = data_reader.find("train");
   if (!train_data) throw ConfigError("data.train", "required");
   m.train_data = read_data_split(*train_data, "data.train", "train", base_dir);
-  if (const json* val_data = data_reader.find("val")) m.val_data = read_data_split(*val_data, "data.val", "test", base_dir);
+  if (const json* val_data = data_reader.find("val"))
+    m.val_data = read_data_split(*val_data, "data.val", "test", base_dir);
 
   const json* train = top.find("train");
   if (!train) throw ConfigError("train", "required");
@@ -365,8 +370,8 @@ std::string default_variant_name(const json& entry, size_t index) {
     auto plugin = strategy->find("plugin");
     if (plugin != strategy->end() && plugin->is_string() && !plugin->get<std::string>().empty()) {
       std::string name = plugin->get<std::string>();
-      const bool is_file = name.find('/') != std::string::npos ||
-                           (name.size() > 3 && name.compare(name.size() - 3, 3, ".so") == 0);
+      const bool is_file =
+          name.find('/') != std::string::npos || (name.size() > 3 && name.compare(name.size() - 3, 3, ".so") == 0);
       if (!is_file) return name;
       name = fs::path(name).stem().string();
       const std::string prefix = "exogym_strategy_";
@@ -466,9 +471,7 @@ fs::path absolute_dir(const fs::path& dir) {
 
 }  // namespace
 
-fs::path Manifest::run_dir() const {
-  return variant.empty() ? output_dir / name : output_dir / name / variant;
-}
+fs::path Manifest::run_dir() const { return variant.empty() ? output_dir / name : output_dir / name / variant; }
 
 void apply_override(json& doc, const std::string& assignment) {
   const size_t equals = assignment.find('=');
@@ -477,7 +480,8 @@ void apply_override(json& doc, const std::string& assignment) {
   }
   const std::string key = assignment.substr(0, equals);
   const std::string text = assignment.substr(equals + 1);
-  if (key.empty()) throw ConfigError("--set", "expected key=value with a non-empty key, got " + json_quoted(assignment));
+  if (key.empty())
+    throw ConfigError("--set", "expected key=value with a non-empty key, got " + json_quoted(assignment));
 
   std::vector<std::string> parts;
   std::stringstream stream(key);
@@ -495,7 +499,8 @@ void apply_override(json& doc, const std::string& assignment) {
 
   const json value = json::accept(text) ? json::parse(text) : json(text);
   if (doc.is_null()) doc = json::object();
-  if (!doc.is_object()) throw ConfigError("--set", "cannot set " + json_quoted(key) + ": the manifest is not an object");
+  if (!doc.is_object())
+    throw ConfigError("--set", "cannot set " + json_quoted(key) + ": the manifest is not an object");
   json* current = &doc;
   std::string walked;
   for (size_t i = 0; i + 1 < parts.size(); ++i) {
@@ -503,8 +508,8 @@ void apply_override(json& doc, const std::string& assignment) {
     json& next = (*current)[parts[i]];
     if (next.is_null()) next = json::object();
     if (!next.is_object()) {
-      throw ConfigError("--set", "cannot set " + json_quoted(key) + ": " + walked + " is " + describe(next) +
-                                     ", not an object");
+      throw ConfigError("--set",
+                        "cannot set " + json_quoted(key) + ": " + walked + " is " + describe(next) + ", not an object");
     }
     current = &next;
   }
@@ -600,7 +605,8 @@ ManifestSet parse_manifest(const json& json_doc, const fs::path& base_dir, const
       }
       // The fault is in the base (or the combination): keep the base's path
       // and say which variant exposed it.
-      throw ConfigError(error.path(), error.message() + " (in variant " + json_quoted(names[i]) + ", " + entry_path(i) + ")");
+      throw ConfigError(error.path(),
+                        error.message() + " (in variant " + json_quoted(names[i]) + ", " + entry_path(i) + ")");
     }
   }
   set.name = set.runs.front().name;
@@ -610,12 +616,14 @@ ManifestSet parse_manifest(const json& json_doc, const fs::path& base_dir, const
 ManifestSet load_manifest(const fs::path& file, const std::vector<std::string>& overrides) {
   std::error_code ec;
   if (!fs::exists(file, ec)) throw ConfigError("", "manifest file " + json_quoted(file.string()) + " does not exist");
-  if (fs::is_directory(file, ec)) throw ConfigError("", "manifest " + json_quoted(file.string()) + " is a directory, not a file");
+  if (fs::is_directory(file, ec))
+    throw ConfigError("", "manifest " + json_quoted(file.string()) + " is a directory, not a file");
   std::ifstream in(file, std::ios::binary);
   if (!in) throw ConfigError("", "cannot read manifest " + json_quoted(file.string()) + ": " + std::strerror(errno));
   std::stringstream buffer;
   buffer << in.rdbuf();
-  if (in.bad()) throw ConfigError("", "cannot read manifest " + json_quoted(file.string()) + ": " + std::strerror(errno));
+  if (in.bad())
+    throw ConfigError("", "cannot read manifest " + json_quoted(file.string()) + ": " + std::strerror(errno));
   const std::string text = buffer.str();
 
   json doc;

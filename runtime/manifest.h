@@ -5,10 +5,9 @@
 // runtime reads typed fields and never re-checks the JSON. Plugin options
 // (model.options, strategy.options, data.*.options) stay raw JSON here: the
 // plugin loader validates them against the options each plugin declares.
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>

@@ -2,15 +2,14 @@
 
 #include <boost/dll/runtime_symbol_info.hpp>
 #include <boost/dll/shared_library.hpp>
-
 #include <cstdlib>
 #include <sstream>
 
-#include "exogym/sdk/options.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/model.h"
-#include "exogym/sdk/strategy.h"
+#include "exogym/sdk/options.h"
 #include "exogym/sdk/plugin.h"
+#include "exogym/sdk/strategy.h"
 
 namespace exogym::runtime {
 
@@ -60,8 +59,8 @@ std::shared_ptr<sdk::Strategy> LoadedPlugin::create_strategy(const nlohmann::jso
 
 std::shared_ptr<sdk::Dataset> LoadedPlugin::create_dataset(const nlohmann::json& options,
                                                            const sdk::DatasetRequest& request) const {
-  return create<sdk::Dataset, sdk::Dataset*(const nlohmann::json&, const sdk::DatasetRequest&)>(
-      "exogym_create_dataset", options, request);
+  return create<sdk::Dataset, sdk::Dataset*(const nlohmann::json&, const sdk::DatasetRequest&)>("exogym_create_dataset",
+                                                                                                options, request);
 }
 
 PluginLoader::PluginLoader(std::vector<fs::path> extra_dirs) : extra_dirs_(std::move(extra_dirs)) {}
@@ -127,8 +126,12 @@ std::shared_ptr<LoadedPlugin> PluginLoader::load_file(const fs::path& requested)
     throw PluginError(file.string() + ": built with \"" + fingerprint + "\", but this runtime was built with \"" +
                       sdk::runtime_fingerprint() + "\"; rebuild the plugin with the same compiler and LibTorch");
   }
-  PluginDescription description{file, info->abi_version, info->kind ? info->kind : "",
-                                info->name ? info->name : "", info->version ? info->version : "", fingerprint};
+  PluginDescription description{file,
+                                info->abi_version,
+                                info->kind ? info->kind : "",
+                                info->name ? info->name : "",
+                                info->version ? info->version : "",
+                                fingerprint};
   if (!library->has("exogym_plugin_options")) {
     throw PluginError(file.string() + ": exports no exogym_plugin_options; export it with an EXOGYM_*_PLUGIN macro");
   }
@@ -185,8 +188,8 @@ std::shared_ptr<LoadedPlugin> PluginLoader::load(const std::string& kind, const 
     throw sdk::ConfigError(json_path, d.file.string() + " is a " + d.kind + " plugin, expected a " + kind + " plugin");
   }
   if (!is_path && d.name != name_or_file) {
-    throw sdk::ConfigError(json_path, d.file.string() + " calls itself \"" + d.name + "\", expected \"" +
-                                          name_or_file + "\"");
+    throw sdk::ConfigError(json_path,
+                           d.file.string() + " calls itself \"" + d.name + "\", expected \"" + name_or_file + "\"");
   }
   return plugin;
 }

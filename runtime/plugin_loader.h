@@ -11,10 +11,9 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "exogym/sdk/dataset.h"
 #include "exogym/sdk/options.h"

@@ -14,7 +14,8 @@ std::string format_duration(double seconds) {
   if (seconds < 10) {
     std::snprintf(buffer, sizeof buffer, "%.1fs", seconds);
   } else if (s < 3600) {
-    std::snprintf(buffer, sizeof buffer, "%lldm%02llds", static_cast<long long>(s / 60), static_cast<long long>(s % 60));
+    std::snprintf(buffer, sizeof buffer, "%lldm%02llds", static_cast<long long>(s / 60),
+                  static_cast<long long>(s % 60));
   } else {
     std::snprintf(buffer, sizeof buffer, "%lldh%02lldm", static_cast<long long>(s / 3600),
                   static_cast<long long>((s % 3600) / 60));

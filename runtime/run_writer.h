@@ -3,11 +3,11 @@
 // summary.json and model.pt (DESIGN §6). Rows are flushed as they are
 // written, so a crashed or interrupted run keeps everything up to its end.
 #include <ATen/core/Tensor.h>
-#include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>

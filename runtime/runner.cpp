@@ -15,7 +15,8 @@ namespace fs = std::filesystem;
 RunnerResult run_manifest_set(const ManifestSet& set, PluginLoader& loader, const RunnerOptions& options) {
   std::vector<const Manifest*> selected;
   for (const auto& run : set.runs) {
-    if (options.only.empty() || std::find(options.only.begin(), options.only.end(), run.variant) != options.only.end()) {
+    if (options.only.empty() ||
+        std::find(options.only.begin(), options.only.end(), run.variant) != options.only.end()) {
       selected.push_back(&run);
     }
   }

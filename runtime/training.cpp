@@ -121,8 +121,7 @@ EvalValues evaluate_model(sdk::Model& model, const sdk::Dataset& data, const std
     for (size_t i = 0; i < metric_names.size(); ++i) {
       auto it = out.metrics.find(metric_names[i]);
       if (it == out.metrics.end()) {
-        throw sdk::Error("model.evaluate() did not report metric \"" + metric_names[i] +
-                         "\" listed in metric_names()");
+        throw sdk::Error("model.evaluate() did not report metric \"" + metric_names[i] + "\" listed in metric_names()");
       }
       metric_sums[i] += it->second.item<double>() * static_cast<double>(n);
     }
@@ -145,8 +144,11 @@ std::string metrics_text(const std::vector<std::string>& names, const EvalValues
 }
 
 json eval_json(const EvalRecord& r, const std::vector<std::string>& names) {
-  json j = {{"step", r.step}, {"local_loss", r.local.loss}, {"global_loss", r.global.loss},
-            {"local_perplexity", std::exp(r.local.loss)}, {"global_perplexity", std::exp(r.global.loss)}};
+  json j = {{"step", r.step},
+            {"local_loss", r.local.loss},
+            {"global_loss", r.global.loss},
+            {"local_perplexity", std::exp(r.local.loss)},
+            {"global_perplexity", std::exp(r.global.loss)}};
   for (size_t i = 0; i < names.size(); ++i) {
     j["local_" + names[i]] = r.local.metrics[i];
     j["global_" + names[i]] = r.global.metrics[i];
@@ -195,7 +197,8 @@ void evaluate_step(RunState& s, int rank, sdk::Model& model, sdk::Communicator& 
     result[offset] = v.loss;
     for (size_t i = 0; i < M; ++i) result[offset + 1 + i] = v.metrics[i];
   };
-  if (rank == 0) store(0, evaluate_model(model, *s.val_data, s.val_indices, s.m.eval_batch_size, device, s.metric_names));
+  if (rank == 0)
+    store(0, evaluate_model(model, *s.val_data, s.val_indices, s.m.eval_batch_size, device, s.metric_names));
   if (rank == global_rank) {
     if (K == 1) {
       for (size_t i = 0; i <= M; ++i) result[1 + M + i] = result[i];  // the average of one model is itself
@@ -253,9 +256,10 @@ void node_main(RunState& s, Cluster& cluster, int rank, NodeSlot& slot) {
   ctx.metrics = s.writer.get();
 
   std::string phase = "initial broadcast";
-  const std::string strategy_name = "strategy \"" + m.strategy.plugin + "\" (" +
-                                    s.strategy_plugin->description().file.string() + ")";
-  const std::string model_name = "model \"" + m.model.plugin + "\" (" + s.model_plugin->description().file.string() + ")";
+  const std::string strategy_name =
+      "strategy \"" + m.strategy.plugin + "\" (" + s.strategy_plugin->description().file.string() + ")";
+  const std::string model_name =
+      "model \"" + m.model.plugin + "\" (" + s.model_plugin->description().file.string() + ")";
   try {
     slot.acquire();
     {
@@ -287,7 +291,8 @@ void node_main(RunState& s, Cluster& cluster, int rank, NodeSlot& slot) {
         sdk::Batch batch = to_device(s.train_data->get(micro), device);
         phase = "forward/backward of " + model_name;
         at::Tensor loss = model.loss(batch);
-        if (loss.numel() != 1) throw sdk::Error("loss() must return a scalar, got shape " + std::to_string(loss.dim()) + "-D");
+        if (loss.numel() != 1)
+          throw sdk::Error("loss() must return a scalar, got shape " + std::to_string(loss.dim()) + "-D");
         loss.backward();
         loss_sum += loss.item<double>();
       }
@@ -341,7 +346,8 @@ void node_main(RunState& s, Cluster& cluster, int rank, NodeSlot& slot) {
 
 void check_run(const Manifest& m, PluginLoader& loader) {
   resolve_devices(m.device);
-  loader.load("model", m.model.plugin, m.model.path + ".plugin", m.base_dir)->validate(m.model.options, m.model.path + ".options");
+  loader.load("model", m.model.plugin, m.model.path + ".plugin", m.base_dir)
+      ->validate(m.model.options, m.model.path + ".options");
   loader.load("strategy", m.strategy.plugin, m.strategy.path + ".plugin", m.base_dir)
       ->validate(m.strategy.options, m.strategy.path + ".options");
 }

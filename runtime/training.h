@@ -4,11 +4,10 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "exogym/runtime/manifest.h"
 #include "exogym/runtime/progress.h"

@@ -11,9 +11,9 @@
 // exports a strategy whose options are the module's plus the local step's
 // (optimizer, lr_schedule, max_norm).
 #include <ATen/core/Tensor.h>
-#include <nlohmann/json.hpp>
 
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -91,23 +91,23 @@ OptionSpecs concat_specs(OptionSpecs a, const OptionSpecs& b);
 
 // A strategy plugin made of the local step plus one module of type Module,
 // constructed as Module(const nlohmann::json& options).
-#define EXOGYM_MODULE_STRATEGY_PLUGIN(name, version, Module, options_fn)                                   \
-  namespace exogym_plugin_exports {                                                                       \
-  ::exogym::sdk::OptionSpecs exogym_module_strategy_options() {                                           \
-    return ::exogym::sdk::concat_specs(options_fn(), ::exogym::sdk::LocalStepOptions::specs());            \
-  }                                                                                                       \
-  class ModuleStrategy final : public ::exogym::sdk::CommunicateOptimizeStrategy {                        \
-   public:                                                                                                \
-    explicit ModuleStrategy(const nlohmann::json& options)                                                \
+#define EXOGYM_MODULE_STRATEGY_PLUGIN(name, version, Module, options_fn)                                     \
+  namespace exogym_plugin_exports {                                                                          \
+  ::exogym::sdk::OptionSpecs exogym_module_strategy_options() {                                              \
+    return ::exogym::sdk::concat_specs(options_fn(), ::exogym::sdk::LocalStepOptions::specs());              \
+  }                                                                                                          \
+  class ModuleStrategy final : public ::exogym::sdk::CommunicateOptimizeStrategy {                           \
+   public:                                                                                                   \
+    explicit ModuleStrategy(const nlohmann::json& options)                                                   \
         : CommunicateOptimizeStrategy(::exogym::sdk::LocalStepOptions::from_json(options), make(options)) {} \
-                                                                                                          \
-   private:                                                                                               \
-    static std::vector<std::unique_ptr<::exogym::sdk::CommunicationModule>> make(const nlohmann::json& o) { \
-      std::vector<std::unique_ptr<::exogym::sdk::CommunicationModule>> modules;                           \
-      modules.push_back(std::make_unique<Module>(o));                                                     \
-      return modules;                                                                                     \
-    }                                                                                                     \
-  };                                                                                                      \
-  }                                                                                                       \
-  EXOGYM_STRATEGY_PLUGIN(name, version, exogym_plugin_exports::ModuleStrategy,                            \
+                                                                                                             \
+   private:                                                                                                  \
+    static std::vector<std::unique_ptr<::exogym::sdk::CommunicationModule>> make(const nlohmann::json& o) {  \
+      std::vector<std::unique_ptr<::exogym::sdk::CommunicationModule>> modules;                              \
+      modules.push_back(std::make_unique<Module>(o));                                                        \
+      return modules;                                                                                        \
+    }                                                                                                        \
+  };                                                                                                         \
+  }                                                                                                          \
+  EXOGYM_STRATEGY_PLUGIN(name, version, exogym_plugin_exports::ModuleStrategy,                               \
                          exogym_plugin_exports::exogym_module_strategy_options)

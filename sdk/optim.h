@@ -10,10 +10,10 @@
 //   rmsprop  lr 1e-2, alpha 0.99, eps 1e-8, weight_decay 0, momentum 0, centered false
 //   adagrad  lr 1e-2, lr_decay 0, weight_decay 0, initial_accumulator_value 0, eps 1e-10
 #include <ATen/core/Tensor.h>
-#include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 

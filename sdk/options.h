@@ -4,7 +4,6 @@
 // object against that list before the plugin sees it, so a misspelt or
 // ill-typed option is an error naming its JSON path, never silently ignored.
 #include <nlohmann/json.hpp>
-
 #include <string>
 #include <vector>
 
@@ -15,15 +14,15 @@ enum class OptionType {
   PositiveInteger,     // >= 1
   NonNegativeInteger,  // >= 0
   Number,
-  PositiveNumber,      // > 0
-  NonNegativeNumber,   // >= 0
-  Fraction,            // 0 < x <= 1
+  PositiveNumber,     // > 0
+  NonNegativeNumber,  // >= 0
+  Fraction,           // 0 < x <= 1
   Boolean,
-  String,              // see OptionSpec::choices
-  IntegerList,         // list of positive integers
-  Optimizer,           // "adamw" or {"name": "adamw", "lr": ...}; see optim.h
-  LrSchedule,          // {"name": "cosine", "warmup_steps": 100}; see optim.h
-  Object,              // any JSON object, validated by the plugin
+  String,       // see OptionSpec::choices
+  IntegerList,  // list of positive integers
+  Optimizer,    // "adamw" or {"name": "adamw", "lr": ...}; see optim.h
+  LrSchedule,   // {"name": "cosine", "warmup_steps": 100}; see optim.h
+  Object,       // any JSON object, validated by the plugin
   Any,
 };
 

@@ -14,8 +14,9 @@
 // mlp_options is a function returning exogym::sdk::OptionSpecs. Likewise
 // EXOGYM_STRATEGY_PLUGIN, and EXOGYM_DATASET_PLUGIN whose class constructor
 // takes (const nlohmann::json& options, const exogym::sdk::DatasetRequest&).
-#include <boost/dll/alias.hpp>
 #include <torch/version.h>
+
+#include <boost/dll/alias.hpp>
 
 #include "exogym/sdk/options.h"
 
@@ -39,7 +40,7 @@
 // What must match for C++ objects to cross the boundary safely: the
 // compiler's ABI, the libstdc++ string ABI and the LibTorch version.
 #ifndef EXOGYM_BUILD_FINGERPRINT
-#define EXOGYM_BUILD_FINGERPRINT                                                              \
+#define EXOGYM_BUILD_FINGERPRINT                                                                       \
   EXOGYM_COMPILER_ID ";cxx11abi=" EXOGYM_STRINGIFY(_GLIBCXX_USE_CXX11_ABI) ";torch=" EXOGYM_STRINGIFY( \
       TORCH_VERSION_MAJOR) "." EXOGYM_STRINGIFY(TORCH_VERSION_MINOR)
 #endif
@@ -71,38 +72,36 @@ using OptionsFunction = OptionSpecs (*)();
 
 }  // namespace exogym::sdk
 
-#define EXOGYM_PLUGIN_COMMON_(kind, name, version, options_fn)                                   \
-  namespace exogym_plugin_exports {                                                             \
-  const ::exogym::sdk::PluginInfo* exogym_info() {                                              \
-    static const ::exogym::sdk::PluginInfo info{EXOGYM_ABI_VERSION, kind, name, version,        \
-                                                EXOGYM_BUILD_FINGERPRINT};                      \
-    return &info;                                                                               \
-  }                                                                                             \
-  ::exogym::sdk::OptionSpecs exogym_options() { return options_fn(); }                          \
-  }                                                                                             \
-  BOOST_DLL_ALIAS(exogym_plugin_exports::exogym_info, exogym_plugin_info)                       \
+#define EXOGYM_PLUGIN_COMMON_(kind, name, version, options_fn)                                                      \
+  namespace exogym_plugin_exports {                                                                                 \
+  const ::exogym::sdk::PluginInfo* exogym_info() {                                                                  \
+    static const ::exogym::sdk::PluginInfo info{EXOGYM_ABI_VERSION, kind, name, version, EXOGYM_BUILD_FINGERPRINT}; \
+    return &info;                                                                                                   \
+  }                                                                                                                 \
+  ::exogym::sdk::OptionSpecs exogym_options() { return options_fn(); }                                              \
+  }                                                                                                                 \
+  BOOST_DLL_ALIAS(exogym_plugin_exports::exogym_info, exogym_plugin_info)                                           \
   BOOST_DLL_ALIAS(exogym_plugin_exports::exogym_options, exogym_plugin_options)
 
-#define EXOGYM_MODEL_PLUGIN(name, version, Class, options_fn)                                     \
-  EXOGYM_PLUGIN_COMMON_("model", name, version, options_fn)                                      \
-  namespace exogym_plugin_exports {                                                              \
+#define EXOGYM_MODEL_PLUGIN(name, version, Class, options_fn)                                       \
+  EXOGYM_PLUGIN_COMMON_("model", name, version, options_fn)                                         \
+  namespace exogym_plugin_exports {                                                                 \
   ::exogym::sdk::Model* exogym_create(const nlohmann::json& options) { return new Class(options); } \
-  }                                                                                              \
+  }                                                                                                 \
   BOOST_DLL_ALIAS(exogym_plugin_exports::exogym_create, exogym_create_model)
 
-#define EXOGYM_STRATEGY_PLUGIN(name, version, Class, options_fn)                                     \
-  EXOGYM_PLUGIN_COMMON_("strategy", name, version, options_fn)                                      \
-  namespace exogym_plugin_exports {                                                                 \
+#define EXOGYM_STRATEGY_PLUGIN(name, version, Class, options_fn)                                       \
+  EXOGYM_PLUGIN_COMMON_("strategy", name, version, options_fn)                                         \
+  namespace exogym_plugin_exports {                                                                    \
   ::exogym::sdk::Strategy* exogym_create(const nlohmann::json& options) { return new Class(options); } \
-  }                                                                                                 \
+  }                                                                                                    \
   BOOST_DLL_ALIAS(exogym_plugin_exports::exogym_create, exogym_create_strategy)
 
-#define EXOGYM_DATASET_PLUGIN(name, version, Class, options_fn)                                   \
-  EXOGYM_PLUGIN_COMMON_("dataset", name, version, options_fn)                                    \
-  namespace exogym_plugin_exports {                                                              \
-  ::exogym::sdk::Dataset* exogym_create(const nlohmann::json& options,                           \
-                                        const ::exogym::sdk::DatasetRequest& request) {          \
-    return new Class(options, request);                                                          \
-  }                                                                                              \
-  }                                                                                              \
+#define EXOGYM_DATASET_PLUGIN(name, version, Class, options_fn)                                                        \
+  EXOGYM_PLUGIN_COMMON_("dataset", name, version, options_fn)                                                          \
+  namespace exogym_plugin_exports {                                                                                    \
+  ::exogym::sdk::Dataset* exogym_create(const nlohmann::json& options, const ::exogym::sdk::DatasetRequest& request) { \
+    return new Class(options, request);                                                                                \
+  }                                                                                                                    \
+  }                                                                                                                    \
   BOOST_DLL_ALIAS(exogym_plugin_exports::exogym_create, exogym_create_dataset)

@@ -1,15 +1,14 @@
 #include "helpers.h"
 
+#include <ATen/Parallel.h>
 #include <ATen/core/Dict.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 
-#include <ATen/Parallel.h>
-#include <catch2/catch.hpp>
-
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <chrono>
-#include <future>
 #include <fstream>
+#include <future>
 #include <iterator>
 #include <random>
 
@@ -23,8 +22,8 @@ namespace fs = std::filesystem;
 TempDir::TempDir(const std::string& tag) {
   static std::atomic<int> counter{0};
   std::random_device rd;
-  path_ = fs::temp_directory_path() /
-          ("exogym-test-" + tag + "-" + std::to_string(rd()) + "-" + std::to_string(counter++));
+  path_ =
+      fs::temp_directory_path() / ("exogym-test-" + tag + "-" + std::to_string(rd()) + "-" + std::to_string(counter++));
   fs::create_directories(path_);
 }
 
@@ -40,8 +39,8 @@ fs::path mnist_dir() {
 }
 
 runtime::PluginLoader& test_loader() {
-  static runtime::PluginLoader loader({fs::path(EXOGYM_BINARY_DIR) / "lib" / "exogym" / "plugins",
-                                      fs::path(EXOGYM_TEST_PLUGIN_DIR)});
+  static runtime::PluginLoader loader(
+      {fs::path(EXOGYM_BINARY_DIR) / "lib" / "exogym" / "plugins", fs::path(EXOGYM_TEST_PLUGIN_DIR)});
   return loader;
 }
 
@@ -51,8 +50,7 @@ nlohmann::json small_manifest(int nodes) {
       {"seed", 7},
       {"nodes", nodes},
       {"model", {{"plugin", "mlp"}, {"options", {{"input_size", 32}, {"hidden", {32}}, {"num_classes", 4}}}}},
-      {"strategy",
-       {{"plugin", "allreduce"}, {"options", {{"optimizer", {{"name", "sgd"}, {"lr", 0.1}}}}}}},
+      {"strategy", {{"plugin", "allreduce"}, {"options", {{"optimizer", {{"name", "sgd"}, {"lr", 0.1}}}}}}},
       {"data",
        {{"train", {{"dataset", "synthetic"}, {"options", {{"num_examples", 2048}, {"features", 32}, {"classes", 4}}}}},
         {"val",

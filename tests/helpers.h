@@ -2,11 +2,11 @@
 // Shared test helpers: temporary folders, running a manifest in-process,
 // reading model.pt back.
 #include <ATen/ATen.h>
-#include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "exogym/runtime/manifest.h"

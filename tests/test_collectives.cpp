@@ -4,9 +4,9 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
-#include <catch2/catch.hpp>
 
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <future>
 #include <mutex>
@@ -32,10 +32,18 @@ TEST_CASE("all_reduce computes sum, avg, min and max across nodes", "[collective
     });
     at::Tensor expected;
     switch (op) {
-      case ReduceOp::Sum: expected = at::tensor({10.0, -10.0, 60.0}, at::kFloat); break;
-      case ReduceOp::Avg: expected = at::tensor({2.5, -2.5, 15.0}, at::kFloat); break;
-      case ReduceOp::Min: expected = at::tensor({1.0, -4.0, 0.0}, at::kFloat); break;
-      case ReduceOp::Max: expected = at::tensor({4.0, -1.0, 30.0}, at::kFloat); break;
+      case ReduceOp::Sum:
+        expected = at::tensor({10.0, -10.0, 60.0}, at::kFloat);
+        break;
+      case ReduceOp::Avg:
+        expected = at::tensor({2.5, -2.5, 15.0}, at::kFloat);
+        break;
+      case ReduceOp::Min:
+        expected = at::tensor({1.0, -4.0, 0.0}, at::kFloat);
+        break;
+      case ReduceOp::Max:
+        expected = at::tensor({4.0, -1.0, 30.0}, at::kFloat);
+        break;
     }
     for (int r = 0; r < K; ++r) {
       INFO("op " << exogym::sdk::to_string(op) << " node " << r);
@@ -171,8 +179,10 @@ TEST_CASE("mismatched collectives are reported, not deadlocked", "[collectives]"
   REQUIRE_THROWS_WITH(run_nodes(2, 2,
                                 [&](int rank, exogym::sdk::Communicator& comm) {
                                   at::Tensor t = at::ones({4});
-                                  if (rank == 0) comm.all_reduce(t);
-                                  else comm.broadcast(t, 0);
+                                  if (rank == 0)
+                                    comm.all_reduce(t);
+                                  else
+                                    comm.broadcast(t, 0);
                                 }),
                       Catch::Contains("called broadcast while node 0 called all_reduce"));
 }

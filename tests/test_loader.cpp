@@ -1,7 +1,6 @@
 // The plugin loader: lookup, version checks before any plugin code runs,
 // option validation, lifetime.
 #include <catch2/catch.hpp>
-
 #include <cstdlib>
 
 #include "exogym/runtime/plugin_loader.h"
@@ -39,11 +38,10 @@ TEST_CASE("an unknown plugin name is an error naming the field, with a suggestio
 TEST_CASE("a plugin built with another ABI version is refused before its code runs", "[loader]") {
   PluginLoader loader;
   // The plugin's options function calls abort(): reaching it would kill the test.
-  REQUIRE_THROWS_WITH(loader.load_file(kTestPlugins / "exogym_strategy_wrong_abi.so"),
-                      Catch::Contains("exogym_strategy_wrong_abi.so") &&
-                          Catch::Contains("built for plugin ABI version 999") &&
-                          Catch::Contains("this runtime uses ABI version " +
-                                          std::to_string(exogym::sdk::runtime_abi_version())));
+  REQUIRE_THROWS_WITH(
+      loader.load_file(kTestPlugins / "exogym_strategy_wrong_abi.so"),
+      Catch::Contains("exogym_strategy_wrong_abi.so") && Catch::Contains("built for plugin ABI version 999") &&
+          Catch::Contains("this runtime uses ABI version " + std::to_string(exogym::sdk::runtime_abi_version())));
   REQUIRE_THROWS_AS(loader.load_file(kTestPlugins / "exogym_strategy_wrong_abi.so"), exogym::sdk::PluginError);
 }
 

@@ -309,7 +309,7 @@ TEST_CASE("run names must be folder names", "[manifest]") {
   CHECK(parse_manifest(named, kBase, "my manifest").name == "mnist-ddp_v1.2");
 }
 
-TEST_CASE("--set parses JSON values and creates objects", "[manifest]") {
+TEST_CASE("overrides (--set) parse JSON values and create objects", "[manifest]") {
   json doc = {{"train", {{"max_steps", 10}}}};
   apply_override(doc, "train.max_steps=5");
   apply_override(doc, "strategy.options.H=20");
@@ -345,7 +345,7 @@ TEST_CASE("--set parses JSON values and creates objects", "[manifest]") {
   CHECK(config_error([] { parse(minimal(), {"nodes=0"}); }).what == "nodes: expected a positive integer, got 0");
 }
 
-TEST_CASE("--set rejects bad syntax at path --set", "[manifest]") {
+TEST_CASE("overrides (--set) with bad syntax are errors at path --set", "[manifest]") {
   json doc = minimal();
   auto no_equals = config_error([&] { apply_override(doc, "nodes"); });
   CHECK(no_equals.path == "--set");
@@ -445,7 +445,7 @@ TEST_CASE("a variant's default name comes from its strategy plugin", "[manifest]
   CHECK(set.runs[2].variant == "fedavg");
 }
 
-TEST_CASE("--set applies to every variant and wins over variant values", "[manifest]") {
+TEST_CASE("overrides (--set) apply to every variant and win over variant values", "[manifest]") {
   const ManifestSet set = parse(comparison(), {"train.max_steps=5", "nodes=2"});
   REQUIRE(set.runs.size() == 3);
   for (const auto& m : set.runs) {

@@ -1,8 +1,8 @@
 // Training runs end to end: space-time equivalence, reproducibility, clean
 // aborts, run outputs and manifest errors that surface at run time.
 #include <ATen/ATen.h>
-#include <catch2/catch.hpp>
 
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -96,9 +96,8 @@ TEST_CASE("a node failing mid-run aborts the run cleanly, naming the node and st
   json m = small_manifest(4);
   m["strategy"] = {{"plugin", "faulty"}, {"options", {{"fail_node", 2}, {"fail_step", 5}}}};
   auto started = std::chrono::steady_clock::now();
-  REQUIRE_THROWS_WITH(run_json(m, dir.path()),
-                      Catch::StartsWith("node 2, step 5, step of strategy \"faulty\"") &&
-                          Catch::Contains("deliberate failure for the test"));
+  REQUIRE_THROWS_WITH(run_json(m, dir.path()), Catch::StartsWith("node 2, step 5, step of strategy \"faulty\"") &&
+                                                   Catch::Contains("deliberate failure for the test"));
   REQUIRE(std::chrono::steady_clock::now() - started < std::chrono::seconds(60));
   // What was trained before the failure is on disk: steps 1..5 completed on
   // every node (node 0 may be stopped just before logging the fifth).
@@ -124,7 +123,7 @@ TEST_CASE("a run writes config, train and validation CSVs, summary and model.pt"
   auto train = read_lines(run / "train.csv");
   REQUIRE(train.size() == 21);
   REQUIRE(train[0] == "step,examples_trained,train_loss,train_perplexity,lr");
-  REQUIRE(train[1].rfind("1,32,", 0) == 0);      // step 1: 2 nodes x 16 examples
+  REQUIRE(train[1].rfind("1,32,", 0) == 0);  // step 1: 2 nodes x 16 examples
   REQUIRE(train[20].rfind("20,640,", 0) == 0);
   auto validation = read_lines(run / "validation.csv");
   REQUIRE(validation[0] ==
@@ -163,7 +162,8 @@ TEST_CASE("manifest problems found at run time name their field", "[training]") 
   json m = small_manifest(2);
   SECTION("unknown strategy plugin") {
     m["strategy"]["plugin"] = "dilocco";
-    REQUIRE_THROWS_WITH(run_json(m, dir.path()), Catch::StartsWith("strategy.plugin: no strategy plugin named \"dilocco\""));
+    REQUIRE_THROWS_WITH(run_json(m, dir.path()),
+                        Catch::StartsWith("strategy.plugin: no strategy plugin named \"dilocco\""));
   }
   SECTION("unknown model option") {
     m["model"]["options"]["hiden"] = {8};
@@ -182,7 +182,8 @@ TEST_CASE("manifest problems found at run time name their field", "[training]") 
   SECTION("CUDA on a machine without it") {
     if (!at::hasCUDA()) {
       m["device"] = "cuda";
-      REQUIRE_THROWS_WITH(run_json(m, dir.path()), Catch::StartsWith("device: ") && Catch::Contains("CUDA is not available"));
+      REQUIRE_THROWS_WITH(run_json(m, dir.path()),
+                          Catch::StartsWith("device: ") && Catch::Contains("CUDA is not available"));
     }
   }
   // Nothing was trained: no run folder was written.
@@ -271,7 +272,8 @@ TEST_CASE("exogym-run --list-plugins shows allreduce, mlp and cnn with options",
 TEST_CASE("\"runs\" variants each get a folder and a side-by-side comparison", "[cli]") {
   TempDir dir("cli-runs");
   json m = small_manifest(2);
-  m["runs"] = json::array({{{"name", "sgd"}}, {{"name", "adam"}, {"strategy", {{"options", {{"optimizer", "adam"}}}}}}});
+  m["runs"] =
+      json::array({{{"name", "sgd"}}, {{"name", "adam"}, {"strategy", {{"options", {{"optimizer", "adam"}}}}}}});
   std::ofstream(dir / "m.json") << m.dump(2);
   REQUIRE(run_cli((dir / "m.json").string(), dir / "log.txt") == 0);
   auto log = read_text(dir / "log.txt");

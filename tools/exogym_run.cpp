@@ -1,13 +1,13 @@
 // exogym-run: train the runs of a manifest on a simulated cluster.
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+#include <torch/version.h>
+
 #include <cstdio>
 #include <cstring>
 #include <iostream>
 #include <string>
 #include <vector>
-
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/spdlog.h>
-#include <torch/version.h>
 
 #include "exogym/runtime/manifest.h"
 #include "exogym/runtime/plugin_loader.h"

@@ -19,8 +19,10 @@ using sdk::OptionType;
 
 static sdk::OptionSpecs allreduce_options() {
   return {
-      OptionSpec{"optimizer", OptionType::Optimizer, "adamw", "the optimizer every node applies to the averaged gradient"},
-      OptionSpec{"lr_schedule", OptionType::LrSchedule, "constant", "learning-rate schedule (constant, cosine, linear)"},
+      OptionSpec{"optimizer", OptionType::Optimizer, "adamw",
+                 "the optimizer every node applies to the averaged gradient"},
+      OptionSpec{"lr_schedule", OptionType::LrSchedule, "constant",
+                 "learning-rate schedule (constant, cosine, linear)"},
       OptionSpec{"max_norm", OptionType::PositiveNumber, nullptr,
                  "clip the averaged gradient to this global L2 norm (null: no clipping)"},
   };

@@ -24,7 +24,9 @@ exogym::sdk::OptionSpecs faulty_options() {
 class FaultyStrategy final : public exogym::sdk::Strategy {
  public:
   explicit FaultyStrategy(const nlohmann::json& o)
-      : fail_node_(o.at("fail_node").get<int>()), fail_step_(o.at("fail_step").get<int64_t>()), lr_(o.at("lr").get<double>()) {}
+      : fail_node_(o.at("fail_node").get<int>()),
+        fail_step_(o.at("fail_step").get<int64_t>()),
+        lr_(o.at("lr").get<double>()) {}
   void init(exogym::sdk::NodeContext& ctx, exogym::sdk::Model& model) override {
     ctx_ = &ctx;
     params_ = model.module().parameters();
@@ -35,7 +37,8 @@ class FaultyStrategy final : public exogym::sdk::Strategy {
     }
   }
   void step() override {
-    if (ctx_->rank == fail_node_ && ctx_->step == fail_step_) throw std::runtime_error("deliberate failure for the test");
+    if (ctx_->rank == fail_node_ && ctx_->step == fail_step_)
+      throw std::runtime_error("deliberate failure for the test");
     std::vector<at::Tensor> grads;
     for (auto& p : params_) grads.push_back(p.grad());
     ctx_->communicator().all_reduce(grads, exogym::sdk::ReduceOp::Avg);
