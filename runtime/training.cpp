@@ -14,6 +14,7 @@
 #include "exogym/runtime/data/registry.h"
 #include "exogym/runtime/data/sampler.h"
 #include "exogym/runtime/devices.h"
+#include "exogym/runtime/interrupt.h"
 #include "exogym/runtime/plugin_loader.h"
 #include "exogym/sdk/comm.h"
 #include "exogym/sdk/error.h"
@@ -276,6 +277,9 @@ void node_main(RunState& s, Cluster& cluster, int rank, NodeSlot& slot) {
     const int64_t B = m.batch_size, b = m.minibatch_size, K = m.nodes;
     for (int64_t t = 0; t < m.max_steps; ++t) {
       ctx.step = t;
+      // Every node checks, so the first to see the request stops the others
+      // at their next collective.
+      if (interrupt_requested()) throw Interrupted("interrupted by a signal (Ctrl-C) after " + std::to_string(t) + " steps");
       if (eval_enabled(m) && m.eval_interval > 0 && t % m.eval_interval == 0) {
         phase = "evaluation";
         evaluate_step(s, rank, model, *comm, t);
@@ -335,6 +339,8 @@ void node_main(RunState& s, Cluster& cluster, int rank, NodeSlot& slot) {
       s.writer->save_model(named);
     }
   } catch (const sdk::AbortedError&) {
+    throw;
+  } catch (const Interrupted&) {
     throw;
   } catch (const std::exception& e) {
     throw sdk::Error("node " + std::to_string(rank) + ", step " + std::to_string(ctx.step) + ", " + phase + ": " +

@@ -287,3 +287,28 @@ TEST_CASE("\"runs\" variants each get a folder and a side-by-side comparison", "
   auto csv = read_lines(dir / "out" / "test" / "comparison.csv");
   REQUIRE(csv.size() == 3);
 }
+
+TEST_CASE("Ctrl-C stops a run cleanly: exit 130, rows written so far kept", "[cli]") {
+  TempDir dir("cli-interrupt");
+  json m = small_manifest(4);
+  m["train"]["max_steps"] = 100000000;  // would run for hours
+  m["eval"]["interval"] = 0;
+  std::ofstream(dir / "m.json") << m.dump(2);
+  const fs::path csv = dir / "out" / "test" / "train.csv";
+  // Start it, wait until it has trained a few steps, then send SIGINT.
+  const std::string script = "(" + std::string(EXOGYM_BINARY_DIR) + "/bin/exogym-run --quiet " +
+                             (dir / "m.json").string() + " > " + (dir / "log.txt").string() +
+                             " 2>&1 & pid=$!; for i in $(seq 1 300); do "
+                             "[ -f " + csv.string() + " ] && [ $(wc -l < " + csv.string() +
+                             ") -gt 5 ] && break; sleep 0.1; done; kill -INT $pid; "
+                             // If it does not stop within 30 s, kill it: the test fails instead of hanging.
+                             "for i in $(seq 1 300); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done; "
+                             "kill -0 $pid 2>/dev/null && kill -KILL $pid; wait $pid; echo $? > " +
+                             (dir / "rc.txt").string() + ")";
+  auto started = std::chrono::steady_clock::now();
+  REQUIRE(std::system(script.c_str()) == 0);
+  REQUIRE(std::chrono::steady_clock::now() - started < std::chrono::seconds(60));
+  REQUIRE(read_text(dir / "rc.txt") == "130\n");
+  REQUIRE_THAT(read_text(dir / "log.txt"), Catch::Contains("interrupted by a signal (Ctrl-C)"));
+  REQUIRE(read_lines(csv).size() > 5);
+}

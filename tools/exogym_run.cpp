@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "exogym/runtime/interrupt.h"
 #include "exogym/runtime/manifest.h"
 #include "exogym/runtime/plugin_loader.h"
 #include "exogym/runtime/runner.h"
@@ -118,6 +119,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "exogym-run: no manifest given\n%s", kUsage);
     return 2;
   }
+  exogym::runtime::install_interrupt_handlers();
   try {
     auto set = exogym::runtime::load_manifest(manifest, overrides);
     exogym::runtime::RunnerOptions options;
@@ -137,6 +139,9 @@ int main(int argc, char** argv) {
     }
     std::printf("outputs: %s\n", result.folder.string().c_str());
     return 0;
+  } catch (const exogym::runtime::Interrupted& e) {
+    std::fprintf(stderr, "\nexogym-run: %s; the run folder keeps what was written so far\n", e.what());
+    return 130;
   } catch (const exogym::sdk::ConfigError& e) {
     std::fprintf(stderr, "exogym-run: %s: %s\n", manifest.c_str(), e.what());
     return 2;
