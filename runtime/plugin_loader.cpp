@@ -4,6 +4,7 @@
 #include <boost/dll/shared_library.hpp>
 #include <cstdlib>
 #include <sstream>
+#include <type_traits>
 
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/model.h"
@@ -22,7 +23,7 @@ std::string plugin_file_name(const std::string& kind, const std::string& name) {
 
 LoadedPlugin::LoadedPlugin(std::shared_ptr<boost::dll::shared_library> library, PluginDescription description)
     : library_(std::move(library)), description_(std::move(description)) {
-  auto options_fn = library_->get_alias<sdk::OptionSpecs()>("exogym_plugin_options");
+  auto options_fn = library_->get_alias<std::remove_pointer_t<sdk::OptionsFunction>>("exogym_plugin_options");
   options_ = options_fn();
 }
 
@@ -50,17 +51,16 @@ std::shared_ptr<T> LoadedPlugin::create(const char* alias, Args&&... args) const
 }
 
 std::shared_ptr<sdk::Model> LoadedPlugin::create_model(const nlohmann::json& options) const {
-  return create<sdk::Model, sdk::Model*(const nlohmann::json&)>("exogym_create_model", options);
+  return create<sdk::Model, std::remove_pointer_t<sdk::ModelFactory>>("exogym_create_model", options);
 }
 
 std::shared_ptr<sdk::Strategy> LoadedPlugin::create_strategy(const nlohmann::json& options) const {
-  return create<sdk::Strategy, sdk::Strategy*(const nlohmann::json&)>("exogym_create_strategy", options);
+  return create<sdk::Strategy, std::remove_pointer_t<sdk::StrategyFactory>>("exogym_create_strategy", options);
 }
 
 std::shared_ptr<sdk::Dataset> LoadedPlugin::create_dataset(const nlohmann::json& options,
                                                            const sdk::DatasetRequest& request) const {
-  return create<sdk::Dataset, sdk::Dataset*(const nlohmann::json&, const sdk::DatasetRequest&)>("exogym_create_dataset",
-                                                                                                options, request);
+  return create<sdk::Dataset, std::remove_pointer_t<sdk::DatasetFactory>>("exogym_create_dataset", options, request);
 }
 
 PluginLoader::PluginLoader(std::vector<fs::path> extra_dirs) : extra_dirs_(std::move(extra_dirs)) {}
