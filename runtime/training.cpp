@@ -461,7 +461,6 @@ RunResult train_run(const Manifest& m, PluginLoader& loader, const RunOptions& o
                   {"wall_seconds", r.wall_seconds},
                   {"steps_per_second", r.wall_seconds > 0 ? r.steps / r.wall_seconds : 0.0}};
   summary["final"] = r.final_eval ? eval_json(*r.final_eval, r.metric_names) : json(nullptr);
-  r.summary = summary;
   s.writer->write_summary(summary);
   // Nodes' objects go before the plugins that made them (RunState order).
   s.strategies.clear();

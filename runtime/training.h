@@ -49,7 +49,6 @@ struct RunResult {
   double last_train_loss = 0;
   double wall_seconds = 0;
   std::optional<EvalRecord> final_eval;
-  nlohmann::json summary;
 };
 
 // Everything is validated (plugins loaded, options checked, data read) before

@@ -6,6 +6,8 @@
 #include <ATen/ops/cdist.h>
 #include <ATen/ops/randperm.h>
 #include <catch2/catch.hpp>
+
+#include "helpers.h"
 #include <zlib.h>
 
 #include <algorithm>
@@ -89,14 +91,6 @@ void write_gz(const fs::path& file, const std::vector<unsigned char>& bytes) {
 std::vector<unsigned char> read_plain(const fs::path& file) {
   std::ifstream in(file, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-fs::path mnist_dir() {
-  const fs::path shared = fs::path(EXOGYM_SOURCE_DIR) / ".." / "shared" / "data" / "mnist";
-  if (fs::exists(shared / "train-labels-idx1-ubyte.gz")) return shared;
-  const fs::path bundled = fs::path(EXOGYM_SOURCE_DIR) / "examples" / "data" / "mnist";
-  if (fs::exists(bundled / "train-labels-idx1-ubyte.gz")) return bundled;
-  return {};
 }
 
 std::vector<int64_t> label_counts(const at::Tensor& labels) {
@@ -285,11 +279,7 @@ TEST_CASE("MnistDataset errors", "[data]") {
 }
 
 TEST_CASE("MNIST test split: counts and labels", "[data]") {
-  const fs::path dir = mnist_dir();
-  if (dir.empty()) {
-    SUCCEED("no MNIST data found: skipped");
-    return;
-  }
+  const fs::path dir = exogym::test::mnist_dir();
   const MnistDataset test(dir, "test");
   REQUIRE(test.size() == 10000);
   REQUIRE(test.images().sizes().vec() == std::vector<int64_t>{10000, 1, 28, 28});
@@ -308,11 +298,7 @@ TEST_CASE("MNIST test split: counts and labels", "[data]") {
 
 // About 0.3 s of gunzip plus normalization on one core (see the report).
 TEST_CASE("MNIST train split: counts, labels and normalization", "[data]") {
-  const fs::path dir = mnist_dir();
-  if (dir.empty()) {
-    SUCCEED("no MNIST data found: skipped");
-    return;
-  }
+  const fs::path dir = exogym::test::mnist_dir();
   const MnistDataset train(dir, "train");
   REQUIRE(train.size() == 60000);
   REQUIRE(train.images().sizes().vec() == std::vector<int64_t>{60000, 1, 28, 28});
@@ -565,7 +551,7 @@ TEST_CASE("Built-in dataset registry", "[data]") {
   REQUIRE_FALSE(make_builtin_dataset("synthetic", seeded, request)->get({0}).at("input").equal(
       expected.get({0}).at("input")));
 
-  const fs::path dir = mnist_dir();
+  const fs::path dir = exogym::test::mnist_dir();
   if (!dir.empty()) {
     request.path = dir;
     request.split = "test";

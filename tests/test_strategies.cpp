@@ -17,7 +17,6 @@
 #include "exogym/plugins/diloco/diloco_module.h"
 #include "exogym/plugins/fedavg/fedavg_module.h"
 #include "exogym/plugins/sparta/index_selector.h"
-#include "exogym/runtime/cluster.h"
 #include "exogym/sdk/comm.h"
 #include "exogym/sdk/model.h"
 #include "exogym/sdk/node.h"
@@ -26,8 +25,6 @@
 #include "helpers.h"
 
 namespace fs = std::filesystem;
-using exogym::runtime::Cluster;
-using exogym::runtime::NodeSlot;
 using exogym::test::bit_identical;
 using exogym::test::load_model_pt;
 using exogym::test::max_abs_diff;

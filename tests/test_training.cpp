@@ -267,6 +267,9 @@ TEST_CASE("exogym-run --list-plugins shows allreduce, mlp and cnn with options",
   auto log = read_text(dir / "log.txt");
   REQUIRE_THAT(log, Catch::Contains("strategy allreduce") && Catch::Contains("model    mlp") &&
                         Catch::Contains("model    cnn") && Catch::Contains("max_norm") && Catch::Contains("hidden"));
+  // The built-in datasets and their options are listed too.
+  REQUIRE_THAT(log, Catch::Contains("dataset  mnist          built in") && Catch::Contains("dataset  synthetic") &&
+                        Catch::Contains("num_examples"));
 }
 
 TEST_CASE("\"runs\" variants each get a folder and a side-by-side comparison", "[cli]") {

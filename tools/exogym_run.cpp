@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "exogym/runtime/data/registry.h"
 #include "exogym/runtime/interrupt.h"
 #include "exogym/runtime/manifest.h"
 #include "exogym/runtime/plugin_loader.h"
@@ -36,7 +37,26 @@ options:
   -h, --help           this text
 )";
 
+void print_options(const exogym::sdk::OptionSpecs& options) {
+  for (const auto& o : options) {
+    std::string def = o.required ? "required" : "default " + o.default_value.dump();
+    std::printf("    %-20s %-26s %s\n", o.name.c_str(), exogym::sdk::to_string(o.type), def.c_str());
+    std::string doc = o.doc;
+    if (!o.choices.empty()) {
+      doc += doc.empty() ? "one of:" : " (one of:";
+      for (const auto& c : o.choices) doc += " " + c;
+      if (!o.doc.empty()) doc += ")";
+    }
+    if (!doc.empty()) std::printf("    %-20s %s\n", "", doc.c_str());
+  }
+}
+
 void list_plugins(exogym::runtime::PluginLoader& loader) {
+  for (const auto& name : exogym::runtime::data::builtin_dataset_names()) {
+    std::printf("%-8s %-14s built in\n", "dataset", name.c_str());
+    print_options(*exogym::runtime::data::builtin_dataset_options(name));
+  }
+  std::printf("\n");
   auto found = loader.discover();
   std::printf("plugin search path:\n");
   for (const auto& dir : loader.search_path()) std::printf("  %s\n", dir.string().c_str());
@@ -48,17 +68,7 @@ void list_plugins(exogym::runtime::PluginLoader& loader) {
     }
     const auto& d = f.plugin->description();
     std::printf("\n%-8s %-14s %s  %s\n", d.kind.c_str(), d.name.c_str(), d.version.c_str(), d.file.string().c_str());
-    for (const auto& o : f.plugin->options()) {
-      std::string def = o.required ? "required" : "default " + o.default_value.dump();
-      std::printf("    %-20s %-26s %s\n", o.name.c_str(), exogym::sdk::to_string(o.type), def.c_str());
-      std::string doc = o.doc;
-      if (!o.choices.empty()) {
-        doc += doc.empty() ? "one of:" : " (one of:";
-        for (const auto& c : o.choices) doc += " " + c;
-        if (!o.doc.empty()) doc += ")";
-      }
-      if (!doc.empty()) std::printf("    %-20s %s\n", "", doc.c_str());
-    }
+    print_options(f.plugin->options());
   }
 }
 
