@@ -9,6 +9,7 @@
 #include <torch/optim/optimizer.h>
 
 #include <boost/dll/shared_library.hpp>
+#include <ATen/Parallel.h>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
@@ -72,6 +73,9 @@ Batch random_batch(int64_t n, uint64_t seed) {
 
 // Same module, same generator seed, same batch -> the same train-mode loss.
 float train_loss(Model& model, const Batch& batch, uint64_t seed) {
+  // One intra-op thread, as the runtime gives each node by default: with
+  // several OpenMP threads on a loaded machine the last bits can vary.
+  at::set_num_threads(1);
   at::NoGradGuard no_grad;
   model.module().train();
   model.set_generator(at::make_generator<at::CPUGeneratorImpl>(seed));
