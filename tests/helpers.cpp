@@ -49,6 +49,8 @@ nlohmann::json small_manifest(int nodes) {
       {"name", "test"},
       {"seed", 7},
       {"nodes", nodes},
+      // Bit-reproducibility holds with one intra-op thread per node.
+      {"threads", 1},
       {"model", {{"plugin", "mlp"}, {"options", {{"input_size", 32}, {"hidden", {32}}, {"num_classes", 4}}}}},
       {"strategy", {{"plugin", "allreduce"}, {"options", {{"optimizer", {{"name", "sgd"}, {"lr", 0.1}}}}}}},
       {"data",
