@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "exogym/runtime/units.h"
+
 namespace exogym::runtime {
 
 namespace {
@@ -40,7 +42,15 @@ std::vector<std::vector<std::string>> rows(const std::vector<RunResult>& results
     header.push_back("local_" + n);
     header.push_back("global_" + n);
   }
-  header.insert(header.end(), {"train_loss", "wall_s"});
+  header.push_back("train_loss");
+  header.push_back(pretty ? "sent/node" : "bytes_sent_per_node");
+  header.push_back(pretty ? "sim_time" : "sim_time_s");
+  const bool any_target = std::any_of(results.begin(), results.end(), [](const RunResult& r) { return r.target_loss; });
+  if (any_target) {
+    header.push_back("target_step");
+    header.push_back(pretty ? "target_sim" : "target_sim_time_s");
+  }
+  header.push_back("wall_s");
   std::vector<std::vector<std::string>> table{header};
   for (const auto& r : results) {
     std::vector<std::string> row = {r.variant.empty() ? r.name : r.variant, r.strategy_plugin, std::to_string(r.nodes),
@@ -53,6 +63,15 @@ std::vector<std::vector<std::string>> rows(const std::vector<RunResult>& results
       row.push_back(has ? fixed(metric(r.final_eval->global, r, n)) : "-");
     }
     row.push_back(fixed(r.last_train_loss));
+    const auto& sim = r.simulated;
+    row.push_back(pretty ? format_bytes(sim.bytes_sent_per_node) : fixed(sim.bytes_sent_per_node, 0));
+    row.push_back(pretty ? format_duration(sim.time_s) : fixed(sim.time_s, 6));
+    if (any_target) {
+      const bool hit = r.target_hit.has_value();
+      row.push_back(hit ? std::to_string(r.target_hit->step) : "-");
+      row.push_back(hit ? (pretty ? format_duration(r.target_hit->sim_time_s) : fixed(r.target_hit->sim_time_s, 6))
+                        : "-");
+    }
     row.push_back(fixed(r.wall_seconds, pretty ? 1 : 3));
     table.push_back(row);
   }

@@ -8,7 +8,8 @@
 namespace exogym::runtime {
 
 // A fixed-width text table: variant, strategy, nodes, steps, final local and
-// global loss and metrics, last train loss, wall time.
+// global loss and metrics, last train loss, bytes sent per node, simulated
+// time, when the target loss was reached (if set), wall time.
 std::string comparison_table(const std::vector<RunResult>& results);
 
 // The same as CSV (written to <name>/comparison.csv).

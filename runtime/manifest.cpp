@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "exogym/runtime/units.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/options.h"
 
@@ -25,12 +26,15 @@ namespace {
 // itself only ever sees manifests with "runs" already expanded away.
 const std::vector<std::string> kTopLevelKeys = {"name",    "seed",   "nodes",    "device", "parallelism",
                                                 "threads", "model",  "strategy", "data",   "train",
-                                                "eval",    "output", "runs"};
+                                                "eval",    "output", "network", "compute", "runs"};
 const std::vector<std::string> kPluginKeys = {"plugin", "options"};
 const std::vector<std::string> kDataKeys = {"train", "val"};
 const std::vector<std::string> kDataSplitKeys = {"dataset", "path", "split", "partition", "options"};
 const std::vector<std::string> kTrainKeys = {"max_steps", "batch_size", "minibatch_size"};
-const std::vector<std::string> kEvalKeys = {"interval", "size", "batch_size"};
+const std::vector<std::string> kEvalKeys = {"interval", "size", "batch_size", "target_loss"};
+const std::vector<std::string> kNetworkKeys = {"bandwidth", "latency", "nodes"};
+const std::vector<std::string> kLinkKeys = {"bandwidth", "latency"};
+const std::vector<std::string> kComputeKeys = {"step_time", "speed"};
 const std::vector<std::string> kOutputKeys = {"dir", "save_model"};
 const std::vector<std::string> kPartitions = {"iid"};
 
@@ -260,6 +264,80 @@ json data_json(const DataSpec& spec) {
   return out;
 }
 
+// A per-node table such as {"3": ...}: keys are node ranks of this run.
+int node_key(const std::string& key, const std::string& path, int nodes) {
+  const bool digits = !key.empty() && key.size() <= 9 &&
+                      std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (!digits) throw ConfigError(path, "expected a node rank (\"0\" to \"" + std::to_string(nodes - 1) + "\") as key");
+  const int rank = std::stoi(key);
+  if (rank >= nodes) {
+    throw ConfigError(path, "node " + key + " does not exist: the run has " + std::to_string(nodes) + " node" +
+                                (nodes == 1 ? "" : "s") + " (0 to " + std::to_string(nodes - 1) + ")");
+  }
+  return rank;
+}
+
+// The "bandwidth" and "latency" of `reader`'s object; absent ones keep `fallback`'s.
+Link read_link(const ObjectReader& reader, Link fallback) {
+  Link link = fallback;
+  if (const json* bandwidth = reader.find("bandwidth")) link.bandwidth = parse_bandwidth(*bandwidth, reader.path("bandwidth"));
+  if (const json* latency = reader.find("latency")) link.latency = parse_duration(*latency, reader.path("latency"));
+  return link;
+}
+
+// "network": {"bandwidth": "1Gbit/s", "latency": "10ms", "nodes": {"3": {...}}}.
+NetworkSpec read_network(const json* value, int nodes, json& resolved) {
+  ObjectReader reader(value ? *value : empty_object(), "network", kNetworkKeys);
+  NetworkSpec spec;
+  spec.link = read_link(reader, spec.link);
+  resolved = {{"bandwidth", reader.find("bandwidth") ? *reader.find("bandwidth") : json("1Gbit/s")},
+              {"latency", reader.find("latency") ? *reader.find("latency") : json("10ms")}};
+  if (const json* per_node = reader.find("nodes")) {
+    if (!per_node->is_object())
+      throw ConfigError("network.nodes", "expected an object keyed by node rank, got " + describe(*per_node));
+    json resolved_nodes = json::object();
+    for (const auto& item : per_node->items()) {
+      const std::string path = "network.nodes." + item.key();
+      const int rank = node_key(item.key(), path, nodes);
+      ObjectReader node_reader(item.value(), path, kLinkKeys);
+      spec.per_node[rank] = read_link(node_reader, spec.link);
+      resolved_nodes[item.key()] = item.value();
+    }
+    resolved["nodes"] = resolved_nodes;
+  }
+  return spec;
+}
+
+// "compute": {"step_time": "measured" | "50ms", "speed": {"3": 0.5}}.
+ComputeSpec read_compute(const json* value, int nodes, json& resolved) {
+  ObjectReader reader(value ? *value : empty_object(), "compute", kComputeKeys);
+  ComputeSpec spec;
+  resolved = {{"step_time", "measured"}};
+  if (const json* step_time = reader.find("step_time")) {
+    if (!(step_time->is_string() && step_time->get<std::string>() == "measured")) {
+      spec.step_time = parse_duration(*step_time, "compute.step_time");
+      if (*spec.step_time <= 0)
+        throw ConfigError("compute.step_time", "expected \"measured\" or a positive duration, got " + describe(*step_time));
+    }
+    resolved["step_time"] = *step_time;
+  }
+  if (const json* speed = reader.find("speed")) {
+    if (!speed->is_object())
+      throw ConfigError("compute.speed", "expected an object keyed by node rank, got " + describe(*speed));
+    for (const auto& item : speed->items()) {
+      const std::string path = "compute.speed." + item.key();
+      const int rank = node_key(item.key(), path, nodes);
+      if (!item.value().is_number() || !(item.value().get<double>() > 0) || !std::isfinite(item.value().get<double>())) {
+        throw ConfigError(path, "expected a positive speed factor (1 = nominal, 0.5 = half as fast), got " +
+                                    describe(item.value()));
+      }
+      spec.speed[rank] = item.value().get<double>();
+    }
+    resolved["speed"] = *speed;
+  }
+  return spec;
+}
+
 // Validates one manifest without "runs" (a plain manifest, or a base merged
 // with one variant) and fills in every default.
 Manifest build_manifest(const json& doc, const fs::path& base_dir, const std::string& default_name,
@@ -319,9 +397,20 @@ Manifest build_manifest(const json& doc, const fs::path& base_dir, const std::st
   m.eval_interval = read_integer(eval_reader, "interval", Sign::NonNegative, 100);
   m.eval_size = read_integer(eval_reader, "size", Sign::NonNegative, 1024);
   m.eval_batch_size = read_integer(eval_reader, "batch_size", Sign::Positive, m.minibatch_size);
+  if (const json* target = eval_reader.find("target_loss")) {
+    if (!target->is_number() || !std::isfinite(target->get<double>()))
+      throw ConfigError("eval.target_loss", "expected a number (a validation loss), got " + describe(*target));
+    m.target_loss = target->get<double>();
+  }
   // Without validation data there is nothing to evaluate; the resolved
   // manifest says so rather than promising evaluations that never come.
   if (!m.val_data) m.eval_size = 0;
+  if (m.target_loss && m.eval_size == 0)
+    throw ConfigError("eval.target_loss", "needs evaluation: set data.val and a positive eval.size");
+
+  json network_out, compute_out;
+  m.network = read_network(top.find("network"), m.nodes, network_out);
+  m.compute = read_compute(top.find("compute"), m.nodes, compute_out);
 
   const json* output = top.find("output");
   ObjectReader output_reader(output ? *output : empty_object(), "output", kOutputKeys);
@@ -342,8 +431,11 @@ Manifest build_manifest(const json& doc, const fs::path& base_dir, const std::st
       {"data", data_out},
       {"train", {{"max_steps", m.max_steps}, {"batch_size", m.batch_size}, {"minibatch_size", m.minibatch_size}}},
       {"eval", {{"interval", m.eval_interval}, {"size", m.eval_size}, {"batch_size", m.eval_batch_size}}},
+      {"network", network_out},
+      {"compute", compute_out},
       {"output", {{"dir", m.output_dir.string()}, {"save_model", m.save_model}}},
   };
+  if (m.target_loss) m.resolved["eval"]["target_loss"] = *m.target_loss;
   return m;
 }
 

@@ -7,10 +7,13 @@
 // plugin loader validates them against the options each plugin declares.
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "exogym/runtime/network_model.h"
 
 namespace exogym::runtime {
 
@@ -31,6 +34,18 @@ struct DataSpec {
   std::string json_path;  // "data.train" or "data.val"
 };
 
+// "network": the links of the simulated cluster (see network_model.h).
+struct NetworkSpec {
+  Link link{1e9 / 8, 0.010};  // 1 Gbit/s, 10 ms
+  std::map<int, Link> per_node;
+};
+
+// "compute": how long a step takes on the simulated cluster.
+struct ComputeSpec {
+  std::optional<double> step_time;  // seconds at speed 1; nullopt = "measured"
+  std::map<int, double> speed;      // per-node speed factors (default 1)
+};
+
 // One fully resolved run.
 struct Manifest {
   std::string name;     // run name (the base manifest's)
@@ -44,6 +59,11 @@ struct Manifest {
   std::optional<DataSpec> val_data;
   int64_t max_steps = 0, batch_size = 64, minibatch_size = 64;
   int64_t eval_interval = 100, eval_size = 1024, eval_batch_size = 64;
+  // The global validation loss a run aims for: the summary reports when it
+  // was first reached.
+  std::optional<double> target_loss;
+  NetworkSpec network;
+  ComputeSpec compute;
   std::filesystem::path output_dir;  // absolute
   bool save_model = true;
   std::filesystem::path base_dir;  // the manifest's folder (absolute)

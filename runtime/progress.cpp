@@ -1,27 +1,13 @@
 #include "exogym/runtime/progress.h"
 
+#include "exogym/runtime/units.h"
+
 #include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
 
 namespace exogym::runtime {
-
-std::string format_duration(double seconds) {
-  if (!std::isfinite(seconds) || seconds < 0) return "?";
-  char buffer[32];
-  auto s = static_cast<int64_t>(std::llround(seconds));
-  if (seconds < 10) {
-    std::snprintf(buffer, sizeof buffer, "%.1fs", seconds);
-  } else if (s < 3600) {
-    std::snprintf(buffer, sizeof buffer, "%lldm%02llds", static_cast<long long>(s / 60),
-                  static_cast<long long>(s % 60));
-  } else {
-    std::snprintf(buffer, sizeof buffer, "%lldh%02lldm", static_cast<long long>(s / 3600),
-                  static_cast<long long>((s % 3600) / 60));
-  }
-  return buffer;
-}
 
 Progress::Mode Progress::mode_for_stderr(bool quiet) {
   if (quiet) return Mode::Quiet;

@@ -37,6 +37,4 @@ class Progress {
   std::mutex mutex_;
 };
 
-std::string format_duration(double seconds);
-
 }  // namespace exogym::runtime

@@ -57,31 +57,44 @@ RunWriter::RunWriter(fs::path dir, std::vector<std::string> metric_names)
   std::error_code ec;
   fs::create_directories(dir_, ec);
   if (ec) throw sdk::Error(dir_.string() + ": cannot create the run folder: " + ec.message());
-  train_ = open_csv(dir_ / "train.csv", "step,examples_trained,train_loss,train_perplexity,lr");
+  train_ = open_csv(dir_ / "train.csv", "step,examples_trained,train_loss,train_perplexity,lr,bytes_sent,sim_time_s");
   std::string header = "step,local_loss,local_perplexity,global_loss,global_perplexity";
   for (const auto& m : metric_names_) header += ",local_" + m;
   for (const auto& m : metric_names_) header += ",global_" + m;
+  header += ",bytes_sent,sim_time_s";
   validation_ = open_csv(dir_ / "validation.csv", header);
   metrics_ = open_csv(dir_ / "metrics.csv", "step,node,name,value");
+  comm_ = open_csv(dir_ / "comm.csv", "step,source,collective,calls,bytes_sent,time_s");
 }
 
 void RunWriter::write_config(const nlohmann::json& config) {
   write_file_atomically(dir_ / "config.json", config.dump(2) + "\n");
 }
 
-void RunWriter::train_row(int64_t step, int64_t examples_trained, double loss, double lr) {
+void RunWriter::train_row(int64_t step, int64_t examples_trained, double loss, double lr, double bytes_sent,
+                          double sim_time_s) {
   train_ << step << ',' << examples_trained << ',' << number(loss) << ',' << number(perplexity(loss)) << ','
-         << number(lr) << '\n';
+         << number(lr) << ',' << number(bytes_sent) << ',' << number(sim_time_s) << '\n';
   train_.flush();
 }
 
-void RunWriter::validation_row(int64_t step, const EvalValues& local, const EvalValues& global) {
+void RunWriter::validation_row(int64_t step, const EvalValues& local, const EvalValues& global, double bytes_sent,
+                               double sim_time_s) {
   validation_ << step << ',' << number(local.loss) << ',' << number(perplexity(local.loss)) << ','
               << number(global.loss) << ',' << number(perplexity(global.loss));
   for (double v : local.metrics) validation_ << ',' << number(v);
   for (double v : global.metrics) validation_ << ',' << number(v);
-  validation_ << '\n';
+  validation_ << ',' << number(bytes_sent) << ',' << number(sim_time_s) << '\n';
   validation_.flush();
+}
+
+void RunWriter::comm_rows(const std::vector<CommRow>& rows) {
+  if (rows.empty()) return;
+  for (const auto& row : rows) {
+    comm_ << row.step << ',' << to_string(row.source) << ',' << to_string(row.kind) << ',' << row.calls << ','
+          << number(row.bytes_sent) << ',' << number(row.time_s) << '\n';
+  }
+  comm_.flush();
 }
 
 void RunWriter::record(int node, int64_t step, const std::string& name, double value) {

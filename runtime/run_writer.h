@@ -1,6 +1,6 @@
 #pragma once
 // A run's output folder: config.json, train.csv, validation.csv, metrics.csv,
-// summary.json and model.pt (DESIGN §6). Rows are flushed as they are
+// comm.csv, summary.json and model.pt (DESIGN §6). Rows are flushed as they are
 // written, so a crashed or interrupted run keeps everything up to its end.
 #include <ATen/core/Tensor.h>
 
@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "exogym/runtime/comm_meter.h"
 #include "exogym/sdk/node.h"
 
 namespace exogym::runtime {
@@ -29,8 +30,13 @@ class RunWriter final : public sdk::MetricSink {
 
   void write_config(const nlohmann::json& config);
   // step: steps completed (this row is the step that brought it there).
-  void train_row(int64_t step, int64_t examples_trained, double loss, double lr);
-  void validation_row(int64_t step, const EvalValues& local, const EvalValues& global);
+  // bytes_sent: cumulative strategy bytes per node; sim_time_s: node 0's
+  // simulated clock.
+  void train_row(int64_t step, int64_t examples_trained, double loss, double lr, double bytes_sent,
+                 double sim_time_s);
+  void validation_row(int64_t step, const EvalValues& local, const EvalValues& global, double bytes_sent,
+                      double sim_time_s);
+  void comm_rows(const std::vector<CommRow>& rows);
   void record(int node, int64_t step, const std::string& name, double value) override;
   void write_summary(const nlohmann::json& summary);
   // Saves {name: tensor} so that Python's torch.load returns a plain dict.
@@ -39,7 +45,7 @@ class RunWriter final : public sdk::MetricSink {
  private:
   std::filesystem::path dir_;
   std::vector<std::string> metric_names_;
-  std::ofstream train_, validation_, metrics_;
+  std::ofstream train_, validation_, metrics_, comm_;
   std::mutex metrics_mutex_;
 };
 

@@ -11,6 +11,7 @@
 #include <cmath>
 
 #include "exogym/runtime/cluster.h"
+#include "exogym/runtime/comm_meter.h"
 #include "exogym/runtime/data/registry.h"
 #include "exogym/runtime/data/sampler.h"
 #include "exogym/runtime/devices.h"
@@ -149,7 +150,9 @@ json eval_json(const EvalRecord& r, const std::vector<std::string>& names) {
             {"local_loss", r.local.loss},
             {"global_loss", r.global.loss},
             {"local_perplexity", std::exp(r.local.loss)},
-            {"global_perplexity", std::exp(r.global.loss)}};
+            {"global_perplexity", std::exp(r.global.loss)},
+            {"bytes_sent", r.bytes_sent},
+            {"sim_time_s", r.sim_time_s}};
   for (size_t i = 0; i < names.size(); ++i) {
     j["local_" + names[i]] = r.local.metrics[i];
     j["global_" + names[i]] = r.global.metrics[i];
@@ -174,8 +177,15 @@ struct RunState {
   std::unique_ptr<RunWriter> writer;
   std::unique_ptr<Progress> progress;
   std::shared_ptr<spdlog::logger> log;
+  // The simulated network and clocks (comm_meter.h).
+  std::unique_ptr<NetworkModel> network;
+  ComputeModel compute;
+  std::unique_ptr<ClockExchange> clocks;
+  std::vector<std::unique_ptr<NodeMeter>> meters;
+  std::chrono::steady_clock::time_point started;
   // Written by node 0 only.
   std::optional<EvalRecord> last_eval;
+  std::optional<TargetHit> target_hit;
   double last_train_loss = NAN;
 };
 
@@ -185,6 +195,7 @@ bool eval_enabled(const Manifest& m) { return m.val_data.has_value() && m.eval_s
 // global model; node 0 evaluates its own model (local) and node 1 the
 // averaged one (global), on the same validation examples.
 void evaluate_step(RunState& s, int rank, sdk::Model& model, sdk::Communicator& comm, int64_t step) {
+  const NodeMeter& meter = *s.meters[rank];
   const int K = s.m.nodes;
   const int global_rank = K > 1 ? 1 : 0;
   const size_t M = s.metric_names.size();
@@ -229,7 +240,13 @@ void evaluate_step(RunState& s, int rank, sdk::Model& model, sdk::Communicator& 
       record.local.metrics.push_back(result[1 + i]);
       record.global.metrics.push_back(result[2 + M + i]);
     }
-    s.writer->validation_row(step, record.local, record.global);
+    record.bytes_sent = meter.cluster_sent(TrafficSource::Strategy) / K;
+    record.sim_time_s = meter.clock();
+    s.writer->validation_row(step, record.local, record.global, record.bytes_sent, record.sim_time_s);
+    if (s.m.target_loss && !s.target_hit && record.global.loss <= *s.m.target_loss) {
+      s.target_hit = TargetHit{step, record.sim_time_s, record.bytes_sent,
+                               std::chrono::duration<double>(std::chrono::steady_clock::now() - s.started).count()};
+    }
     s.progress->validation(step, record.local.loss, record.global.loss, metrics_text(s.metric_names, record.global));
     s.last_eval = record;
   }
@@ -242,14 +259,19 @@ void node_main(RunState& s, Cluster& cluster, int rank, NodeSlot& slot) {
   const Manifest& m = s.m;
   sdk::Model& model = *s.models[rank];
   sdk::Strategy& strategy = *s.strategies[rank];
-  auto comm = cluster.group().communicator(rank, &slot);
+  auto backend = cluster.group().communicator(rank, &slot);
+  NodeMeter& meter = *s.meters[rank];
+  // What the strategy sends is metered as traffic a real cluster would carry;
+  // the runtime's own collectives are counted apart and cost no simulated time.
+  MeteredCommunicator strategy_comm(*backend, meter, TrafficSource::Strategy);
+  MeteredCommunicator runtime_comm(*backend, meter, TrafficSource::Runtime);
   const c10::Device device = device_for_node(s.devices, rank);
 
   sdk::NodeContext ctx;
   ctx.rank = rank;
   ctx.num_nodes = m.nodes;
   ctx.device = device;
-  ctx.comm = comm.get();
+  ctx.comm = &strategy_comm;
   ctx.step = 0;
   ctx.max_steps = m.max_steps;
   ctx.seed = m.seed;
@@ -269,7 +291,7 @@ void node_main(RunState& s, Cluster& cluster, int rank, NodeSlot& slot) {
       std::vector<at::Tensor> state;
       for (auto& p : model.module().parameters()) state.push_back(p.detach());
       for (auto& b : model.module().buffers()) state.push_back(b.detach());
-      comm->broadcast(state, 0);
+      runtime_comm.broadcast(state, 0);
     }
     phase = "init of " + strategy_name;
     strategy.init(ctx, model);
@@ -280,10 +302,12 @@ void node_main(RunState& s, Cluster& cluster, int rank, NodeSlot& slot) {
       // Every node checks, so the first to see the request stops the others
       // at their next collective.
       if (interrupt_requested()) throw Interrupted("interrupted by a signal (Ctrl-C) after " + std::to_string(t) + " steps");
+      meter.set_completed_steps(t);
       if (eval_enabled(m) && m.eval_interval > 0 && t % m.eval_interval == 0) {
         phase = "evaluation";
-        evaluate_step(s, rank, model, *comm, t);
+        evaluate_step(s, rank, model, runtime_comm, t);
       }
+      meter.begin_step(t);
       phase = "zero_grad of " + strategy_name;
       strategy.zero_grad();
       phase = "loading the training batch";
@@ -309,25 +333,30 @@ void node_main(RunState& s, Cluster& cluster, int rank, NodeSlot& slot) {
       }
       phase = "step of " + strategy_name;
       strategy.step();
+      meter.end_step();
       if (rank == 0) {
         const double loss = loss_sum / static_cast<double>(s.accumulation);
         if (!std::isfinite(loss) && std::isfinite(s.last_train_loss)) {
           s.log->warn("node 0: training loss became {} at step {}", loss, t);
         }
         s.last_train_loss = loss;
-        s.writer->train_row(t + 1, (t + 1) * B * K, loss, strategy.lr());
+        s.writer->train_row(t + 1, (t + 1) * B * K, loss, strategy.lr(),
+                            meter.cluster_sent(TrafficSource::Strategy) / static_cast<double>(K), meter.clock());
+        s.writer->comm_rows(meter.take_rows());
         s.progress->step(t + 1, loss, strategy.lr());
       }
     }
     ctx.step = m.max_steps;
+    meter.set_completed_steps(m.max_steps);
     if (eval_enabled(m)) {
       phase = "final evaluation";
-      evaluate_step(s, rank, model, *comm, m.max_steps);
+      evaluate_step(s, rank, model, runtime_comm, m.max_steps);
     }
     phase = "averaging the final model";
     auto state = float_state(model.module());
     std::vector<at::Tensor> averaged = clones(state.tensors);
-    comm->all_reduce(averaged, sdk::ReduceOp::Avg);
+    runtime_comm.all_reduce(averaged, sdk::ReduceOp::Avg);
+    if (rank == 0) s.writer->comm_rows(meter.take_rows());
     if (rank == 0 && m.save_model) {
       phase = "saving model.pt";
       std::vector<std::pair<std::string, at::Tensor>> named;
@@ -361,6 +390,7 @@ void check_run(const Manifest& m, PluginLoader& loader) {
 RunResult train_run(const Manifest& m, PluginLoader& loader, const RunOptions& options) {
   const auto started = std::chrono::steady_clock::now();
   RunState s{m};
+  s.started = started;
   const std::string label = m.variant.empty() ? m.name : m.name + "/" + m.variant;
   s.log = spdlog::get("exogym");
   if (!s.log) s.log = spdlog::stderr_color_mt("exogym");
@@ -431,6 +461,14 @@ RunResult train_run(const Manifest& m, PluginLoader& loader, const RunOptions& o
   s.log->info("{}: {} nodes of {} ({} parameters) with strategy {}, {} steps; writing {}", label, m.nodes,
               m.model.plugin, parameters, m.strategy.plugin, m.max_steps, run_dir.string());
 
+  s.network = std::make_unique<NetworkModel>(m.nodes, m.network.link, m.network.per_node);
+  s.compute.step_time = m.compute.step_time;
+  s.compute.speed.assign(m.nodes, 1.0);
+  for (const auto& [rank, speed] : m.compute.speed) s.compute.speed[rank] = speed;
+  s.clocks = std::make_unique<ClockExchange>(m.nodes);
+  for (int rank = 0; rank < m.nodes; ++rank)
+    s.meters.push_back(std::make_unique<NodeMeter>(rank, *s.network, s.compute, *s.clocks, /*keep_rows=*/rank == 0));
+
   Cluster cluster(m.nodes, parallelism);
   cluster.run([&](int rank, NodeSlot& slot) { node_main(s, cluster, rank, slot); });
   s.progress->finish();
@@ -449,6 +487,40 @@ RunResult train_run(const Manifest& m, PluginLoader& loader, const RunOptions& o
   r.last_train_loss = s.last_train_loss;
   r.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   r.final_eval = s.last_eval;
+  r.target_loss = m.target_loss;
+  r.target_hit = s.target_hit;
+
+  // The simulated cluster's account.
+  SimulationSummary& sim = r.simulated;
+  json per_node = json::array();
+  for (const auto& meter : s.meters) {
+    const Traffic& mine = meter->traffic(TrafficSource::Strategy);
+    sim.time_s = std::max(sim.time_s, meter->clock());
+    sim.compute_s += meter->compute_seconds() / m.nodes;
+    sim.communication_s += meter->communication_seconds() / m.nodes;
+    sim.waiting_s += meter->waiting_seconds() / m.nodes;
+    per_node.push_back({{"node", meter->rank()},
+                        {"bytes_sent", mine.sent},
+                        {"bytes_received", mine.received},
+                        {"runtime_bytes_sent", meter->traffic(TrafficSource::Runtime).sent},
+                        {"time_s", meter->clock()},
+                        {"compute_s", meter->compute_seconds()},
+                        {"communication_s", meter->communication_seconds()},
+                        {"waiting_s", meter->waiting_seconds()}});
+  }
+  const NodeMeter& meter0 = *s.meters[0];
+  sim.bytes_sent_total = meter0.cluster_sent(TrafficSource::Strategy);
+  sim.bytes_sent_per_node = sim.bytes_sent_total / m.nodes;
+  sim.runtime_bytes_sent_total = meter0.cluster_sent(TrafficSource::Runtime);
+  double gradient_bytes = 0;
+  for (const auto& p : s.models[0]->module().parameters()) {
+    if (p.requires_grad()) gradient_bytes += static_cast<double>(p.numel()) * static_cast<double>(p.element_size());
+  }
+  sim.ddp_bytes_sent_per_node = static_cast<double>(m.max_steps) * all_reduce_traffic(gradient_bytes, m.nodes).sent;
+  const double ddp_communication_s = static_cast<double>(m.max_steps) * s.network->all_reduce_time(gradient_bytes);
+  auto ratio = [](double a, double b) { return b > 0 ? json(a / b) : json(nullptr); };
+  json link = {{"bandwidth_bytes_per_s", s.network->bottleneck().bandwidth},
+               {"latency_s", s.network->bottleneck().latency}};
   json summary = {{"name", m.name},
                   {"variant", m.variant},
                   {"run_dir", run_dir.string()},
@@ -461,6 +533,33 @@ RunResult train_run(const Manifest& m, PluginLoader& loader, const RunOptions& o
                   {"wall_seconds", r.wall_seconds},
                   {"steps_per_second", r.wall_seconds > 0 ? r.steps / r.wall_seconds : 0.0}};
   summary["final"] = r.final_eval ? eval_json(*r.final_eval, r.metric_names) : json(nullptr);
+  summary["communication"] = {
+      {"bytes_sent_per_node", sim.bytes_sent_per_node},
+      {"bytes_sent_total", sim.bytes_sent_total},
+      {"collectives_per_node", meter0.collectives(TrafficSource::Strategy)},
+      {"runtime_bytes_sent_total", sim.runtime_bytes_sent_total},
+      {"ddp_bytes_sent_per_node", sim.ddp_bytes_sent_per_node},
+      {"ratio_to_ddp", ratio(sim.bytes_sent_per_node, sim.ddp_bytes_sent_per_node)},
+      {"per_node", per_node}};
+  summary["simulated"] = {{"time_s", sim.time_s},
+                          {"compute_s", sim.compute_s},
+                          {"communication_s", sim.communication_s},
+                          {"waiting_s", sim.waiting_s},
+                          {"compute", m.compute.step_time ? "fixed" : "measured"},
+                          {"network", m.resolved["network"]},
+                          {"bottleneck_link", link},
+                          {"ddp_estimate_time_s", sim.compute_s + ddp_communication_s},
+                          {"ratio_to_ddp_estimate", ratio(sim.time_s, sim.compute_s + ddp_communication_s)}};
+  if (m.target_loss) {
+    json target = {{"loss", *m.target_loss}, {"reached", r.target_hit.has_value()}};
+    if (r.target_hit) {
+      target["step"] = r.target_hit->step;
+      target["sim_time_s"] = r.target_hit->sim_time_s;
+      target["bytes_sent_per_node"] = r.target_hit->bytes_sent;
+      target["wall_seconds"] = r.target_hit->wall_seconds;
+    }
+    summary["target"] = target;
+  }
   s.writer->write_summary(summary);
   // Nodes' objects go before the plugins that made them (RunState order).
   s.strategies.clear();

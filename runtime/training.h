@@ -35,6 +35,26 @@ void check_run(const Manifest& manifest, PluginLoader& loader);
 struct EvalRecord {
   int64_t step = 0;
   EvalValues local, global;
+  double bytes_sent = 0;  // per node (mean over nodes), cumulative, strategy traffic
+  double sim_time_s = 0;  // node 0's simulated clock
+};
+
+// When a run first reached eval.target_loss (global validation loss).
+struct TargetHit {
+  int64_t step = 0;
+  double sim_time_s = 0;
+  double bytes_sent = 0;  // per node
+  double wall_seconds = 0;
+};
+
+// The simulated cluster's account of a run (comm_meter.h).
+struct SimulationSummary {
+  double bytes_sent_per_node = 0;      // strategy traffic, mean over nodes
+  double bytes_sent_total = 0;         // strategy traffic, all nodes
+  double runtime_bytes_sent_total = 0;  // the simulator's own collectives
+  double time_s = 0;                   // the slowest node's clock at the end
+  double compute_s = 0, communication_s = 0, waiting_s = 0;  // means over nodes
+  double ddp_bytes_sent_per_node = 0;  // DDP (gradient all-reduce every step), same model, nodes and steps
 };
 
 struct RunResult {
@@ -49,6 +69,9 @@ struct RunResult {
   double last_train_loss = 0;
   double wall_seconds = 0;
   std::optional<EvalRecord> final_eval;
+  SimulationSummary simulated;
+  std::optional<double> target_loss;
+  std::optional<TargetHit> target_hit;
 };
 
 // Everything is validated (plugins loaded, options checked, data read) before

@@ -11,6 +11,8 @@
 #include <future>
 #include <iterator>
 #include <random>
+#include <sstream>
+#include <stdexcept>
 
 #include "exogym/runtime/cluster.h"
 #include "exogym/runtime/progress.h"
@@ -42,6 +44,44 @@ runtime::PluginLoader& test_loader() {
   static runtime::PluginLoader loader(
       {fs::path(EXOGYM_BINARY_DIR) / "lib" / "exogym" / "plugins", fs::path(EXOGYM_TEST_PLUGIN_DIR)});
   return loader;
+}
+
+std::vector<std::string> read_lines(const fs::path& file) {
+  std::ifstream in(file);
+  if (!in) throw std::runtime_error(file.string() + ": cannot read");
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+std::string read_text(const fs::path& file) {
+  std::ifstream in(file);
+  if (!in) throw std::runtime_error(file.string() + ": cannot read");
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::vector<std::map<std::string, std::string>> read_csv(const fs::path& file) {
+  auto split = [](const std::string& line) {
+    std::vector<std::string> cells;
+    std::stringstream s(line);
+    for (std::string cell; std::getline(s, cell, ',');) cells.push_back(cell);
+    if (!line.empty() && line.back() == ',') cells.emplace_back();
+    return cells;
+  };
+  auto lines = read_lines(file);
+  std::vector<std::map<std::string, std::string>> rows;
+  if (lines.empty()) return rows;
+  const auto header = split(lines[0]);
+  for (size_t i = 1; i < lines.size(); ++i) {
+    const auto cells = split(lines[i]);
+    if (cells.size() != header.size()) throw std::runtime_error(file.string() + ": ragged row " + std::to_string(i));
+    std::map<std::string, std::string> row;
+    for (size_t c = 0; c < header.size(); ++c) row[header[c]] = cells[c];
+    rows.push_back(std::move(row));
+  }
+  return rows;
 }
 
 nlohmann::json small_manifest(int nodes) {

@@ -8,6 +8,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "exogym/runtime/manifest.h"
 #include "exogym/runtime/plugin_loader.h"
@@ -33,6 +34,13 @@ std::filesystem::path mnist_dir();
 
 // A loader that finds the build tree's plugins and the test plugins.
 runtime::PluginLoader& test_loader();
+
+// A text file's lines, and its whole text.
+std::vector<std::string> read_lines(const std::filesystem::path& file);
+std::string read_text(const std::filesystem::path& file);
+
+// A CSV file with a header line, as one {column: cell} map per row.
+std::vector<std::map<std::string, std::string>> read_csv(const std::filesystem::path& file);
 
 // A small manifest: `nodes` MLP nodes (no dropout) on the synthetic dataset,
 // strategy allreduce with plain SGD. Tests patch what they need.

@@ -23,6 +23,7 @@
 namespace fs = std::filesystem;
 namespace demo = exogym::plugins::demo;
 using exogym::test::load_model_pt;
+using exogym::test::read_lines;
 using exogym::test::run_json;
 using exogym::test::TempDir;
 using nlohmann::json;
@@ -100,13 +101,6 @@ void set_grads(ShapesModule& m, const std::map<std::string, at::Tensor>& grads) 
     auto it = grads.find(item.key());
     if (it != grads.end()) item.value().mutable_grad() = it->second.clone();
   }
-}
-
-std::vector<std::string> read_lines(const fs::path& file) {
-  std::ifstream in(file);
-  std::vector<std::string> lines;
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
 }
 
 // validation.csv as step -> global_loss.

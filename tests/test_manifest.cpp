@@ -132,9 +132,17 @@ TEST_CASE("a minimal manifest gets every default", "[manifest]") {
     "data": {"train": {"dataset": "mnist", "split": "train", "partition": "iid", "options": {}}},
     "train": {"max_steps": 10, "batch_size": 64, "minibatch_size": 64},
     "eval": {"interval": 100, "size": 0, "batch_size": 64},
-    "output": {"dir": "/manifests/runs", "save_model": true}
+    "output": {"dir": "/manifests/runs", "save_model": true},
+    "network": {"bandwidth": "1Gbit/s", "latency": "10ms"},
+    "compute": {"step_time": "measured"}
   })");
   CHECK(m.resolved == expected);
+  CHECK(m.network.link.bandwidth == 1e9 / 8);
+  CHECK(m.network.link.latency == 0.010);
+  CHECK(m.network.per_node.empty());
+  CHECK_FALSE(m.compute.step_time.has_value());
+  CHECK(m.compute.speed.empty());
+  CHECK_FALSE(m.target_loss.has_value());
 }
 
 TEST_CASE("validation data turns evaluation on with its own defaults", "[manifest]") {
@@ -218,7 +226,7 @@ TEST_CASE("unknown keys name their path and suggest the known key", "[manifest]"
         "output.save: unknown key; did you mean \"save_model\"?");
   CHECK(error_with({{"zzzzzz", 1}}).what ==
         "zzzzzz: unknown key (expected one of: name, seed, nodes, device, parallelism, threads, model, strategy, "
-        "data, train, eval, output, runs)");
+        "data, train, eval, output, network, compute, runs)");
   // A typo is reported as a typo, not as the key it hides being "required".
   CHECK(error_with(json::parse(R"({"model": {"plugin": null, "plugn": "mlp"}})")).what ==
         "model.plugn: unknown key; did you mean \"plugin\"?");

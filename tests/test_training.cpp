@@ -18,23 +18,8 @@ using exogym::test::small_manifest;
 using exogym::test::TempDir;
 using nlohmann::json;
 
-namespace {
-
-std::vector<std::string> read_lines(const fs::path& file) {
-  std::ifstream in(file);
-  std::vector<std::string> lines;
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
-}
-
-std::string read_text(const fs::path& file) {
-  std::ifstream in(file);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-}  // namespace
+using exogym::test::read_lines;
+using exogym::test::read_text;
 
 TEST_CASE("DDP with K nodes x minibatch b equals one node with batch K*b, and with accumulation", "[training]") {
   TempDir dir("spacetime");
@@ -122,16 +107,20 @@ TEST_CASE("a run writes config, train and validation CSVs, summary and model.pt"
   const fs::path run = dir / "run";
   auto train = read_lines(run / "train.csv");
   REQUIRE(train.size() == 21);
-  REQUIRE(train[0] == "step,examples_trained,train_loss,train_perplexity,lr");
+  REQUIRE(train[0] == "step,examples_trained,train_loss,train_perplexity,lr,bytes_sent,sim_time_s");
   REQUIRE(train[1].rfind("1,32,", 0) == 0);  // step 1: 2 nodes x 16 examples
   REQUIRE(train[20].rfind("20,640,", 0) == 0);
   auto validation = read_lines(run / "validation.csv");
   REQUIRE(validation[0] ==
-          "step,local_loss,local_perplexity,global_loss,global_perplexity,local_accuracy,global_accuracy");
+          "step,local_loss,local_perplexity,global_loss,global_perplexity,local_accuracy,global_accuracy,bytes_sent,"
+          "sim_time_s");
   REQUIRE(validation.size() == 4);  // steps 0, 10 and the final 20
   REQUIRE(validation[1].rfind("0,", 0) == 0);
   REQUIRE(validation[2].rfind("10,", 0) == 0);
   REQUIRE(validation[3].rfind("20,", 0) == 0);
+  auto comm = read_lines(run / "comm.csv");
+  REQUIRE(comm.at(0) == "step,source,collective,calls,bytes_sent,time_s");
+  REQUIRE(comm.at(1).rfind("0,runtime,broadcast,1,", 0) == 0);  // node 0's weights to the others
 
   auto summary = json::parse(read_text(run / "summary.json"));
   REQUIRE(summary["model"]["parameters"] == 32 * 32 + 32 + 32 * 4 + 4);
