@@ -183,6 +183,7 @@ struct RunState {
   std::unique_ptr<ClockExchange> clocks;
   std::vector<std::unique_ptr<NodeMeter>> meters;
   std::chrono::steady_clock::time_point started;
+  std::chrono::steady_clock::time_point loop_started, loop_finished;  // node 0's
   // Written by node 0 only.
   std::optional<EvalRecord> last_eval;
   std::optional<TargetHit> target_hit;
@@ -297,6 +298,7 @@ void node_main(RunState& s, Cluster& cluster, int rank, NodeSlot& slot) {
     strategy.init(ctx, model);
 
     const int64_t B = m.batch_size, b = m.minibatch_size, K = m.nodes;
+    if (rank == 0) s.loop_started = std::chrono::steady_clock::now();
     for (int64_t t = 0; t < m.max_steps; ++t) {
       ctx.step = t;
       // Every node checks, so the first to see the request stops the others
@@ -346,6 +348,7 @@ void node_main(RunState& s, Cluster& cluster, int rank, NodeSlot& slot) {
         s.progress->step(t + 1, loss, strategy.lr());
       }
     }
+    if (rank == 0) s.loop_finished = std::chrono::steady_clock::now();
     ctx.step = m.max_steps;
     meter.set_completed_steps(m.max_steps);
     if (eval_enabled(m)) {
@@ -403,12 +406,14 @@ RunResult train_run(const Manifest& m, PluginLoader& loader, const RunOptions& o
   s.strategy_options = s.strategy_plugin->validate(m.strategy.options, m.strategy.path + ".options");
 
   json train_data_options, val_data_options;
+  const auto data_started = std::chrono::steady_clock::now();
   s.train_data = make_dataset(m.train_data, loader, m, train_data_options, options);
   s.sampler = std::make_unique<data::IidSampler>(s.train_data->size(), m.nodes, m.batch_size, m.seed);
   if (eval_enabled(m)) {
     s.val_data = make_dataset(*m.val_data, loader, m, val_data_options, options);
     s.val_indices = data::validation_indices(s.val_data->size(), m.eval_size, mix_seed(m.seed, 7));
   }
+  const double dataset_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - data_started).count();
   s.accumulation = m.batch_size / m.minibatch_size;
 
   const int cores = available_cores();
@@ -486,6 +491,9 @@ RunResult train_run(const Manifest& m, PluginLoader& loader, const RunOptions& o
   r.parameters = parameters;
   r.last_train_loss = s.last_train_loss;
   r.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  r.dataset_seconds = dataset_seconds;
+  r.startup_seconds = std::chrono::duration<double>(s.loop_started - started).count();
+  r.loop_seconds = std::chrono::duration<double>(s.loop_finished - s.loop_started).count();
   r.final_eval = s.last_eval;
   r.target_loss = m.target_loss;
   r.target_hit = s.target_hit;

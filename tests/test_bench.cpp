@@ -1,0 +1,55 @@
+// The benchmark harness's quick mode: it runs, measures every section and
+// writes its JSON. (How fast anything is, is the harness's own business.)
+//
+// helpers.h comes first: it pulls in LibTorch, hence glog, whose CHECK macro
+// would otherwise replace Catch's and silently stop counting assertions.
+#include "helpers.h"
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <string>
+
+using exogym::test::read_text;
+using exogym::test::TempDir;
+using nlohmann::json;
+
+TEST_CASE("the benchmark harness in quick mode measures the simulator against a bare loop and writes JSON", "[bench]") {
+  TempDir dir("bench");
+  const std::string bench = std::string(EXOGYM_BINARY_DIR) + "/bin/exogym-bench";
+  const std::string command = bench + " --quick --models mlp --json " + (dir / "bench.json").string() + " > " +
+                              (dir / "out.txt").string() + " 2>&1";
+  const int status = std::system(command.c_str());
+  INFO(read_text(dir / "out.txt"));
+  REQUIRE(status == 0);
+  const json report = json::parse(read_text(dir / "bench.json"));
+  REQUIRE(report["overhead"].size() == 2);  // mlp at K = 1 and 2
+  for (const auto& row : report["overhead"]) {
+    CHECK(row["model"] == "mlp");
+    const double ratio = row["overhead_ratio"];
+    CHECK(std::isfinite(ratio));
+    CHECK(ratio > 0);
+    CHECK(row["bare_loop_seconds"].get<double>() > 0);
+    CHECK(row["steps_per_second"].get<double>() > 0);
+    CHECK(row["startup_seconds"].get<double>() > 0);
+    CHECK(row["peak_rss_bytes"].get<double>() > 50e6);  // LibTorch alone is more
+    CHECK(row["parameters"] == 784 * 256 + 256 + 256 * 10 + 10);
+  }
+  REQUIRE(report["node_sweep"].size() == 2);
+  CHECK(report["node_sweep"][1]["nodes"] == 4);
+  CHECK(report["dataset_bytes"].get<double>() > 60000 * 784 * 4 * 0.9);  // MNIST as float32
+  REQUIRE(report["parallelism_sweep"].size() == 2);
+  REQUIRE(report["targets"].size() >= 2);
+  CHECK_THAT(read_text(dir / "out.txt"), Catch::Contains("overhead") && Catch::Contains("Targets"));
+}
+
+TEST_CASE("the benchmark harness rejects unknown arguments and models", "[bench]") {
+  TempDir dir("bench-args");
+  const std::string bench = std::string(EXOGYM_BINARY_DIR) + "/bin/exogym-bench";
+  const std::string out = (dir / "out.txt").string();
+  CHECK(std::system((bench + " --models mlp,resnet > " + out + " 2>&1").c_str()) != 0);
+  CHECK_THAT(read_text(dir / "out.txt"), Catch::Contains("unknown model \"resnet\""));
+  CHECK(std::system((bench + " --fast > " + out + " 2>&1").c_str()) != 0);
+  CHECK_THAT(read_text(dir / "out.txt"), Catch::Contains("unknown argument \"--fast\""));
+}

@@ -1,0 +1,38 @@
+#pragma once
+// The benchmark's baseline: K model replicas trained data-parallel by a bare
+// LibTorch loop, with no ExoGym runtime in between (no node threads, no
+// collectives, no metering, no outputs). It does the same work as an
+// "allreduce" run of the simulator: the same model plugin, the same batches,
+// gradients averaged in rank order, the same optimizer, with the same number
+// of worker threads and intra-op threads.
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "exogym/sdk/dataset.h"
+
+namespace exogym::runtime {
+class LoadedPlugin;
+}
+
+namespace exogym::bench {
+
+struct BareLoopConfig {
+  std::shared_ptr<runtime::LoadedPlugin> model_plugin;
+  nlohmann::json model_options;  // validated
+  std::shared_ptr<const sdk::Dataset> data;
+  nlohmann::json optimizer;  // e.g. {"name": "adamw", "lr": 1e-3}
+  int nodes = 1;
+  int64_t steps = 10, batch_size = 64;
+  uint64_t seed = 42;
+  int workers = 1;  // the simulator's parallelism
+  int threads = 1;  // intra-op threads per worker
+};
+
+struct BareLoopResult {
+  double loop_seconds = 0;
+  double last_loss = 0;  // replica 0's
+};
+
+BareLoopResult run_bare_loop(const BareLoopConfig& config);
+
+}  // namespace exogym::bench
