@@ -32,7 +32,7 @@ const std::vector<std::string> kDataSplitKeys = {"dataset", "path", "split", "pa
 const std::vector<std::string> kTrainKeys = {"max_steps", "batch_size", "minibatch_size"};
 const std::vector<std::string> kEvalKeys = {"interval", "size", "batch_size"};
 const std::vector<std::string> kOutputKeys = {"dir", "save_model"};
-const std::vector<std::string> kPartitions = {"iid"};
+const std::vector<std::string> kPartitions = {"iid", "contiguous"};
 
 std::string join_path(const std::string& path, const std::string& key) { return path.empty() ? key : path + "." + key; }
 
@@ -242,7 +242,7 @@ DataSpec read_data_split(const json& value, const std::string& path, const std::
   // reporting rather than ignoring.
   spec.partition = read_string(reader, "partition", std::string("iid"));
   if (std::find(kPartitions.begin(), kPartitions.end(), spec.partition) == kPartitions.end()) {
-    std::string message = "expected one of \"iid\", got " + json_quoted(spec.partition);
+    std::string message = "expected \"iid\" or \"contiguous\", got " + json_quoted(spec.partition);
     const std::string suggestion = sdk::closest_name(spec.partition, kPartitions);
     if (!suggestion.empty()) message += "; did you mean " + json_quoted(suggestion) + "?";
     throw ConfigError(reader.path("partition"), message);
