@@ -15,6 +15,7 @@
 #include <iterator>
 #include <limits>
 #include <map>
+#include <set>
 #include <vector>
 
 #include "exogym/runtime/data/text_char.h"
@@ -36,12 +37,12 @@ json read_config(const fs::path& run_dir) {
   const fs::path file = run_dir / "config.json";
   if (!fs::exists(file, ec)) {
     // The folder of a manifest with "runs" holds one run folder per variant.
-    std::string variants;
+    std::set<std::string> found;
     for (const auto& entry : fs::directory_iterator(run_dir, ec)) {
-      if (entry.is_directory() && fs::exists(entry.path() / "config.json")) {
-        variants += (variants.empty() ? "" : ", ") + entry.path().string();
-      }
+      if (entry.is_directory() && fs::exists(entry.path() / "config.json")) found.insert(entry.path().string());
     }
+    std::string variants;
+    for (const auto& variant : found) variants += (variants.empty() ? "" : ", ") + variant;
     if (!variants.empty()) {
       throw sdk::Error(run_dir.string() + ": a folder of variants, not a run folder; pick one of: " + variants);
     }
@@ -70,8 +71,9 @@ const json& at_path(const json& config, const std::vector<std::string>& keys, co
 void load_weights(torch::nn::Module& module, const fs::path& file) {
   std::error_code ec;
   if (!fs::exists(file, ec)) {
-    throw sdk::Error(file.string() + ": no such file (the run stopped before its end, or had output.save_model "
-                                     "false)");
+    throw sdk::Error(file.string() +
+                     ": no such file (the run stopped before its end, or had output.save_model "
+                     "false)");
   }
   std::ifstream in(file, std::ios::binary);
   const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -118,7 +120,8 @@ TextGenerator::TextGenerator(const fs::path& run_dir, PluginLoader& loader) {
   const std::string plugin = at_path(config, {"model", "plugin"}, config_file).get<std::string>();
   try {
     plugin_ = loader.load("model", plugin, "model.plugin", run_dir);
-    model_ = plugin_->create_model(plugin_->validate(at_path(config, {"model", "options"}, config_file), "model.options"));
+    model_ =
+        plugin_->create_model(plugin_->validate(at_path(config, {"model", "options"}, config_file), "model.options"));
   } catch (const sdk::ConfigError& e) {
     throw sdk::Error(config_file.string() + ": " + e.what());
   }

@@ -4,6 +4,7 @@
 #include <ATen/Parallel.h>
 #include <ATen/core/grad_mode.h>
 #include <ATen/ops/randint.h>
+#include <sys/wait.h>
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 
@@ -18,8 +19,6 @@
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <sys/wait.h>
 
 #include "exogym/models/nanogpt/gpt.h"
 #include "exogym/runtime/data/char_vocabulary.h"
@@ -121,10 +120,8 @@ json text_manifest(int nodes, int64_t steps) {
       {"nodes", nodes},
       {"threads", 1},
       {"model",
-       {{"plugin", "nanogpt"},
-        {"options", {{"n_layer", 1}, {"n_head", 2}, {"n_embd", 32}, {"block_size", 16}}}}},
-      {"strategy",
-       {{"plugin", "allreduce"}, {"options", {{"optimizer", {{"name", "adamw"}, {"lr", 3e-3}}}}}}},
+       {{"plugin", "nanogpt"}, {"options", {{"n_layer", 1}, {"n_head", 2}, {"n_embd", 32}, {"block_size", 16}}}}},
+      {"strategy", {{"plugin", "allreduce"}, {"options", {{"optimizer", {{"name", "adamw"}, {"lr", 3e-3}}}}}}},
       {"data",
        {{"train", {{"dataset", "text-char"}, {"path", text}, {"options", {{"block_size", 16}}}}},
         {"val", {{"dataset", "text-char"}, {"path", text}, {"split", "val"}, {"options", {{"block_size", 16}}}}}}},
@@ -166,11 +163,17 @@ TEST_CASE("nanogpt: small with V=66 and block 1024 has 932,864 parameters, the t
   CHECK(parameter_count(make_nanogpt({{"bias", false}, {"block_size", 32}})->module()) ==
         66 * 128 + 32 * 128 + 4 * (12 * 128 * 128 + 2 * 128) + 128);
 
-  CHECK(error_of([] { make_nanogpt({{"n_embd", 100}, {"n_head", 3}}); }) ==
-        "n_embd: n_embd = 100 is not divisible by n_head = 3 (each head attends in n_embd / n_head dimensions)");
-  CHECK_THAT(error_of([] { make_nanogpt({{"n_head", 3}}); }),
+  CHECK(error_of([] {
+          make_nanogpt({{"n_embd", 100}, {"n_head", 3}});
+        }) == "n_embd: n_embd = 100 is not divisible by n_head = 3 (each head attends in n_embd / n_head dimensions)");
+  CHECK_THAT(error_of([] {
+               make_nanogpt({{"n_head", 3}});
+             }),
              Catch::StartsWith("n_head: n_embd = 128 is not divisible by n_head = 3"));
-  CHECK_THAT(error_of([] { make_nanogpt({{"size", "huge"}}); }), Catch::StartsWith("model.options.size: expected one of"));
+  CHECK_THAT(error_of([] {
+               make_nanogpt({{"size", "huge"}});
+             }),
+             Catch::StartsWith("model.options.size: expected one of"));
   CHECK_THAT(error_of([] { make_nanogpt({{"dropout", 1.0}}); }), Catch::StartsWith("dropout: expected a probability"));
 }
 
@@ -192,8 +195,7 @@ TEST_CASE("nanogpt: the reference's initialisation, c_proj scaled by 1/sqrt(2 n_
   CHECK(named["transformer.ln_f.bias"].eq(0).all().item<bool>());
 }
 
-TEST_CASE("nanogpt: attention is causal; changing token j changes the logits from position j on only",
-          "[lm][models]") {
+TEST_CASE("nanogpt: attention is causal; changing token j changes the logits from position j on only", "[lm][models]") {
   at::manual_seed(1);
   Gpt gpt(tiny_config());
   auto generator = at::make_generator<at::CPUGeneratorImpl>(0);
@@ -266,8 +268,8 @@ TEST_CASE("nanogpt: the LM head is the token embedding, one tensor that one upda
 
 TEST_CASE("nanogpt: learns, draws dropout from the model's generator, checks its input", "[lm][models]") {
   at::set_num_threads(1);
-  auto model = make_nanogpt({{"n_layer", 1}, {"n_head", 2}, {"n_embd", 32}, {"block_size", 8}, {"vocab_size", 10},
-                             {"dropout", 0.2}});
+  auto model = make_nanogpt(
+      {{"n_layer", 1}, {"n_head", 2}, {"n_embd", 32}, {"block_size", 8}, {"vocab_size", 10}, {"dropout", 0.2}});
   auto generator = at::make_generator<at::CPUGeneratorImpl>(4);
   // A learnable rule: each token is the previous one plus 1 (mod 10).
   const at::Tensor start = at::randint(0, 10, {16, 1}, generator, at::TensorOptions().dtype(at::kLong));
@@ -304,13 +306,19 @@ TEST_CASE("nanogpt: learns, draws dropout from the model's generator, checks its
   model->module().eval();
   CHECK(model->evaluate(batch).loss.item<double>() < 0.5);
 
-  CHECK_THAT(error_of([&] { model->loss({{"input", batch.at("input") + 10}, {"target", batch.at("target")}}); }),
+  CHECK_THAT(error_of([&] {
+               model->loss({{"input", batch.at("input") + 10}, {"target", batch.at("target")}});
+             }),
              Catch::StartsWith("vocab_size: the batch's \"input\" holds token id 1") &&
                  Catch::Contains("outside the model's vocabulary of 10 tokens"));
   const at::Tensor long_seq = at::zeros({2, 9}, at::kLong);
-  CHECK_THAT(error_of([&] { model->loss({{"input", long_seq}, {"target", long_seq}}); }),
+  CHECK_THAT(error_of([&] {
+               model->loss({{"input", long_seq}, {"target", long_seq}});
+             }),
              Catch::StartsWith("block_size: sequences of 9 tokens are longer than the model's block_size 8"));
-  CHECK_THAT(error_of([&] { model->loss({{"input", at::zeros({2, 4})}, {"target", at::zeros({2, 4})}}); }),
+  CHECK_THAT(error_of([&] {
+               model->loss({{"input", at::zeros({2, 4})}, {"target", at::zeros({2, 4})}});
+             }),
              Catch::Contains("floating-point"));
   CHECK_THAT(error_of([&] { model->loss({{"input", seq.narrow(1, 0, 8)}}); }), Catch::Contains("no \"target\""));
   // The context is cropped to block_size for generation.
@@ -383,8 +391,7 @@ TEST_CASE("text-char: a vocabulary derived from the file, UTF-8 included", "[lm]
             "characters); set the dataset option \"vocabulary\": \"file\" to use the file's own characters");
 }
 
-TEST_CASE("text-char: windows of block_size, input and target shifted by one, split by val_fraction",
-          "[lm][data]") {
+TEST_CASE("text-char: windows of block_size, input and target shifted by one, split by val_fraction", "[lm][data]") {
   TempDir dir("lm-text");
   std::string text;
   for (int i = 0; i < 10; ++i) text += "abcdefghij";  // 100 characters, + EOS = 101 tokens
@@ -521,8 +528,7 @@ TEST_CASE("tokens: a corrupt, short or out-of-vocabulary file is a clear error n
     odd << "abcdefghijklmnopqrstu";  // 21 bytes
   }
   CHECK(error_of([&] { TokensDataset(dir / "odd.bin", "train", options); }) ==
-        (dir / "odd.bin").string() +
-            ": 21 bytes, an odd number: not a file of uint16 tokens (corrupt or truncated?)");
+        (dir / "odd.bin").string() + ": 21 bytes, an odd number: not a file of uint16 tokens (corrupt or truncated?)");
   write_tokens(dir / "short.bin", {1, 2, 3, 4, 5, 6, 7, 8});
   CHECK(error_of([&] { TokensDataset(dir / "short.bin", "train", options); }) ==
         (dir / "short.bin").string() +
@@ -636,26 +642,29 @@ TEST_CASE("a text-char run with the contiguous partition reports tokens trained 
   CHECK_FALSE(json::parse(read_text(other / "run" / "summary.json")).contains("tokens_trained"));
 }
 
-TEST_CASE("4-node DiLoCo on Shakespeare brings the character-level validation loss below 2.5 in 150 steps",
+TEST_CASE("4-node DiLoCo on Shakespeare brings the character-level validation loss below 2.5 in 300 steps",
           "[lm][slow]") {
+  // About 20 s on 2 cores; it ends at 2.39. For scale: guessing uniformly
+  // scores ln 66 = 4.19, the character frequencies 3.31, and the exact
+  // previous-character statistics of the text 2.45.
   TempDir dir("lm-diloco");
-  json m = text_manifest(4, 150);
+  json m = text_manifest(4, 300);
   m["model"]["options"] = {{"n_layer", 2}, {"n_head", 4}, {"n_embd", 64}, {"block_size", 32}};
   m["data"]["train"]["options"]["block_size"] = 32;
   m["data"]["val"]["options"]["block_size"] = 32;
   m["strategy"] = {{"plugin", "diloco"},
                    {"options",
-                    {{"H", 10},
+                    {{"H", 20},
                      {"optimizer", {{"name", "adamw"}, {"lr", 3e-3}}},
                      {"lr_schedule", {{"name", "cosine"}, {"warmup_steps", 15}}},
                      {"max_norm", 1.0}}}};
   m["train"]["batch_size"] = 16;
-  m["eval"] = {{"interval", 50}, {"size", 512}};
+  m["eval"] = {{"interval", 100}, {"size", 512}};
   const auto result = exogym::test::run_json(m, dir.path());
   REQUIRE(result.final_eval.has_value());
   INFO("validation loss " << result.final_eval->global.loss);
   CHECK(result.final_eval->global.loss < 2.5);
-  CHECK(result.final_eval->local.loss == result.final_eval->global.loss);  // step 150 is a sync step
+  CHECK(result.final_eval->local.loss == result.final_eval->global.loss);  // step 300 is a sync step
 }
 
 // ---------------------------------------------------------------------------
@@ -727,8 +736,8 @@ TEST_CASE("generation: clear errors for a missing run, a folder of variants, a n
   fs::create_directories(dir / "variants" / "ddp");
   write_text(dir / "variants" / "ddp" / "config.json", "{}");
   CHECK(error_of([&] { exogym::runtime::TextGenerator(dir / "variants", loader); }) ==
-        (dir / "variants").string() + ": a folder of variants, not a run folder; pick one of: " +
-            (dir / "variants" / "ddp").string());
+        (dir / "variants").string() +
+            ": a folder of variants, not a run folder; pick one of: " + (dir / "variants" / "ddp").string());
 
   exogym::test::run_json(exogym::test::small_manifest(1), dir.path());
   CHECK(error_of([&] { exogym::runtime::TextGenerator(dir / "run", loader); }) ==
@@ -748,8 +757,8 @@ TEST_CASE("exogym-generate streams a continuation of the prompt; the same seed g
   TempDir dir("lm-generate-cli");
   const fs::path run = tiny_text_run(dir.path());
   const auto cli = [&](const std::string& args, const std::string& log) {
-    const std::string command = std::string(EXOGYM_BINARY_DIR) + "/bin/exogym-generate " + args + " > " +
-                                (dir / log).string() + " 2>&1";
+    const std::string command =
+        std::string(EXOGYM_BINARY_DIR) + "/bin/exogym-generate " + args + " > " + (dir / log).string() + " 2>&1";
     const int status = std::system(command.c_str());
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   };

@@ -193,8 +193,7 @@ GptConfig config_from_options(const json& options) {
     // (n_embd when both were).
     const std::string option = options.at("n_embd").is_null() ? "n_head" : "n_embd";
     throw sdk::ConfigError(option, "n_embd = " + std::to_string(c.n_embd) + " is not divisible by n_head = " +
-                                       std::to_string(c.n_head) +
-                                       " (each head attends in n_embd / n_head dimensions)");
+                                       std::to_string(c.n_head) + " (each head attends in n_embd / n_head dimensions)");
   }
   return c;
 }

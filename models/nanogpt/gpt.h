@@ -48,7 +48,9 @@ class Gpt : public torch::nn::Module {
   // The tied LM head: x [..., n_embd] -> logits [..., vocab_size] = x · wteᵀ.
   at::Tensor head(const at::Tensor& x) const;
   // head(hidden(tokens)): [B, T, vocab_size].
-  at::Tensor logits(const at::Tensor& tokens, const at::Generator& generator) { return head(hidden(tokens, generator)); }
+  at::Tensor logits(const at::Tensor& tokens, const at::Generator& generator) {
+    return head(hidden(tokens, generator));
+  }
 
   // The weight the head multiplies by: transformer.wte.weight itself.
   const at::Tensor& head_weight() const;

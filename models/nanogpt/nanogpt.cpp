@@ -47,8 +47,7 @@ class NanoGpt : public sdk::Model {
 
   at::Tensor next_token_logits(const at::Tensor& tokens) override {
     if (tokens.dim() != 2 || tokens.size(1) == 0) {
-      throw sdk::Error("nanogpt: next_token_logits expects [B, T] token ids with T >= 1, got " +
-                       sdk::shape_of(tokens));
+      throw sdk::Error("nanogpt: next_token_logits expects [B, T] token ids with T >= 1, got " + sdk::shape_of(tokens));
     }
     check_ids(tokens, "input");
     // As nanoGPT's generate(): the context is cropped to its last block_size tokens.

@@ -101,10 +101,17 @@ std::string utf8_encode(char32_t c) {
 std::string describe_character(char32_t c) {
   std::string shown;
   switch (c) {
-    case '\n': shown = "\\n"; break;
-    case '\t': shown = "\\t"; break;
-    case '\r': shown = "\\r"; break;
-    default: shown = c < 0x20 || c == 0x7F ? "?" : utf8_encode(c);
+    case '\n':
+      shown = "\\n";
+      break;
+    case '\t':
+      shown = "\\t";
+      break;
+    case '\r':
+      shown = "\\r";
+      break;
+    default:
+      shown = c < 0x20 || c == 0x7F ? "?" : utf8_encode(c);
   }
   char code[16];
   std::snprintf(code, sizeof code, "U+%04X", static_cast<unsigned>(c));

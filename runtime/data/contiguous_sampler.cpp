@@ -13,9 +13,9 @@ namespace exogym::runtime::data {
 ContiguousSampler::ContiguousSampler(int64_t dataset_size, int num_nodes, int64_t batch_size, uint64_t seed)
     : dataset_size_(dataset_size), num_nodes_(num_nodes), batch_size_(batch_size), seed_(seed) {
   if (dataset_size < 0 || num_nodes < 1 || batch_size < 1) {
-    throw std::invalid_argument(
-        "ContiguousSampler: needs dataset_size >= 0, num_nodes >= 1 and batch_size >= 1, got " +
-        std::to_string(dataset_size) + ", " + std::to_string(num_nodes) + ", " + std::to_string(batch_size));
+    throw std::invalid_argument("ContiguousSampler: needs dataset_size >= 0, num_nodes >= 1 and batch_size >= 1, got " +
+                                std::to_string(dataset_size) + ", " + std::to_string(num_nodes) + ", " +
+                                std::to_string(batch_size));
   }
   int64_t smallest = dataset_size;
   for (int r = 0; r < num_nodes; ++r) {
@@ -26,16 +26,16 @@ ContiguousSampler::ContiguousSampler(int64_t dataset_size, int num_nodes, int64_
   if (steps_per_epoch_ == 0) {
     throw sdk::ConfigError("train.batch_size", "with \"partition\": \"contiguous\" each node owns " +
                                                    std::to_string(smallest) + " or more of the " +
-                                                   std::to_string(dataset_size) + " training examples, fewer than "
-                                                   "batch_size = " + std::to_string(batch_size));
+                                                   std::to_string(dataset_size) +
+                                                   " training examples, fewer than "
+                                                   "batch_size = " +
+                                                   std::to_string(batch_size));
   }
 }
 
 std::pair<int64_t, int64_t> ContiguousSampler::slice(int rank) const {
   // 128-bit products: r·N overflows int64 only for absurd N, but is cheap to rule out.
-  const auto bound = [&](int r) {
-    return static_cast<int64_t>(static_cast<__int128>(r) * dataset_size_ / num_nodes_);
-  };
+  const auto bound = [&](int r) { return static_cast<int64_t>(static_cast<__int128>(r) * dataset_size_ / num_nodes_); };
   return {bound(rank), bound(rank + 1)};
 }
 

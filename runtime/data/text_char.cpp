@@ -72,8 +72,10 @@ CharVocabulary TextCharDataset::vocabulary_for(const fs::path& file, const std::
 TextCharDataset::TextCharDataset(const fs::path& file, const std::string& split, const TextCharOptions& options)
     : vocabulary_(CharVocabulary::reference()), block_size_(options.block_size) {
   if (split != "train" && split != "val" && split != "test") {
-    throw sdk::ConfigError("", "text-char has the splits \"train\", \"val\" and \"test\" (val and test are the same "
-                               "last val_fraction of the text), got \"" + split + "\"");
+    throw sdk::ConfigError("",
+                           "text-char has the splits \"train\", \"val\" and \"test\" (val and test are the same "
+                           "last val_fraction of the text), got \"" +
+                               split + "\"");
   }
   if (options.block_size < 1 || options.stride < 1 || !(options.val_fraction > 0 && options.val_fraction <= 1)) {
     throw std::invalid_argument("TextCharDataset: block_size and stride must be >= 1, val_fraction in (0, 1]");
@@ -99,10 +101,10 @@ TextCharDataset::TextCharDataset(const fs::path& file, const std::string& split,
   const int64_t end = split == "train" ? boundary : total;
   const int64_t count = end - begin;
   if (count < block_size_ + 1) {
-    throw sdk::DataError(file.string() + ": split \"" + split + "\" has " + std::to_string(count) +
-                         " tokens (of " + std::to_string(total) + ", val_fraction " +
-                         std::to_string(options.val_fraction) + "), fewer than block_size + 1 = " +
-                         std::to_string(block_size_ + 1) + "; lower block_size or use a longer text");
+    throw sdk::DataError(file.string() + ": split \"" + split + "\" has " + std::to_string(count) + " tokens (of " +
+                         std::to_string(total) + ", val_fraction " + std::to_string(options.val_fraction) +
+                         "), fewer than block_size + 1 = " + std::to_string(block_size_ + 1) +
+                         "; lower block_size or use a longer text");
   }
   tokens_ = at::from_blob(ids.data() + begin, {count}, at::kLong).clone();
   size_ = (count - block_size_ - 1) / options.stride + 1;
@@ -117,8 +119,8 @@ sdk::Batch TextCharDataset::get(const std::vector<int64_t>& indices) const {
                               std::to_string(size_) + ")");
     }
   }
-  const at::Tensor index = at::from_blob(const_cast<int64_t*>(indices.data()),
-                                         {static_cast<int64_t>(indices.size())}, at::kLong);
+  const at::Tensor index =
+      at::from_blob(const_cast<int64_t*>(indices.data()), {static_cast<int64_t>(indices.size())}, at::kLong);
   const at::Tensor rows = windows_.index_select(0, index);  // [B, T + 1], a copy
   return {{"input", rows.narrow(1, 0, block_size_).contiguous()},
           {"target", rows.narrow(1, 1, block_size_).contiguous()}};
