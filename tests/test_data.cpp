@@ -478,7 +478,7 @@ TEST_CASE("validation_indices: a fixed subset", "[data]") {
 // ---------------------------------------------------------------------------
 // Synthetic dataset and registry
 
-TEST_CASE("SyntheticDataset: deterministic, shaped, learnable; splits differ", "[data]") {
+TEST_CASE("SyntheticDataset: deterministic, shaped, learnable, splits differ", "[data]") {
   SyntheticOptions options;
   options.seed = 5;
   const SyntheticDataset train(options, "train");

@@ -195,7 +195,7 @@ TEST_CASE("nanogpt: the reference's initialisation, c_proj scaled by 1/sqrt(2 n_
   CHECK(named["transformer.ln_f.bias"].eq(0).all().item<bool>());
 }
 
-TEST_CASE("nanogpt: attention is causal; changing token j changes the logits from position j on only", "[lm][models]") {
+TEST_CASE("nanogpt: attention is causal, changing token j changes the logits from position j on only", "[lm][models]") {
   at::manual_seed(1);
   Gpt gpt(tiny_config());
   auto generator = at::make_generator<at::CPUGeneratorImpl>(0);
@@ -558,7 +558,7 @@ TEST_CASE("tokens: a corrupt, short or out-of-vocabulary file is a clear error n
 // ---------------------------------------------------------------------------
 // contiguous partition
 
-TEST_CASE("contiguous partition: node r stays inside [rN/K, (r+1)N/K); together the nodes cover the range",
+TEST_CASE("contiguous partition: node r stays inside its slice rN/K to (r+1)N/K and together the nodes cover the range",
           "[lm][data]") {
   SECTION("even slices: every epoch covers the whole range") {
     const ContiguousSampler sampler(100, 4, 5, 42);
@@ -752,7 +752,7 @@ TEST_CASE("generation: clear errors for a missing run, a folder of variants, a n
              Catch::StartsWith((run / "model.pt").string() + ": no such file"));
 }
 
-TEST_CASE("exogym-generate streams a continuation of the prompt; the same seed gives the same text",
+TEST_CASE("exogym-generate streams a continuation of the prompt, the same seed gives the same text",
           "[lm][generate][cli]") {
   TempDir dir("lm-generate-cli");
   const fs::path run = tiny_text_run(dir.path());
