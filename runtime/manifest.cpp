@@ -36,7 +36,7 @@ const std::vector<std::string> kNetworkKeys = {"bandwidth", "latency", "nodes"};
 const std::vector<std::string> kLinkKeys = {"bandwidth", "latency"};
 const std::vector<std::string> kComputeKeys = {"step_time", "speed"};
 const std::vector<std::string> kOutputKeys = {"dir", "save_model"};
-const std::vector<std::string> kPartitions = {"iid"};
+const std::vector<std::string> kPartitions = {"iid", "contiguous"};
 
 std::string join_path(const std::string& path, const std::string& key) { return path.empty() ? key : path + "." + key; }
 
@@ -246,7 +246,7 @@ DataSpec read_data_split(const json& value, const std::string& path, const std::
   // reporting rather than ignoring.
   spec.partition = read_string(reader, "partition", std::string("iid"));
   if (std::find(kPartitions.begin(), kPartitions.end(), spec.partition) == kPartitions.end()) {
-    std::string message = "expected one of \"iid\", got " + json_quoted(spec.partition);
+    std::string message = "expected \"iid\" or \"contiguous\", got " + json_quoted(spec.partition);
     const std::string suggestion = sdk::closest_name(spec.partition, kPartitions);
     if (!suggestion.empty()) message += "; did you mean " + json_quoted(suggestion) + "?";
     throw ConfigError(reader.path("partition"), message);

@@ -103,6 +103,10 @@ std::shared_ptr<const sdk::Dataset> make_dataset(const DataSpec& spec, PluginLoa
     return dataset;
   } catch (const sdk::DataError& e) {
     throw sdk::ConfigError(spec.json_path + ".path", e.what());
+  } catch (const sdk::ConfigError& e) {
+    // A dataset's own errors: an empty path is its split, else an option.
+    if (e.path().rfind(spec.json_path, 0) == 0) throw;
+    throw sdk::ConfigError(spec.json_path + (e.path().empty() ? ".split" : ".options." + e.path()), e.message());
   }
 }
 
@@ -167,7 +171,7 @@ struct RunState {
   std::shared_ptr<LoadedPlugin> model_plugin, strategy_plugin;
   json model_options, strategy_options;
   std::shared_ptr<const sdk::Dataset> train_data, val_data;
-  std::unique_ptr<data::IidSampler> sampler;
+  std::unique_ptr<data::Sampler> sampler;
   std::vector<int64_t> val_indices;
   std::vector<std::shared_ptr<sdk::Model>> models;
   std::vector<std::shared_ptr<sdk::Strategy>> strategies;
@@ -408,7 +412,7 @@ RunResult train_run(const Manifest& m, PluginLoader& loader, const RunOptions& o
   json train_data_options, val_data_options;
   const auto data_started = std::chrono::steady_clock::now();
   s.train_data = make_dataset(m.train_data, loader, m, train_data_options, options);
-  s.sampler = std::make_unique<data::IidSampler>(s.train_data->size(), m.nodes, m.batch_size, m.seed);
+  s.sampler = data::make_sampler(m.train_data.partition, s.train_data->size(), m.nodes, m.batch_size, m.seed);
   if (eval_enabled(m)) {
     s.val_data = make_dataset(*m.val_data, loader, m, val_data_options, options);
     s.val_indices = data::validation_indices(s.val_data->size(), m.eval_size, mix_seed(m.seed, 7));
@@ -540,6 +544,10 @@ RunResult train_run(const Manifest& m, PluginLoader& loader, const RunOptions& o
                   {"last_train_loss", r.last_train_loss},
                   {"wall_seconds", r.wall_seconds},
                   {"steps_per_second", r.wall_seconds > 0 ? r.steps / r.wall_seconds : 0.0}};
+  if (const int64_t tokens = s.train_data->tokens_per_example(); tokens > 0) {
+    summary["tokens_trained"] = r.examples_trained * tokens;
+    summary["tokens_per_second"] = r.wall_seconds > 0 ? r.examples_trained * tokens / r.wall_seconds : 0.0;
+  }
   summary["final"] = r.final_eval ? eval_json(*r.final_eval, r.metric_names) : json(nullptr);
   summary["communication"] = {
       {"bytes_sent_per_node", sim.bytes_sent_per_node},

@@ -30,6 +30,10 @@ class Dataset {
   // The examples at `indices`, stacked into a batch. Called concurrently from
   // many node threads: must not mutate shared state.
   virtual Batch get(const std::vector<int64_t>& indices) const = 0;
+  // Token datasets: the tokens one example trains on (its sequence length),
+  // so that the run's summary can report tokens trained and tokens per
+  // second. 0: not a token dataset.
+  virtual int64_t tokens_per_example() const { return 0; }
 };
 
 }  // namespace exogym::sdk

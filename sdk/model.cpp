@@ -37,6 +37,10 @@ at::Tensor dropout(const at::Tensor& input, double p, bool training, const at::G
   return input.mul(mask);
 }
 
+at::Tensor Model::next_token_logits(const at::Tensor& /*tokens*/) {
+  throw Error("this model does not predict tokens (it does not implement next_token_logits)");
+}
+
 const at::Tensor& batch_tensor(const Batch& batch, const std::string& key) {
   auto it = batch.find(key);
   if (it == batch.end() || !it->second.defined()) {

@@ -38,6 +38,12 @@ class Model {
   // the run's CSV header can be written up front.
   virtual std::vector<std::string> metric_names() const { return {}; }
 
+  // Language models: the logits of the token that follows each row of
+  // `tokens` ([B, T] int64), as [B, vocabulary] (evaluation, under no_grad).
+  // A model with a bounded context crops each row to its last tokens. Used by
+  // exogym-generate; the default throws sdk::Error (not a language model).
+  virtual at::Tensor next_token_logits(const at::Tensor& tokens);
+
   // Randomness inside the model (dropout, ...) must come from this generator:
   // the runtime seeds one per node, so runs are bit-for-bit reproducible
   // whatever the thread scheduling. (LibTorch's default generator is shared

@@ -23,3 +23,5 @@ loss = s["final"]["global_loss"]
 print("signum global loss", loss)
 assert loss < 1.0, loss
 PY
+# The installed exogym-generate finds its libraries.
+"$work/prefix/bin/exogym-generate" --help | grep -q "usage: exogym-generate"

@@ -478,7 +478,7 @@ TEST_CASE("validation_indices: a fixed subset", "[data]") {
 // ---------------------------------------------------------------------------
 // Synthetic dataset and registry
 
-TEST_CASE("SyntheticDataset: deterministic, shaped, learnable; splits differ", "[data]") {
+TEST_CASE("SyntheticDataset: deterministic, shaped, learnable, splits differ", "[data]") {
   SyntheticOptions options;
   options.seed = 5;
   const SyntheticDataset train(options, "train");
@@ -520,7 +520,7 @@ TEST_CASE("SyntheticDataset: deterministic, shaped, learnable; splits differ", "
 }
 
 TEST_CASE("Built-in dataset registry", "[data]") {
-  REQUIRE(builtin_dataset_names() == std::vector<std::string>{"mnist", "synthetic"});
+  REQUIRE(builtin_dataset_names() == std::vector<std::string>{"mnist", "synthetic", "text-char", "tokens"});
   REQUIRE_FALSE(builtin_dataset_options("shakespeare").has_value());
   REQUIRE(builtin_dataset_options("mnist").value().empty());
   const auto specs = builtin_dataset_options("synthetic").value();

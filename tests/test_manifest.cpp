@@ -254,7 +254,7 @@ TEST_CASE("ill-typed values name their path and the value", "[manifest]") {
   CHECK(error_with(json::parse(R"({"model": {"options": [1]}})")).what == "model.options: expected an object, got [1]");
   CHECK(error_with(json::parse(R"({"strategy": "diloco"})")).what == "strategy: expected an object, got \"diloco\"");
   CHECK(error_with(json::parse(R"({"data": {"train": {"partition": "dirichlet"}}})")).what ==
-        "data.train.partition: expected one of \"iid\", got \"dirichlet\"");
+        "data.train.partition: expected \"iid\" or \"contiguous\", got \"dirichlet\"");
   CHECK(error_with(json::parse(R"({"data": {"train": {"dataset": ""}}})")).what ==
         "data.train.dataset: expected a non-empty string, got \"\"");
 

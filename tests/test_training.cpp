@@ -259,6 +259,9 @@ TEST_CASE("exogym-run --list-plugins shows allreduce, mlp and cnn with options",
   // The built-in datasets and their options are listed too.
   REQUIRE_THAT(log, Catch::Contains("dataset  mnist          built in") && Catch::Contains("dataset  synthetic") &&
                         Catch::Contains("num_examples"));
+  REQUIRE_THAT(log, Catch::Contains("dataset  text-char") && Catch::Contains("dataset  tokens") &&
+                        Catch::Contains("val_fraction") && Catch::Contains("model    nanogpt") &&
+                        Catch::Contains("n_embd"));
 }
 
 TEST_CASE("\"runs\" variants each get a folder and a side-by-side comparison", "[cli]") {

@@ -2,12 +2,16 @@
 
 #include "exogym/runtime/data/mnist.h"
 #include "exogym/runtime/data/synthetic.h"
+#include "exogym/runtime/data/text_char.h"
+#include "exogym/runtime/data/tokens.h"
 
 namespace exogym::runtime::data {
 
 std::optional<sdk::OptionSpecs> builtin_dataset_options(const std::string& name) {
   if (name == "mnist") return sdk::OptionSpecs{};
   if (name == "synthetic") return SyntheticDataset::option_specs();
+  if (name == "text-char") return TextCharDataset::option_specs();
+  if (name == "tokens") return TokensDataset::option_specs();
   return std::nullopt;
 }
 
@@ -19,9 +23,17 @@ std::shared_ptr<const sdk::Dataset> make_builtin_dataset(const std::string& name
     return std::make_shared<const SyntheticDataset>(
         SyntheticDataset::options_from_json(validated_options, request.seed), request.split);
   }
+  if (name == "text-char") {
+    return std::make_shared<const TextCharDataset>(request.path, request.split,
+                                                   TextCharDataset::options_from_json(validated_options));
+  }
+  if (name == "tokens") {
+    return std::make_shared<const TokensDataset>(request.path, request.split,
+                                                 TokensDataset::options_from_json(validated_options));
+  }
   return nullptr;
 }
 
-std::vector<std::string> builtin_dataset_names() { return {"mnist", "synthetic"}; }
+std::vector<std::string> builtin_dataset_names() { return {"mnist", "synthetic", "text-char", "tokens"}; }
 
 }  // namespace exogym::runtime::data

@@ -1,6 +1,6 @@
 #pragma once
 // The datasets built into the runtime, by manifest name ("mnist",
-// "synthetic"). Any other name is a dataset plugin (see the plugin loader).
+// "synthetic", "text-char", "tokens"). Any other name is a dataset plugin (see the plugin loader).
 #include <nlohmann/json.hpp>
 
 #include <memory>

@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "exogym/runtime/data/contiguous_sampler.h"
 #include "exogym/sdk/error.h"
 
 namespace exogym::runtime::data {
@@ -69,6 +70,13 @@ std::vector<int64_t> IidSampler::batch_indices(int rank, int64_t step) const {
   std::vector<int64_t> indices(static_cast<size_t>(batch_size_));
   for (int64_t k = 0; k < batch_size_; ++k) indices[k] = (*perm)[start + num_nodes_ * k];
   return indices;
+}
+
+std::unique_ptr<Sampler> make_sampler(const std::string& partition, int64_t dataset_size, int num_nodes,
+                                      int64_t batch_size, uint64_t seed) {
+  if (partition == "iid") return std::make_unique<IidSampler>(dataset_size, num_nodes, batch_size, seed);
+  if (partition == "contiguous") return std::make_unique<ContiguousSampler>(dataset_size, num_nodes, batch_size, seed);
+  throw std::invalid_argument("make_sampler: unknown partition \"" + partition + "\"");
 }
 
 std::vector<int64_t> validation_indices(int64_t dataset_size, int64_t size, uint64_t seed) {

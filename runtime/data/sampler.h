@@ -1,12 +1,30 @@
 #pragma once
-// IID sharding of one dataset over K nodes.
+// Sharding one training set over K nodes: the Sampler interface, IID
+// sharding (the default) and the factory for the manifest's "partition".
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 namespace exogym::runtime::data {
+
+// Which dataset indices each node trains on at each step.
+class Sampler {
+ public:
+  virtual ~Sampler() = default;
+  // The B dataset indices node `rank` trains on at global step `step` (>= 0).
+  // Thread-safe; microbatch j of size b is the slice [j·b, (j+1)·b).
+  virtual std::vector<int64_t> batch_indices(int rank, int64_t step) const = 0;
+  virtual int64_t steps_per_epoch() const = 0;
+};
+
+// The sampler of data.train.partition `partition` ("iid" or "contiguous").
+// Throws like the sampler's constructor, std::invalid_argument for an
+// unknown partition (the manifest has validated it).
+std::unique_ptr<Sampler> make_sampler(const std::string& partition, int64_t dataset_size, int num_nodes,
+                                      int64_t batch_size, uint64_t seed);
 
 // Each epoch e shuffles the whole dataset with one permutation perm_e, drawn
 // from a generator seeded with seed + e: it depends on neither the number of
@@ -24,7 +42,7 @@ namespace exogym::runtime::data {
 //  - the N mod (K·B) examples at the end of each permutation are skipped for
 //    that epoch (a different tail each epoch), so every node always gets a
 //    full batch of B.
-class IidSampler {
+class IidSampler : public Sampler {
  public:
   // `batch_size` is the per-node batch B. Throws sdk::ConfigError at
   // "train.batch_size" when one step needs more than `dataset_size` examples.
@@ -32,9 +50,9 @@ class IidSampler {
 
   // The B dataset indices node `rank` trains on at global step `step` (>= 0).
   // Thread-safe and cheap: the permutations of recent epochs are cached.
-  std::vector<int64_t> batch_indices(int rank, int64_t step) const;
+  std::vector<int64_t> batch_indices(int rank, int64_t step) const override;
 
-  int64_t steps_per_epoch() const { return steps_per_epoch_; }
+  int64_t steps_per_epoch() const override { return steps_per_epoch_; }
   int64_t epoch_of(int64_t step) const { return step / steps_per_epoch_; }
 
   int64_t dataset_size() const { return dataset_size_; }

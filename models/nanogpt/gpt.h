@@ -1,0 +1,67 @@
+#pragma once
+// The network of the "nanogpt" model plugin, apart from the plugin glue so
+// that unit tests can reach the per-position logits: a GPT-2-style decoder
+// as in nanoGPT (and the reference's example/nanogpt/nanogpt.py).
+#include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
+#include <torch/nn/module.h>
+
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "exogym/sdk/options.h"
+
+namespace exogym::models::nanogpt {
+
+struct GptConfig {
+  int64_t n_layer = 4, n_head = 4, n_embd = 128;
+  int64_t block_size = 1024, vocab_size = 66;
+  double dropout = 0.0;
+  bool bias = true;
+};
+
+// The plugin's options: a size preset, explicit n_layer/n_head/n_embd that
+// override it, block_size, vocab_size, dropout, bias.
+sdk::OptionSpecs option_specs();
+
+// The config of validated options. Throws sdk::ConfigError naming the option
+// (relative to model.options) for a dropout >= 1 or an n_embd that n_head
+// does not divide.
+GptConfig config_from_options(const nlohmann::json& options);
+
+struct Transformer;
+
+class Gpt : public torch::nn::Module {
+ public:
+  // Initialised as nanoGPT: linear and embedding weights ~ N(0, 0.02),
+  // biases 0, every c_proj weight ~ N(0, 0.02 / sqrt(2 n_layer)). Draws from
+  // LibTorch's default generator (the runtime seeds it before building).
+  explicit Gpt(const GptConfig& config);
+
+  const GptConfig& config() const { return config_; }
+
+  // Token ids [B, T] (T <= block_size) -> the final LayerNorm's output
+  // [B, T, n_embd]. Dropout (in training mode) draws from `generator`.
+  at::Tensor hidden(const at::Tensor& tokens, const at::Generator& generator);
+  // The tied LM head: x [..., n_embd] -> logits [..., vocab_size] = x · wteᵀ.
+  at::Tensor head(const at::Tensor& x) const;
+  // head(hidden(tokens)): [B, T, vocab_size].
+  at::Tensor logits(const at::Tensor& tokens, const at::Generator& generator) {
+    return head(hidden(tokens, generator));
+  }
+
+  // The weight the head multiplies by: transformer.wte.weight itself.
+  const at::Tensor& head_weight() const;
+
+ private:
+  GptConfig config_;
+  std::shared_ptr<Transformer> transformer_;
+  // The causal mask, true above the diagonal. Not a buffer: it is a
+  // constant, not state to broadcast, average or save; kept on the device
+  // of the last input.
+  at::Tensor future_;
+};
+
+}  // namespace exogym::models::nanogpt
