@@ -66,7 +66,7 @@ double ring(double bytes, int K) { return 2.0 * (K - 1) / K * bytes; }
 
 }  // namespace
 
-TEST_CASE("accounting: units parse to bytes/s and seconds; bad ones name the field", "[accounting]") {
+TEST_CASE("accounting: units parse to bytes/s and seconds, and bad ones name the field", "[accounting]") {
   CHECK(rt::parse_bandwidth("1Gbit/s", "b") == 1.25e8);
   CHECK(rt::parse_bandwidth("100 Mbit/s", "b") == 1.25e7);
   CHECK(rt::parse_bandwidth("10Gbps", "b") == 1.25e9);
@@ -264,7 +264,7 @@ TEST_CASE("accounting: simulated time with a fixed step time equals the closed f
   CHECK(std::stod(validation.back().at("sim_time_s")) == Approx(expected).epsilon(1e-9));
 }
 
-TEST_CASE("accounting: a node at half speed doubles DDP's simulated time; the others wait for it", "[accounting]") {
+TEST_CASE("accounting: a node at half speed doubles DDP's simulated time, and the others wait for it", "[accounting]") {
   TempDir dir("straggler");
   const int K = 4;
   json m = manifest_with(K, "allreduce", json::object());
