@@ -170,6 +170,7 @@ int launch_local(const LaunchSpec& spec) {
       std::fprintf(stderr, "exogym-run: %d process%s still running %.0f s after process %d failed: terminating\n", left,
                    left == 1 ? "" : "es", std::chrono::duration<double>(spec.grace).count(), first_failed);
       kill_all(SIGTERM);
+      kill_all(SIGCONT);  // a stopped (hung) process acts on SIGTERM only once continued
       terminate_at = Clock::time_point::max();
       kill_at = now + std::chrono::seconds(3);
     }

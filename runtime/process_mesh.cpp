@@ -394,6 +394,10 @@ void ProcessMesh::monitor_loop() {
           seen[q] = beat;
           since[q] = now;
         } else if (now - since[q] > world_.timeout) {
+          {
+            std::lock_guard<std::mutex> lock(mutex_);
+            lost_[q] = 1;  // no goodbye will come from it
+          }
           fail(describe(q) + " has shown no sign of life for " + seconds_text(world_.timeout) +
                " (its heartbeat stopped): it is hung or unreachable");
           return;

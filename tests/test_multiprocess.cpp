@@ -20,6 +20,7 @@
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 
 #include "exogym/runtime/cluster.h"
@@ -522,6 +523,26 @@ TEST_CASE("exogym-run over two processes started by hand with RANK and WORLD_SIZ
   REQUIRE(o1.output.find("outputs:") == std::string::npos);  // process 1 prints nothing on success
 }
 
+TEST_CASE("metrics recorded by nodes of other processes reach metrics.csv", "[multiprocess][cli]") {
+  TempDir dir("mp-metrics");
+  json m = small_manifest(4);
+  m["train"]["max_steps"] = 3;
+  m["strategy"] = {{"plugin", std::string(EXOGYM_TEST_PLUGIN_DIR) + "/exogym_strategy_faulty.so"},
+                   {"options", {{"fail_node", -1}, {"record", true}}}};
+  const auto file = write_manifest(dir, "m", m);
+  const Outcome o = run_cli({"--quiet", "--nproc", "2", "--timeout", "20", file.string()}, dir / "log.txt", 60);
+  INFO(o.output);
+  REQUIRE(o.code == 0);
+  std::set<std::pair<int, int>> seen;
+  for (const auto& row : read_csv(run_folder(dir, "out") / "metrics.csv")) {
+    REQUIRE(row.at("name") == "probe");
+    const int node = std::stoi(row.at("node")), step = std::stoi(row.at("step"));
+    REQUIRE(std::stod(row.at("value")) == 1000.0 * node + step);
+    seen.insert({node, step});
+  }
+  REQUIRE(seen.size() == 12);  // 4 nodes x 3 steps, from both processes
+}
+
 TEST_CASE("a process killed mid-run stops the others with an error naming it, within the timeout",
           "[multiprocess][cli][slow]") {
   TempDir dir("mp-kill");
@@ -572,7 +593,7 @@ TEST_CASE("a node error in one process ends every process with that error", "[mu
                              Catch::Contains("exited with status 1"));
 }
 
-TEST_CASE("wrong world settings, an unreachable master and a busy port are clear errors", "[multiprocess][cli]") {
+TEST_CASE("a bad RANK, too few nodes, an unreachable master and a busy port are clear errors", "[multiprocess][cli]") {
   TempDir dir("mp-world");
   const auto file = write_manifest(dir, "m", small_manifest(2));
 
@@ -585,23 +606,6 @@ TEST_CASE("wrong world settings, an unreachable master and a busy port are clear
     const Outcome o = run_cli({"--nproc", "3", file.string()}, dir / "log.txt", 30);
     REQUIRE(o.code == 2);
     REQUIRE_THAT(o.output, Catch::Contains("nodes: the run has 2 nodes but 3 processes"));
-  }
-  SECTION("mismatched world sizes") {
-    const int port = exogym::runtime::pick_free_port();
-    const auto started = Clock::now();
-    const std::map<std::string, std::string> common = {{"MASTER_PORT", std::to_string(port)}};
-    auto env0 = common, env1 = common;
-    env0.insert({{"RANK", "0"}, {"WORLD_SIZE", "2"}});
-    env1.insert({{"RANK", "1"}, {"WORLD_SIZE", "3"}});
-    const pid_t p0 = spawn({"--timeout", "10", file.string()}, env0, dir / "log0.txt");
-    const pid_t p1 = spawn({"--timeout", "10", file.string()}, env1, dir / "log1.txt");
-    const Outcome o0 = wait_for(p0, dir / "log0.txt", started, 60);
-    const Outcome o1 = wait_for(p1, dir / "log1.txt", started, 60);
-    INFO(o0.output << "\n---\n" << o1.output);
-    REQUIRE(o0.code == 1);
-    REQUIRE(o1.code == 1);
-    REQUIRE_THAT(o1.output, Catch::Contains("WORLD_SIZE mismatch: process 0") && Catch::Contains("WORLD_SIZE 2"));
-    REQUIRE_THAT(o0.output, Catch::Contains("WORLD_SIZE mismatch") || Catch::Contains("gave up"));
   }
   SECTION("an unreachable master") {
     const int closed = exogym::runtime::pick_free_port();
@@ -622,6 +626,46 @@ TEST_CASE("wrong world settings, an unreachable master and a busy port are clear
                               dir / "log2.txt", 30);
     REQUIRE(n.code == 1);
     REQUIRE_THAT(n.output, Catch::Contains("--master-port " + std::to_string(busy.port()) + " is already in use"));
+  }
+}
+
+TEST_CASE("processes that disagree on the world or the manifest, or share a rank, are clear errors",
+          "[multiprocess][cli][slow]") {
+  TempDir dir("mp-disagree");
+  const auto file = write_manifest(dir, "m", small_manifest(2));
+
+  SECTION("mismatched world sizes") {
+    const int port = exogym::runtime::pick_free_port();
+    const auto started = Clock::now();
+    const std::map<std::string, std::string> common = {{"MASTER_PORT", std::to_string(port)}};
+    auto env0 = common, env1 = common;
+    env0.insert({{"RANK", "0"}, {"WORLD_SIZE", "2"}});
+    env1.insert({{"RANK", "1"}, {"WORLD_SIZE", "3"}});
+    const pid_t p0 = spawn({"--timeout", "10", file.string()}, env0, dir / "log0.txt");
+    const pid_t p1 = spawn({"--timeout", "10", file.string()}, env1, dir / "log1.txt");
+    const Outcome o0 = wait_for(p0, dir / "log0.txt", started, 60);
+    const Outcome o1 = wait_for(p1, dir / "log1.txt", started, 60);
+    INFO(o0.output << "\n---\n" << o1.output);
+    REQUIRE(o0.code == 1);
+    REQUIRE(o1.code == 1);
+    REQUIRE_THAT(o1.output, Catch::Contains("WORLD_SIZE mismatch: process 0") && Catch::Contains("WORLD_SIZE 2"));
+    REQUIRE_THAT(o0.output, Catch::Contains("WORLD_SIZE mismatch") || Catch::Contains("gave up"));
+  }
+  SECTION("processes running different manifests") {
+    const int port = exogym::runtime::pick_free_port();
+    const auto started = Clock::now();
+    const std::map<std::string, std::string> env = {{"WORLD_SIZE", "2"}, {"MASTER_PORT", std::to_string(port)}};
+    auto env0 = env, env1 = env;
+    env0["RANK"] = "0";
+    env1["RANK"] = "1";
+    const pid_t p0 = spawn({"--timeout", "10", file.string()}, env0, dir / "log0.txt");
+    const pid_t p1 = spawn({"--timeout", "10", "--set", "train.max_steps=7", file.string()}, env1, dir / "log1.txt");
+    const Outcome o0 = wait_for(p0, dir / "log0.txt", started, 60);
+    const Outcome o1 = wait_for(p1, dir / "log1.txt", started, 60);
+    INFO(o0.output << "\n---\n" << o1.output);
+    REQUIRE(o0.code == 1);
+    REQUIRE(o1.code == 1);
+    REQUIRE_THAT(o1.output, Catch::Contains("process 0 (pid") && Catch::Contains("runs a different manifest"));
   }
   SECTION("a rank claimed twice") {
     const int port = exogym::runtime::pick_free_port();

@@ -27,6 +27,7 @@ exogym::sdk::OptionSpecs faulty_options() {
           OptionSpec{"fail_mode", OptionType::String, "throw",
                      "throw an exception, or end (exit), kill (SIGKILL) or stop (SIGSTOP) the node's process",
                      {"throw", "exit", "kill", "stop"}},
+          OptionSpec{"record", OptionType::Boolean, false, "record the metric \"probe\" = 1000 * rank + step every step"},
           OptionSpec{"lr", OptionType::PositiveNumber, 0.1, "plain SGD learning rate"}};
 }
 
@@ -36,6 +37,7 @@ class FaultyStrategy final : public exogym::sdk::Strategy {
       : fail_node_(o.at("fail_node").get<int>()),
         fail_step_(o.at("fail_step").get<int64_t>()),
         fail_mode_(o.at("fail_mode").get<std::string>()),
+        record_(o.at("record").get<bool>()),
         lr_(o.at("lr").get<double>()) {}
   void init(exogym::sdk::NodeContext& ctx, exogym::sdk::Model& model) override {
     ctx_ = &ctx;
@@ -53,6 +55,7 @@ class FaultyStrategy final : public exogym::sdk::Strategy {
       if (fail_mode_ == "stop") ::raise(SIGSTOP);
       throw std::runtime_error("deliberate failure for the test");
     }
+    if (record_) ctx_->record("probe", 1000.0 * ctx_->rank + static_cast<double>(ctx_->step));
     std::vector<at::Tensor> grads;
     for (auto& p : params_) grads.push_back(p.grad());
     ctx_->communicator().all_reduce(grads, exogym::sdk::ReduceOp::Avg);
@@ -64,6 +67,7 @@ class FaultyStrategy final : public exogym::sdk::Strategy {
   int fail_node_;
   int64_t fail_step_;
   std::string fail_mode_;
+  bool record_;
   double lr_;
   exogym::sdk::NodeContext* ctx_ = nullptr;
   std::vector<at::Tensor> params_;
