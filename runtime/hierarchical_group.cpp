@@ -8,6 +8,7 @@
 
 #include "exogym/runtime/comm_meter.h"
 #include "exogym/runtime/compute_slots.h"
+#include "exogym/runtime/nccl/nccl_exchange.h"
 #include "exogym/runtime/process_mesh.h"
 #include "exogym/sdk/error.h"
 
@@ -57,6 +58,7 @@ uint64_t signature(const std::vector<at::Tensor>& tensors) {
   uint64_t hash = 0xcbf29ce484222325ULL;
   for (const auto& t : tensors) {
     hash = fnv(hash, static_cast<int64_t>(t.scalar_type()));
+    hash = fnv(hash, t.is_cuda() ? 1 : 0);  // CUDA tensors may take another path (NCCL)
     hash = fnv(hash, t.dim());
     for (int64_t s : t.sizes()) hash = fnv(hash, s);
   }
@@ -345,6 +347,14 @@ void HierarchicalGroup::lead_all_reduce(Header& mine) {
   // This process's part: its nodes' tensors (exact sums) or their partial
   // reduction in rank order.
   const bool per_node = per_node_blocks();
+#if EXOGYM_WITH_NCCL
+  bool one_gpu = !per_node && !first.tensors.empty();
+  for (const auto& t : first.tensors) one_gpu = one_gpu && t.is_cuda() && t.device() == first.tensors[0].device();
+  if (one_gpu) {
+    lead_all_reduce_nccl(mine);
+    return;
+  }
+#endif
   const int my_blocks = per_node ? block_.count : 1;
   at::Tensor send = at::empty({my_blocks * total}, at::kByte);
   for (size_t i = 0; i < first.tensors.size(); ++i) {
@@ -411,6 +421,32 @@ void HierarchicalGroup::lead_all_reduce(Header& mine) {
     result_.push_back(acc);
   }
 }
+
+#if EXOGYM_WITH_NCCL
+void HierarchicalGroup::lead_all_reduce_nccl(Header& mine) {
+  const Posted& first = posted_[0];
+  const ReduceOp fold = first.op == ReduceOp::Avg ? ReduceOp::Sum : first.op;
+  mine.blocks = 1;
+  exchange_headers(mine);  // checks that every process calls the same, and shares the clocks
+  const c10::Device device = first.tensors[0].device();
+  if (!nccl_ || nccl_->device() != device) nccl_ = std::make_unique<NcclExchange>(mesh_, device);
+  nccl_->synchronize();
+  for (size_t i = 0; i < first.tensors.size(); ++i) {
+    at::Tensor acc = posted_[0].tensors[i].clone();
+    for (int j = 1; j < block_.count; ++j) combine(acc, posted_[j].tensors[i], fold);
+    nccl_->all_reduce(acc, fold);
+    if (first.op == ReduceOp::Avg) {
+      if (at::isIntegralType(acc.scalar_type(), /*includeBool=*/true)) {
+        acc.div_(nodes_, "trunc");
+      } else {
+        acc.div_(nodes_);
+      }
+    }
+    result_.push_back(acc);
+  }
+  nccl_->synchronize();
+}
+#endif
 
 void HierarchicalGroup::lead_broadcast(Header& mine) {
   const Posted& first = posted_[0];

@@ -16,6 +16,9 @@
 // all K contributions in rank order, exactly as InProcessGroup does: the
 // same bits as one process. Min, max and integer sums are exact either way.
 //
+// CUDA tensors travel through host memory, except all-reduces in builds with
+// NCCL (nccl/nccl_exchange.h).
+//
 // The simulated clock: each exchange carries the process's latest arrival
 // (ClockExchange::take_local), so every node's clock sees the latest arrival
 // over all K nodes, as in one process.
@@ -35,6 +38,7 @@
 namespace exogym::runtime {
 
 class ClockExchange;
+class NcclExchange;
 class NodeSlot;
 class ProcessMesh;
 
@@ -70,6 +74,11 @@ class HierarchicalGroup {
   void lead_all_reduce(Header& mine);
   void lead_broadcast(Header& mine);
   void lead_all_gather(Header& mine);
+#if EXOGYM_WITH_NCCL
+  // CUDA tensors: reduce on the GPU, then NCCL between processes.
+  void lead_all_reduce_nccl(Header& mine);
+  std::unique_ptr<NcclExchange> nccl_;
+#endif
   bool per_node_blocks() const;
 
   ProcessMesh& mesh_;
