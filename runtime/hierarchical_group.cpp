@@ -264,9 +264,9 @@ std::vector<HierarchicalGroup::Header> HierarchicalGroup::exchange_headers(const
   for (int q = 0; q < P; ++q) {
     const Header& h = headers[q];
     auto mismatch = [&](const std::string& what) {
-      return sdk::Error("collective mismatch between processes: " + mesh_.describe(q) + " called " +
-                        kind_name(h.kind) + " while this process, " + mesh_.describe(me) + ", called " +
-                        kind_name(mine.kind) + what + " (collective " + std::to_string(mine.sequence) + ")");
+      return sdk::Error("collective mismatch between processes: " + mesh_.describe(q) + " called " + kind_name(h.kind) +
+                        " while this process, " + mesh_.describe(me) + ", called " + kind_name(mine.kind) + what +
+                        " (collective " + std::to_string(mine.sequence) + ")");
     };
     if (h.sequence != mine.sequence || h.kind != mine.kind) throw mismatch("");
     if (h.count != mine.count) throw mismatch(" with a different number of tensors");

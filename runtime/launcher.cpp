@@ -37,12 +37,9 @@ extern "C" void on_launcher_signal(int signal) {
 // variables replaced.
 std::vector<std::string> child_environment(const LaunchSpec& spec, int rank, int port) {
   const std::vector<std::pair<std::string, std::string>> set = {
-      {"RANK", std::to_string(rank)},
-      {"WORLD_SIZE", std::to_string(spec.processes)},
-      {"LOCAL_RANK", std::to_string(rank)},
-      {"LOCAL_WORLD_SIZE", std::to_string(spec.processes)},
-      {"MASTER_ADDR", spec.master_addr},
-      {"MASTER_PORT", std::to_string(port)}};
+      {"RANK", std::to_string(rank)},       {"WORLD_SIZE", std::to_string(spec.processes)},
+      {"LOCAL_RANK", std::to_string(rank)}, {"LOCAL_WORLD_SIZE", std::to_string(spec.processes)},
+      {"MASTER_ADDR", spec.master_addr},    {"MASTER_PORT", std::to_string(port)}};
   std::vector<std::string> env;
   for (char** e = environ; *e; ++e) {
     const std::string entry = *e;
@@ -103,7 +100,8 @@ int launch_local(const LaunchSpec& spec) {
   struct sigaction action {};
   action.sa_handler = on_launcher_signal;
   sigemptyset(&action.sa_mask);
-  struct sigaction old_int {}, old_term {};
+  struct sigaction old_int {
+  }, old_term{};
   sigaction(SIGINT, &action, &old_int);
   sigaction(SIGTERM, &action, &old_term);
 
@@ -156,9 +154,8 @@ int launch_local(const LaunchSpec& spec) {
         if (!ok && first_failed < 0) {
           first_failed = r;
           first_status = status;
-          std::fprintf(stderr, "exogym-run: process %d of %d (pid %d) %s%s\n", r, spec.processes,
-                       static_cast<int>(pid), describe_exit(status).c_str(),
-                       left > 0 ? "; waiting for the others to stop" : "");
+          std::fprintf(stderr, "exogym-run: process %d of %d (pid %d) %s%s\n", r, spec.processes, static_cast<int>(pid),
+                       describe_exit(status).c_str(), left > 0 ? "; waiting for the others to stop" : "");
           terminate_at = Clock::now() + spec.grace;
         }
       }

@@ -111,7 +111,8 @@ ProcessMesh::~ProcessMesh() {
       if (rank() == 0) {
         // The store lives in this process: give the others a moment to read
         // why the run stopped before it goes.
-        const auto deadline = Clock::now() + std::min<std::chrono::milliseconds>(world_.timeout, std::chrono::seconds(5));
+        const auto deadline =
+            Clock::now() + std::min<std::chrono::milliseconds>(world_.timeout, std::chrono::seconds(5));
         for (int q = 1; q < size(); ++q) {
           {
             std::lock_guard<std::mutex> lock(mutex_);
@@ -136,8 +137,9 @@ void ProcessMesh::rendezvous(const std::string& fingerprint) {
                       {"host", host_name()},
                       {"pid", static_cast<int64_t>(::getpid())}};
   if (store_->add(key("rank/", rank()), 1) > 1) {
-    throw sdk::Error("RANK " + std::to_string(rank()) + " is already taken by another process at the rendezvous store " +
-                     store_->address() + ": give every process its own RANK (0 to WORLD_SIZE-1)");
+    throw sdk::Error("RANK " + std::to_string(rank()) +
+                     " is already taken by another process at the rendezvous store " + store_->address() +
+                     ": give every process its own RANK (0 to WORLD_SIZE-1)");
   }
   claimed_ = true;
   store_->set(key("hello/", rank()), hello.dump());
@@ -152,8 +154,8 @@ void ProcessMesh::rendezvous(const std::string& fingerprint) {
       if (store_->add("aborts", 0) > 0) {
         for (int p = 0; p < size(); ++p) {
           if (store_->check({key("abort/", p)})) {
-            throw sdk::Error("process " + std::to_string(p) + " gave up before the run started: " +
-                             store_->get(key("abort/", p)));
+            throw sdk::Error("process " + std::to_string(p) +
+                             " gave up before the run started: " + store_->get(key("abort/", p)));
           }
         }
       }
@@ -164,8 +166,8 @@ void ProcessMesh::rendezvous(const std::string& fingerprint) {
         }
         throw sdk::Error("waited " + seconds_text(world_.timeout) + " for process" +
                          (missing.find(',') == std::string::npos ? " " : "es ") + missing +
-                         " to join the rendezvous at " + store_->address() + " (WORLD_SIZE " +
-                         std::to_string(size()) + "): start every RANK from 0 to " + std::to_string(size() - 1) +
+                         " to join the rendezvous at " + store_->address() + " (WORLD_SIZE " + std::to_string(size()) +
+                         "): start every RANK from 0 to " + std::to_string(size() - 1) +
                          " with the same MASTER_ADDR, MASTER_PORT and WORLD_SIZE, or raise --timeout");
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -181,7 +183,8 @@ void ProcessMesh::rendezvous(const std::string& fingerprint) {
                        std::to_string(size()) + "; every process must be given the same WORLD_SIZE");
     }
     if (other.value("fingerprint", std::string()) != fingerprint) {
-      throw sdk::Error(describe(q) + " runs a different manifest (or other --set, --only options) than this process (RANK " +
+      throw sdk::Error(describe(q) +
+                       " runs a different manifest (or other --set, --only options) than this process (RANK " +
                        std::to_string(rank()) + "); every process must run the same runs");
     }
   }
@@ -203,8 +206,8 @@ void ProcessMesh::connect_gloo() {
   } catch (const std::exception& e) {
     throw sdk::Error("cannot connect this process (RANK " + std::to_string(rank()) + ", " +
                      (attr.iface.empty() ? "address " + attr.hostname : "interface " + attr.iface) +
-                     ") to the other processes over Gloo/TCP within " + seconds_text(world_.timeout) + ": " +
-                     e.what() + " (set GLOO_SOCKET_IFNAME to pick the network interface)");
+                     ") to the other processes over Gloo/TCP within " + seconds_text(world_.timeout) + ": " + e.what() +
+                     " (set GLOO_SOCKET_IFNAME to pick the network interface)");
   }
 }
 
@@ -212,7 +215,8 @@ void ProcessMesh::set_nodes(int nodes) { nodes_ = nodes; }
 
 std::string ProcessMesh::describe(int process) const {
   std::string text = "process " + std::to_string(process) + " (";
-  if (const int nodes = nodes_.load(); nodes >= size()) text += describe_block(node_block(nodes, size(), process)) + ", ";
+  if (const int nodes = nodes_.load(); nodes >= size())
+    text += describe_block(node_block(nodes, size(), process)) + ", ";
   const Peer& peer = peers_.at(process);
   text += "pid " + std::to_string(peer.pid) + " on " + peer.host + ")";
   return text;
@@ -289,14 +293,16 @@ void ProcessMesh::exchange(const std::vector<Transfer>& transfers) {
   try {
     // Receives first, so that no send waits for a receive that is not posted.
     for (current = 0; current < transfers.size(); ++current) {
-      if (transfers[current].receive) buffers[current]->recv(transfers[current].peer, slot, 0, transfers[current].bytes);
+      if (transfers[current].receive)
+        buffers[current]->recv(transfers[current].peer, slot, 0, transfers[current].bytes);
     }
     for (current = 0; current < transfers.size(); ++current) {
-      if (!transfers[current].receive) buffers[current]->send(transfers[current].peer, slot, 0, transfers[current].bytes);
+      if (!transfers[current].receive)
+        buffers[current]->send(transfers[current].peer, slot, 0, transfers[current].bytes);
     }
     for (current = 0; current < transfers.size(); ++current) {
-      const bool done = transfers[current].receive ? buffers[current]->waitRecv(kForever)
-                                                   : buffers[current]->waitSend(kForever);
+      const bool done =
+          transfers[current].receive ? buffers[current]->waitRecv(kForever) : buffers[current]->waitSend(kForever);
       if (!done || failed_) break;
     }
   } catch (const std::exception& e) {

@@ -1,15 +1,15 @@
 // ProcessMesh for builds without Gloo (EXOGYM_WITH_GLOO=OFF, or libgloo-dev
 // missing): a run that asks for several processes gets a clear error.
 #include "exogym/runtime/process_mesh.h"
-
 #include "exogym/runtime/rendezvous_store.h"
 #include "exogym/sdk/error.h"
 
 namespace exogym::runtime {
 
 ProcessMesh::ProcessMesh(const WorldSpec& world, const std::string&) : world_(world) {
-  throw sdk::Error("this exogym-run was built without Gloo (libgloo-dev), so it cannot run several processes; rebuild "
-                   "with Gloo installed (see README, \"Several processes and hosts\")");
+  throw sdk::Error(
+      "this exogym-run was built without Gloo (libgloo-dev), so it cannot run several processes; rebuild "
+      "with Gloo installed (see README, \"Several processes and hosts\")");
 }
 ProcessMesh::~ProcessMesh() = default;
 void ProcessMesh::set_nodes(int) {}

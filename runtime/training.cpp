@@ -545,9 +545,9 @@ RunResult train_run(const Manifest& m, PluginLoader& loader, const RunOptions& o
     s.meters[rank] = std::make_unique<NodeMeter>(rank, *s.network, s.compute, *s.clocks, /*keep_rows=*/rank == 0);
 
   {
-    auto cluster = mesh ? std::make_unique<Cluster>(m.nodes, parallelism, *mesh, block, s.clocks.get(),
-                                                    options.exact_reduce)
-                        : std::make_unique<Cluster>(m.nodes, parallelism);
+    auto cluster =
+        mesh ? std::make_unique<Cluster>(m.nodes, parallelism, *mesh, block, s.clocks.get(), options.exact_reduce)
+             : std::make_unique<Cluster>(m.nodes, parallelism);
     cluster->run([&](int rank, NodeSlot& slot) { node_main(s, *cluster, rank, slot); });
   }
   s.progress->finish();

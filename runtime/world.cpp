@@ -42,7 +42,8 @@ void validate_world(const WorldSpec& world) {
   }
   if (world.distributed()) {
     if (world.master_port < 1 || world.master_port > 65535) {
-      throw sdk::ConfigError("MASTER_PORT", "expected a TCP port (1 to 65535), got " + std::to_string(world.master_port));
+      throw sdk::ConfigError("MASTER_PORT",
+                             "expected a TCP port (1 to 65535), got " + std::to_string(world.master_port));
     }
     if (world.master_addr.empty()) throw sdk::ConfigError("MASTER_ADDR", "is empty");
   }

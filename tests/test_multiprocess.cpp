@@ -207,8 +207,7 @@ fs::path run_folder(const TempDir& dir, const std::string& out) { return dir / o
 
 json diloco_manifest() {
   json m = small_manifest(4);
-  m["strategy"] = {{"plugin", "diloco"},
-                   {"options", {{"H", 5}, {"optimizer", {{"name", "sgd"}, {"lr", 0.1}}}}}};
+  m["strategy"] = {{"plugin", "diloco"}, {"options", {{"H", 5}, {"optimizer", {{"name", "sgd"}, {"lr", 0.1}}}}}};
   return m;
 }
 
@@ -408,8 +407,8 @@ TEST_CASE("the clock exchange shares the latest arrival across processes", "[mul
 
 TEST_CASE("exogym-run --nproc 2 and 4 give the single-process model.pt, bytes and simulated time",
           "[multiprocess][cli][slow]") {
-  for (const auto& [strategy, manifest] : std::vector<std::pair<std::string, json>>{
-           {"allreduce", small_manifest(4)}, {"diloco", diloco_manifest()}}) {
+  for (const auto& [strategy, manifest] :
+       std::vector<std::pair<std::string, json>>{{"allreduce", small_manifest(4)}, {"diloco", diloco_manifest()}}) {
     INFO("strategy " << strategy);
     TempDir dir("mp-" + strategy);
     json m = manifest;
@@ -432,8 +431,8 @@ TEST_CASE("exogym-run --nproc 2 and 4 give the single-process model.pt, bytes an
       INFO("--nproc " << nproc);
       const fs::path folder = folders[nproc];
       // The same files as a single-process run.
-      for (const char* file : {"config.json", "train.csv", "validation.csv", "comm.csv", "metrics.csv",
-                               "summary.json", "model.pt"}) {
+      for (const char* file :
+           {"config.json", "train.csv", "validation.csv", "comm.csv", "metrics.csv", "summary.json", "model.pt"}) {
         INFO(file);
         REQUIRE(fs::exists(folder / file));
       }
@@ -477,11 +476,11 @@ TEST_CASE("runs over the same process count are bit-identical; --exact-reduce ma
   json m = diloco_manifest();
   m["compute"] = {{"step_time", "50ms"}};  // train.csv's simulated times are then deterministic too
   std::map<std::string, fs::path> folders;
-  for (const auto& [tag, args] : std::vector<std::pair<std::string, std::vector<std::string>>>{
-           {"single", {}},
-           {"a", {"--nproc", "2"}},
-           {"b", {"--nproc", "2"}},
-           {"exact", {"--nproc", "2", "--exact-reduce"}}}) {
+  for (const auto& [tag, args] :
+       std::vector<std::pair<std::string, std::vector<std::string>>>{{"single", {}},
+                                                                     {"a", {"--nproc", "2"}},
+                                                                     {"b", {"--nproc", "2"}},
+                                                                     {"exact", {"--nproc", "2", "--exact-reduce"}}}) {
     m["output"]["dir"] = "out-" + tag;
     const auto file = write_manifest(dir, tag, m);
     std::vector<std::string> all = args;
@@ -492,8 +491,8 @@ TEST_CASE("runs over the same process count are bit-identical; --exact-reduce ma
     REQUIRE(o.code == 0);
     folders[tag] = run_folder(dir, "out-" + tag);
   }
-  REQUIRE(exogym::test::bit_identical(load_model_pt(folders["a"] / "model.pt"),
-                                      load_model_pt(folders["b"] / "model.pt")));
+  REQUIRE(
+      exogym::test::bit_identical(load_model_pt(folders["a"] / "model.pt"), load_model_pt(folders["b"] / "model.pt")));
   REQUIRE(read_text(folders["a"] / "train.csv") == read_text(folders["b"] / "train.csv"));
   REQUIRE(exogym::test::bit_identical(load_model_pt(folders["exact"] / "model.pt"),
                                       load_model_pt(folders["single"] / "model.pt")));
@@ -506,12 +505,12 @@ TEST_CASE("exogym-run over two processes started by hand with RANK and WORLD_SIZ
   const int port = exogym::runtime::pick_free_port();
   const auto started = Clock::now();
   // Process 1 by environment, process 0 by flags.
-  const pid_t p1 = spawn({"--quiet", "--timeout", "20", file.string()},
-                         {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"},
-                          {"MASTER_PORT", std::to_string(port)}},
-                         dir / "log1.txt");
-  const pid_t p0 = spawn({"--quiet", "--rank", "0", "--world-size", "2", "--master-addr", "127.0.0.1",
-                          "--master-port", std::to_string(port), "--timeout", "20", file.string()},
+  const pid_t p1 =
+      spawn({"--quiet", "--timeout", "20", file.string()},
+            {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", std::to_string(port)}},
+            dir / "log1.txt");
+  const pid_t p0 = spawn({"--quiet", "--rank", "0", "--world-size", "2", "--master-addr", "127.0.0.1", "--master-port",
+                          std::to_string(port), "--timeout", "20", file.string()},
                          {}, dir / "log0.txt");
   const Outcome o0 = wait_for(p0, dir / "log0.txt", started, 120);
   const Outcome o1 = wait_for(p1, dir / "log1.txt", started, 120);
@@ -612,8 +611,9 @@ TEST_CASE("a bad RANK, too few nodes, an unreachable master and a busy port are 
     const Outcome o = run_cli({"--timeout", "1", file.string()}, dir / "log.txt", 30,
                               {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", std::to_string(closed)}});
     REQUIRE(o.code == 1);
-    REQUIRE_THAT(o.output, Catch::Contains("cannot reach the rendezvous store at 127.0.0.1:" + std::to_string(closed)) &&
-                               Catch::Contains("within 1 s"));
+    REQUIRE_THAT(o.output,
+                 Catch::Contains("cannot reach the rendezvous store at 127.0.0.1:" + std::to_string(closed)) &&
+                     Catch::Contains("within 1 s"));
     REQUIRE(o.seconds < 20);
   }
   SECTION("a port already in use") {
@@ -622,8 +622,8 @@ TEST_CASE("a bad RANK, too few nodes, an unreachable master and a busy port are 
                               {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", std::to_string(busy.port())}});
     REQUIRE(o.code == 1);
     REQUIRE_THAT(o.output, Catch::Contains("MASTER_PORT " + std::to_string(busy.port()) + " is already in use"));
-    const Outcome n = run_cli({"--nproc", "2", "--master-port", std::to_string(busy.port()), file.string()},
-                              dir / "log2.txt", 30);
+    const Outcome n =
+        run_cli({"--nproc", "2", "--master-port", std::to_string(busy.port()), file.string()}, dir / "log2.txt", 30);
     REQUIRE(n.code == 1);
     REQUIRE_THAT(n.output, Catch::Contains("--master-port " + std::to_string(busy.port()) + " is already in use"));
   }

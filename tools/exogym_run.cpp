@@ -178,7 +178,8 @@ int main(int argc, char** argv) {
       char* end = nullptr;
       const double seconds = std::strtod(text.c_str(), &end);
       if (text.empty() || *end != '\0' || !(seconds > 0) || !std::isfinite(seconds)) {
-        std::fprintf(stderr, "exogym-run: --timeout: expected a positive number of seconds, got \"%s\"\n", text.c_str());
+        std::fprintf(stderr, "exogym-run: --timeout: expected a positive number of seconds, got \"%s\"\n",
+                     text.c_str());
         return 2;
       }
       world.timeout = std::chrono::milliseconds(static_cast<int64_t>(std::ceil(seconds * 1000)));

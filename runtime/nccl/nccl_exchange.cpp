@@ -23,26 +23,38 @@ void check(ncclResult_t result, const std::string& what) {
 
 ncclDataType_t nccl_type(at::ScalarType type) {
   switch (type) {
-    case at::kFloat: return ncclFloat32;
-    case at::kDouble: return ncclFloat64;
-    case at::kHalf: return ncclFloat16;
+    case at::kFloat:
+      return ncclFloat32;
+    case at::kDouble:
+      return ncclFloat64;
+    case at::kHalf:
+      return ncclFloat16;
 #if NCCL_MAJOR > 2 || (NCCL_MAJOR == 2 && NCCL_MINOR >= 10)
-    case at::kBFloat16: return ncclBfloat16;
+    case at::kBFloat16:
+      return ncclBfloat16;
 #endif
-    case at::kLong: return ncclInt64;
-    case at::kInt: return ncclInt32;
-    case at::kChar: return ncclInt8;
-    case at::kByte: return ncclUint8;
-    default: throw sdk::Error(std::string("NCCL all_reduce: unsupported dtype ") + c10::toString(type));
+    case at::kLong:
+      return ncclInt64;
+    case at::kInt:
+      return ncclInt32;
+    case at::kChar:
+      return ncclInt8;
+    case at::kByte:
+      return ncclUint8;
+    default:
+      throw sdk::Error(std::string("NCCL all_reduce: unsupported dtype ") + c10::toString(type));
   }
 }
 
 ncclRedOp_t nccl_op(sdk::ReduceOp op) {
   switch (op) {
     case sdk::ReduceOp::Sum:
-    case sdk::ReduceOp::Avg: return ncclSum;
-    case sdk::ReduceOp::Min: return ncclMin;
-    case sdk::ReduceOp::Max: return ncclMax;
+    case sdk::ReduceOp::Avg:
+      return ncclSum;
+    case sdk::ReduceOp::Min:
+      return ncclMin;
+    case sdk::ReduceOp::Max:
+      return ncclMax;
   }
   return ncclSum;
 }

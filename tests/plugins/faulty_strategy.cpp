@@ -22,13 +22,16 @@ namespace {
 exogym::sdk::OptionSpecs faulty_options() {
   using exogym::sdk::OptionSpec;
   using exogym::sdk::OptionType;
-  return {OptionSpec{"fail_node", OptionType::Integer, 1, "node that throws (-1: none)"},
-          OptionSpec{"fail_step", OptionType::NonNegativeInteger, 3, "step at which it throws"},
-          OptionSpec{"fail_mode", OptionType::String, "throw",
-                     "throw an exception, or end (exit), kill (SIGKILL) or stop (SIGSTOP) the node's process",
-                     {"throw", "exit", "kill", "stop"}},
-          OptionSpec{"record", OptionType::Boolean, false, "record the metric \"probe\" = 1000 * rank + step every step"},
-          OptionSpec{"lr", OptionType::PositiveNumber, 0.1, "plain SGD learning rate"}};
+  return {
+      OptionSpec{"fail_node", OptionType::Integer, 1, "node that throws (-1: none)"},
+      OptionSpec{"fail_step", OptionType::NonNegativeInteger, 3, "step at which it throws"},
+      OptionSpec{"fail_mode",
+                 OptionType::String,
+                 "throw",
+                 "throw an exception, or end (exit), kill (SIGKILL) or stop (SIGSTOP) the node's process",
+                 {"throw", "exit", "kill", "stop"}},
+      OptionSpec{"record", OptionType::Boolean, false, "record the metric \"probe\" = 1000 * rank + step every step"},
+      OptionSpec{"lr", OptionType::PositiveNumber, 0.1, "plain SGD learning rate"}};
 }
 
 class FaultyStrategy final : public exogym::sdk::Strategy {
