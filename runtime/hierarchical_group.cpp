@@ -385,7 +385,7 @@ void HierarchicalGroup::lead_all_reduce(Header& mine) {
       throw sdk::Error("collective mismatch between processes: " + mesh_.describe(q) + " sent " +
                        std::to_string(headers[q].payload) + " bytes for an all_reduce where " +
                        std::to_string(expected * total) + " were expected (are all processes run with the same " +
-                       "--exact-reduce setting?)");
+                       "--partial-reduce setting?)");
     }
     if (q == me) {
       buffers_[q] = send;

@@ -7,14 +7,16 @@
 // and every local node takes the result. Strategies see the same
 // sdk::Communicator, with global ranks.
 //
-// Reductions. By default each process reduces its nodes in rank order into
-// one partial result, and every process folds the P partials in process
-// order: all processes hold the same bits, runs with the same process count
-// are bit-identical, and floating-point sums differ from a single-process
-// run only by association (last bits). With `exact`, floating-point sums
-// travel per node instead (K/P times the traffic) and every process sums
-// all K contributions in rank order, exactly as InProcessGroup does: the
-// same bits as one process. Min, max and integer sums are exact either way.
+// Reductions. With `exact` (the runtime's default), floating-point sums
+// travel per node and every process sums all K contributions in rank order,
+// exactly as InProcessGroup does: the same bits as one process, whatever the
+// process count. Without it, each process reduces its nodes in rank order
+// into one partial result and every process folds the P partials in process
+// order: K/P times less traffic between processes, all processes still hold
+// the same bits and runs with the same process count are bit-identical, but
+// sums differ from a single-process run by association (last bits), which
+// training can amplify over many steps. Min, max and integer sums are exact
+// either way.
 //
 // CUDA tensors travel through host memory, except all-reduces in builds with
 // NCCL (nccl/nccl_exchange.h).

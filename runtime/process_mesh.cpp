@@ -290,6 +290,7 @@ void ProcessMesh::exchange(const std::vector<Transfer>& transfers) {
     waiting_.clear();
   };
   size_t current = 0;
+  bool complete = true;
   try {
     // Receives first, so that no send waits for a receive that is not posted.
     for (current = 0; current < transfers.size(); ++current) {
@@ -303,7 +304,10 @@ void ProcessMesh::exchange(const std::vector<Transfer>& transfers) {
     for (current = 0; current < transfers.size(); ++current) {
       const bool done =
           transfers[current].receive ? buffers[current]->waitRecv(kForever) : buffers[current]->waitSend(kForever);
-      if (!done || failed_) break;
+      if (!done || failed_) {
+        complete = false;  // fail() ended the wait
+        break;
+      }
     }
   } catch (const std::exception& e) {
     forget();
@@ -318,7 +322,7 @@ void ProcessMesh::exchange(const std::vector<Transfer>& transfers) {
     throw sdk::Error(reason);
   }
   forget();
-  if (failed_) throw_failure();
+  if (!complete || failed_) throw_failure();
 }
 
 void ProcessMesh::all_gather(const void* mine, size_t bytes, const std::vector<void*>& out,

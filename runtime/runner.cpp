@@ -53,7 +53,7 @@ RunnerResult run_manifest_set(const ManifestSet& set, PluginLoader& loader, cons
     run_options.progress = options.progress;
     run_options.dataset_cache = &datasets;
     run_options.mesh = options.mesh;
-    run_options.exact_reduce = options.exact_reduce;
+    run_options.partial_reduce = options.partial_reduce;
     run_options.cores = options.cores;
     if (set.has_variants && writes) run_options.run_dir = result.folder / run->variant;
     result.runs.push_back(train_run(*run, loader, run_options));

@@ -15,7 +15,7 @@ struct RunnerOptions {
   std::vector<std::string> only;  // variant names to run; empty: all
   // Over several processes: see RunOptions. Only process 0 writes folders.
   ProcessMesh* mesh = nullptr;
-  bool exact_reduce = false;
+  bool partial_reduce = false;
   int cores = 0;
 };
 

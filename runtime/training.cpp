@@ -525,7 +525,7 @@ RunResult train_run(const Manifest& m, PluginLoader& loader, const RunOptions& o
   if (mesh) {
     // parallelism, threads and cores above are process 0's.
     config["runtime"]["processes"] = processes;
-    config["runtime"]["exact_reduce"] = options.exact_reduce;
+    config["runtime"]["reduce"] = options.partial_reduce ? "partial" : "exact";
   }
   if (writes) s.writer->write_config(config);
   s.progress = std::make_unique<Progress>(label, m.max_steps, writes ? options.progress : Progress::Mode::Quiet);
@@ -546,7 +546,7 @@ RunResult train_run(const Manifest& m, PluginLoader& loader, const RunOptions& o
 
   {
     auto cluster =
-        mesh ? std::make_unique<Cluster>(m.nodes, parallelism, *mesh, block, s.clocks.get(), options.exact_reduce)
+        mesh ? std::make_unique<Cluster>(m.nodes, parallelism, *mesh, block, s.clocks.get(), !options.partial_reduce)
              : std::make_unique<Cluster>(m.nodes, parallelism);
     cluster->run([&](int rank, NodeSlot& slot) { node_main(s, *cluster, rank, slot); });
   }

@@ -31,7 +31,7 @@ struct RunOptions {
   // others (null: one process runs every node). Process 0 writes the run
   // folder; the others only train their nodes.
   ProcessMesh* mesh = nullptr;
-  bool exact_reduce = false;  // see HierarchicalGroup
+  bool partial_reduce = false;  // see HierarchicalGroup and WorldSpec
   // The cores this process may use (0: all it can see); processes sharing a
   // host split its cores.
   int cores = 0;

@@ -21,10 +21,11 @@ struct WorldSpec {
   // peer that shows no sign of life (died, hung, unreachable) before it
   // gives up with an error.
   std::chrono::milliseconds timeout = std::chrono::seconds(60);
-  // Reduce floating-point sums over every node's contribution in rank order
-  // on every process (bit-identical to a single-process run) instead of over
-  // per-process partial sums (K/P times less traffic between processes).
-  bool exact_reduce = false;
+  // Reduce floating-point sums over per-process partial sums (K/P times less
+  // traffic between processes, last bits differ from a single-process run)
+  // instead of over every node's contribution in rank order on every process
+  // (bit-identical to a single-process run, the default).
+  bool partial_reduce = false;
   // LOCAL_WORLD_SIZE: processes of this run on this host; they share its cores.
   int local_size = 1;
 

@@ -56,9 +56,10 @@ several processes (see README.md, "Several processes and hosts"):
                        with --nproc: a free port)
   --timeout SECONDS    how long to wait for the processes to join, and for a
                        peer that shows no sign of life, before failing (60)
-  --exact-reduce       sum every node's contribution in rank order on every
-                       process: bit-identical to one process, K/P times the
-                       traffic between processes
+  --partial-reduce     sum per process first, then across processes: K/P
+                       times less traffic between processes, but the last
+                       bits differ from one process (default: every process
+                       sums all K nodes in rank order, bit-identical)
 )";
 
 void print_options(const exogym::sdk::OptionSpecs& options) {
@@ -183,8 +184,8 @@ int main(int argc, char** argv) {
         return 2;
       }
       world.timeout = std::chrono::milliseconds(static_cast<int64_t>(std::ceil(seconds * 1000)));
-    } else if (arg == "--exact-reduce") {
-      world.exact_reduce = true;
+    } else if (arg == "--partial-reduce") {
+      world.partial_reduce = true;
     } else if (!arg.empty() && arg[0] == '-') {
       std::fprintf(stderr, "exogym-run: unknown option %s\n%s", arg.c_str(), kUsage);
       return 2;
@@ -265,7 +266,7 @@ int main(int argc, char** argv) {
     if (distributed) {
       mesh = std::make_unique<exogym::runtime::ProcessMesh>(world, exogym::runtime::run_fingerprint(set, only));
       options.mesh = mesh.get();
-      options.exact_reduce = world.exact_reduce;
+      options.partial_reduce = world.partial_reduce;
       // Processes on one host share its cores.
       options.cores = std::max(1, exogym::runtime::available_cores() / world.local_size);
     }
@@ -297,6 +298,14 @@ int main(int argc, char** argv) {
     report_to_peers(e.what());
     return 2;
   } catch (const std::exception& e) {
+    if (distributed && exogym::runtime::interrupt_requested()) {
+      // Ctrl-C reached every process; this one stopped in a collective when
+      // a peer stopped first, which is the same interruption.
+      std::fprintf(stderr, "\n%s: interrupted by a signal (Ctrl-C) (%s); the run folder keeps what was written so far\n",
+                   who.c_str(), e.what());
+      report_to_peers("interrupted by a signal (Ctrl-C)");
+      return 130;
+    }
     std::fprintf(stderr, "\n%s: error: %s\n", who.c_str(), e.what());
     report_to_peers(e.what());
     return 1;
