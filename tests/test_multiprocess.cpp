@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -21,6 +22,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "exogym/runtime/cluster.h"
@@ -525,6 +527,50 @@ TEST_CASE("exogym-run over two processes started by hand with RANK and WORLD_SIZ
   REQUIRE(fs::exists(run_folder(dir, "out") / "model.pt"));
   REQUIRE_THAT(o0.output, Catch::Contains("outputs:"));
   REQUIRE(o1.output.find("outputs:") == std::string::npos);  // process 1 prints nothing on success
+}
+
+TEST_CASE("each process loads the data once, for its own block of nodes; uneven blocks work", "[multiprocess][cli]") {
+  TempDir dir("mp-data");
+  json m = small_manifest(5);  // 5 nodes over 2 processes: blocks of 2 and 3
+  m["model"]["options"]["input_size"] = 1;
+  const std::string log = (dir / "requests.txt").string();
+  m["data"]["train"] = {{"dataset", "counting"}, {"options", {{"size", 4000}, {"classes", 4}, {"log", log}}}};
+  m["data"]["val"] = {{"dataset", "counting"}, {"split", "test"}, {"options", {{"size", 400}, {"classes", 4}}}};
+  m["compute"] = {{"step_time", "10ms"}};
+  const auto file = write_manifest(dir, "m", m);
+  const std::vector<std::string> plugins = {"--plugin-path", EXOGYM_TEST_PLUGIN_DIR};
+  std::vector<std::string> args = plugins;
+  args.insert(args.end(), {"--quiet", "--nproc", "2", "--timeout", "20", file.string()});
+  const Outcome o = run_cli(args, dir / "log.txt", 60);
+  INFO(o.output);
+  REQUIRE(o.code == 0);
+  std::vector<std::string> lines = exogym::test::read_lines(log);
+  std::sort(lines.begin(), lines.end());
+  REQUIRE(lines.size() == 2);  // once per process (the launcher checks the manifest without loading data)
+  std::istringstream first(lines[0]), second(lines[1]);
+  std::string split0, split1;
+  int f0, n0, k0, f1, n1, k1;
+  long pid0, pid1;
+  first >> split0 >> f0 >> n0 >> k0 >> pid0;
+  second >> split1 >> f1 >> n1 >> k1 >> pid1;
+  REQUIRE(split0 == "train");
+  REQUIRE(split1 == "train");
+  REQUIRE(f0 == 0);
+  REQUIRE(n0 == 2);
+  REQUIRE(f1 == 2);
+  REQUIRE(n1 == 3);
+  REQUIRE(k0 == 5);
+  REQUIRE(k1 == 5);
+  REQUIRE(pid0 != pid1);
+  // Uneven blocks give the single-process result too.
+  m["data"]["train"]["options"].erase("log");
+  m["output"]["dir"] = "single";
+  const auto single_file = write_manifest(dir, "single", m);
+  std::vector<std::string> single_args = plugins;
+  single_args.insert(single_args.end(), {"--quiet", single_file.string()});
+  REQUIRE(run_cli(single_args, dir / "log1.txt", 60).code == 0);
+  REQUIRE(exogym::test::bit_identical(load_model_pt(run_folder(dir, "out") / "model.pt"),
+                                      load_model_pt(run_folder(dir, "single") / "model.pt")));
 }
 
 TEST_CASE("metrics recorded by nodes of other processes reach metrics.csv", "[multiprocess][cli]") {
