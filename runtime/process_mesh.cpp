@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -77,6 +78,9 @@ std::string key(const char* prefix, int process) { return std::string(prefix) + 
 ProcessMesh::ProcessMesh(const WorldSpec& world, const std::string& fingerprint)
     : world_(world), peers_(world.size), lost_(world.size, 0) {
   validate_world(world_);
+  // A write to a peer that died must fail (EPIPE) and be reported, not kill
+  // this process.
+  ::signal(SIGPIPE, SIG_IGN);
   period_ = std::clamp(world_.timeout / 4, std::chrono::milliseconds(20), std::chrono::milliseconds(1000));
   store_ = std::make_unique<RendezvousStore>(world_.master_addr, world_.master_port, world_.rank == 0, world_.timeout);
   try {

@@ -254,7 +254,7 @@ int main(int argc, char** argv) {
   // A failing process tells the others why before it goes.
   auto report_to_peers = [&](const std::string& reason) {
     if (mesh) {
-      mesh->fail("process " + std::to_string(world.rank) + " stopped: " + reason);
+      mesh->fail(reason);  // the others name this process themselves
       mesh.reset();
     }
   };
