@@ -307,7 +307,7 @@ TEST_CASE("hierarchical collectives over 2 processes give every node the right v
   }
 }
 
-TEST_CASE("exact hierarchical sums match the in-process backend bit for bit; partial sums agree everywhere",
+TEST_CASE("exact hierarchical sums match the in-process backend bit for bit, and partial sums agree everywhere",
           "[multiprocess]") {
   const int K = 6;
   const std::vector<int64_t> shape = {1000, 37};
@@ -529,7 +529,8 @@ TEST_CASE("exogym-run over two processes started by hand with RANK and WORLD_SIZ
   REQUIRE(o1.output.find("outputs:") == std::string::npos);  // process 1 prints nothing on success
 }
 
-TEST_CASE("each process loads the data once, for its own block of nodes; uneven blocks work", "[multiprocess][cli]") {
+TEST_CASE("each process loads the data once, for its own block of nodes, and uneven blocks work",
+          "[multiprocess][cli]") {
   TempDir dir("mp-data");
   json m = small_manifest(5);  // 5 nodes over 2 processes: blocks of 2 and 3
   m["model"]["options"]["input_size"] = 1;
