@@ -4,9 +4,13 @@
 
 #include <exception>
 #include <mutex>
+#include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "exogym/runtime/hierarchical_group.h"
+#include "exogym/runtime/process_mesh.h"
 #include "exogym/sdk/error.h"
 
 namespace exogym::runtime {
@@ -22,7 +26,39 @@ int available_cores() {
 }
 
 Cluster::Cluster(int nodes, int parallelism)
-    : nodes_(nodes), slots_(std::max(1, parallelism), abort_), group_(nodes, abort_) {}
+    : nodes_(nodes),
+      block_{0, nodes},
+      slots_(std::max(1, parallelism), abort_),
+      group_(std::make_unique<InProcessGroup>(nodes, abort_)) {}
+
+Cluster::Cluster(int nodes, int parallelism, ProcessMesh& mesh, NodeBlock block, ClockExchange* clocks,
+                 bool exact_reduce)
+    : nodes_(nodes),
+      block_(block),
+      slots_(std::max(1, parallelism), abort_),
+      hierarchical_(std::make_unique<HierarchicalGroup>(mesh, nodes, block, abort_, clocks, exact_reduce)),
+      mesh_(&mesh) {
+  // A failure on either side stops both. Each side ignores all but the first
+  // call, so the echo from the other side is harmless.
+  mesh.set_nodes(nodes);
+  mesh.set_failure_listener([this](const std::string& reason) { abort_.trigger(reason); });
+  abort_.on_abort([this] { mesh_->fail(abort_.reason()); });
+  if (mesh.failed()) abort_.trigger(mesh.failure());
+}
+
+Cluster::~Cluster() {
+  if (mesh_) mesh_->set_failure_listener(nullptr);
+}
+
+InProcessGroup& Cluster::group() {
+  if (!group_) throw std::logic_error("Cluster::group(): this cluster spans several processes");
+  return *group_;
+}
+
+std::unique_ptr<sdk::Communicator> Cluster::communicator(int rank, NodeSlot* slot) {
+  if (hierarchical_) return hierarchical_->communicator(rank, slot);
+  return group_->communicator(rank, slot);
+}
 
 void Cluster::run(const std::function<void(int, NodeSlot&)>& body) {
   std::mutex error_mutex;
@@ -49,13 +85,13 @@ void Cluster::run(const std::function<void(int, NodeSlot&)>& body) {
   };
 
   std::vector<std::thread> threads;
-  threads.reserve(nodes_);
+  threads.reserve(block_.count);
   try {
-    for (int rank = 0; rank < nodes_; ++rank) threads.emplace_back(node_main, rank);
+    for (int rank = block_.first; rank < block_.first + block_.count; ++rank) threads.emplace_back(node_main, rank);
   } catch (const std::system_error& e) {
     abort_.trigger(std::string("could not start node threads: ") + e.what());
     for (auto& t : threads) t.join();
-    throw sdk::Error("could not start " + std::to_string(nodes_) + " node threads: " + e.what());
+    throw sdk::Error("could not start " + std::to_string(block_.count) + " node threads: " + e.what());
   }
   for (auto& t : threads) t.join();
   if (first_error) std::rethrow_exception(first_error);

@@ -1,10 +1,13 @@
 #include "exogym/runtime/runner.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
+#include <nlohmann/json.hpp>
 
 #include "exogym/runtime/comparison.h"
 #include "exogym/runtime/plugin_loader.h"
+#include "exogym/runtime/process_mesh.h"
 #include "exogym/runtime/run_writer.h"
 #include "exogym/sdk/error.h"
 
@@ -32,7 +35,7 @@ RunnerResult run_manifest_set(const ManifestSet& set, PluginLoader& loader, cons
   // A typo in the last variant should not surface after the first trained.
   for (const auto* run : selected) {
     try {
-      check_run(*run, loader);
+      check_run(*run, loader, options.mesh ? options.mesh->size() : 1);
     } catch (const sdk::ConfigError& e) {
       if (!set.has_variants) throw;
       throw sdk::ConfigError(e.path(), e.message() + " (in variant \"" + run->variant + "\")");
@@ -41,23 +44,51 @@ RunnerResult run_manifest_set(const ManifestSet& set, PluginLoader& loader, cons
 
   RunnerResult result;
   std::map<std::string, std::shared_ptr<const sdk::Dataset>> datasets;
-  if (set.has_variants) {
+  const bool writes = !options.mesh || options.mesh->rank() == 0;
+  if (set.has_variants && writes) {
     result.folder = unique_folder(selected.empty() ? fs::path() : selected.front()->run_dir().parent_path());
   }
   for (const auto* run : selected) {
     RunOptions run_options;
     run_options.progress = options.progress;
     run_options.dataset_cache = &datasets;
-    if (set.has_variants) run_options.run_dir = result.folder / run->variant;
+    run_options.mesh = options.mesh;
+    run_options.partial_reduce = options.partial_reduce;
+    run_options.cores = options.cores;
+    if (set.has_variants && writes) run_options.run_dir = result.folder / run->variant;
     result.runs.push_back(train_run(*run, loader, run_options));
     if (!set.has_variants) result.folder = result.runs.back().run_dir;
   }
-  if (set.has_variants && !result.runs.empty()) {
+  if (set.has_variants && writes && !result.runs.empty()) {
     result.table = comparison_table(result.runs);
     write_file_atomically(result.folder / "comparison.csv", comparison_csv(result.runs));
     write_file_atomically(result.folder / "comparison.txt", result.table);
   }
   return result;
+}
+
+std::string run_fingerprint(const ManifestSet& set, const std::vector<std::string>& only) {
+  nlohmann::json runs = nlohmann::json::array();
+  for (const auto& run : set.runs) {
+    if (!only.empty() && std::find(only.begin(), only.end(), run.variant) == only.end()) continue;
+    nlohmann::json settings = run.resolved;
+    settings.erase("output");
+    if (settings.contains("data")) {
+      for (auto& [split, spec] : settings["data"].items()) {
+        if (spec.is_object()) spec.erase("path");
+      }
+    }
+    runs.push_back({{"variant", run.variant}, {"settings", settings}});
+  }
+  // FNV-1a: the same digest on every host, unlike std::hash.
+  uint64_t hash = 0xcbf29ce484222325ULL;
+  for (unsigned char c : runs.dump()) {
+    hash ^= c;
+    hash *= 0x100000001b3ULL;
+  }
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(hash));
+  return text;
 }
 
 }  // namespace exogym::runtime

@@ -13,6 +13,10 @@ namespace exogym::runtime {
 struct RunnerOptions {
   Progress::Mode progress = Progress::Mode::Lines;
   std::vector<std::string> only;  // variant names to run; empty: all
+  // Over several processes: see RunOptions. Only process 0 writes folders.
+  ProcessMesh* mesh = nullptr;
+  bool partial_reduce = false;
+  int cores = 0;
 };
 
 struct RunnerResult {
@@ -22,5 +26,10 @@ struct RunnerResult {
 };
 
 RunnerResult run_manifest_set(const ManifestSet& set, PluginLoader& loader, const RunnerOptions& options);
+
+// What the processes of a run must agree on: the selected runs' settings,
+// without the paths that may differ between hosts (output folder, data
+// paths). A hex digest.
+std::string run_fingerprint(const ManifestSet& set, const std::vector<std::string>& only);
 
 }  // namespace exogym::runtime

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <mutex>
 
 #include "exogym/runtime/cluster.h"
 #include "exogym/runtime/comm_meter.h"
@@ -17,6 +18,8 @@
 #include "exogym/runtime/devices.h"
 #include "exogym/runtime/interrupt.h"
 #include "exogym/runtime/plugin_loader.h"
+#include "exogym/runtime/process_mesh.h"
+#include "exogym/runtime/world.h"
 #include "exogym/sdk/comm.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/model.h"
@@ -74,13 +77,14 @@ sdk::Batch to_device(sdk::Batch batch, const c10::Device& device) {
 }
 
 std::shared_ptr<const sdk::Dataset> make_dataset(const DataSpec& spec, PluginLoader& loader, const Manifest& m,
-                                                 json& resolved_options, const RunOptions& options) {
+                                                 json& resolved_options, const RunOptions& options,
+                                                 const NodeBlock& block) {
   sdk::DatasetRequest request;
   request.path = spec.path;
   request.split = spec.split;
   request.seed = m.seed;
-  request.first_node = 0;
-  request.local_nodes = m.nodes;
+  request.first_node = block.first;
+  request.local_nodes = block.count;
   request.num_nodes = m.nodes;
   const std::string options_path = spec.json_path + ".options";
   try {
@@ -92,7 +96,8 @@ std::shared_ptr<const sdk::Dataset> make_dataset(const DataSpec& spec, PluginLoa
       resolved_options = plugin->validate(spec.options, options_path);
     }
     const std::string key = spec.dataset + "|" + spec.path.string() + "|" + spec.split + "|" + resolved_options.dump() +
-                            "|" + std::to_string(m.seed) + "|" + std::to_string(m.nodes);
+                            "|" + std::to_string(m.seed) + "|" + std::to_string(m.nodes) + "|" +
+                            std::to_string(block.first) + "+" + std::to_string(block.count);
     if (options.dataset_cache) {
       if (auto it = options.dataset_cache->find(key); it != options.dataset_cache->end()) return it->second;
     }
@@ -164,7 +169,27 @@ json eval_json(const EvalRecord& r, const std::vector<std::string>& names) {
   return j;
 }
 
-// The run's shared, read-only state plus node 0's reporting.
+// A metric sink for processes other than process 0: rows wait here until the
+// run ends and process 0 appends them to metrics.csv.
+class MetricBuffer final : public sdk::MetricSink {
+ public:
+  void record(int node, int64_t step, const std::string& name, double value) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    rows_.push_back({node, step, name, value});
+  }
+  json rows() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return rows_;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  json rows_ = json::array();
+};
+
+// The run's shared, read-only state plus node 0's reporting. Per-node
+// vectors are indexed by global rank; in a run over several processes only
+// this process's block is filled.
 struct RunState {
   const Manifest& m;
   std::vector<c10::Device> devices;
@@ -178,7 +203,9 @@ struct RunState {
   std::vector<std::string> metric_names;
   int64_t accumulation = 1;
   int threads = 1;
-  std::unique_ptr<RunWriter> writer;
+  std::unique_ptr<RunWriter> writer;  // process 0 only
+  // Other processes keep their nodes' metrics for process 0 (metrics.csv).
+  std::unique_ptr<MetricBuffer> metric_buffer;
   std::unique_ptr<Progress> progress;
   std::shared_ptr<spdlog::logger> log;
   // The simulated network and clocks (comm_meter.h).
@@ -264,7 +291,7 @@ void node_main(RunState& s, Cluster& cluster, int rank, NodeSlot& slot) {
   const Manifest& m = s.m;
   sdk::Model& model = *s.models[rank];
   sdk::Strategy& strategy = *s.strategies[rank];
-  auto backend = cluster.group().communicator(rank, &slot);
+  auto backend = cluster.communicator(rank, &slot);
   NodeMeter& meter = *s.meters[rank];
   // What the strategy sends is metered as traffic a real cluster would carry;
   // the runtime's own collectives are counted apart and cost no simulated time.
@@ -281,7 +308,7 @@ void node_main(RunState& s, Cluster& cluster, int rank, NodeSlot& slot) {
   ctx.max_steps = m.max_steps;
   ctx.seed = m.seed;
   ctx.log = s.log;
-  ctx.metrics = s.writer.get();
+  ctx.metrics = s.writer ? static_cast<sdk::MetricSink*>(s.writer.get()) : s.metric_buffer.get();
 
   std::string phase = "initial broadcast";
   const std::string strategy_name =
@@ -384,9 +411,32 @@ void node_main(RunState& s, Cluster& cluster, int rank, NodeSlot& slot) {
   }
 }
 
+// A run over P processes needs at least one node per process.
+void check_processes(const Manifest& m, int processes) {
+  if (m.nodes < processes) {
+    throw sdk::ConfigError("nodes", "the run has " + std::to_string(m.nodes) + " node" + (m.nodes == 1 ? "" : "s") +
+                                        " but " + std::to_string(processes) +
+                                        " processes (--nproc or WORLD_SIZE): every process needs at least one node");
+  }
+}
+
+// Each node's counters and clock split, for summary.json.
+json node_stats(const NodeMeter& meter) {
+  const Traffic& mine = meter.traffic(TrafficSource::Strategy);
+  return {{"node", meter.rank()},
+          {"bytes_sent", mine.sent},
+          {"bytes_received", mine.received},
+          {"runtime_bytes_sent", meter.traffic(TrafficSource::Runtime).sent},
+          {"time_s", meter.clock()},
+          {"compute_s", meter.compute_seconds()},
+          {"communication_s", meter.communication_seconds()},
+          {"waiting_s", meter.waiting_seconds()}};
+}
+
 }  // namespace
 
-void check_run(const Manifest& m, PluginLoader& loader) {
+void check_run(const Manifest& m, PluginLoader& loader, int processes) {
+  check_processes(m, processes);
   resolve_devices(m.device);
   loader.load("model", m.model.plugin, m.model.path + ".plugin", m.base_dir)
       ->validate(m.model.options, m.model.path + ".options");
@@ -398,6 +448,13 @@ RunResult train_run(const Manifest& m, PluginLoader& loader, const RunOptions& o
   const auto started = std::chrono::steady_clock::now();
   RunState s{m};
   s.started = started;
+  // Over several processes, this one runs a block of the nodes and process
+  // 0 (which hosts node 0) writes the run folder.
+  ProcessMesh* mesh = options.mesh;
+  const int processes = mesh ? mesh->size() : 1;
+  check_processes(m, processes);
+  const NodeBlock block = node_block(m.nodes, processes, mesh ? mesh->rank() : 0);
+  const bool writes = !mesh || mesh->rank() == 0;
   const std::string label = m.variant.empty() ? m.name : m.name + "/" + m.variant;
   s.log = spdlog::get("exogym");
   if (!s.log) s.log = spdlog::stderr_color_mt("exogym");
@@ -411,17 +468,17 @@ RunResult train_run(const Manifest& m, PluginLoader& loader, const RunOptions& o
 
   json train_data_options, val_data_options;
   const auto data_started = std::chrono::steady_clock::now();
-  s.train_data = make_dataset(m.train_data, loader, m, train_data_options, options);
+  s.train_data = make_dataset(m.train_data, loader, m, train_data_options, options, block);
   s.sampler = data::make_sampler(m.train_data.partition, s.train_data->size(), m.nodes, m.batch_size, m.seed);
   if (eval_enabled(m)) {
-    s.val_data = make_dataset(*m.val_data, loader, m, val_data_options, options);
+    s.val_data = make_dataset(*m.val_data, loader, m, val_data_options, options, block);
     s.val_indices = data::validation_indices(s.val_data->size(), m.eval_size, mix_seed(m.seed, 7));
   }
   const double dataset_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - data_started).count();
   s.accumulation = m.batch_size / m.minibatch_size;
 
-  const int cores = available_cores();
-  const int parallelism = m.parallelism > 0 ? m.parallelism : std::max(1, std::min(m.nodes, cores));
+  const int cores = options.cores > 0 ? options.cores : available_cores();
+  const int parallelism = m.parallelism > 0 ? m.parallelism : std::max(1, std::min(block.count, cores));
   s.threads = m.threads > 0 ? m.threads : std::max(1, cores / parallelism);
   if (parallelism * s.threads > cores) {
     s.log->warn("parallelism {} × threads {} exceeds the {} cores: OpenMP teams will contend and slow the run down",
@@ -429,10 +486,13 @@ RunResult train_run(const Manifest& m, PluginLoader& loader, const RunOptions& o
   }
 
   // Models are built on this thread, one after another, so their initial
-  // weights do not depend on thread timing (node 0's are broadcast anyway).
+  // weights do not depend on thread timing (node 0's are broadcast anyway,
+  // which is also why a process may build only its own nodes).
   at::manual_seed(m.seed);
   at::set_num_threads(std::max(1, cores));
-  for (int rank = 0; rank < m.nodes; ++rank) {
+  s.models.resize(m.nodes);
+  s.strategies.resize(m.nodes);
+  for (int rank = block.first; rank < block.first + block.count; ++rank) {
     std::shared_ptr<sdk::Model> model;
     try {
       model = s.model_plugin->create_model(s.model_options);
@@ -442,19 +502,25 @@ RunResult train_run(const Manifest& m, PluginLoader& loader, const RunOptions& o
     model->set_generator(at::detail::createCPUGenerator(mix_seed(m.seed, 1, rank)));
     model->module().to(device_for_node(s.devices, rank));
     model->module().train();
-    s.models.push_back(std::move(model));
+    s.models[rank] = std::move(model);
     try {
-      s.strategies.push_back(s.strategy_plugin->create_strategy(s.strategy_options));
+      s.strategies[rank] = s.strategy_plugin->create_strategy(s.strategy_options);
     } catch (const sdk::ConfigError& e) {
       throw sdk::ConfigError(m.strategy.path + ".options" + (e.path().empty() ? "" : "." + e.path()), e.message());
     }
   }
-  s.metric_names = s.models[0]->metric_names();
+  sdk::Model& first_model = *s.models[block.first];
+  s.metric_names = first_model.metric_names();
   int64_t parameters = 0;
-  for (const auto& p : s.models[0]->module().parameters()) parameters += p.numel();
+  for (const auto& p : first_model.module().parameters()) parameters += p.numel();
 
-  fs::path run_dir = options.run_dir.empty() ? unique_folder(m.run_dir()) : options.run_dir;
-  s.writer = std::make_unique<RunWriter>(run_dir, s.metric_names);
+  fs::path run_dir;
+  if (writes) {
+    run_dir = options.run_dir.empty() ? unique_folder(m.run_dir()) : options.run_dir;
+    s.writer = std::make_unique<RunWriter>(run_dir, s.metric_names);
+  } else {
+    s.metric_buffer = std::make_unique<MetricBuffer>();
+  }
   json config = m.resolved;
   config["model"]["options"] = s.model_options;
   config["strategy"]["options"] = s.strategy_options;
@@ -465,22 +531,54 @@ RunResult train_run(const Manifest& m, PluginLoader& loader, const RunOptions& o
                        {"cores", cores},
                        {"libtorch", TORCH_VERSION},
                        {"run_dir", run_dir.string()}};
-  s.writer->write_config(config);
-  s.progress = std::make_unique<Progress>(label, m.max_steps, options.progress);
-  s.log->info("{}: {} nodes of {} ({} parameters) with strategy {}, {} steps; writing {}", label, m.nodes,
-              m.model.plugin, parameters, m.strategy.plugin, m.max_steps, run_dir.string());
+  if (mesh) {
+    // parallelism, threads and cores above are process 0's.
+    config["runtime"]["processes"] = processes;
+    config["runtime"]["reduce"] = options.partial_reduce ? "partial" : "exact";
+  }
+  if (writes) s.writer->write_config(config);
+  s.progress = std::make_unique<Progress>(label, m.max_steps, writes ? options.progress : Progress::Mode::Quiet);
+  if (writes) {
+    s.log->info("{}: {} nodes of {} ({} parameters) with strategy {}, {} steps{}; writing {}", label, m.nodes,
+                m.model.plugin, parameters, m.strategy.plugin, m.max_steps,
+                mesh ? " over " + std::to_string(processes) + " processes" : std::string(), run_dir.string());
+  }
 
   s.network = std::make_unique<NetworkModel>(m.nodes, m.network.link, m.network.per_node);
   s.compute.step_time = m.compute.step_time;
   s.compute.speed.assign(m.nodes, 1.0);
   for (const auto& [rank, speed] : m.compute.speed) s.compute.speed[rank] = speed;
   s.clocks = std::make_unique<ClockExchange>(m.nodes);
-  for (int rank = 0; rank < m.nodes; ++rank)
-    s.meters.push_back(std::make_unique<NodeMeter>(rank, *s.network, s.compute, *s.clocks, /*keep_rows=*/rank == 0));
+  s.meters.resize(m.nodes);
+  for (int rank = block.first; rank < block.first + block.count; ++rank)
+    s.meters[rank] = std::make_unique<NodeMeter>(rank, *s.network, s.compute, *s.clocks, /*keep_rows=*/rank == 0);
 
-  Cluster cluster(m.nodes, parallelism);
-  cluster.run([&](int rank, NodeSlot& slot) { node_main(s, cluster, rank, slot); });
+  {
+    auto cluster =
+        mesh ? std::make_unique<Cluster>(m.nodes, parallelism, *mesh, block, s.clocks.get(), !options.partial_reduce)
+             : std::make_unique<Cluster>(m.nodes, parallelism);
+    cluster->run([&](int rank, NodeSlot& slot) { node_main(s, *cluster, rank, slot); });
+  }
   s.progress->finish();
+
+  // Every node's account, and the metrics other processes kept, go to the
+  // process that writes the run folder.
+  json per_node = json::array();
+  json remote_metrics = json::array();
+  {
+    json mine = json::array();
+    for (int rank = block.first; rank < block.first + block.count; ++rank) mine.push_back(node_stats(*s.meters[rank]));
+    if (mesh) {
+      const json local = {{"nodes", mine}, {"metrics", s.metric_buffer ? s.metric_buffer->rows() : json::array()}};
+      for (const auto& text : mesh->all_gather_text(local.dump())) {
+        const json part = json::parse(text);
+        for (const auto& n : part.at("nodes")) per_node.push_back(n);
+        for (const auto& row : part.at("metrics")) remote_metrics.push_back(row);
+      }
+    } else {
+      per_node = mine;
+    }
+  }
 
   RunResult r;
   r.name = m.name;
@@ -496,36 +594,38 @@ RunResult train_run(const Manifest& m, PluginLoader& loader, const RunOptions& o
   r.last_train_loss = s.last_train_loss;
   r.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   r.dataset_seconds = dataset_seconds;
-  r.startup_seconds = std::chrono::duration<double>(s.loop_started - started).count();
-  r.loop_seconds = std::chrono::duration<double>(s.loop_finished - s.loop_started).count();
+  if (s.loop_started != std::chrono::steady_clock::time_point{}) {  // this process hosts node 0
+    r.startup_seconds = std::chrono::duration<double>(s.loop_started - started).count();
+    r.loop_seconds = std::chrono::duration<double>(s.loop_finished - s.loop_started).count();
+  }
   r.final_eval = s.last_eval;
   r.target_loss = m.target_loss;
   r.target_hit = s.target_hit;
 
+  if (!writes) {
+    s.strategies.clear();
+    s.models.clear();
+    return r;
+  }
+  for (const auto& row : remote_metrics) {
+    s.writer->record(row.at(0).get<int>(), row.at(1).get<int64_t>(), row.at(2).get<std::string>(),
+                     row.at(3).get<double>());
+  }
+
   // The simulated cluster's account.
   SimulationSummary& sim = r.simulated;
-  json per_node = json::array();
-  for (const auto& meter : s.meters) {
-    const Traffic& mine = meter->traffic(TrafficSource::Strategy);
-    sim.time_s = std::max(sim.time_s, meter->clock());
-    sim.compute_s += meter->compute_seconds() / m.nodes;
-    sim.communication_s += meter->communication_seconds() / m.nodes;
-    sim.waiting_s += meter->waiting_seconds() / m.nodes;
-    per_node.push_back({{"node", meter->rank()},
-                        {"bytes_sent", mine.sent},
-                        {"bytes_received", mine.received},
-                        {"runtime_bytes_sent", meter->traffic(TrafficSource::Runtime).sent},
-                        {"time_s", meter->clock()},
-                        {"compute_s", meter->compute_seconds()},
-                        {"communication_s", meter->communication_seconds()},
-                        {"waiting_s", meter->waiting_seconds()}});
+  for (const auto& node : per_node) {
+    sim.time_s = std::max(sim.time_s, node.at("time_s").get<double>());
+    sim.compute_s += node.at("compute_s").get<double>() / m.nodes;
+    sim.communication_s += node.at("communication_s").get<double>() / m.nodes;
+    sim.waiting_s += node.at("waiting_s").get<double>() / m.nodes;
   }
   const NodeMeter& meter0 = *s.meters[0];
   sim.bytes_sent_total = meter0.cluster_sent(TrafficSource::Strategy);
   sim.bytes_sent_per_node = sim.bytes_sent_total / m.nodes;
   sim.runtime_bytes_sent_total = meter0.cluster_sent(TrafficSource::Runtime);
   double gradient_bytes = 0;
-  for (const auto& p : s.models[0]->module().parameters()) {
+  for (const auto& p : s.models[block.first]->module().parameters()) {
     if (p.requires_grad()) gradient_bytes += static_cast<double>(p.numel()) * static_cast<double>(p.element_size());
   }
   sim.ddp_bytes_sent_per_node = static_cast<double>(m.max_steps) * all_reduce_traffic(gradient_bytes, m.nodes).sent;

@@ -17,6 +17,7 @@
 namespace exogym::runtime {
 
 class PluginLoader;
+class ProcessMesh;
 
 struct RunOptions {
   Progress::Mode progress = Progress::Mode::Lines;
@@ -26,11 +27,20 @@ struct RunOptions {
   // Datasets already loaded by earlier runs of this process, keyed by what
   // defines them, so that the variants of "runs" decode MNIST only once.
   std::map<std::string, std::shared_ptr<const sdk::Dataset>>* dataset_cache = nullptr;
+  // A run spread over several processes: this process's connection to the
+  // others (null: one process runs every node). Process 0 writes the run
+  // folder; the others only train their nodes.
+  ProcessMesh* mesh = nullptr;
+  bool partial_reduce = false;  // see HierarchicalGroup and WorldSpec
+  // The cores this process may use (0: all it can see); processes sharing a
+  // host split its cores.
+  int cores = 0;
 };
 
 // Loads the model and strategy plugins and validates their options, without
 // training: used to check every variant before the first one starts.
-void check_run(const Manifest& manifest, PluginLoader& loader);
+// `processes`: how many processes the run is spread over.
+void check_run(const Manifest& manifest, PluginLoader& loader, int processes = 1);
 
 struct EvalRecord {
   int64_t step = 0;
@@ -70,7 +80,8 @@ struct RunResult {
   double wall_seconds = 0;
   // Where the wall time went (node 0's view): loading the datasets, from the
   // start of train_run to node 0's first step (datasets included), and the
-  // training loop itself (evaluations included).
+  // training loop itself (evaluations included). The last two are 0 in a
+  // process that does not host node 0.
   double dataset_seconds = 0, startup_seconds = 0, loop_seconds = 0;
   std::optional<EvalRecord> final_eval;
   SimulationSummary simulated;

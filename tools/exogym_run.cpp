@@ -3,17 +3,25 @@
 #include <spdlog/spdlog.h>
 #include <torch/version.h>
 
+#include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "exogym/runtime/cluster.h"
 #include "exogym/runtime/data/registry.h"
 #include "exogym/runtime/interrupt.h"
+#include "exogym/runtime/launcher.h"
 #include "exogym/runtime/manifest.h"
 #include "exogym/runtime/plugin_loader.h"
+#include "exogym/runtime/process_mesh.h"
 #include "exogym/runtime/runner.h"
+#include "exogym/runtime/world.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/options.h"
 #include "exogym/sdk/plugin.h"
@@ -35,6 +43,23 @@ options:
   --quiet              no progress output
   --version            print the version and exit
   -h, --help           this text
+
+several processes (see README.md, "Several processes and hosts"):
+  --nproc P            start P processes on this host, each hosting a block of
+                       the nodes, and supervise them
+  --world-size W       this process is one of W (env WORLD_SIZE); start one
+                       exogym-run per RANK, on any hosts
+  --rank R             this process's rank, 0 to W-1 (env RANK); process 0
+                       hosts the rendezvous and writes the run folder
+  --master-addr HOST   where process 0 runs (env MASTER_ADDR; default 127.0.0.1)
+  --master-port PORT   its rendezvous port (env MASTER_PORT; default 29500;
+                       with --nproc: a free port)
+  --timeout SECONDS    how long to wait for the processes to join, and for a
+                       peer that shows no sign of life, before failing (60)
+  --partial-reduce     sum per process first, then across processes: K/P
+                       times less traffic between processes, but the last
+                       bits differ from one process (default: every process
+                       sums all K nodes in rank order, bit-identical)
 )";
 
 void print_options(const exogym::sdk::OptionSpecs& options) {
@@ -79,6 +104,28 @@ int main(int argc, char** argv) {
   std::vector<std::filesystem::path> plugin_dirs;
   std::string manifest;
   bool list = false, quiet = false;
+  // Multi-process settings: the environment, overridden by flags.
+  exogym::runtime::WorldSpec world;
+  try {
+    world = exogym::runtime::world_from_environment();
+  } catch (const exogym::sdk::ConfigError& e) {
+    std::fprintf(stderr, "exogym-run: %s\n", e.what());
+    return 2;
+  }
+  int nproc = 0;
+  bool rank_flag = false, world_flag = false, port_flag = false;
+  // Each process started by --nproc gets these arguments minus the launcher's own.
+  std::vector<std::string> child_args;
+  auto integer = [&](const std::string& flag, const std::string& text, int low, int high) {
+    char* end = nullptr;
+    const long v = std::strtol(text.c_str(), &end, 10);
+    if (text.empty() || *end != '\0' || v < low || v > high) {
+      std::fprintf(stderr, "exogym-run: %s: expected an integer from %d to %d, got \"%s\"\n", flag.c_str(), low, high,
+                   text.c_str());
+      std::exit(2);
+    }
+    return static_cast<int>(v);
+  };
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     auto value = [&](const char* flag) -> std::string {
@@ -88,6 +135,8 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
+    const int start = i;
+    bool launcher_only = false;
     if (arg == "-h" || arg == "--help") {
       std::printf("%s", kUsage);
       return 0;
@@ -107,6 +156,36 @@ int main(int argc, char** argv) {
       list = true;
     } else if (arg == "--quiet" || arg == "-q") {
       quiet = true;
+    } else if (arg == "--nproc") {
+      nproc = integer(arg, value("--nproc"), 1, 1024);
+      launcher_only = true;
+    } else if (arg == "--world-size") {
+      world.size = integer(arg, value("--world-size"), 1, 1000000);
+      world_flag = true;
+      launcher_only = true;
+    } else if (arg == "--rank") {
+      world.rank = integer(arg, value("--rank"), 0, 1000000);
+      rank_flag = true;
+      launcher_only = true;
+    } else if (arg == "--master-addr") {
+      world.master_addr = value("--master-addr");
+      launcher_only = true;
+    } else if (arg == "--master-port") {
+      world.master_port = integer(arg, value("--master-port"), 1, 65535);
+      port_flag = true;
+      launcher_only = true;
+    } else if (arg == "--timeout") {
+      const std::string text = value("--timeout");
+      char* end = nullptr;
+      const double seconds = std::strtod(text.c_str(), &end);
+      if (text.empty() || *end != '\0' || !(seconds > 0) || !std::isfinite(seconds)) {
+        std::fprintf(stderr, "exogym-run: --timeout: expected a positive number of seconds, got \"%s\"\n",
+                     text.c_str());
+        return 2;
+      }
+      world.timeout = std::chrono::milliseconds(static_cast<int64_t>(std::ceil(seconds * 1000)));
+    } else if (arg == "--partial-reduce") {
+      world.partial_reduce = true;
     } else if (!arg.empty() && arg[0] == '-') {
       std::fprintf(stderr, "exogym-run: unknown option %s\n%s", arg.c_str(), kUsage);
       return 2;
@@ -116,10 +195,30 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "exogym-run: more than one manifest given (%s, %s)\n", manifest.c_str(), arg.c_str());
       return 2;
     }
+    if (!launcher_only) {
+      for (int j = start; j <= i; ++j) child_args.push_back(argv[j]);
+    }
   }
+  if (nproc > 0 && (rank_flag || world_flag)) {
+    std::fprintf(stderr, "exogym-run: --nproc starts every process itself: leave out --rank and --world-size\n");
+    return 2;
+  }
+  if (nproc == 0) {
+    try {
+      exogym::runtime::validate_world(world);
+    } catch (const exogym::sdk::ConfigError& e) {
+      std::fprintf(stderr, "exogym-run: %s\n", e.what());
+      return 2;
+    }
+  }
+  const bool distributed = nproc == 0 && world.distributed();
+  // Over several processes every line says which process wrote it; only
+  // process 0 reports progress and results.
+  const std::string who = distributed ? "exogym-run[" + std::to_string(world.rank) + "]" : "exogym-run";
   auto log = spdlog::stderr_color_mt("exogym");
-  log->set_pattern("[%H:%M:%S] %^%l%$: %v");
-  if (quiet) log->set_level(spdlog::level::warn);
+  log->set_pattern(distributed ? "[%H:%M:%S] [" + std::to_string(world.rank) + "] %^%l%$: %v"
+                               : "[%H:%M:%S] %^%l%$: %v");
+  if (quiet || (distributed && world.rank != 0)) log->set_level(spdlog::level::warn);
   exogym::runtime::PluginLoader loader(plugin_dirs);
   if (list) {
     list_plugins(loader);
@@ -129,13 +228,54 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "exogym-run: no manifest given\n%s", kUsage);
     return 2;
   }
+  if (nproc > 0) {
+    // Check the manifest once here, so that a mistake is reported once
+    // rather than by every process.
+    try {
+      auto set = exogym::runtime::load_manifest(manifest, overrides);
+      for (const auto& run : set.runs) exogym::runtime::check_run(run, loader, nproc);
+      exogym::runtime::LaunchSpec spec;
+      spec.processes = nproc;
+      spec.args = child_args;
+      spec.master_addr = "127.0.0.1";
+      spec.master_port = port_flag ? world.master_port : 0;
+      spec.grace = world.timeout + std::chrono::seconds(5);
+      return exogym::runtime::launch_local(spec);
+    } catch (const exogym::sdk::ConfigError& e) {
+      std::fprintf(stderr, "exogym-run: %s: %s\n", manifest.c_str(), e.what());
+      return 2;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "exogym-run: error: %s\n", e.what());
+      return 1;
+    }
+  }
   exogym::runtime::install_interrupt_handlers();
+  std::unique_ptr<exogym::runtime::ProcessMesh> mesh;
+  // A failing process tells the others why before it goes.
+  auto report_to_peers = [&](const std::string& reason) {
+    if (mesh) {
+      mesh->fail(reason);  // the others name this process themselves
+      mesh.reset();
+    }
+  };
   try {
     auto set = exogym::runtime::load_manifest(manifest, overrides);
     exogym::runtime::RunnerOptions options;
     options.progress = exogym::runtime::Progress::mode_for_stderr(quiet);
     options.only = only;
+    if (distributed) {
+      mesh = std::make_unique<exogym::runtime::ProcessMesh>(world, exogym::runtime::run_fingerprint(set, only));
+      options.mesh = mesh.get();
+      options.partial_reduce = world.partial_reduce;
+      // Processes on one host share its cores.
+      options.cores = std::max(1, exogym::runtime::available_cores() / world.local_size);
+    }
     auto result = exogym::runtime::run_manifest_set(set, loader, options);
+    if (mesh) {
+      mesh->finish();
+      mesh.reset();
+      if (world.rank != 0) return 0;
+    }
     if (!result.table.empty()) {
       std::printf("\n%s\n%s", set.name.c_str(), result.table.c_str());
     } else if (!result.runs.empty() && result.runs.front().final_eval) {
@@ -150,13 +290,24 @@ int main(int argc, char** argv) {
     std::printf("outputs: %s\n", result.folder.string().c_str());
     return 0;
   } catch (const exogym::runtime::Interrupted& e) {
-    std::fprintf(stderr, "\nexogym-run: %s; the run folder keeps what was written so far\n", e.what());
+    std::fprintf(stderr, "\n%s: %s; the run folder keeps what was written so far\n", who.c_str(), e.what());
+    report_to_peers(e.what());
     return 130;
   } catch (const exogym::sdk::ConfigError& e) {
-    std::fprintf(stderr, "exogym-run: %s: %s\n", manifest.c_str(), e.what());
+    std::fprintf(stderr, "%s: %s: %s\n", who.c_str(), manifest.c_str(), e.what());
+    report_to_peers(e.what());
     return 2;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "\nexogym-run: error: %s\n", e.what());
+    if (distributed && exogym::runtime::interrupt_requested()) {
+      // Ctrl-C reached every process; this one stopped in a collective when
+      // a peer stopped first, which is the same interruption.
+      std::fprintf(stderr, "\n%s: interrupted by a signal (Ctrl-C) (%s); the run folder keeps what was written so far\n",
+                   who.c_str(), e.what());
+      report_to_peers("interrupted by a signal (Ctrl-C)");
+      return 130;
+    }
+    std::fprintf(stderr, "\n%s: error: %s\n", who.c_str(), e.what());
+    report_to_peers(e.what());
     return 1;
   }
 }

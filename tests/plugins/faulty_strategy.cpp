@@ -1,9 +1,15 @@
-// A strategy that averages gradients like allreduce, but throws on one node
-// at one step: the cluster must abort every node cleanly and report it.
+// A strategy that averages gradients like allreduce, but fails on one node
+// at one step: the cluster must abort every node cleanly and report it. The
+// failure is an exception, or, to test runs over several processes, the
+// death of the node's whole process (exit or SIGKILL) or its hanging
+// (SIGSTOP).
 #include <ATen/ATen.h>
+#include <signal.h>
 #include <torch/nn/module.h>
+#include <unistd.h>
 
 #include <stdexcept>
+#include <string>
 
 #include "exogym/sdk/comm.h"
 #include "exogym/sdk/model.h"
@@ -16,9 +22,16 @@ namespace {
 exogym::sdk::OptionSpecs faulty_options() {
   using exogym::sdk::OptionSpec;
   using exogym::sdk::OptionType;
-  return {OptionSpec{"fail_node", OptionType::Integer, 1, "node that throws (-1: none)"},
-          OptionSpec{"fail_step", OptionType::NonNegativeInteger, 3, "step at which it throws"},
-          OptionSpec{"lr", OptionType::PositiveNumber, 0.1, "plain SGD learning rate"}};
+  return {
+      OptionSpec{"fail_node", OptionType::Integer, 1, "node that throws (-1: none)"},
+      OptionSpec{"fail_step", OptionType::NonNegativeInteger, 3, "step at which it throws"},
+      OptionSpec{"fail_mode",
+                 OptionType::String,
+                 "throw",
+                 "throw an exception, or end (exit), kill (SIGKILL) or stop (SIGSTOP) the node's process",
+                 {"throw", "exit", "kill", "stop"}},
+      OptionSpec{"record", OptionType::Boolean, false, "record the metric \"probe\" = 1000 * rank + step every step"},
+      OptionSpec{"lr", OptionType::PositiveNumber, 0.1, "plain SGD learning rate"}};
 }
 
 class FaultyStrategy final : public exogym::sdk::Strategy {
@@ -26,6 +39,8 @@ class FaultyStrategy final : public exogym::sdk::Strategy {
   explicit FaultyStrategy(const nlohmann::json& o)
       : fail_node_(o.at("fail_node").get<int>()),
         fail_step_(o.at("fail_step").get<int64_t>()),
+        fail_mode_(o.at("fail_mode").get<std::string>()),
+        record_(o.at("record").get<bool>()),
         lr_(o.at("lr").get<double>()) {}
   void init(exogym::sdk::NodeContext& ctx, exogym::sdk::Model& model) override {
     ctx_ = &ctx;
@@ -37,8 +52,13 @@ class FaultyStrategy final : public exogym::sdk::Strategy {
     }
   }
   void step() override {
-    if (ctx_->rank == fail_node_ && ctx_->step == fail_step_)
+    if (ctx_->rank == fail_node_ && ctx_->step == fail_step_) {
+      if (fail_mode_ == "exit") ::_exit(3);
+      if (fail_mode_ == "kill") ::raise(SIGKILL);
+      if (fail_mode_ == "stop") ::raise(SIGSTOP);
       throw std::runtime_error("deliberate failure for the test");
+    }
+    if (record_) ctx_->record("probe", 1000.0 * ctx_->rank + static_cast<double>(ctx_->step));
     std::vector<at::Tensor> grads;
     for (auto& p : params_) grads.push_back(p.grad());
     ctx_->communicator().all_reduce(grads, exogym::sdk::ReduceOp::Avg);
@@ -49,6 +69,8 @@ class FaultyStrategy final : public exogym::sdk::Strategy {
  private:
   int fail_node_;
   int64_t fail_step_;
+  std::string fail_mode_;
+  bool record_;
   double lr_;
   exogym::sdk::NodeContext* ctx_ = nullptr;
   std::vector<at::Tensor> params_;
