@@ -6,6 +6,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "exogym/runtime/collective_args.h"
 #include "exogym/runtime/comm_meter.h"
 #include "exogym/runtime/compute_slots.h"
 #include "exogym/runtime/nccl/nccl_exchange.h"
@@ -96,18 +97,13 @@ class HierarchicalCommunicator final : public sdk::Communicator {
     run_in_place(HierarchicalGroup::Kind::AllReduce, tensors, op, 0);
   }
   void broadcast(std::vector<at::Tensor>& tensors, int root) override {
-    if (root < 0 || root >= size()) {
-      throw sdk::Error("broadcast: root " + std::to_string(root) + " is not a rank of " + std::to_string(size()));
-    }
+    check_root(root, size());
     run_in_place(HierarchicalGroup::Kind::Broadcast, tensors, ReduceOp::Sum, root);
   }
   std::vector<std::vector<at::Tensor>> all_gather(const std::vector<at::Tensor>& tensors) override {
     HierarchicalGroup::Posted posted;
     posted.kind = HierarchicalGroup::Kind::AllGather;
-    for (const auto& t : tensors) {
-      if (!t.defined()) throw sdk::Error("collective called with an undefined tensor");
-      posted.tensors.push_back(t.contiguous());
-    }
+    posted.tensors = contiguous_payload(tensors);
     std::vector<std::vector<at::Tensor>> gathered;
     group_.run(rank_, posted, slot_, &gathered);
     return gathered;
@@ -124,15 +120,10 @@ class HierarchicalCommunicator final : public sdk::Communicator {
     posted.kind = kind;
     posted.op = op;
     posted.root = root;
-    for (const auto& t : tensors) {
-      if (!t.defined()) throw sdk::Error("collective called with an undefined tensor");
-      posted.tensors.push_back(t.is_contiguous() ? t : t.contiguous());
-    }
+    posted.tensors = contiguous_payload(tensors);
     std::vector<at::Tensor> work = posted.tensors;
     group_.run(rank_, std::move(posted), slot_, nullptr);
-    for (size_t i = 0; i < tensors.size(); ++i) {
-      if (!work[i].is_same(tensors[i])) tensors[i].copy_(work[i]);
-    }
+    copy_back(tensors, work);
   }
 
   HierarchicalGroup& group_;
@@ -328,9 +319,26 @@ void HierarchicalGroup::lead() {
   }
 }
 
+void HierarchicalGroup::gather_payloads(const at::Tensor& send, const std::vector<Header>& headers) {
+  const int P = mesh_.size(), me = mesh_.rank();
+  std::vector<void*> out(P, nullptr);
+  std::vector<size_t> sizes(P, 0);
+  buffers_.assign(P, at::Tensor());
+  for (int q = 0; q < P; ++q) {
+    if (q == me) {
+      buffers_[q] = send;
+      continue;
+    }
+    buffers_[q] = at::empty({static_cast<int64_t>(headers[q].payload)}, at::kByte);
+    out[q] = buffers_[q].data_ptr();
+    sizes[q] = headers[q].payload;
+  }
+  mesh_.all_gather(send.data_ptr(), headers[me].payload, out, sizes);
+}
+
 void HierarchicalGroup::lead_all_reduce(Header& mine) {
   const Posted& first = posted_[0];
-  const int P = mesh_.size(), me = mesh_.rank();
+  const int P = mesh_.size();
   const ReduceOp op = first.op;
   const ReduceOp fold = op == ReduceOp::Avg ? ReduceOp::Sum : op;  // divided by K at the end
   std::vector<int64_t> offsets;
@@ -376,9 +384,6 @@ void HierarchicalGroup::lead_all_reduce(Header& mine) {
   mine.blocks = my_blocks;
   const auto headers = exchange_headers(mine);
 
-  std::vector<void*> out(P, nullptr);
-  std::vector<size_t> sizes(P, 0);
-  buffers_.assign(P, at::Tensor());
   for (int q = 0; q < P; ++q) {
     const int expected = per_node ? node_block(nodes_, P, q).count : 1;
     if (headers[q].blocks != expected || headers[q].payload != static_cast<uint64_t>(expected * total)) {
@@ -387,15 +392,8 @@ void HierarchicalGroup::lead_all_reduce(Header& mine) {
                        std::to_string(expected * total) + " were expected (are all processes run with the same " +
                        "--partial-reduce setting?)");
     }
-    if (q == me) {
-      buffers_[q] = send;
-      continue;
-    }
-    buffers_[q] = at::empty({static_cast<int64_t>(headers[q].payload)}, at::kByte);
-    out[q] = buffers_[q].data_ptr();
-    sizes[q] = headers[q].payload;
   }
-  mesh_.all_gather(send.data_ptr(), mine.payload, out, sizes);
+  gather_payloads(send, headers);
 
   // Every process folds the same blocks in the same order (process order,
   // and rank order within a process): the same bits everywhere.
@@ -479,7 +477,7 @@ void HierarchicalGroup::lead_broadcast(Header& mine) {
 }
 
 void HierarchicalGroup::lead_all_gather(Header& mine) {
-  const int P = mesh_.size(), me = mesh_.rank();
+  const int P = mesh_.size();
   const size_t count = posted_[0].tensors.size();
   // A message: [number of int64 words of metadata][metadata: per node and
   // tensor, dtype, dim, sizes...][data, each tensor aligned].
@@ -508,19 +506,7 @@ void HierarchicalGroup::lead_all_gather(Header& mine) {
   mine.payload = static_cast<uint64_t>(send.numel());
   const auto headers = exchange_headers(mine);
 
-  std::vector<void*> out(P, nullptr);
-  std::vector<size_t> sizes(P, 0);
-  buffers_.assign(P, at::Tensor());
-  for (int q = 0; q < P; ++q) {
-    if (q == me) {
-      buffers_[q] = send;
-      continue;
-    }
-    buffers_[q] = at::empty({static_cast<int64_t>(headers[q].payload)}, at::kByte);
-    out[q] = buffers_[q].data_ptr();
-    sizes[q] = headers[q].payload;
-  }
-  mesh_.all_gather(send.data_ptr(), mine.payload, out, sizes);
+  gather_payloads(send, headers);
 
   gathered_.assign(nodes_, {});
   for (int q = 0; q < P; ++q) {

@@ -73,6 +73,9 @@ class HierarchicalGroup {
   void check_local() const;
   std::vector<Header> exchange_headers(const Header& mine);
   // Each fills in the header's payload, exchanges headers, then the data.
+  // Sends `send` (this process's payload, announced in headers[me]) to every
+  // process and receives theirs: afterwards buffers_[q] holds process q's.
+  void gather_payloads(const at::Tensor& send, const std::vector<Header>& headers);
   void lead_all_reduce(Header& mine);
   void lead_broadcast(Header& mine);
   void lead_all_gather(Header& mine);

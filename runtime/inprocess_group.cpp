@@ -4,6 +4,7 @@
 
 #include <sstream>
 
+#include "exogym/runtime/collective_args.h"
 #include "exogym/runtime/compute_slots.h"
 #include "exogym/sdk/error.h"
 
@@ -26,19 +27,14 @@ class InProcessCommunicator final : public sdk::Communicator {
     run_in_place(InProcessGroup::Kind::AllReduce, tensors, op, 0);
   }
   void broadcast(std::vector<at::Tensor>& tensors, int root) override {
-    if (root < 0 || root >= size()) {
-      throw sdk::Error("broadcast: root " + std::to_string(root) + " is not a rank of " + std::to_string(size()));
-    }
+    check_root(root, size());
     run_in_place(InProcessGroup::Kind::Broadcast, tensors, ReduceOp::Sum, root);
   }
   std::vector<std::vector<at::Tensor>> all_gather(const std::vector<at::Tensor>& tensors) override {
-    std::vector<at::Tensor> contiguous;
-    contiguous.reserve(tensors.size());
-    for (const auto& t : tensors) contiguous.push_back(t.contiguous());
     std::vector<std::vector<at::Tensor>> gathered;
     InProcessGroup::Posted posted;
     posted.kind = InProcessGroup::Kind::AllGather;
-    posted.tensors = contiguous;
+    posted.tensors = contiguous_payload(tensors);
     posted.gathered = &gathered;
     group_.run(rank_, posted, slot_);
     return gathered;
@@ -51,31 +47,14 @@ class InProcessCommunicator final : public sdk::Communicator {
 
  private:
   void run_in_place(InProcessGroup::Kind kind, std::vector<at::Tensor>& tensors, ReduceOp op, int root) {
-    // The backend works on contiguous memory; results are copied back into
-    // tensors that were not contiguous.
-    std::vector<at::Tensor> work;
-    work.reserve(tensors.size());
-    bool copied = false;
-    for (const auto& t : tensors) {
-      if (!t.defined()) throw sdk::Error("collective called with an undefined tensor");
-      if (t.is_contiguous()) {
-        work.push_back(t);
-      } else {
-        work.push_back(t.contiguous());
-        copied = true;
-      }
-    }
+    std::vector<at::Tensor> work = contiguous_payload(tensors);
     InProcessGroup::Posted posted;
     posted.kind = kind;
     posted.op = op;
     posted.root = root;
     posted.tensors = work;
     group_.run(rank_, posted, slot_);
-    if (copied) {
-      for (size_t i = 0; i < tensors.size(); ++i) {
-        if (!work[i].is_same(tensors[i])) tensors[i].copy_(work[i]);
-      }
-    }
+    copy_back(tensors, work);
   }
 
   InProcessGroup& group_;
