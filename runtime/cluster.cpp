@@ -2,6 +2,7 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <exception>
 #include <mutex>
 #include <stdexcept>
@@ -29,7 +30,7 @@ Cluster::Cluster(int nodes, int parallelism)
     : nodes_(nodes),
       block_{0, nodes},
       slots_(std::max(1, parallelism), abort_),
-      group_(std::make_unique<InProcessGroup>(nodes, abort_)) {}
+      group_(std::make_unique<InProcessGroup>(nodes, abort_, std::min(std::max(1, parallelism), nodes) - 1)) {}
 
 Cluster::Cluster(int nodes, int parallelism, ProcessMesh& mesh, NodeBlock block, ClockExchange* clocks,
                  bool exact_reduce)

@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <functional>
 #include <sstream>
 
 #include "exogym/runtime/collective_args.h"
@@ -12,10 +13,12 @@ namespace exogym::runtime {
 
 using sdk::ReduceOp;
 
-// Reduction work is cut into chunks of at least this many elements and dealt
-// out round-robin to the nodes, so K threads share an all-reduce without
-// paying per-call overhead on tiny slices.
-static constexpr int64_t kMinChunkElements = 16384;
+// Reduction work is cut into chunks of this many elements, so that the crew
+// shares an all-reduce without paying per-call overhead on tiny slices.
+static constexpr int64_t kChunkElements = 65536;
+// Below this many elements read (tensor elements × nodes) a collective's work
+// is done by the last node alone: waking a helper would cost more.
+static constexpr int64_t kCrewElements = int64_t{1} << 20;
 
 class InProcessCommunicator final : public sdk::Communicator {
  public:
@@ -62,7 +65,8 @@ class InProcessCommunicator final : public sdk::Communicator {
   NodeSlot* slot_;
 };
 
-InProcessGroup::InProcessGroup(int size, AbortSignal& abort) : size_(size), abort_(abort), posted_(size) {
+InProcessGroup::InProcessGroup(int size, AbortSignal& abort, int helpers)
+    : size_(size), abort_(abort), posted_(size), parked_(size, nullptr), crew_(helpers) {
   if (size < 1) throw std::invalid_argument("InProcessGroup: size must be >= 1");
   abort_.on_abort([this] {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -75,26 +79,6 @@ InProcessGroup::~InProcessGroup() = default;
 std::unique_ptr<sdk::Communicator> InProcessGroup::communicator(int rank, NodeSlot* slot) {
   if (rank < 0 || rank >= size_) throw std::out_of_range("InProcessGroup: bad rank");
   return std::make_unique<InProcessCommunicator>(*this, rank, slot);
-}
-
-void InProcessGroup::arrive_and_wait(NodeSlot* slot) {
-  // Give the compute slot back while waiting: the nodes we wait for need it.
-  const bool had_slot = slot && slot->held();
-  if (had_slot) slot->release();
-  {
-    std::unique_lock<std::mutex> lock(mutex_);
-    if (abort_.aborted()) throw sdk::AbortedError("run aborted: " + abort_.reason());
-    const uint64_t generation = generation_;
-    if (++arrived_ == size_) {
-      arrived_ = 0;
-      ++generation_;
-      cv_.notify_all();
-    } else {
-      cv_.wait(lock, [&] { return generation_ != generation || abort_.aborted(); });
-      if (generation_ == generation) throw sdk::AbortedError("run aborted: " + abort_.reason());
-    }
-  }
-  if (had_slot) slot->acquire();
 }
 
 void InProcessGroup::fail(const std::string& message) {
@@ -140,46 +124,87 @@ void InProcessGroup::check_matching(int rank) const {
   }
 }
 
-void InProcessGroup::reduce_share(int rank) {
+void InProcessGroup::reduce(const std::vector<int64_t>& chunk_tensor, const std::vector<int64_t>& chunk_start,
+                            int64_t index) {
   const Posted& first = posted_[0];
-  const size_t count = first.tensors.size();
-  int64_t chunk_index = 0;
-  for (size_t i = 0; i < count; ++i) {
-    const int64_t numel = first.tensors[i].numel();
-    if (numel == 0) continue;
-    const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(size_, numel / kMinChunkElements));
-    const int64_t per_chunk = (numel + chunks - 1) / chunks;
-    for (int64_t c = 0; c < chunks; ++c, ++chunk_index) {
-      if (chunk_index % size_ != rank) continue;
-      const int64_t lo = c * per_chunk;
-      const int64_t hi = std::min(numel, lo + per_chunk);
-      if (lo >= hi) continue;
-      auto slice = [&](int r) { return posted_[r].tensors[i].view(-1).slice(0, lo, hi); };
-      // Rank order, element by element: the same bits whoever does the work.
-      at::Tensor acc = slice(0).clone();
-      for (int r = 1; r < size_; ++r) {
-        switch (first.op) {
-          case ReduceOp::Sum:
-          case ReduceOp::Avg:
-            acc.add_(slice(r));
-            break;
-          case ReduceOp::Min:
-            at::minimum_out(acc, acc, slice(r));
-            break;
-          case ReduceOp::Max:
-            at::maximum_out(acc, acc, slice(r));
-            break;
-        }
-      }
-      if (first.op == ReduceOp::Avg) {
-        if (at::isIntegralType(acc.scalar_type(), /*includeBool=*/true)) {
-          acc.div_(size_, "trunc");
-        } else {
-          acc.div_(size_);
-        }
-      }
-      for (int r = 0; r < size_; ++r) slice(r).copy_(acc);
+  const size_t i = static_cast<size_t>(chunk_tensor[index]);
+  const int64_t lo = chunk_start[index];
+  const int64_t hi = std::min(first.tensors[i].numel(), lo + kChunkElements);
+  auto slice = [&](int r) { return posted_[r].tensors[i].view(-1).slice(0, lo, hi); };
+  // Rank order, element by element: the same bits whoever does the work.
+  // The sum builds up in node 0's slice, which nobody else touches.
+  at::Tensor acc = slice(0);
+  for (int r = 1; r < size_; ++r) {
+    switch (first.op) {
+      case ReduceOp::Sum:
+      case ReduceOp::Avg:
+        acc.add_(slice(r));
+        break;
+      case ReduceOp::Min:
+        at::minimum_out(acc, acc, slice(r));
+        break;
+      case ReduceOp::Max:
+        at::maximum_out(acc, acc, slice(r));
+        break;
     }
+  }
+  if (first.op == ReduceOp::Avg) {
+    if (at::isIntegralType(acc.scalar_type(), /*includeBool=*/true)) {
+      acc.div_(size_, "trunc");
+    } else {
+      acc.div_(size_);
+    }
+  }
+  for (int r = 1; r < size_; ++r) slice(r).copy_(acc);
+}
+
+void InProcessGroup::execute() {
+  const Posted& first = posted_[0];
+  int64_t elements = 0;
+  for (const auto& t : first.tensors) elements += t.numel();
+  // Small collectives are done by this thread alone.
+  auto run_items = [&](int64_t count, const std::function<void(int64_t)>& item) {
+    if (elements * size_ < kCrewElements) {
+      for (int64_t i = 0; i < count; ++i) item(i);
+    } else {
+      crew_.run(count, item);
+    }
+  };
+  switch (first.kind) {
+    case Kind::AllReduce: {
+      std::vector<int64_t> chunk_tensor, chunk_start;
+      for (size_t i = 0; i < first.tensors.size(); ++i) {
+        for (int64_t lo = 0; lo < first.tensors[i].numel(); lo += kChunkElements) {
+          chunk_tensor.push_back(static_cast<int64_t>(i));
+          chunk_start.push_back(lo);
+        }
+      }
+      run_items(static_cast<int64_t>(chunk_tensor.size()),
+                [&](int64_t index) { reduce(chunk_tensor, chunk_start, index); });
+      break;
+    }
+    case Kind::Broadcast: {
+      const int root = first.root;
+      const int64_t count = static_cast<int64_t>(first.tensors.size());
+      run_items(count * size_, [&](int64_t index) {
+        const int r = static_cast<int>(index / count);
+        const size_t i = static_cast<size_t>(index % count);
+        if (r != root) posted_[r].tensors[i].copy_(posted_[root].tensors[i]);
+      });
+      break;
+    }
+    case Kind::AllGather:
+      // Every node gets its own copies: strategies may write into them.
+      run_items(size_, [&](int64_t d) {
+        auto& gathered = *posted_[d].gathered;
+        gathered.assign(size_, {});
+        for (int r = 0; r < size_; ++r) {
+          for (const auto& t : posted_[r].tensors) gathered[r].push_back(t.clone());
+        }
+      });
+      break;
+    case Kind::Barrier:
+      break;
   }
 }
 
@@ -193,35 +218,63 @@ void InProcessGroup::run(int rank, Posted posted, NodeSlot* slot) {
     if (abort_.aborted()) throw sdk::AbortedError("run aborted: " + abort_.reason());
     return;
   }
-  posted_[rank] = posted;
-  arrive_and_wait(slot);  // everyone has posted
-  try {
-    check_matching(rank);
-    switch (posted.kind) {
-      case Kind::AllReduce:
-        reduce_share(rank);
-        break;
-      case Kind::Broadcast:
-        if (rank != posted.root) {
-          for (size_t i = 0; i < posted.tensors.size(); ++i) posted.tensors[i].copy_(posted_[posted.root].tensors[i]);
-        }
-        break;
-      case Kind::AllGather:
-        posted.gathered->assign(size_, {});
-        for (int r = 0; r < size_; ++r) {
-          for (const auto& t : posted_[r].tensors) (*posted.gathered)[r].push_back(t.clone());
-        }
-        break;
-      case Kind::Barrier:
-        break;
+  // A node that computes gives its slot back while it waits (the nodes it
+  // waits for need it), and sleeps until the collective is over and a slot
+  // is its again.
+  const bool parked = slot && slot->held();
+  if (parked) slot->park();
+  bool last = false;
+  uint64_t generation = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (abort_.aborted()) throw sdk::AbortedError("run aborted: " + abort_.reason());
+    posted_[rank] = std::move(posted);
+    parked_[rank] = parked ? slot : nullptr;
+    generation = generation_;
+    if (++arrived_ == size_) {
+      arrived_ = 0;
+      last = true;
     }
+  }
+  if (!last) {
+    if (parked) {
+      slot->wait_granted();
+    } else {
+      std::unique_lock<std::mutex> lock(mutex_);
+      cv_.wait(lock, [&] { return generation_ != generation || abort_.aborted(); });
+      if (generation_ == generation) throw sdk::AbortedError("run aborted: " + abort_.reason());
+    }
+    return;  // the last node did the work
+  }
+
+  // Every node has posted and waits: this thread does the work.
+  try {
+    for (int r = 0; r < size_; ++r) check_matching(r);
+    execute();
   } catch (const sdk::AbortedError&) {
     throw;
   } catch (const std::exception& e) {
     fail(e.what());
   }
-  arrive_and_wait(slot);     // nobody moves on while others still read its tensors
-  posted_[rank] = Posted();  // let go of this node's tensors
+  std::vector<ComputeSlots::Waiter*> waiting;
+  ComputeSlots* slots = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (int r = 0; r < size_; ++r) {
+      if (r != rank && parked_[r]) {
+        waiting.push_back(&parked_[r]->waiter());
+        slots = parked_[r]->slots();
+      }
+      parked_[r] = nullptr;
+      posted_[r] = Posted();  // let go of every node's tensors
+    }
+    ++generation_;
+  }
+  cv_.notify_all();  // the nodes without a slot
+  // This thread is running already: it takes a slot first, then the others
+  // get the free ones in rank order and queue for the rest.
+  if (parked) slot->acquire();
+  if (slots) slots->grant(waiting);
 }
 
 }  // namespace exogym::runtime

@@ -1,8 +1,10 @@
 #pragma once
 // The in-process collective backend: K node threads meet at a rendezvous for
-// every collective. Reductions combine ranks in rank order, element by
-// element, so results are bit-identical for any thread scheduling,
-// `parallelism` or work split.
+// every collective. The last node to arrive does the collective's work (with
+// the group's work crew), then wakes the others as compute slots allow: one
+// wake-up per node and collective, since waking a thread is expensive.
+// Reductions combine ranks in rank order, element by element, so results are
+// bit-identical for any thread scheduling, `parallelism` or work split.
 #include <ATen/core/Tensor.h>
 
 #include <condition_variable>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "exogym/runtime/abort_signal.h"
+#include "exogym/runtime/work_crew.h"
 #include "exogym/sdk/comm.h"
 
 namespace exogym::runtime {
@@ -20,7 +23,9 @@ class NodeSlot;
 
 class InProcessGroup {
  public:
-  InProcessGroup(int size, AbortSignal& abort);
+  // `helpers`: threads that join the last node in a collective's work
+  // (parallelism − 1 keeps the run within its compute slots).
+  InProcessGroup(int size, AbortSignal& abort, int helpers = 0);
   ~InProcessGroup();
   int size() const { return size_; }
 
@@ -42,17 +47,18 @@ class InProcessGroup {
     std::vector<std::vector<at::Tensor>>* gathered = nullptr;  // written only by its owner
   };
 
-  // Blocks until all `size_` nodes arrived (a generation barrier). Throws
-  // AbortedError if the run aborts meanwhile.
-  void arrive_and_wait(NodeSlot* slot);
   void run(int rank, Posted posted, NodeSlot* slot);
+  // The last node's part: every node has posted.
   void check_matching(int rank) const;
-  void reduce_share(int rank);
+  void execute();
+  void reduce(const std::vector<int64_t>& chunk_tensor, const std::vector<int64_t>& chunk_start, int64_t index);
   [[noreturn]] void fail(const std::string& message);
 
   const int size_;
   AbortSignal& abort_;
   std::vector<Posted> posted_;
+  std::vector<NodeSlot*> parked_;  // the nodes that gave a compute slot back to wait
+  WorkCrew crew_;
 
   std::mutex mutex_;
   std::condition_variable cv_;

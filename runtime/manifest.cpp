@@ -24,9 +24,10 @@ namespace {
 
 // "runs" is listed so that a misspelt "run" gets a suggestion; the validator
 // itself only ever sees manifests with "runs" already expanded away.
-const std::vector<std::string> kTopLevelKeys = {"name",    "seed",   "nodes",    "device", "parallelism",
-                                                "threads", "model",  "strategy", "data",   "train",
-                                                "eval",    "output", "network", "compute", "runs"};
+const std::vector<std::string> kTopLevelKeys = {"name",     "seed",        "nodes", "device",   "parallelism",
+                                                "threads",  "pin_threads", "model", "strategy", "data",
+                                                "train",    "eval",        "output", "network", "compute",
+                                                "runs"};
 const std::vector<std::string> kPluginKeys = {"plugin", "options"};
 const std::vector<std::string> kDataKeys = {"train", "val"};
 const std::vector<std::string> kDataSplitKeys = {"dataset", "path", "split", "partition", "options"};
@@ -368,6 +369,7 @@ Manifest build_manifest(const json& doc, const fs::path& base_dir, const std::st
   if (auto problem = device_problem(m.device)) throw ConfigError("device", *problem);
   m.parallelism = read_int(top, "parallelism", Sign::NonNegative, 0);
   m.threads = read_int(top, "threads", Sign::NonNegative, 0);
+  m.pin_threads = read_bool(top, "pin_threads", true);
 
   m.model = read_plugin(top, "model");
   m.strategy = read_plugin(top, "strategy");
@@ -426,6 +428,7 @@ Manifest build_manifest(const json& doc, const fs::path& base_dir, const std::st
       {"device", m.device},
       {"parallelism", m.parallelism},
       {"threads", m.threads},
+      {"pin_threads", m.pin_threads},
       {"model", plugin_json(m.model)},
       {"strategy", plugin_json(m.strategy)},
       {"data", data_out},

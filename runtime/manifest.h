@@ -54,6 +54,7 @@ struct Manifest {
   int nodes = 1;
   std::string device = "cpu";
   int parallelism = 0, threads = 0;  // 0 = auto, decided by the runtime
+  bool pin_threads = true;            // each compute slot on its own cores
   PluginRef model, strategy;
   DataSpec train_data;
   std::optional<DataSpec> val_data;

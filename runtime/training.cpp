@@ -7,9 +7,11 @@
 #include <spdlog/spdlog.h>
 #include <torch/version.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <mutex>
+#include <thread>
 
 #include "exogym/runtime/cluster.h"
 #include "exogym/runtime/comm_meter.h"
@@ -214,7 +216,21 @@ struct RunState {
   std::unique_ptr<ClockExchange> clocks;
   std::vector<std::unique_ptr<NodeMeter>> meters;
   std::chrono::steady_clock::time_point started;
-  std::chrono::steady_clock::time_point loop_started, loop_finished;  // node 0's
+  // The training loop runs from the first node's first step to the last
+  // node's last: with fewer compute slots than nodes, node 0 may wait behind
+  // others, so its own times would hide part of the work.
+  std::mutex loop_mutex;
+  std::chrono::steady_clock::time_point loop_started, loop_finished;
+  void note_loop_start() {
+    const auto now = std::chrono::steady_clock::now();
+    std::lock_guard<std::mutex> lock(loop_mutex);
+    if (loop_started == std::chrono::steady_clock::time_point{} || now < loop_started) loop_started = now;
+  }
+  void note_loop_end() {
+    const auto now = std::chrono::steady_clock::now();
+    std::lock_guard<std::mutex> lock(loop_mutex);
+    loop_finished = std::max(loop_finished, now);
+  }
   // Written by node 0 only.
   std::optional<EvalRecord> last_eval;
   std::optional<TargetHit> target_hit;
@@ -329,7 +345,7 @@ void node_main(RunState& s, Cluster& cluster, int rank, NodeSlot& slot) {
     strategy.init(ctx, model);
 
     const int64_t B = m.batch_size, b = m.minibatch_size, K = m.nodes;
-    if (rank == 0) s.loop_started = std::chrono::steady_clock::now();
+    s.note_loop_start();
     for (int64_t t = 0; t < m.max_steps; ++t) {
       ctx.step = t;
       // Every node checks, so the first to see the request stops the others
@@ -379,7 +395,7 @@ void node_main(RunState& s, Cluster& cluster, int rank, NodeSlot& slot) {
         s.progress->step(t + 1, loss, strategy.lr());
       }
     }
-    if (rank == 0) s.loop_finished = std::chrono::steady_clock::now();
+    s.note_loop_end();
     ctx.step = m.max_steps;
     meter.set_completed_steps(m.max_steps);
     if (eval_enabled(m)) {
@@ -433,6 +449,69 @@ json node_stats(const NodeMeter& meter) {
           {"waiting_s", meter.waiting_seconds()}};
 }
 
+// Builds this process's replicas and strategies. Only node 0's initial
+// weights matter (every node starts from them through the initial
+// broadcast), so the first replica is built alone from the run's seed and
+// the rest in parallel: with K replicas the initialisation would otherwise
+// dominate start-up. The global generator still sees the same number of
+// draws, so whatever uses it later does not depend on thread timing.
+void build_replicas(RunState& s, const NodeBlock& block, int cores) {
+  const Manifest& m = s.m;
+  s.models.resize(m.nodes);
+  s.strategies.resize(m.nodes);
+  auto build = [&](int rank) {
+    std::shared_ptr<sdk::Model> model;
+    try {
+      model = s.model_plugin->create_model(s.model_options);
+    } catch (const sdk::ConfigError& e) {
+      throw sdk::ConfigError(m.model.path + ".options" + (e.path().empty() ? "" : "." + e.path()), e.message());
+    }
+    model->set_generator(at::detail::createCPUGenerator(mix_seed(m.seed, 1, rank)));
+    model->module().to(device_for_node(s.devices, rank));
+    model->module().train();
+    s.models[rank] = std::move(model);
+    try {
+      s.strategies[rank] = s.strategy_plugin->create_strategy(s.strategy_options);
+    } catch (const sdk::ConfigError& e) {
+      throw sdk::ConfigError(m.strategy.path + ".options" + (e.path().empty() ? "" : "." + e.path()), e.message());
+    }
+  };
+  at::manual_seed(m.seed);
+  // One intra-op thread here: an OpenMP team made on this thread would stay
+  // alive through the run, and with more OpenMP threads than cores libgomp
+  // stops spinning between parallel regions, so every node's team would
+  // sleep and wake (measured: nanoGPT at K = 1, 23 000 context switches
+  // instead of 230, and 10-15 % slower).
+  at::set_num_threads(1);
+  build(block.first);
+  const int rest = block.count - 1;
+  const int workers = std::min(rest, std::max(1, cores));
+  if (rest <= 0) return;
+  if (workers <= 1) {
+    for (int rank = block.first + 1; rank < block.first + block.count; ++rank) build(rank);
+    return;
+  }
+  std::atomic<int> next{block.first + 1};
+  std::mutex error_mutex;
+  std::exception_ptr error;
+  auto worker = [&] {
+    at::set_num_threads(1);
+    for (int rank = next++; rank < block.first + block.count; rank = next++) {
+      try {
+        build(rank);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(error_mutex);
+        if (!error) error = std::current_exception();
+        next = block.first + block.count;
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int w = 0; w < workers; ++w) threads.emplace_back(worker);
+  for (auto& t : threads) t.join();
+  if (error) std::rethrow_exception(error);
+}
+
 }  // namespace
 
 void check_run(const Manifest& m, PluginLoader& loader, int processes) {
@@ -480,35 +559,15 @@ RunResult train_run(const Manifest& m, PluginLoader& loader, const RunOptions& o
   const int cores = options.cores > 0 ? options.cores : available_cores();
   const int parallelism = m.parallelism > 0 ? m.parallelism : std::max(1, std::min(block.count, cores));
   s.threads = m.threads > 0 ? m.threads : std::max(1, cores / parallelism);
+  // Each compute slot runs on its own cores (see ComputeSlots). Processes
+  // that share a host split its cores and are left to the kernel.
+  const bool pinned = m.pin_threads && cores == available_cores() && parallelism <= cores;
   if (parallelism * s.threads > cores) {
     s.log->warn("parallelism {} × threads {} exceeds the {} cores: OpenMP teams will contend and slow the run down",
                 parallelism, s.threads, cores);
   }
 
-  // Models are built on this thread, one after another, so their initial
-  // weights do not depend on thread timing (node 0's are broadcast anyway,
-  // which is also why a process may build only its own nodes).
-  at::manual_seed(m.seed);
-  at::set_num_threads(std::max(1, cores));
-  s.models.resize(m.nodes);
-  s.strategies.resize(m.nodes);
-  for (int rank = block.first; rank < block.first + block.count; ++rank) {
-    std::shared_ptr<sdk::Model> model;
-    try {
-      model = s.model_plugin->create_model(s.model_options);
-    } catch (const sdk::ConfigError& e) {
-      throw sdk::ConfigError(m.model.path + ".options" + (e.path().empty() ? "" : "." + e.path()), e.message());
-    }
-    model->set_generator(at::detail::createCPUGenerator(mix_seed(m.seed, 1, rank)));
-    model->module().to(device_for_node(s.devices, rank));
-    model->module().train();
-    s.models[rank] = std::move(model);
-    try {
-      s.strategies[rank] = s.strategy_plugin->create_strategy(s.strategy_options);
-    } catch (const sdk::ConfigError& e) {
-      throw sdk::ConfigError(m.strategy.path + ".options" + (e.path().empty() ? "" : "." + e.path()), e.message());
-    }
-  }
+  build_replicas(s, block, cores);
   sdk::Model& first_model = *s.models[block.first];
   s.metric_names = first_model.metric_names();
   int64_t parameters = 0;
@@ -528,6 +587,7 @@ RunResult train_run(const Manifest& m, PluginLoader& loader, const RunOptions& o
   if (eval_enabled(m)) config["data"]["val"]["options"] = val_data_options;
   config["runtime"] = {{"parallelism", parallelism},
                        {"threads_per_node", s.threads},
+                       {"pinned", pinned},
                        {"cores", cores},
                        {"libtorch", TORCH_VERSION},
                        {"run_dir", run_dir.string()}};
@@ -557,6 +617,7 @@ RunResult train_run(const Manifest& m, PluginLoader& loader, const RunOptions& o
     auto cluster =
         mesh ? std::make_unique<Cluster>(m.nodes, parallelism, *mesh, block, s.clocks.get(), !options.partial_reduce)
              : std::make_unique<Cluster>(m.nodes, parallelism);
+    if (pinned) cluster->slots().pin_threads();
     cluster->run([&](int rank, NodeSlot& slot) { node_main(s, *cluster, rank, slot); });
   }
   s.progress->finish();
@@ -594,7 +655,7 @@ RunResult train_run(const Manifest& m, PluginLoader& loader, const RunOptions& o
   r.last_train_loss = s.last_train_loss;
   r.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   r.dataset_seconds = dataset_seconds;
-  if (s.loop_started != std::chrono::steady_clock::time_point{}) {  // this process hosts node 0
+  if (s.loop_started != std::chrono::steady_clock::time_point{}) {  // this process's nodes
     r.startup_seconds = std::chrono::duration<double>(s.loop_started - started).count();
     r.loop_seconds = std::chrono::duration<double>(s.loop_finished - s.loop_started).count();
   }
@@ -643,7 +704,13 @@ RunResult train_run(const Manifest& m, PluginLoader& loader, const RunOptions& o
                   {"examples_trained", r.examples_trained},
                   {"last_train_loss", r.last_train_loss},
                   {"wall_seconds", r.wall_seconds},
-                  {"steps_per_second", r.wall_seconds > 0 ? r.steps / r.wall_seconds : 0.0}};
+                  {"steps_per_second", r.wall_seconds > 0 ? r.steps / r.wall_seconds : 0.0},
+                  // Where the wall time went (this process: process 0 in a multi-process run).
+                  {"timing",
+                   {{"datasets_s", r.dataset_seconds},
+                    {"startup_s", r.startup_seconds - r.dataset_seconds},
+                    {"loop_s", r.loop_seconds},
+                    {"finish_s", r.wall_seconds - r.startup_seconds - r.loop_seconds}}}};
   if (const int64_t tokens = s.train_data->tokens_per_example(); tokens > 0) {
     summary["tokens_trained"] = r.examples_trained * tokens;
     summary["tokens_per_second"] = r.wall_seconds > 0 ? r.examples_trained * tokens / r.wall_seconds : 0.0;

@@ -78,10 +78,10 @@ struct RunResult {
   int64_t parameters = 0;
   double last_train_loss = 0;
   double wall_seconds = 0;
-  // Where the wall time went (node 0's view): loading the datasets, from the
-  // start of train_run to node 0's first step (datasets included), and the
-  // training loop itself (evaluations included). The last two are 0 in a
-  // process that does not host node 0.
+  // Where this process's wall time went: loading the datasets, from the
+  // start of train_run to the first step of any of its nodes (datasets
+  // included), and the training loop from that first step to the end of its
+  // nodes' last step (evaluations included).
   double dataset_seconds = 0, startup_seconds = 0, loop_seconds = 0;
   std::optional<EvalRecord> final_eval;
   SimulationSummary simulated;

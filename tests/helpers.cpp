@@ -105,11 +105,12 @@ nlohmann::json small_manifest(int nodes) {
   };
 }
 
-runtime::RunResult run_json(const nlohmann::json& manifest, const fs::path& dir) {
+runtime::RunResult run_json(const nlohmann::json& manifest, const fs::path& dir, int cores) {
   auto set = runtime::parse_manifest(manifest, dir, "test");
   runtime::RunOptions options;
   options.progress = runtime::Progress::Mode::Quiet;
   options.run_dir = dir / "run";
+  options.cores = cores;
   return runtime::train_run(set.runs.at(0), test_loader(), options);
 }
 

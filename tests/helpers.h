@@ -47,8 +47,8 @@ std::vector<std::map<std::string, std::string>> read_csv(const std::filesystem::
 nlohmann::json small_manifest(int nodes);
 
 // Parses `manifest` (base folder `dir`) and trains its single run quietly
-// into dir/run.
-runtime::RunResult run_json(const nlohmann::json& manifest, const std::filesystem::path& dir);
+// into dir/run, on `cores` cores (0: all this process may use).
+runtime::RunResult run_json(const nlohmann::json& manifest, const std::filesystem::path& dir, int cores = 0);
 
 // model.pt as {name: tensor}.
 std::map<std::string, at::Tensor> load_model_pt(const std::filesystem::path& file);

@@ -5,14 +5,20 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <future>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "exogym/runtime/cluster.h"
+#include "exogym/runtime/compute_slots.h"
+#include "exogym/runtime/work_crew.h"
 #include "exogym/sdk/comm.h"
 #include "exogym/sdk/error.h"
 #include "helpers.h"
@@ -94,6 +100,30 @@ TEST_CASE("all_gather returns every node's tensors in rank order, shapes may dif
   }
 }
 
+TEST_CASE("large broadcasts and all_gathers, shared by the work crew, give every node the right copies",
+          "[collectives]") {
+  // 4 nodes × 300k elements: past the size where helpers join the last node.
+  const int K = 4;
+  const int64_t n = 300000;
+  std::vector<at::Tensor> broadcast(K);
+  std::vector<std::vector<at::Tensor>> gathered(K);
+  run_nodes(K, 2, [&](int rank, exogym::sdk::Communicator& comm) {
+    at::Tensor t = at::arange(n, at::kFloat) + rank;
+    comm.broadcast(t, 3);
+    broadcast[rank] = t;
+    at::Tensor mine = at::full({n}, static_cast<float>(rank));
+    gathered[rank] = comm.all_gather(mine);
+  });
+  for (int r = 0; r < K; ++r) {
+    INFO("node " << r);
+    REQUIRE(at::equal(broadcast[r], at::arange(n, at::kFloat) + 3));
+    REQUIRE(gathered[r].size() == static_cast<size_t>(K));
+    for (int s = 0; s < K; ++s) REQUIRE(at::equal(gathered[r][s], at::full({n}, static_cast<float>(s))));
+    // Every node got its own copies.
+    for (int q = 0; q < r; ++q) REQUIRE(gathered[r][0].data_ptr() != gathered[q][0].data_ptr());
+  }
+}
+
 TEST_CASE("barrier holds every node until all arrive", "[collectives]") {
   const int K = 6;
   std::atomic<int> arrived{0};
@@ -110,7 +140,7 @@ TEST_CASE("barrier holds every node until all arrive", "[collectives]") {
 TEST_CASE("all_reduce sums in rank order: bit-identical for any parallelism", "[collectives]") {
   // Values of wildly different magnitude make float addition order visible.
   const int K = 8;
-  const int64_t n = 100000;  // several work chunks per tensor
+  const int64_t n = 150000;  // several work chunks per tensor, enough for the work crew to join
   auto input = [&](int rank) {
     auto gen = at::detail::createCPUGenerator(1234 + rank);
     return at::randn({n}, gen, at::kFloat) * std::pow(10.0f, static_cast<float>(rank % 4) * 3);
@@ -197,4 +227,164 @@ TEST_CASE("a single node's collectives are identities", "[collectives]") {
     REQUIRE(at::equal(gathered[0], t));
     comm.barrier();
   });
+}
+
+TEST_CASE("a released compute slot goes to the longest waiter", "[collectives]") {
+  exogym::runtime::AbortSignal abort;
+  exogym::runtime::ComputeSlots slots(1, abort);
+  exogym::runtime::NodeSlot holder(&slots);
+  holder.acquire();
+  // Three threads queue up one after another; each records when it got the slot.
+  std::mutex order_mutex;
+  std::vector<int> order;
+  std::vector<std::thread> waiters;
+  std::atomic<int> started{0};
+  for (int i = 0; i < 3; ++i) {
+    waiters.emplace_back([&, i] {
+      exogym::runtime::NodeSlot mine(&slots);
+      ++started;
+      mine.acquire();
+      {
+        std::lock_guard<std::mutex> lock(order_mutex);
+        order.push_back(i);
+      }
+      mine.release();
+    });
+    // Let thread i reach the queue before thread i + 1 starts.
+    while (started.load() <= i) std::this_thread::yield();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  holder.release();
+  for (auto& t : waiters) t.join();
+  REQUIRE(order == std::vector<int>{0, 1, 2});
+}
+
+TEST_CASE("a parked node wakes only once it is granted a slot", "[collectives]") {
+  exogym::runtime::AbortSignal abort;
+  exogym::runtime::ComputeSlots slots(1, abort);
+  std::atomic<bool> woke{false}, held_after{false};
+  exogym::runtime::NodeSlot* parked = nullptr;
+  std::atomic<bool> is_parked{false};
+  std::thread node([&] {
+    exogym::runtime::NodeSlot slot(&slots);
+    slot.acquire();
+    parked = &slot;
+    slot.park();  // gives the slot back without queueing for it
+    is_parked = true;
+    slot.wait_granted();
+    woke = true;
+    held_after = slot.held();
+  });
+  while (!is_parked.load()) std::this_thread::yield();
+  // The slot is free, but a parked node does not take it by itself.
+  exogym::runtime::NodeSlot other(&slots);
+  REQUIRE(other.try_acquire());
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  REQUIRE_FALSE(woke.load());
+  // Granted while the slot is busy: it waits in line, then gets it.
+  slots.grant({&parked->waiter()});
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  REQUIRE_FALSE(woke.load());
+  other.release();
+  node.join();
+  REQUIRE(woke.load());
+  REQUIRE(held_after.load());
+}
+
+TEST_CASE("an abort wakes parked and queued nodes", "[collectives]") {
+  exogym::runtime::AbortSignal abort;
+  exogym::runtime::ComputeSlots slots(1, abort);
+  std::atomic<int> aborted{0};
+  std::atomic<bool> is_parked{false};
+  std::thread parked([&] {
+    exogym::runtime::NodeSlot slot(&slots);
+    try {
+      slot.acquire();
+      slot.park();  // as in a collective: never granted, since the others never arrive
+      is_parked = true;
+      slot.wait_granted();
+    } catch (const exogym::sdk::AbortedError&) {
+      ++aborted;
+    }
+  });
+  while (!is_parked.load()) std::this_thread::yield();
+  exogym::runtime::NodeSlot holder(&slots);
+  holder.acquire();
+  std::thread queued([&] {
+    exogym::runtime::NodeSlot slot(&slots);
+    try {
+      slot.acquire();
+    } catch (const exogym::sdk::AbortedError&) {
+      ++aborted;
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  abort.trigger("test abort");
+  queued.join();
+  parked.join();
+  REQUIRE(aborted.load() == 2);
+}
+
+TEST_CASE("pinned compute slots keep the nodes that compute at once on different CPUs", "[collectives]") {
+  const int cores = exogym::runtime::available_cores();
+  exogym::runtime::AbortSignal abort;
+  exogym::runtime::ComputeSlots slots(cores, abort);
+  slots.pin_threads();
+  REQUIRE(slots.pinned());
+  // One CPU per slot, all different.
+  std::set<int> seen;
+  for (int s = 0; s < cores; ++s) {
+    REQUIRE(slots.cpus_of(s).size() == 1);
+    seen.insert(slots.cpus_of(s).front());
+  }
+  REQUIRE(seen.size() == static_cast<size_t>(cores));
+  // `cores` threads hold a slot each at the same time; each runs only on its slot's CPU.
+  std::vector<std::set<int>> affinity(cores);
+  std::atomic<int> holding{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < cores; ++i) {
+    threads.emplace_back([&, i] {
+      exogym::runtime::NodeSlot slot(&slots);
+      slot.acquire();
+      ++holding;
+      while (holding.load() < cores) std::this_thread::yield();
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      pthread_getaffinity_np(pthread_self(), sizeof(set), &set);
+      for (int c = 0; c < CPU_SETSIZE; ++c)
+        if (CPU_ISSET(c, &set)) affinity[i].insert(c);
+      slot.release();
+    });
+  }
+  for (auto& t : threads) t.join();
+  std::set<int> used;
+  for (const auto& cpus : affinity) {
+    REQUIRE(cpus.size() == 1);
+    used.insert(*cpus.begin());
+  }
+  REQUIRE(used == seen);
+  // More slots than CPUs: nothing to pin.
+  exogym::runtime::ComputeSlots crowded(cores + 1, abort);
+  crowded.pin_threads();
+  REQUIRE_FALSE(crowded.pinned());
+}
+
+TEST_CASE("the work crew runs every item exactly once and rethrows the first failure", "[collectives]") {
+  for (int helpers : {0, 1, 3}) {
+    INFO(helpers << " helpers");
+    exogym::runtime::WorkCrew crew(helpers);
+    for (int job = 0; job < 20; ++job) {  // the same crew, job after job
+      std::vector<std::atomic<int>> done(257);
+      crew.run(257, [&](int64_t i) { ++done[static_cast<size_t>(i)]; });
+      for (auto& d : done) REQUIRE(d.load() == 1);
+    }
+    std::atomic<int> ran{0};
+    REQUIRE_THROWS_WITH(crew.run(50,
+                                 [&](int64_t i) {
+                                   ++ran;
+                                   if (i == 7) throw std::runtime_error("item 7 failed");
+                                 }),
+                        "item 7 failed");
+    REQUIRE(ran.load() == 50);  // the other items still ran
+  }
 }

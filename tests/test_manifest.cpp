@@ -126,7 +126,7 @@ TEST_CASE("a minimal manifest gets every default", "[manifest]") {
   CHECK(m.run_dir() == fs::path("/manifests/runs/minimal"));
 
   const json expected = json::parse(R"({
-    "name": "minimal", "seed": 42, "nodes": 1, "device": "cpu", "parallelism": 0, "threads": 0,
+    "name": "minimal", "seed": 42, "nodes": 1, "device": "cpu", "parallelism": 0, "threads": 0, "pin_threads": true,
     "model": {"plugin": "mlp", "options": {}},
     "strategy": {"plugin": "ddp", "options": {}},
     "data": {"train": {"dataset": "mnist", "split": "train", "partition": "iid", "options": {}}},
@@ -225,7 +225,8 @@ TEST_CASE("unknown keys name their path and suggest the known key", "[manifest]"
   CHECK(error_with(json::parse(R"({"output": {"save": true}})")).what ==
         "output.save: unknown key; did you mean \"save_model\"?");
   CHECK(error_with({{"zzzzzz", 1}}).what ==
-        "zzzzzz: unknown key (expected one of: name, seed, nodes, device, parallelism, threads, model, strategy, "
+        "zzzzzz: unknown key (expected one of: name, seed, nodes, device, parallelism, threads, pin_threads, model, "
+        "strategy, "
         "data, train, eval, output, network, compute, runs)");
   // A typo is reported as a typo, not as the key it hides being "required".
   CHECK(error_with(json::parse(R"({"model": {"plugin": null, "plugn": "mlp"}})")).what ==

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 #include "exogym/sdk/error.h"
 #include "helpers.h"
@@ -58,11 +59,16 @@ TEST_CASE("the same manifest twice, and with any parallelism, gives a bit-identi
   json m = small_manifest(4);
   m["model"]["options"]["dropout"] = 0.2;  // per-node generators keep dropout reproducible
   std::vector<std::map<std::string, at::Tensor>> models;
-  for (int parallelism : {4, 4, 1, 2}) {
+  // parallelism, pinned slots, cores (1: the replicas are built one after
+  // another; 2: node 0 alone, then the rest on two threads).
+  const std::vector<std::tuple<int, bool, int>> layouts = {{4, true, 2}, {4, true, 2}, {1, true, 2},
+                                                           {2, true, 2}, {2, false, 2}, {1, true, 1}};
+  for (const auto& [parallelism, pinned, cores] : layouts) {
     m["parallelism"] = parallelism;
+    m["pin_threads"] = pinned;
     fs::path sub = dir / ("p" + std::to_string(models.size()));
     fs::create_directories(sub);
-    run_json(m, sub);
+    run_json(m, sub, cores);
     models.push_back(load_model_pt(sub / "run" / "model.pt"));
   }
   for (size_t i = 1; i < models.size(); ++i) {
@@ -130,10 +136,25 @@ TEST_CASE("a run writes config, train and validation CSVs, summary and model.pt"
   REQUIRE(summary["final"]["global_loss"].get<double>() < 1.0);  // it learned (ln 4 = 1.39 at chance)
   REQUIRE(summary["final"]["global_accuracy"].get<double>() > 0.6);
 
+  // Where the wall time went adds up to the wall time.
+  const json& timing = summary["timing"];
+  double parts = 0;
+  for (const char* part : {"datasets_s", "startup_s", "loop_s", "finish_s"}) {
+    INFO(part);
+    REQUIRE(timing[part].get<double>() >= 0);
+    parts += timing[part].get<double>();
+  }
+  REQUIRE(timing["loop_s"].get<double>() > 0);
+  REQUIRE(parts == Approx(summary["wall_seconds"].get<double>()).epsilon(1e-6));
+  REQUIRE(r.loop_seconds == timing["loop_s"].get<double>());
+
   auto config = json::parse(read_text(run / "config.json"));
   REQUIRE(config["strategy"]["options"]["optimizer"]["momentum"] == 0.0);  // defaults written out
   REQUIRE(config["train"]["minibatch_size"] == 16);
   REQUIRE(config["runtime"]["parallelism"].get<int>() >= 1);
+  // Two nodes never need more slots than cores, so the slots are pinned.
+  REQUIRE(config["runtime"]["pinned"] == (config["runtime"]["parallelism"].get<int>() <=
+                                          config["runtime"]["cores"].get<int>()));
 
   auto model = load_model_pt(run / "model.pt");
   REQUIRE(model.size() == 4);

@@ -55,6 +55,12 @@ options:
   --json FILE         also write every measurement and target as JSON
   --models LIST       comma-separated subset of mlp,cnn,nanogpt
   --max-nodes K       largest K of the node-count sweep (default 1024)
+  --nodes LIST        node counts of the overhead table (default 1,4,16)
+  --sections LIST     comma-separated subset of overhead,sweep,parallelism,
+                      memory (default: all)
+  --repeat N          run each overhead measurement N times, alternating
+                      simulator and bare loop, and report the medians
+                      (default 1; single runs vary by about 10 %)
   --data DIR          folder holding mnist/ and shakespeare/ (default: the
                       repository's examples/data)
   --plugin-path DIR   where to look for plugins first
@@ -178,7 +184,19 @@ struct Harness {
   fs::path self;
   json common;  // plugin_path
   bool quick = false;
+  int repeat = 1;
+  std::vector<int> nodes;  // the overhead table's K; empty: the default
+  std::vector<std::string> sections = {"overhead", "sweep", "parallelism", "memory"};
+  bool wants(const std::string& section) const {
+    return std::find(sections.begin(), sections.end(), section) != sections.end();
+  }
 };
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
 
 // Runs one measurement in a fresh child process and returns its JSON.
 json measure(const Harness& h, json spec) {
@@ -268,25 +286,39 @@ int run_parent(const Harness& h, const std::vector<std::string>& models, int max
                        16, 128, 40, 2});
     }
   }
-  const std::vector<int> node_counts = h.quick ? std::vector<int>{1, 2} : std::vector<int>{1, 4, 16};
+  const std::vector<int> node_counts =
+      !h.nodes.empty() ? h.nodes : h.quick ? std::vector<int>{1, 2} : std::vector<int>{1, 4, 16};
   json report = {{"machine", {{"cores", rt::available_cores()}}}, {"quick", h.quick}};
 
   // 1. Simulator against the bare loop.
-  std::cout << "Simulator (allreduce) against a bare LibTorch loop doing the same work\n\n";
   std::vector<std::vector<std::string>> rows;
   json overhead = json::array();
-  for (const auto& c : cases) {
+  if (h.wants("overhead")) {
+    std::cout << "Simulator (allreduce) against a bare LibTorch loop doing the same work";
+    if (h.repeat > 1) std::cout << " (medians of " << h.repeat << " runs)";
+    std::cout << "\n\n";
+  }
+  for (const auto& c : h.wants("overhead") ? cases : std::vector<ModelCase>{}) {
     for (int K : node_counts) {
       // Fewer steps for more nodes keeps every measurement a few seconds long.
       const int64_t steps = h.quick ? c.steps_quick : std::max<int64_t>(c.steps_quick, c.steps_full * 4 / std::max(4, K));
       json spec = {{"nodes", K},          {"steps", steps},          {"batch_size", c.batch_size},
                    {"model", c.name},     {"model_options", c.model_options}, {"data", c.data},
                    {"strategy", "allreduce"}, {"strategy_options", adamw}};
-      spec["kind"] = "simulator";
-      json sim = measure(h, spec);
-      spec["kind"] = "bare";
-      json bare = measure(h, spec);
-      const double sim_s = sim["loop_seconds"], bare_s = bare["loop_seconds"];
+      // Alternating the two spreads slow phases of a noisy machine over both.
+      std::vector<double> sim_runs, bare_runs, startups;
+      json sim, bare;
+      for (int i = 0; i < h.repeat; ++i) {
+        spec["kind"] = "simulator";
+        sim = measure(h, spec);
+        spec["kind"] = "bare";
+        bare = measure(h, spec);
+        sim_runs.push_back(sim["loop_seconds"]);
+        bare_runs.push_back(bare["loop_seconds"]);
+        startups.push_back(sim["startup_seconds"]);
+      }
+      sim["startup_seconds"] = median(startups);
+      const double sim_s = median(sim_runs), bare_s = median(bare_runs);
       const double examples = static_cast<double>(K * c.batch_size * steps);
       const double ratio = sim_s / bare_s;
       const int64_t params = sim["parameters"];
@@ -313,22 +345,28 @@ int run_parent(const Harness& h, const std::vector<std::string>& models, int max
                       rt::format_bytes(sim["peak_rss"]), rt::format_bytes(row["extra_bytes_per_node"].get<double>())});
     }
   }
-  print_table({"model", "K", "steps", "steps/s", "examples/s", "bare_s", "sim_s", "overhead", "startup_s", "peak_rss",
-               "extra/node"},
-              rows);
-  report["overhead"] = overhead;
+  if (h.wants("overhead")) {
+    print_table({"model", "K", "steps", "steps/s", "examples/s", "bare_s", "sim_s", "overhead", "startup_s",
+                 "peak_rss", "extra/node"},
+                rows);
+    report["overhead"] = overhead;
+  }
 
   // 2. Node-count sweep: MLP DiLoCo, as many nodes as fit.
-  std::cout << "Node-count sweep: MLP (784-256-10) DiLoCo, H = 10, AdamW inner\n\n";
   json diloco = {{"H", 10}, {"optimizer", {{"name", "adamw"}, {"lr", 1e-3}}}};
-  json dataset = measure(h, {{"kind", "dataset"}, {"data", mnist}});
-  const double dataset_bytes = dataset["dataset_bytes"];
+  double dataset_bytes = 0;
+  if (h.wants("sweep") || h.wants("memory")) {
+    dataset_bytes = measure(h, {{"kind", "dataset"}, {"data", mnist}})["dataset_bytes"];
+    report["dataset_bytes"] = dataset_bytes;
+  }
+  if (h.wants("sweep")) std::cout << "Node-count sweep: MLP (784-256-10) DiLoCo, H = 10, AdamW inner\n\n";
   rows.clear();
   json sweep = json::array();
   std::vector<int> sweep_nodes;
   for (int K = 1; K <= max_nodes; K *= 4) sweep_nodes.push_back(K);
   if (!h.quick && sweep_nodes.back() != max_nodes) sweep_nodes.push_back(max_nodes);
   if (h.quick) sweep_nodes = {1, 4};
+  if (!h.wants("sweep")) sweep_nodes.clear();
   for (int K : sweep_nodes) {
     const int64_t steps = h.quick ? 4 : 20;
     json spec = {{"kind", "simulator"},     {"nodes", K},         {"steps", steps},
@@ -349,16 +387,19 @@ int run_parent(const Harness& h, const std::vector<std::string>& models, int max
                     fmt(K * steps / sim["loop_seconds"].get<double>(), 0), rt::format_bytes(sim["peak_rss"]),
                     rt::format_bytes(per_node), rt::format_bytes(per_node - state)});
   }
-  print_table({"K", "steps/s", "node-steps/s", "peak_rss", "rss/node", "beyond state/node"}, rows);
-  report["node_sweep"] = sweep;
-  report["dataset_bytes"] = dataset_bytes;
+  if (h.wants("sweep")) {
+    print_table({"K", "steps/s", "node-steps/s", "peak_rss", "rss/node", "beyond state/node"}, rows);
+    report["node_sweep"] = sweep;
+  }
 
   // 3. Parallelism sweep: K = 16 MLP DDP.
-  std::cout << "Parallelism sweep: 16 MLP nodes, allreduce\n\n";
+  if (h.wants("parallelism")) std::cout << "Parallelism sweep: 16 MLP nodes, allreduce\n\n";
   rows.clear();
   json parallel = json::array();
   const int par_nodes = h.quick ? 2 : 16;
-  for (int P : h.quick ? std::vector<int>{1, 2} : std::vector<int>{1, 2, 4, 16}) {
+  std::vector<int> parallelisms = h.quick ? std::vector<int>{1, 2} : std::vector<int>{1, 2, 4, 16};
+  if (!h.wants("parallelism")) parallelisms.clear();
+  for (int P : parallelisms) {
     const int64_t steps = h.quick ? 4 : 60;
     json spec = {{"kind", "simulator"}, {"nodes", par_nodes}, {"steps", steps}, {"batch_size", 64},
                  {"model", "mlp"},      {"model_options", {{"hidden", {256}}}}, {"data", mnist},
@@ -370,8 +411,10 @@ int run_parent(const Harness& h, const std::vector<std::string>& models, int max
                         {"steps_per_second", steps / sim["loop_seconds"].get<double>()}});
     rows.push_back({std::to_string(P), std::to_string(threads), fmt(steps / sim["loop_seconds"].get<double>(), 2)});
   }
-  print_table({"parallelism", "threads/node", "steps/s"}, rows);
-  report["parallelism_sweep"] = parallel;
+  if (h.wants("parallelism")) {
+    print_table({"parallelism", "threads/node", "steps/s"}, rows);
+    report["parallelism_sweep"] = parallel;
+  }
 
   // 4. Targets.
   json targets = json::array();
@@ -387,11 +430,13 @@ int run_parent(const Harness& h, const std::vector<std::string>& models, int max
     target("overhead " + row["model"].get<std::string>() + " K=" + std::to_string(row["nodes"].get<int>()), ratio,
            limit, ratio <= limit, fmt(ratio, 3) + " <= " + fmt(limit, 2));
   }
-  double worst_startup = 0;
-  for (const auto& row : overhead) worst_startup = std::max(worst_startup, row["startup_seconds"].get<double>());
-  target("start-up to the first step (datasets excluded)", worst_startup, 1.0, worst_startup < 1.0,
-         fmt(worst_startup, 2) + " s < 1 s");
-  if (!h.quick) {
+  if (!overhead.empty()) {
+    double worst_startup = 0;
+    for (const auto& row : overhead) worst_startup = std::max(worst_startup, row["startup_seconds"].get<double>());
+    target("start-up to the first step (datasets excluded)", worst_startup, 1.0, worst_startup < 1.0,
+           fmt(worst_startup, 2) + " s < 1 s");
+  }
+  if (!h.quick && h.wants("memory")) {
     json spec = {{"kind", "simulator"},     {"nodes", 64},    {"steps", 10},
                  {"batch_size", 64},        {"model", "mlp"}, {"model_options", {{"hidden", {256}}}},
                  {"data", mnist},           {"strategy", "allreduce"}, {"strategy_options", adamw}};
@@ -400,6 +445,8 @@ int run_parent(const Harness& h, const std::vector<std::string>& models, int max
     const double peak = sim["peak_rss"];
     target("memory at K=64 MLP nodes", peak, limit, peak <= limit,
            rt::format_bytes(peak) + " <= " + rt::format_bytes(limit));
+  }
+  if (!h.quick && h.wants("sweep")) {
     const bool k1024 = std::any_of(sweep.begin(), sweep.end(), [](const json& r) { return r["nodes"] == 1024; });
     target("K=1024 MLP DiLoCo nodes run to completion", k1024 ? 1 : 0, 1, k1024,
            k1024 ? "completed" : "not run (--max-nodes below 1024)");
@@ -456,6 +503,25 @@ int main(int argc, char** argv) {
       } else if (args[i] == "--max-nodes") {
         max_nodes = std::stoi(value());
         if (max_nodes < 1) throw std::runtime_error("--max-nodes must be positive");
+      } else if (args[i] == "--sections") {
+        h.sections.clear();
+        std::stringstream list(value());
+        for (std::string section; std::getline(list, section, ',');) {
+          if (section != "overhead" && section != "sweep" && section != "parallelism" && section != "memory")
+            throw std::runtime_error("--sections: unknown section \"" + section +
+                                     "\" (overhead, sweep, parallelism, memory)");
+          h.sections.push_back(section);
+        }
+      } else if (args[i] == "--nodes") {
+        std::stringstream list(value());
+        for (std::string k; std::getline(list, k, ',');) {
+          const int K = std::atoi(k.c_str());
+          if (K < 1) throw std::runtime_error("--nodes: \"" + k + "\" is not a positive node count");
+          h.nodes.push_back(K);
+        }
+      } else if (args[i] == "--repeat") {
+        h.repeat = std::stoi(value());
+        if (h.repeat < 1) throw std::runtime_error("--repeat must be positive");
       } else if (args[i] == "--data") {
         data_dir = value();
       } else if (args[i] == "--plugin-path") {
