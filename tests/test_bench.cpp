@@ -33,6 +33,8 @@ TEST_CASE("the benchmark harness in quick mode measures the simulator against a 
     CHECK(row["bare_loop_seconds"].get<double>() > 0);
     CHECK(row["steps_per_second"].get<double>() > 0);
     CHECK(row["startup_seconds"].get<double>() > 0);
+    CHECK(row["libtorch_load_seconds"].get<double>() > 0);
+    CHECK(row["libtorch_load_seconds"].get<double>() < row["startup_seconds"].get<double>());
     CHECK(row["peak_rss_bytes"].get<double>() > 50e6);  // LibTorch alone is more
     CHECK(row["parameters"] == 784 * 256 + 256 + 256 * 10 + 10);
   }
@@ -52,4 +54,25 @@ TEST_CASE("the benchmark harness rejects unknown arguments and models", "[bench]
   CHECK_THAT(read_text(dir / "out.txt"), Catch::Contains("unknown model \"resnet\""));
   CHECK(std::system((bench + " --fast > " + out + " 2>&1").c_str()) != 0);
   CHECK_THAT(read_text(dir / "out.txt"), Catch::Contains("unknown argument \"--fast\""));
+}
+
+TEST_CASE("the benchmark harness measures only the sections and node counts asked for", "[bench]") {
+  TempDir dir("bench-sections");
+  const std::string bench = std::string(EXOGYM_BINARY_DIR) + "/bin/exogym-bench";
+  const std::string command = bench + " --quick --models mlp --sections overhead --nodes 3 --repeat 2 --json " +
+                              (dir / "bench.json").string() + " > " + (dir / "out.txt").string() + " 2>&1";
+  const int status = std::system(command.c_str());
+  INFO(read_text(dir / "out.txt"));
+  REQUIRE(status == 0);
+  const json report = json::parse(read_text(dir / "bench.json"));
+  REQUIRE(report["overhead"].size() == 1);
+  CHECK(report["overhead"][0]["nodes"] == 3);
+  CHECK_FALSE(report.contains("node_sweep"));
+  CHECK_FALSE(report.contains("parallelism_sweep"));
+  CHECK_THAT(read_text(dir / "out.txt"), Catch::Contains("medians of 2 runs"));
+  const std::string out = (dir / "bad.txt").string();
+  CHECK(std::system((bench + " --sections overhead,speed > " + out + " 2>&1").c_str()) != 0);
+  CHECK_THAT(read_text(dir / "bad.txt"), Catch::Contains("unknown section \"speed\""));
+  CHECK(std::system((bench + " --nodes 0 > " + out + " 2>&1").c_str()) != 0);
+  CHECK_THAT(read_text(dir / "bad.txt"), Catch::Contains("--nodes"));
 }

@@ -149,6 +149,8 @@ json child_simulator(const json& spec) {
   fs::remove_all(dir, ec);
   return {{"loop_seconds", r.loop_seconds},
           {"startup_seconds", age_at_main + r.startup_seconds - r.dataset_seconds},
+          // Before main: loading LibTorch and its static initialisers.
+          {"libtorch_load_seconds", age_at_main},
           {"dataset_seconds", r.dataset_seconds},
           {"parameters", r.parameters},
           {"last_loss", r.last_train_loss},
@@ -306,7 +308,7 @@ int run_parent(const Harness& h, const std::vector<std::string>& models, int max
                    {"model", c.name},     {"model_options", c.model_options}, {"data", c.data},
                    {"strategy", "allreduce"}, {"strategy_options", adamw}};
       // Alternating the two spreads slow phases of a noisy machine over both.
-      std::vector<double> sim_runs, bare_runs, startups;
+      std::vector<double> sim_runs, bare_runs, startups, loads;
       json sim, bare;
       for (int i = 0; i < h.repeat; ++i) {
         spec["kind"] = "simulator";
@@ -316,8 +318,10 @@ int run_parent(const Harness& h, const std::vector<std::string>& models, int max
         sim_runs.push_back(sim["loop_seconds"]);
         bare_runs.push_back(bare["loop_seconds"]);
         startups.push_back(sim["startup_seconds"]);
+        loads.push_back(sim["libtorch_load_seconds"]);
       }
       sim["startup_seconds"] = median(startups);
+      sim["libtorch_load_seconds"] = median(loads);
       const double sim_s = median(sim_runs), bare_s = median(bare_runs);
       const double examples = static_cast<double>(K * c.batch_size * steps);
       const double ratio = sim_s / bare_s;
@@ -332,6 +336,7 @@ int run_parent(const Harness& h, const std::vector<std::string>& models, int max
                   {"simulator_loop_seconds", sim_s},
                   {"overhead_ratio", ratio},
                   {"startup_seconds", sim["startup_seconds"]},
+                  {"libtorch_load_seconds", sim["libtorch_load_seconds"]},
                   {"peak_rss_bytes", sim["peak_rss"]},
                   {"bare_peak_rss_bytes", bare["peak_rss"]},
                   {"parameters", params},
@@ -342,12 +347,13 @@ int run_parent(const Harness& h, const std::vector<std::string>& models, int max
                       fmt((c.tokens_per_example ? examples * c.tokens_per_example : examples) / sim_s, 0) +
                           (c.tokens_per_example ? " tok" : ""),
                       fmt(bare_s, 2), fmt(sim_s, 2), fmt(ratio, 3), fmt(sim["startup_seconds"], 2),
+                      fmt(sim["libtorch_load_seconds"], 2),
                       rt::format_bytes(sim["peak_rss"]), rt::format_bytes(row["extra_bytes_per_node"].get<double>())});
     }
   }
   if (h.wants("overhead")) {
     print_table({"model", "K", "steps", "steps/s", "examples/s", "bare_s", "sim_s", "overhead", "startup_s",
-                 "peak_rss", "extra/node"},
+                 "of_which_torch", "peak_rss", "extra/node"},
                 rows);
     report["overhead"] = overhead;
   }
@@ -431,10 +437,14 @@ int run_parent(const Harness& h, const std::vector<std::string>& models, int max
            limit, ratio <= limit, fmt(ratio, 3) + " <= " + fmt(limit, 2));
   }
   if (!overhead.empty()) {
-    double worst_startup = 0;
-    for (const auto& row : overhead) worst_startup = std::max(worst_startup, row["startup_seconds"].get<double>());
+    double worst_startup = 0, its_load = 0;
+    for (const auto& row : overhead) {
+      if (row["startup_seconds"].get<double>() < worst_startup) continue;
+      worst_startup = row["startup_seconds"];
+      its_load = row["libtorch_load_seconds"];
+    }
     target("start-up to the first step (datasets excluded)", worst_startup, 1.0, worst_startup < 1.0,
-           fmt(worst_startup, 2) + " s < 1 s");
+           fmt(worst_startup, 2) + " s < 1 s (of which " + fmt(its_load, 2) + " s loading LibTorch)");
   }
   if (!h.quick && h.wants("memory")) {
     json spec = {{"kind", "simulator"},     {"nodes", 64},    {"steps", 10},
