@@ -68,30 +68,23 @@ void ComputeSlots::acquire(Waiter& w) {
   }
 }
 
-void ComputeSlots::release(Waiter& w) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (w.slot < 0) return;
+void ComputeSlots::give_back_locked(Waiter& w) {
+  if (w.slot < 0) return;  // held none
   free_ids_.push_back(w.slot);
   w.slot = -1;
   ++free_;
   hand_over_locked();
+}
+
+void ComputeSlots::release(Waiter& w) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  give_back_locked(w);
 }
 
 void ComputeSlots::release_and_park(Waiter& w) {
   std::lock_guard<std::mutex> lock(mutex_);
   w.granted = false;
-  if (w.slot < 0) return;  // held none: only parks
-  free_ids_.push_back(w.slot);
-  w.slot = -1;
-  ++free_;
-  hand_over_locked();
-}
-
-bool ComputeSlots::try_acquire(Waiter& w) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (free_ == 0 || !queue_.empty()) return false;
-  take_free_locked(w);
-  return true;
+  give_back_locked(w);
 }
 
 void ComputeSlots::pin_threads() {
@@ -106,7 +99,6 @@ void ComputeSlots::pin_threads() {
   for (int s = 0; s < capacity_; ++s)
     cpus_[s].assign(cpus.begin() + s * per_slot, cpus.begin() + (s + 1) * per_slot);
 }
-
 
 void ComputeSlots::grant(const std::vector<Waiter*>& waiters) {
   std::lock_guard<std::mutex> lock(mutex_);

@@ -47,8 +47,6 @@ class ComputeSlots {
   // Gives w's slot back and parks `w`: it will not get a slot until grant()
   // queues it, and wait_granted() then returns once it holds one.
   void release_and_park(Waiter& w);
-  // Takes a slot if one is free and nobody is queued (no blocking).
-  bool try_acquire(Waiter& w);
   // Queues parked waiters, in this order, and hands free slots to the first.
   void grant(const std::vector<Waiter*>& waiters);
   // Blocks until `w` holds a slot again; throws sdk::AbortedError on abort.
@@ -65,6 +63,7 @@ class ComputeSlots {
 
  private:
   void hand_over_locked();
+  void give_back_locked(Waiter& w);
   // Takes a free slot for `w` and, with pinned slots, moves w's thread to
   // the slot's CPUs before it wakes, so the kernel wakes it there.
   void take_free_locked(Waiter& w);
@@ -121,11 +120,6 @@ class NodeSlot {
   void wait_granted() {
     slots_->wait_granted(waiter_);
     held_ = true;
-  }
-  // Takes a free slot if there is one, without queueing.
-  bool try_acquire() {
-    if (slots_ && !held_ && slots_->try_acquire(waiter_)) held_ = true;
-    return held_;
   }
 
  private:

@@ -7,11 +7,9 @@
 #include <spdlog/spdlog.h>
 #include <torch/version.h>
 
-#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <mutex>
-#include <thread>
 
 #include "exogym/runtime/cluster.h"
 #include "exogym/runtime/comm_meter.h"
@@ -21,6 +19,7 @@
 #include "exogym/runtime/interrupt.h"
 #include "exogym/runtime/plugin_loader.h"
 #include "exogym/runtime/process_mesh.h"
+#include "exogym/runtime/work_crew.h"
 #include "exogym/runtime/world.h"
 #include "exogym/sdk/comm.h"
 #include "exogym/sdk/error.h"
@@ -452,9 +451,10 @@ json node_stats(const NodeMeter& meter) {
 // Builds this process's replicas and strategies. Only node 0's initial
 // weights matter (every node starts from them through the initial
 // broadcast), so the first replica is built alone from the run's seed and
-// the rest in parallel: with K replicas the initialisation would otherwise
-// dominate start-up. The global generator still sees the same number of
-// draws, so whatever uses it later does not depend on thread timing.
+// the rest in parallel. (Their random fills still take turns: LibTorch's
+// global generator is locked while it fills a tensor.) The generator sees
+// the same number of draws either way, so whatever uses it later does not
+// depend on thread timing.
 void build_replicas(RunState& s, const NodeBlock& block, int cores) {
   const Manifest& m = s.m;
   s.models.resize(m.nodes);
@@ -485,31 +485,8 @@ void build_replicas(RunState& s, const NodeBlock& block, int cores) {
   at::set_num_threads(1);
   build(block.first);
   const int rest = block.count - 1;
-  const int workers = std::min(rest, std::max(1, cores));
-  if (rest <= 0) return;
-  if (workers <= 1) {
-    for (int rank = block.first + 1; rank < block.first + block.count; ++rank) build(rank);
-    return;
-  }
-  std::atomic<int> next{block.first + 1};
-  std::mutex error_mutex;
-  std::exception_ptr error;
-  auto worker = [&] {
-    at::set_num_threads(1);
-    for (int rank = next++; rank < block.first + block.count; rank = next++) {
-      try {
-        build(rank);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(error_mutex);
-        if (!error) error = std::current_exception();
-        next = block.first + block.count;
-      }
-    }
-  };
-  std::vector<std::thread> threads;
-  for (int w = 0; w < workers; ++w) threads.emplace_back(worker);
-  for (auto& t : threads) t.join();
-  if (error) std::rethrow_exception(error);
+  WorkCrew crew(std::min(rest, std::max(1, cores)) - 1);
+  crew.run(rest, [&](int64_t i) { build(block.first + 1 + static_cast<int>(i)); });
 }
 
 }  // namespace

@@ -278,7 +278,7 @@ TEST_CASE("a parked node wakes only once it is granted a slot", "[collectives]")
   while (!is_parked.load()) std::this_thread::yield();
   // The slot is free, but a parked node does not take it by itself.
   exogym::runtime::NodeSlot other(&slots);
-  REQUIRE(other.try_acquire());
+  other.acquire();  // would hang if the parked node still held the slot
   std::this_thread::sleep_for(std::chrono::milliseconds(30));
   REQUIRE_FALSE(woke.load());
   // Granted while the slot is busy: it waits in line, then gets it.

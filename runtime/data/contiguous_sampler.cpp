@@ -12,11 +12,7 @@ namespace exogym::runtime::data {
 
 ContiguousSampler::ContiguousSampler(int64_t dataset_size, int num_nodes, int64_t batch_size, uint64_t seed)
     : dataset_size_(dataset_size), num_nodes_(num_nodes), batch_size_(batch_size), seed_(seed) {
-  if (dataset_size < 0 || num_nodes < 1 || batch_size < 1) {
-    throw std::invalid_argument("ContiguousSampler: needs dataset_size >= 0, num_nodes >= 1 and batch_size >= 1, got " +
-                                std::to_string(dataset_size) + ", " + std::to_string(num_nodes) + ", " +
-                                std::to_string(batch_size));
-  }
+  check_shape("ContiguousSampler", dataset_size, num_nodes, batch_size);
   int64_t smallest = dataset_size;
   for (int r = 0; r < num_nodes; ++r) {
     const auto [begin, end] = slice(r);

@@ -22,13 +22,18 @@ std::vector<int64_t> random_permutation(int64_t n, uint64_t seed) {
 
 }  // namespace
 
-IidSampler::IidSampler(int64_t dataset_size, int num_nodes, int64_t batch_size, uint64_t seed)
-    : dataset_size_(dataset_size), num_nodes_(num_nodes), batch_size_(batch_size), seed_(seed) {
+void Sampler::check_shape(const char* sampler, int64_t dataset_size, int num_nodes, int64_t batch_size) {
   if (dataset_size < 0 || num_nodes < 1 || batch_size < 1) {
-    throw std::invalid_argument("IidSampler: needs dataset_size >= 0, num_nodes >= 1 and batch_size >= 1, got " +
+    throw std::invalid_argument(std::string(sampler) +
+                                ": needs dataset_size >= 0, num_nodes >= 1 and batch_size >= 1, got " +
                                 std::to_string(dataset_size) + ", " + std::to_string(num_nodes) + ", " +
                                 std::to_string(batch_size));
   }
+}
+
+IidSampler::IidSampler(int64_t dataset_size, int num_nodes, int64_t batch_size, uint64_t seed)
+    : dataset_size_(dataset_size), num_nodes_(num_nodes), batch_size_(batch_size), seed_(seed) {
+  check_shape("IidSampler", dataset_size, num_nodes, batch_size);
   const int64_t per_step = num_nodes * batch_size;
   steps_per_epoch_ = dataset_size / per_step;
   if (steps_per_epoch_ == 0) {

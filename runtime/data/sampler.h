@@ -18,6 +18,11 @@ class Sampler {
   // Thread-safe; microbatch j of size b is the slice [j·b, (j+1)·b).
   virtual std::vector<int64_t> batch_indices(int rank, int64_t step) const = 0;
   virtual int64_t steps_per_epoch() const = 0;
+
+ protected:
+  // Throws std::invalid_argument, naming the sampler, unless dataset_size >= 0,
+  // num_nodes >= 1 and batch_size >= 1.
+  static void check_shape(const char* sampler, int64_t dataset_size, int num_nodes, int64_t batch_size);
 };
 
 // The sampler of data.train.partition `partition` ("iid" or "contiguous").
