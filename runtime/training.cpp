@@ -466,6 +466,8 @@ void build_replicas(RunState& s, const NodeBlock& block, int cores) {
     } catch (const sdk::ConfigError& e) {
       throw sdk::ConfigError(m.model.path + ".options" + (e.path().empty() ? "" : "." + e.path()), e.message());
     }
+    // Only node 0's draws survive the initial broadcast (sdk::Model).
+    if (rank == 0) model->init_parameters();
     model->set_generator(at::detail::createCPUGenerator(mix_seed(m.seed, 1, rank)));
     model->module().to(device_for_node(s.devices, rank));
     model->module().train();

@@ -34,6 +34,16 @@ class Model {
   // Loss and extra metrics from one forward pass (evaluation, under no_grad).
   virtual EvalOutput evaluate(const Batch& batch) { return {loss(batch), {}}; }
 
+  // Draws the initial parameters where they differ from what LibTorch's
+  // layers draw in their constructors (nanoGPT's N(0, 0.02), say). The
+  // runtime calls it once, on node 0's replica, right after constructing it
+  // with LibTorch's default generator seeded from the manifest's seed. Every
+  // other node starts from node 0's parameters (the initial broadcast), so
+  // their replicas skip it: the draws would be thrown away (0.15 s of
+  // start-up for 16 nanoGPT replicas). A model whose constructor
+  // initialises everything needs no override.
+  virtual void init_parameters() {}
+
   // Names of the metrics evaluate() reports, known before the first batch so
   // the run's CSV header can be written up front.
   virtual std::vector<std::string> metric_names() const { return {}; }

@@ -86,10 +86,12 @@ std::string error_of(F&& f) {
   return "no error";
 }
 
-// The nanogpt plugin, through the runtime's loader.
+// The nanogpt plugin, through the runtime's loader, initialised as the
+// runtime initialises node 0.
 std::shared_ptr<exogym::sdk::Model> make_nanogpt(const json& options, uint64_t seed = 0) {
   auto plugin = exogym::test::test_loader().load("model", "nanogpt", "model.plugin");
   auto model = plugin->create_model(plugin->validate(options, "model.options"));
+  model->init_parameters();
   model->set_generator(at::make_generator<at::CPUGeneratorImpl>(seed));
   return model;
 }

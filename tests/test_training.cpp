@@ -2,6 +2,8 @@
 // aborts, run outputs and manifest errors that surface at run time.
 #include <ATen/ATen.h>
 
+#include <boost/dll/shared_library.hpp>
+
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdio>
@@ -104,6 +106,27 @@ TEST_CASE("node 0 trains in train mode after every evaluation", "[training]") {
   m["eval"] = {{"interval", 3}, {"size", 64}};
   auto result = run_json(m, dir.path());  // the probe throws if left in eval mode
   REQUIRE(result.final_eval.has_value());
+}
+
+TEST_CASE("only node 0's replica is initialised, and every node starts from it", "[training]") {
+  TempDir dir("init");
+  json m = small_manifest(4);
+  m["model"] = {{"plugin", "init_probe"}, {"options", json::object()}};
+  m["train"]["max_steps"] = 2;
+  m["data"].erase("val");
+  m.erase("eval");
+  auto plugin = exogym::test::test_loader().load("model", "init_probe", "model.plugin");
+  boost::dll::shared_library library(plugin->description().file);  // the same, loaded once
+  auto& calls = library.get<int()>("exogym_test_init_probe_calls");
+  const int before = calls();
+  run_json(m, dir.path());
+  CHECK(calls() - before == 1);
+  // The probe's gradient is zero, so the average of the four nodes' final
+  // parameters is their start: node 0's init_parameters(), not the random
+  // draws of the other replicas' constructors.
+  auto model = load_model_pt(dir / "run" / "model.pt");
+  CHECK(model.at("linear.weight").eq(0.25).all().item<bool>());
+  CHECK(model.at("linear.bias").eq(-0.5).all().item<bool>());
 }
 
 TEST_CASE("a run writes config, train and validation CSVs, summary and model.pt", "[training]") {

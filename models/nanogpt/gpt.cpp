@@ -201,11 +201,13 @@ GptConfig config_from_options(const json& options) {
 Gpt::Gpt(const GptConfig& config) : config_(config) {
   transformer_ = register_module("transformer", std::make_shared<Transformer>(config));
   future_ = at::ones({config.block_size, config.block_size}, at::kBool).triu(1);
+}
 
+void Gpt::init_parameters() {
   // c_proj weights project into the residual stream: their smaller scale
   // keeps its variance from growing with depth (GPT-2's scheme).
   at::NoGradGuard no_grad;
-  const double proj_std = 0.02 / std::sqrt(2.0 * static_cast<double>(config.n_layer));
+  const double proj_std = 0.02 / std::sqrt(2.0 * static_cast<double>(config_.n_layer));
   const auto ends_with = [](const std::string& s, const std::string& suffix) {
     return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
   };

@@ -35,10 +35,14 @@ struct Transformer;
 
 class Gpt : public torch::nn::Module {
  public:
-  // Initialised as nanoGPT: linear and embedding weights ~ N(0, 0.02),
-  // biases 0, every c_proj weight ~ N(0, 0.02 / sqrt(2 n_layer)). Draws from
-  // LibTorch's default generator (the runtime seeds it before building).
+  // The layers as LibTorch's constructors initialise them; init_parameters()
+  // then gives nanoGPT's initialisation.
   explicit Gpt(const GptConfig& config);
+
+  // nanoGPT's initialisation: linear and embedding weights ~ N(0, 0.02),
+  // biases 0, every c_proj weight ~ N(0, 0.02 / sqrt(2 n_layer)). Draws
+  // from LibTorch's default generator (the runtime seeds it before building).
+  void init_parameters();
 
   const GptConfig& config() const { return config_; }
 

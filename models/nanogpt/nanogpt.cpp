@@ -32,6 +32,8 @@ class NanoGpt : public sdk::Model {
 
   torch::nn::Module& module() override { return *net_; }
 
+  void init_parameters() override { net_->init_parameters(); }
+
   at::Tensor loss(const sdk::Batch& batch) override {
     const at::Tensor& input = sdk::batch_tensor(batch, "input");
     const at::Tensor& target = sdk::batch_tensor(batch, "target");

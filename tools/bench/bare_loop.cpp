@@ -71,6 +71,7 @@ BareLoopResult run_bare_loop(const BareLoopConfig& c) {
   for (int r = 0; r < c.nodes; ++r) {
     Replica& replica = replicas[r];
     replica.model = c.model_plugin->create_model(c.model_options);
+    if (r == 0) replica.model->init_parameters();  // the others copy replica 0, as in the simulator
     replica.model->set_generator(at::detail::createCPUGenerator(c.seed + r));
     replica.model->module().train();
     for (auto& p : replica.model->module().parameters()) replica.params.push_back(p);

@@ -1,0 +1,55 @@
+// A linear layer whose init_parameters() sets every weight to 0.25 and every
+// bias to -0.5, and counts its calls (exogym_test_init_probe_calls): checks
+// that the runtime initialises node 0's replica, only that one, and that the
+// other nodes start from it. Its loss has zero gradient, so plain SGD leaves
+// the initial parameters exactly as they were.
+#include <ATen/ATen.h>
+#include <boost/config.hpp>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/linear.h>
+
+#include <atomic>
+
+#include "exogym/sdk/model.h"
+#include "exogym/sdk/plugin.h"
+
+namespace {
+
+std::atomic<int> init_calls{0};
+
+exogym::sdk::OptionSpecs probe_options() {
+  using exogym::sdk::OptionSpec;
+  using exogym::sdk::OptionType;
+  return {OptionSpec{"input_size", OptionType::PositiveInteger, 32, ""},
+          OptionSpec{"num_classes", OptionType::PositiveInteger, 4, ""}};
+}
+
+struct ProbeNet : torch::nn::Module {
+  ProbeNet(int64_t in, int64_t out) : linear(register_module("linear", torch::nn::Linear(in, out))) {}
+  torch::nn::Linear linear;
+};
+
+class InitProbeModel final : public exogym::sdk::Model {
+ public:
+  explicit InitProbeModel(const nlohmann::json& o)
+      : net_(std::make_shared<ProbeNet>(o.at("input_size").get<int64_t>(), o.at("num_classes").get<int64_t>())) {}
+  torch::nn::Module& module() override { return *net_; }
+  void init_parameters() override {
+    ++init_calls;
+    at::NoGradGuard no_grad;
+    net_->linear->weight.fill_(0.25);
+    net_->linear->bias.fill_(-0.5);
+  }
+  at::Tensor loss(const exogym::sdk::Batch& batch) override {
+    return (net_->linear(batch.at("input").flatten(1)) * 0.0).sum();
+  }
+
+ private:
+  std::shared_ptr<ProbeNet> net_;
+};
+
+}  // namespace
+
+extern "C" BOOST_SYMBOL_EXPORT int exogym_test_init_probe_calls() { return init_calls.load(); }
+
+EXOGYM_MODEL_PLUGIN("init_probe", "0.0.1", InitProbeModel, probe_options)
