@@ -5,34 +5,21 @@
 // the initial parameters exactly as they were.
 #include <ATen/ATen.h>
 #include <boost/config.hpp>
-#include <torch/nn/module.h>
-#include <torch/nn/modules/linear.h>
 
 #include <atomic>
+#include <memory>
 
 #include "exogym/sdk/model.h"
 #include "exogym/sdk/plugin.h"
+#include "linear_probe.h"
 
 namespace {
 
 std::atomic<int> init_calls{0};
 
-exogym::sdk::OptionSpecs probe_options() {
-  using exogym::sdk::OptionSpec;
-  using exogym::sdk::OptionType;
-  return {OptionSpec{"input_size", OptionType::PositiveInteger, 32, ""},
-          OptionSpec{"num_classes", OptionType::PositiveInteger, 4, ""}};
-}
-
-struct ProbeNet : torch::nn::Module {
-  ProbeNet(int64_t in, int64_t out) : linear(register_module("linear", torch::nn::Linear(in, out))) {}
-  torch::nn::Linear linear;
-};
-
 class InitProbeModel final : public exogym::sdk::Model {
  public:
-  explicit InitProbeModel(const nlohmann::json& o)
-      : net_(std::make_shared<ProbeNet>(o.at("input_size").get<int64_t>(), o.at("num_classes").get<int64_t>())) {}
+  explicit InitProbeModel(const nlohmann::json& o) : net_(std::make_shared<exogym::test::LinearProbe>(o)) {}
   torch::nn::Module& module() override { return *net_; }
   void init_parameters() override {
     ++init_calls;
@@ -45,11 +32,11 @@ class InitProbeModel final : public exogym::sdk::Model {
   }
 
  private:
-  std::shared_ptr<ProbeNet> net_;
+  std::shared_ptr<exogym::test::LinearProbe> net_;
 };
 
 }  // namespace
 
 extern "C" BOOST_SYMBOL_EXPORT int exogym_test_init_probe_calls() { return init_calls.load(); }
 
-EXOGYM_MODEL_PLUGIN("init_probe", "0.0.1", InitProbeModel, probe_options)
+EXOGYM_MODEL_PLUGIN("init_probe", "0.0.1", InitProbeModel, exogym::test::linear_probe_options)
