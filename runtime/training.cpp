@@ -17,6 +17,7 @@
 #include "exogym/runtime/data/sampler.h"
 #include "exogym/runtime/devices.h"
 #include "exogym/runtime/interrupt.h"
+#include "exogym/runtime/malloc_tuning.h"
 #include "exogym/runtime/plugin_loader.h"
 #include "exogym/runtime/process_mesh.h"
 #include "exogym/runtime/work_crew.h"
@@ -536,6 +537,7 @@ RunResult train_run(const Manifest& m, PluginLoader& loader, const RunOptions& o
   s.accumulation = m.batch_size / m.minibatch_size;
 
   const int cores = options.cores > 0 ? options.cores : available_cores();
+  if (!tune_malloc_for_training(cores)) s.log->debug("malloc settings left as they are");
   const int parallelism = m.parallelism > 0 ? m.parallelism : std::max(1, std::min(block.count, cores));
   s.threads = m.threads > 0 ? m.threads : std::max(1, cores / parallelism);
   // Each compute slot runs on its own cores (see ComputeSlots). Processes

@@ -29,6 +29,7 @@
 #include "bench/bare_loop.h"
 #include "exogym/runtime/cluster.h"
 #include "exogym/runtime/data/registry.h"
+#include "exogym/runtime/malloc_tuning.h"
 #include "exogym/runtime/manifest.h"
 #include "exogym/runtime/plugin_loader.h"
 #include "exogym/runtime/training.h"
@@ -160,6 +161,7 @@ json child_simulator(const json& spec) {
 }
 
 json child_bare(const json& spec) {
+  rt::tune_malloc_for_training(rt::available_cores());  // as the simulator: the same process configuration
   auto loader = make_loader(spec);
   auto plugin = loader.load("model", spec["model"].get<std::string>(), "model.plugin", fs::current_path());
   exogym::bench::BareLoopConfig config;
