@@ -11,8 +11,6 @@
 
 namespace exogym::runtime {
 
-namespace {
-
 bool user_chose_malloc_settings() {
   const char* tunables = std::getenv("GLIBC_TUNABLES");
   if (tunables && std::strstr(tunables, "glibc.malloc.")) return true;
@@ -22,15 +20,13 @@ bool user_chose_malloc_settings() {
   return false;
 }
 
-}  // namespace
-
 bool tune_malloc_for_training(int cores) {
 #if defined(__GLIBC__)
   static const bool tuned = [cores] {
     if (user_chose_malloc_settings()) return false;
     constexpr int MiB = 1 << 20;
     // Measured (README, "What profiling found"): with glibc's defaults, 16
-    // nanoGPT nodes peaked at 2.6 GB and 4 CNN nodes spent 14 % of their CPU
+    // nanoGPT nodes peaked at 2.5 GB and 4 CNN nodes spent 14 % of their CPU
     // time in the kernel, faulting in 60 MB of fresh pages per node-step.
     //
     // Blocks above the mmap threshold are mapped and unmapped on every

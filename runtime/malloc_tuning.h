@@ -13,4 +13,9 @@ namespace exogym::runtime {
 // MALLOC_*_ variables: theirs win.
 bool tune_malloc_for_training(int cores);
 
+// Whether GLIBC_TUNABLES names a glibc.malloc.* tunable or one of
+// MALLOC_ARENA_MAX, MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_ and
+// MALLOC_TOP_PAD_ is set (tune_malloc_for_training() then leaves malloc be).
+bool user_chose_malloc_settings();
+
 }  // namespace exogym::runtime

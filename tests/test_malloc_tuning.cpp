@@ -4,12 +4,12 @@
 #include <malloc.h>
 #include <sys/resource.h>
 
-#include <catch2/catch.hpp>
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <cstdio>
-#include <string>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -21,14 +21,6 @@ long thread_minor_faults() {
   rusage usage{};
   getrusage(RUSAGE_THREAD, &usage);
   return usage.ru_minflt;
-}
-
-bool user_chose_malloc_settings() {
-  for (const char* name :
-       {"GLIBC_TUNABLES", "MALLOC_TOP_PAD_", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_ARENA_MAX"}) {
-    if (std::getenv(name)) return true;
-  }
-  return false;
 }
 
 // How many arenas malloc has, from malloc_info's XML (one <heap> each).
@@ -46,6 +38,8 @@ int arena_count() {
 }
 
 }  // namespace
+
+using exogym::runtime::user_chose_malloc_settings;
 
 TEST_CASE("malloc tuning keeps a thread's step-sized temporaries from being faulted in again every step", "[malloc]") {
   if (user_chose_malloc_settings()) {
@@ -115,4 +109,34 @@ TEST_CASE("malloc tuning has the threads of many nodes share one arena per core"
   counted = true;
   for (auto& node : nodes) node.join();
   CHECK(arenas <= 3);  // one per core and the main thread's
+}
+
+TEST_CASE("only malloc settings of the user's own stop the malloc tuning", "[malloc]") {
+  // Restores the variables this case sets, so that other cases see the real ones.
+  struct Saved {
+    std::string name;
+    bool had;
+    std::string value;
+  };
+  std::vector<Saved> saved;
+  for (const char* name : {"GLIBC_TUNABLES", "MALLOC_ARENA_MAX"}) {
+    const char* value = std::getenv(name);
+    saved.push_back({name, value != nullptr, value ? value : ""});
+    unsetenv(name);
+  }
+  CHECK_FALSE(user_chose_malloc_settings());
+  setenv("GLIBC_TUNABLES", "glibc.pthread.rseq=0", 1);  // not malloc's
+  CHECK_FALSE(user_chose_malloc_settings());
+  setenv("GLIBC_TUNABLES", "glibc.pthread.rseq=0:glibc.malloc.arena_max=2", 1);
+  CHECK(user_chose_malloc_settings());
+  unsetenv("GLIBC_TUNABLES");
+  setenv("MALLOC_ARENA_MAX", "2", 1);
+  CHECK(user_chose_malloc_settings());
+  for (const auto& s : saved) {
+    if (s.had) {
+      setenv(s.name.c_str(), s.value.c_str(), 1);
+    } else {
+      unsetenv(s.name.c_str());
+    }
+  }
 }
