@@ -531,7 +531,7 @@ RunResult train_run(const Manifest& m, PluginLoader& loader, const RunOptions& o
   s.sampler = data::make_sampler(m.train_data.partition, s.train_data->size(), m.nodes, m.batch_size, m.seed);
   if (eval_enabled(m)) {
     s.val_data = make_dataset(*m.val_data, loader, m, val_data_options, options, block);
-    s.val_indices = data::validation_indices(s.val_data->size(), m.eval_size, mix_seed(m.seed, 7));
+    s.val_indices = data::validation_indices(s.val_data->size(), m.eval_size);
   }
   const double dataset_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - data_started).count();
   s.accumulation = m.batch_size / m.minibatch_size;

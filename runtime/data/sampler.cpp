@@ -84,12 +84,13 @@ std::unique_ptr<Sampler> make_sampler(const std::string& partition, int64_t data
   throw std::invalid_argument("make_sampler: unknown partition \"" + partition + "\"");
 }
 
-std::vector<int64_t> validation_indices(int64_t dataset_size, int64_t size, uint64_t seed) {
+std::vector<int64_t> validation_indices(int64_t dataset_size, int64_t size) {
+  constexpr uint64_t kSubsetSeed = 0;
   if (size < 0 || size > dataset_size) {
     throw sdk::ConfigError("eval.size", "asks for " + std::to_string(size) + " examples, the validation set has " +
                                             std::to_string(dataset_size));
   }
-  std::vector<int64_t> indices = random_permutation(dataset_size, seed);
+  std::vector<int64_t> indices = random_permutation(dataset_size, kSubsetSeed);
   indices.resize(static_cast<size_t>(size));
   return indices;
 }

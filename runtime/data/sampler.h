@@ -85,10 +85,14 @@ class IidSampler : public Sampler {
   mutable std::map<int64_t, std::shared_ptr<const std::vector<int64_t>>> cache_;
 };
 
-// A fixed evaluation subset: the first `size` entries of a permutation of
-// [0, dataset_size) seeded with `seed`, so every evaluation (and every run
-// with the same seed) uses the same examples. Throws sdk::ConfigError at
-// "eval.size" when `size` is negative or larger than the dataset.
-std::vector<int64_t> validation_indices(int64_t dataset_size, int64_t size, uint64_t seed);
+// The evaluation subset: the first `size` entries of a permutation of
+// [0, dataset_size) drawn from a generator with a fixed seed. It depends on
+// neither the run's seed nor its strategy, so every evaluation of every run
+// on the same validation set uses the same examples: runs that differ only
+// in their seed measure training, not which examples were picked (a random
+// subset, not the first `size` examples, because data files are often sorted
+// by class or source). Throws sdk::ConfigError at "eval.size" when `size` is
+// negative or larger than the dataset.
+std::vector<int64_t> validation_indices(int64_t dataset_size, int64_t size);
 
 }  // namespace exogym::runtime::data
