@@ -1,17 +1,19 @@
-# exogym_add_plugin(<name> KIND <model|strategy|dataset> SOURCES <files...>)
+# exogym_add_plugin(<name> KIND <model|strategy|dataset> SOURCES <files...>
+#                   [LIBRARIES <targets...>])
 #
 # Builds exogym_<kind>_<name>.so against the ExoGym SDK, where the loader
 # looks for it. Used in this tree and, through find_package(ExoGym), by
-# third-party plugins built out of tree.
+# third-party plugins built out of tree. LIBRARIES are linked in as well,
+# e.g. ExoGym::modules to compose the built-in strategy modules.
 function(exogym_add_plugin name)
-  cmake_parse_arguments(ARG "" "KIND" "SOURCES" ${ARGN})
+  cmake_parse_arguments(ARG "" "KIND" "SOURCES;LIBRARIES" ${ARGN})
   if(NOT ARG_KIND MATCHES "^(model|strategy|dataset)$")
     message(FATAL_ERROR "exogym_add_plugin(${name}): KIND must be model, strategy or dataset")
   endif()
   set(target exogym_${ARG_KIND}_${name})
   add_library(${target} MODULE ${ARG_SOURCES})
   set_target_properties(${target} PROPERTIES PREFIX "" OUTPUT_NAME ${target} CXX_VISIBILITY_PRESET hidden)
-  target_link_libraries(${target} PRIVATE ExoGym::sdk)
+  target_link_libraries(${target} PRIVATE ExoGym::sdk ${ARG_LIBRARIES})
   if(DEFINED EXOGYM_PLUGIN_OUTPUT_DIR)
     set_target_properties(${target} PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${EXOGYM_PLUGIN_OUTPUT_DIR})
   endif()

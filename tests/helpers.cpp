@@ -14,8 +14,8 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "exogym/runtime/cluster.h"
-#include "exogym/runtime/progress.h"
+#include "exogym/runtime/cluster/cluster.h"
+#include "exogym/runtime/output/progress.h"
 
 namespace exogym::test {
 
@@ -40,8 +40,8 @@ fs::path mnist_dir() {
   return fs::path(EXOGYM_SOURCE_DIR) / "examples" / "data" / "mnist";
 }
 
-runtime::PluginLoader& test_loader() {
-  static runtime::PluginLoader loader(
+runtime::plugin::PluginLoader& test_loader() {
+  static runtime::plugin::PluginLoader loader(
       {fs::path(EXOGYM_BINARY_DIR) / "lib" / "exogym" / "plugins", fs::path(EXOGYM_TEST_PLUGIN_DIR)});
   return loader;
 }
@@ -105,13 +105,13 @@ nlohmann::json small_manifest(int nodes) {
   };
 }
 
-runtime::RunResult run_json(const nlohmann::json& manifest, const fs::path& dir, int cores) {
-  auto set = runtime::parse_manifest(manifest, dir, "test");
-  runtime::RunOptions options;
-  options.progress = runtime::Progress::Mode::Quiet;
+runtime::train::RunResult run_json(const nlohmann::json& manifest, const fs::path& dir, int cores) {
+  auto set = runtime::manifest::parse_manifest(manifest, dir, "test");
+  runtime::train::RunOptions options;
+  options.progress = runtime::output::Progress::Mode::Quiet;
   options.run_dir = dir / "run";
   options.cores = cores;
-  return runtime::train_run(set.runs.at(0), test_loader(), options);
+  return runtime::train::train_run(set.runs.at(0), test_loader(), options);
 }
 
 std::map<std::string, at::Tensor> load_model_pt(const fs::path& file) {
@@ -124,9 +124,9 @@ std::map<std::string, at::Tensor> load_model_pt(const fs::path& file) {
 }
 
 void run_nodes(int K, int parallelism, const std::function<void(int, sdk::Communicator&)>& body) {
-  runtime::Cluster cluster(K, parallelism);
+  runtime::cluster::Cluster cluster(K, parallelism);
   auto future = std::async(std::launch::async, [&] {
-    cluster.run([&](int rank, runtime::NodeSlot& slot) {
+    cluster.run([&](int rank, runtime::cluster::NodeSlot& slot) {
       at::set_num_threads(1);
       auto comm = cluster.group().communicator(rank, &slot);
       slot.acquire();

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "exogym/runtime/manifest.h"
-#include "exogym/runtime/plugin_loader.h"
-#include "exogym/runtime/training.h"
+#include "exogym/runtime/manifest/manifest.h"
+#include "exogym/runtime/plugin/plugin_loader.h"
+#include "exogym/runtime/train/training.h"
 #include "exogym/sdk/comm.h"
 
 namespace exogym::test {
@@ -33,7 +33,7 @@ class TempDir {
 std::filesystem::path mnist_dir();
 
 // A loader that finds the build tree's plugins and the test plugins.
-runtime::PluginLoader& test_loader();
+runtime::plugin::PluginLoader& test_loader();
 
 // A text file's lines, and its whole text.
 std::vector<std::string> read_lines(const std::filesystem::path& file);
@@ -48,7 +48,7 @@ nlohmann::json small_manifest(int nodes);
 
 // Parses `manifest` (base folder `dir`) and trains its single run quietly
 // into dir/run, on `cores` cores (0: all this process may use).
-runtime::RunResult run_json(const nlohmann::json& manifest, const std::filesystem::path& dir, int cores = 0);
+runtime::train::RunResult run_json(const nlohmann::json& manifest, const std::filesystem::path& dir, int cores = 0);
 
 // model.pt as {name: tensor}.
 std::map<std::string, at::Tensor> load_model_pt(const std::filesystem::path& file);

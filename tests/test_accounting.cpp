@@ -8,17 +8,17 @@
 #include <string>
 #include <vector>
 
-#include "exogym/plugins/demo/dct.h"
-#include "exogym/plugins/sparta/index_selector.h"
-#include "exogym/runtime/comparison.h"
-#include "exogym/runtime/manifest.h"
-#include "exogym/runtime/network_model.h"
-#include "exogym/runtime/units.h"
+#include "exogym/modules/dct.h"
+#include "exogym/modules/index_selector.h"
+#include "exogym/runtime/output/comparison.h"
+#include "exogym/runtime/manifest/manifest.h"
+#include "exogym/runtime/sim/network_model.h"
+#include "exogym/runtime/manifest/units.h"
 #include "exogym/sdk/error.h"
 #include "helpers.h"
 
 namespace fs = std::filesystem;
-using exogym::runtime::NetworkModel;
+using exogym::runtime::sim::NetworkModel;
 using exogym::test::read_csv;
 using exogym::test::read_text;
 using exogym::test::run_json;
@@ -67,16 +67,16 @@ double ring(double bytes, int K) { return 2.0 * (K - 1) / K * bytes; }
 }  // namespace
 
 TEST_CASE("accounting: units parse to bytes/s and seconds, and bad ones name the field", "[accounting]") {
-  CHECK(rt::parse_bandwidth("1Gbit/s", "b") == 1.25e8);
-  CHECK(rt::parse_bandwidth("100 Mbit/s", "b") == 1.25e7);
-  CHECK(rt::parse_bandwidth("10Gbps", "b") == 1.25e9);
-  CHECK(rt::parse_bandwidth("1.5GB/s", "b") == 1.5e9);
-  CHECK(rt::parse_bandwidth("800 kB/s", "b") == 8e5);
-  CHECK(rt::parse_duration("10ms", "l") == Approx(0.010));
-  CHECK(rt::parse_duration("0.5 s", "l") == 0.5);
-  CHECK(rt::parse_duration("250us", "l") == Approx(250e-6));
-  CHECK(rt::parse_duration("2min", "l") == 120);
-  CHECK(rt::parse_duration("0ms", "l") == 0);
+  CHECK(rt::manifest::parse_bandwidth("1Gbit/s", "b") == 1.25e8);
+  CHECK(rt::manifest::parse_bandwidth("100 Mbit/s", "b") == 1.25e7);
+  CHECK(rt::manifest::parse_bandwidth("10Gbps", "b") == 1.25e9);
+  CHECK(rt::manifest::parse_bandwidth("1.5GB/s", "b") == 1.5e9);
+  CHECK(rt::manifest::parse_bandwidth("800 kB/s", "b") == 8e5);
+  CHECK(rt::manifest::parse_duration("10ms", "l") == Approx(0.010));
+  CHECK(rt::manifest::parse_duration("0.5 s", "l") == 0.5);
+  CHECK(rt::manifest::parse_duration("250us", "l") == Approx(250e-6));
+  CHECK(rt::manifest::parse_duration("2min", "l") == 120);
+  CHECK(rt::manifest::parse_duration("0ms", "l") == 0);
 
   TempDir dir("units");
   auto error_of = [&](const std::string& field, const json& value) {
@@ -87,7 +87,7 @@ TEST_CASE("accounting: units parse to bytes/s and seconds, and bad ones name the
       target = &(*target)[rest.substr(0, dot)];
     (*target)[rest] = value;
     try {
-      rt::parse_manifest(m, dir.path(), "test");
+      rt::manifest::parse_manifest(m, dir.path(), "test");
     } catch (const exogym::sdk::ConfigError& e) {
       return std::string(e.what());
     }
@@ -118,18 +118,18 @@ TEST_CASE("accounting: units parse to bytes/s and seconds, and bad ones name the
 
 TEST_CASE("accounting: collective traffic and time follow the documented algorithms", "[accounting]") {
   // Ring all-reduce, pipelined-chain broadcast, ring all-gather.
-  CHECK(rt::all_reduce_traffic(1000, 4).sent == 1500);
-  CHECK(rt::all_reduce_traffic(1000, 1).sent == 0);
-  CHECK(rt::all_reduce_total_sent(1000, 4) == 6000);
-  CHECK(rt::broadcast_traffic(1000, 4, 2, 2).sent == 1000);  // the root
-  CHECK(rt::broadcast_traffic(1000, 4, 2, 2).received == 0);
-  CHECK(rt::broadcast_traffic(1000, 4, 1, 2).sent == 0);  // the end of the chain 2 -> 3 -> 0 -> 1
-  CHECK(rt::broadcast_traffic(1000, 4, 1, 2).received == 1000);
-  CHECK(rt::broadcast_total_sent(1000, 4) == 3000);
+  CHECK(rt::sim::all_reduce_traffic(1000, 4).sent == 1500);
+  CHECK(rt::sim::all_reduce_traffic(1000, 1).sent == 0);
+  CHECK(rt::sim::all_reduce_total_sent(1000, 4) == 6000);
+  CHECK(rt::sim::broadcast_traffic(1000, 4, 2, 2).sent == 1000);  // the root
+  CHECK(rt::sim::broadcast_traffic(1000, 4, 2, 2).received == 0);
+  CHECK(rt::sim::broadcast_traffic(1000, 4, 1, 2).sent == 0);  // the end of the chain 2 -> 3 -> 0 -> 1
+  CHECK(rt::sim::broadcast_traffic(1000, 4, 1, 2).received == 1000);
+  CHECK(rt::sim::broadcast_total_sent(1000, 4) == 3000);
   const std::vector<double> uneven = {100, 200, 300};
-  CHECK(rt::all_gather_traffic(uneven, 0).sent == 400);  // everything but node 1's block
-  CHECK(rt::all_gather_traffic(uneven, 0).received == 500);  // everything but its own
-  CHECK(rt::all_gather_total_sent(uneven) == 1200);
+  CHECK(rt::sim::all_gather_traffic(uneven, 0).sent == 400);  // everything but node 1's block
+  CHECK(rt::sim::all_gather_traffic(uneven, 0).received == 500);  // everything but its own
+  CHECK(rt::sim::all_gather_total_sent(uneven) == 1200);
 
   const NetworkModel net(4, {1e6, 0.01}, {{3, {5e5, 0.02}}});
   CHECK(net.bottleneck().bandwidth == 5e5);  // the slowest link sets the pace
@@ -196,7 +196,7 @@ TEST_CASE("accounting: SPARTA sends exactly the selected values, whose count the
   json m = manifest_with(K, "sparta", {{"p", p}});
   run_json(m, dir.path());
   // The same selector with the run's seed draws the same masks.
-  auto selector = exogym::plugins::make_index_selector("random", p, m["seed"].get<uint64_t>());
+  auto selector = exogym::modules::make_index_selector("random", p, m["seed"].get<uint64_t>());
   double selected = 0;
   for (int call = 0; call < kSteps; ++call) {
     for (size_t i = 0; i < kShapes.size(); ++i) {
@@ -215,7 +215,7 @@ TEST_CASE("accounting: DeMo sends chunks x top-k x (index + value bytes) per ten
   const int K = 4, topk = 8, chunk = 16;
   run_json(manifest_with(K, "demo", {{"compression_topk", topk}, {"compression_chunk", chunk}, {"lr", 0.01}}),
            dir.path());
-  using exogym::plugins::demo::chunk_size;
+  using exogym::modules::demo::chunk_size;
   double message = 0;  // one node's bytes per step
   for (const auto& shape : kShapes) {
     // 2-D R x C: (R/n1)(C/n2) tiles of n1 x n2; 1-D N: N/n rows of n.
@@ -331,7 +331,7 @@ TEST_CASE("accounting: the summary reports when the target loss was first reache
         CHECK(target["sim_time_s"].get<double>() == Approx(std::stod(row.at("sim_time_s"))));
       }
     }
-    const std::string table = rt::comparison_table({r});
+    const std::string table = rt::output::comparison_table({r});
     CHECK_THAT(table, Catch::Contains("target_step") && Catch::Contains("sent/node") && Catch::Contains("sim_time"));
   }
   SECTION("not reached") {
@@ -360,14 +360,14 @@ TEST_CASE("accounting: byte counts and simulated time do not depend on paralleli
 }
 
 TEST_CASE("accounting: bytes and durations read well in tables", "[accounting]") {
-  CHECK(rt::format_bytes(0) == "0 B");
-  CHECK(rt::format_bytes(950) == "950 B");
-  CHECK(rt::format_bytes(1234567) == "1.23 MB");
-  CHECK(rt::format_bytes(45.6e9) == "45.6 GB");
-  CHECK(rt::format_duration(0.0123) == "12.3ms");
-  CHECK(rt::format_duration(4.21) == "4.2s");
-  CHECK(rt::format_duration(42.14) == "42.1s");
-  CHECK(rt::format_duration(65) == "1m05s");
-  CHECK(rt::format_duration(5400) == "1h30m");
-  CHECK(rt::format_duration(-1) == "?");
+  CHECK(rt::manifest::format_bytes(0) == "0 B");
+  CHECK(rt::manifest::format_bytes(950) == "950 B");
+  CHECK(rt::manifest::format_bytes(1234567) == "1.23 MB");
+  CHECK(rt::manifest::format_bytes(45.6e9) == "45.6 GB");
+  CHECK(rt::manifest::format_duration(0.0123) == "12.3ms");
+  CHECK(rt::manifest::format_duration(4.21) == "4.2s");
+  CHECK(rt::manifest::format_duration(42.14) == "42.1s");
+  CHECK(rt::manifest::format_duration(65) == "1m05s");
+  CHECK(rt::manifest::format_duration(5400) == "1h30m");
+  CHECK(rt::manifest::format_duration(-1) == "?");
 }

@@ -16,9 +16,9 @@
 #include <set>
 #include <thread>
 
-#include "exogym/runtime/cluster.h"
-#include "exogym/runtime/compute_slots.h"
-#include "exogym/runtime/work_crew.h"
+#include "exogym/runtime/cluster/cluster.h"
+#include "exogym/runtime/cluster/compute_slots.h"
+#include "exogym/runtime/cluster/work_crew.h"
 #include "exogym/sdk/comm.h"
 #include "exogym/sdk/error.h"
 #include "helpers.h"
@@ -230,9 +230,9 @@ TEST_CASE("a single node's collectives are identities", "[collectives]") {
 }
 
 TEST_CASE("a released compute slot goes to the longest waiter", "[collectives]") {
-  exogym::runtime::AbortSignal abort;
-  exogym::runtime::ComputeSlots slots(1, abort);
-  exogym::runtime::NodeSlot holder(&slots);
+  exogym::runtime::cluster::AbortSignal abort;
+  exogym::runtime::cluster::ComputeSlots slots(1, abort);
+  exogym::runtime::cluster::NodeSlot holder(&slots);
   holder.acquire();
   // Three threads queue up one after another; each records when it got the slot.
   std::mutex order_mutex;
@@ -241,7 +241,7 @@ TEST_CASE("a released compute slot goes to the longest waiter", "[collectives]")
   std::atomic<int> started{0};
   for (int i = 0; i < 3; ++i) {
     waiters.emplace_back([&, i] {
-      exogym::runtime::NodeSlot mine(&slots);
+      exogym::runtime::cluster::NodeSlot mine(&slots);
       ++started;
       mine.acquire();
       {
@@ -260,13 +260,13 @@ TEST_CASE("a released compute slot goes to the longest waiter", "[collectives]")
 }
 
 TEST_CASE("a parked node wakes only once it is granted a slot", "[collectives]") {
-  exogym::runtime::AbortSignal abort;
-  exogym::runtime::ComputeSlots slots(1, abort);
+  exogym::runtime::cluster::AbortSignal abort;
+  exogym::runtime::cluster::ComputeSlots slots(1, abort);
   std::atomic<bool> woke{false}, held_after{false};
-  exogym::runtime::NodeSlot* parked = nullptr;
+  exogym::runtime::cluster::NodeSlot* parked = nullptr;
   std::atomic<bool> is_parked{false};
   std::thread node([&] {
-    exogym::runtime::NodeSlot slot(&slots);
+    exogym::runtime::cluster::NodeSlot slot(&slots);
     slot.acquire();
     parked = &slot;
     slot.park();  // gives the slot back without queueing for it
@@ -277,7 +277,7 @@ TEST_CASE("a parked node wakes only once it is granted a slot", "[collectives]")
   });
   while (!is_parked.load()) std::this_thread::yield();
   // The slot is free, but a parked node does not take it by itself.
-  exogym::runtime::NodeSlot other(&slots);
+  exogym::runtime::cluster::NodeSlot other(&slots);
   other.acquire();  // would hang if the parked node still held the slot
   std::this_thread::sleep_for(std::chrono::milliseconds(30));
   REQUIRE_FALSE(woke.load());
@@ -292,12 +292,12 @@ TEST_CASE("a parked node wakes only once it is granted a slot", "[collectives]")
 }
 
 TEST_CASE("an abort wakes parked and queued nodes", "[collectives]") {
-  exogym::runtime::AbortSignal abort;
-  exogym::runtime::ComputeSlots slots(1, abort);
+  exogym::runtime::cluster::AbortSignal abort;
+  exogym::runtime::cluster::ComputeSlots slots(1, abort);
   std::atomic<int> aborted{0};
   std::atomic<bool> is_parked{false};
   std::thread parked([&] {
-    exogym::runtime::NodeSlot slot(&slots);
+    exogym::runtime::cluster::NodeSlot slot(&slots);
     try {
       slot.acquire();
       slot.park();  // as in a collective: never granted, since the others never arrive
@@ -308,10 +308,10 @@ TEST_CASE("an abort wakes parked and queued nodes", "[collectives]") {
     }
   });
   while (!is_parked.load()) std::this_thread::yield();
-  exogym::runtime::NodeSlot holder(&slots);
+  exogym::runtime::cluster::NodeSlot holder(&slots);
   holder.acquire();
   std::thread queued([&] {
-    exogym::runtime::NodeSlot slot(&slots);
+    exogym::runtime::cluster::NodeSlot slot(&slots);
     try {
       slot.acquire();
     } catch (const exogym::sdk::AbortedError&) {
@@ -326,9 +326,9 @@ TEST_CASE("an abort wakes parked and queued nodes", "[collectives]") {
 }
 
 TEST_CASE("pinned compute slots keep the nodes that compute at once on different CPUs", "[collectives]") {
-  const int cores = exogym::runtime::available_cores();
-  exogym::runtime::AbortSignal abort;
-  exogym::runtime::ComputeSlots slots(cores, abort);
+  const int cores = exogym::runtime::cluster::available_cores();
+  exogym::runtime::cluster::AbortSignal abort;
+  exogym::runtime::cluster::ComputeSlots slots(cores, abort);
   slots.pin_threads();
   REQUIRE(slots.pinned());
   // One CPU per slot, all different.
@@ -344,7 +344,7 @@ TEST_CASE("pinned compute slots keep the nodes that compute at once on different
   std::vector<std::thread> threads;
   for (int i = 0; i < cores; ++i) {
     threads.emplace_back([&, i] {
-      exogym::runtime::NodeSlot slot(&slots);
+      exogym::runtime::cluster::NodeSlot slot(&slots);
       slot.acquire();
       ++holding;
       while (holding.load() < cores) std::this_thread::yield();
@@ -364,7 +364,7 @@ TEST_CASE("pinned compute slots keep the nodes that compute at once on different
   }
   REQUIRE(used == seen);
   // More slots than CPUs: nothing to pin.
-  exogym::runtime::ComputeSlots crowded(cores + 1, abort);
+  exogym::runtime::cluster::ComputeSlots crowded(cores + 1, abort);
   crowded.pin_threads();
   REQUIRE_FALSE(crowded.pinned());
 }
@@ -372,7 +372,7 @@ TEST_CASE("pinned compute slots keep the nodes that compute at once on different
 TEST_CASE("the work crew runs every item exactly once and rethrows the first failure", "[collectives]") {
   for (int helpers : {0, 1, 3}) {
     INFO(helpers << " helpers");
-    exogym::runtime::WorkCrew crew(helpers);
+    exogym::runtime::cluster::WorkCrew crew(helpers);
     for (int job = 0; job < 20; ++job) {  // the same crew, job after job
       std::vector<std::atomic<int>> done(257);
       crew.run(257, [&](int64_t i) { ++done[static_cast<size_t>(i)]; });

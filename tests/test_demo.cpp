@@ -12,8 +12,8 @@
 #include <future>
 #include <sstream>
 
-#include "exogym/plugins/demo/dct.h"
-#include "exogym/runtime/cluster.h"
+#include "exogym/modules/dct.h"
+#include "exogym/runtime/cluster/cluster.h"
 #include "exogym/sdk/comm.h"
 #include "exogym/sdk/model.h"
 #include "exogym/sdk/node.h"
@@ -21,7 +21,7 @@
 #include "helpers.h"
 
 namespace fs = std::filesystem;
-namespace demo = exogym::plugins::demo;
+namespace demo = exogym::modules::demo;
 using exogym::test::load_model_pt;
 using exogym::test::read_lines;
 using exogym::test::run_json;

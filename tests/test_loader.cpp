@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 #include <cstdlib>
 
-#include "exogym/runtime/plugin_loader.h"
+#include "exogym/runtime/plugin/plugin_loader.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/model.h"
 #include "exogym/sdk/plugin.h"
@@ -11,7 +11,7 @@
 #include "helpers.h"
 
 namespace fs = std::filesystem;
-using exogym::runtime::PluginLoader;
+using exogym::runtime::plugin::PluginLoader;
 
 static const fs::path kTestPlugins = EXOGYM_TEST_PLUGIN_DIR;
 
@@ -67,7 +67,7 @@ TEST_CASE("EXOGYM_PLUGIN_PATH is searched", "[loader]") {
   ::setenv("EXOGYM_PLUGIN_PATH", (std::string("/nonexistent:") + EXOGYM_TEST_PLUGIN_DIR).c_str(), 1);
   PluginLoader loader;
   auto dirs = loader.search_path();
-  std::shared_ptr<exogym::runtime::LoadedPlugin> plugin;
+  std::shared_ptr<exogym::runtime::plugin::LoadedPlugin> plugin;
   REQUIRE_NOTHROW(plugin = loader.load("dataset", "counting", "data.train.dataset"));
   ::unsetenv("EXOGYM_PLUGIN_PATH");
   REQUIRE(std::find(dirs.begin(), dirs.end(), fs::canonical(kTestPlugins)) != dirs.end());

@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "exogym/runtime/malloc_tuning.h"
+#include "exogym/runtime/cluster/malloc_tuning.h"
 
 namespace {
 
@@ -39,14 +39,14 @@ int arena_count() {
 
 }  // namespace
 
-using exogym::runtime::user_chose_malloc_settings;
+using exogym::runtime::cluster::user_chose_malloc_settings;
 
 TEST_CASE("malloc tuning keeps a thread's step-sized temporaries from being faulted in again every step", "[malloc]") {
   if (user_chose_malloc_settings()) {
-    CHECK_FALSE(exogym::runtime::tune_malloc_for_training(2));  // the user's settings win
+    CHECK_FALSE(exogym::runtime::cluster::tune_malloc_for_training(2));  // the user's settings win
     return;
   }
-  REQUIRE(exogym::runtime::tune_malloc_for_training(2));
+  REQUIRE(exogym::runtime::cluster::tune_malloc_for_training(2));
   // Each "step" holds 24 blocks of 3 MiB (72 MiB: more than one of glibc's
   // 64 MiB per-thread heaps) and frees them, newest first, as autograd does.
   constexpr size_t block = 3u << 20, blocks = 24;
@@ -79,10 +79,10 @@ TEST_CASE("malloc tuning keeps a thread's step-sized temporaries from being faul
 
 TEST_CASE("malloc tuning has the threads of many nodes share one arena per core", "[malloc]") {
   if (user_chose_malloc_settings()) {
-    CHECK_FALSE(exogym::runtime::tune_malloc_for_training(2));
+    CHECK_FALSE(exogym::runtime::cluster::tune_malloc_for_training(2));
     return;
   }
-  REQUIRE(exogym::runtime::tune_malloc_for_training(2));
+  REQUIRE(exogym::runtime::cluster::tune_malloc_for_training(2));
   // 12 threads allocate at the same time, as 12 nodes' threads do; glibc
   // alone gives each an arena of its own (up to 8 per core: 13 here).
   constexpr int threads = 12;

@@ -5,17 +5,17 @@
 #include <fstream>
 #include <random>
 
-#include "exogym/runtime/manifest.h"
+#include "exogym/runtime/manifest/manifest.h"
 #include "exogym/sdk/options.h"
 #include "exogym/sdk/error.h"
 
 namespace fs = std::filesystem;
-using exogym::runtime::apply_override;
+using exogym::runtime::manifest::apply_override;
 using exogym::sdk::closest_name;
-using exogym::runtime::load_manifest;
-using exogym::runtime::Manifest;
-using exogym::runtime::ManifestSet;
-using exogym::runtime::parse_manifest;
+using exogym::runtime::manifest::load_manifest;
+using exogym::runtime::manifest::Manifest;
+using exogym::runtime::manifest::ManifestSet;
+using exogym::runtime::manifest::parse_manifest;
 using exogym::sdk::ConfigError;
 using nlohmann::json;
 

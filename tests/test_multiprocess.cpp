@@ -25,11 +25,11 @@
 #include <sstream>
 #include <thread>
 
-#include "exogym/runtime/cluster.h"
-#include "exogym/runtime/comm_meter.h"
-#include "exogym/runtime/process_mesh.h"
-#include "exogym/runtime/tcp_ports.h"
-#include "exogym/runtime/world.h"
+#include "exogym/runtime/cluster/cluster.h"
+#include "exogym/runtime/sim/comm_meter.h"
+#include "exogym/runtime/dist/process_mesh.h"
+#include "exogym/runtime/dist/tcp_ports.h"
+#include "exogym/runtime/dist/world.h"
 #include "exogym/sdk/comm.h"
 #include "exogym/sdk/error.h"
 #include "helpers.h"
@@ -37,12 +37,12 @@
 extern char** environ;
 
 namespace fs = std::filesystem;
-using exogym::runtime::ClockExchange;
-using exogym::runtime::Cluster;
-using exogym::runtime::node_block;
-using exogym::runtime::NodeSlot;
-using exogym::runtime::ProcessMesh;
-using exogym::runtime::WorldSpec;
+using exogym::runtime::sim::ClockExchange;
+using exogym::runtime::cluster::Cluster;
+using exogym::runtime::dist::node_block;
+using exogym::runtime::cluster::NodeSlot;
+using exogym::runtime::dist::ProcessMesh;
+using exogym::runtime::dist::WorldSpec;
 using exogym::sdk::ReduceOp;
 using exogym::test::load_model_pt;
 using exogym::test::read_csv;
@@ -59,7 +59,7 @@ namespace {
 // process's error (by process order) if any failed. A minute at most.
 void run_meshes(int P, int K, bool exact, const std::function<void(int, exogym::sdk::Communicator&)>& body,
                 std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
-  const int port = exogym::runtime::pick_free_port();
+  const int port = exogym::runtime::dist::pick_free_port();
   std::vector<std::string> errors(P);
   std::mutex mutex;
   std::condition_variable cv;
@@ -509,7 +509,7 @@ TEST_CASE("exogym-run over two processes started by hand with RANK and WORLD_SIZ
   TempDir dir("mp-env");
   json m = small_manifest(2);
   const auto file = write_manifest(dir, "m", m);
-  const int port = exogym::runtime::pick_free_port();
+  const int port = exogym::runtime::dist::pick_free_port();
   const auto started = Clock::now();
   // Process 1 by environment, process 0 by flags.
   const pid_t p1 =
@@ -659,7 +659,7 @@ TEST_CASE("a bad RANK, too few nodes, an unreachable master and a busy port are 
     REQUIRE_THAT(o.output, Catch::Contains("nodes: the run has 2 nodes but 3 processes"));
   }
   SECTION("an unreachable master") {
-    const int closed = exogym::runtime::pick_free_port();
+    const int closed = exogym::runtime::dist::pick_free_port();
     const Outcome o = run_cli({"--timeout", "1", file.string()}, dir / "log.txt", 30,
                               {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", std::to_string(closed)}});
     REQUIRE(o.code == 1);
@@ -687,7 +687,7 @@ TEST_CASE("processes that disagree on the world or the manifest, or share a rank
   const auto file = write_manifest(dir, "m", small_manifest(2));
 
   SECTION("mismatched world sizes") {
-    const int port = exogym::runtime::pick_free_port();
+    const int port = exogym::runtime::dist::pick_free_port();
     const auto started = Clock::now();
     const std::map<std::string, std::string> common = {{"MASTER_PORT", std::to_string(port)}};
     auto env0 = common, env1 = common;
@@ -704,7 +704,7 @@ TEST_CASE("processes that disagree on the world or the manifest, or share a rank
     REQUIRE_THAT(o0.output, Catch::Contains("WORLD_SIZE mismatch") || Catch::Contains("gave up"));
   }
   SECTION("processes running different manifests") {
-    const int port = exogym::runtime::pick_free_port();
+    const int port = exogym::runtime::dist::pick_free_port();
     const auto started = Clock::now();
     const std::map<std::string, std::string> env = {{"WORLD_SIZE", "2"}, {"MASTER_PORT", std::to_string(port)}};
     auto env0 = env, env1 = env;
@@ -720,7 +720,7 @@ TEST_CASE("processes that disagree on the world or the manifest, or share a rank
     REQUIRE_THAT(o1.output, Catch::Contains("process 0 (pid") && Catch::Contains("runs a different manifest"));
   }
   SECTION("a rank claimed twice") {
-    const int port = exogym::runtime::pick_free_port();
+    const int port = exogym::runtime::dist::pick_free_port();
     const auto started = Clock::now();
     const std::map<std::string, std::string> env = {{"WORLD_SIZE", "3"}, {"MASTER_PORT", std::to_string(port)}};
     auto env0 = env, env1 = env;

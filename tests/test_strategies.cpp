@@ -14,9 +14,9 @@
 #include <future>
 #include <set>
 
-#include "exogym/plugins/diloco/diloco_module.h"
-#include "exogym/plugins/fedavg/fedavg_module.h"
-#include "exogym/plugins/sparta/index_selector.h"
+#include "exogym/modules/diloco.h"
+#include "exogym/modules/fedavg.h"
+#include "exogym/modules/index_selector.h"
 #include "exogym/sdk/comm.h"
 #include "exogym/sdk/model.h"
 #include "exogym/sdk/node.h"
@@ -32,7 +32,7 @@ using exogym::test::run_json;
 using exogym::test::small_manifest;
 using exogym::test::TempDir;
 using nlohmann::json;
-namespace plugins = exogym::plugins;
+namespace modules = exogym::modules;
 namespace sdk = exogym::sdk;
 
 namespace {
@@ -181,7 +181,7 @@ TEST_CASE("DiLoCo's outer step is Nesterov SGD on master - average, identical on
   run_nodes(2, [&](int rank, sdk::Communicator& comm) {
     auto ctx = context(rank, 2, comm);
     TinyModel model(theta0);
-    plugins::DiLoCoModule module(2, sdk::OptimizerSpec::from_json(outer, "outer_optimizer"));
+    modules::DiLoCoModule module(2, sdk::OptimizerSpec::from_json(outer, "outer_optimizer"));
     module.init(ctx, model);
 
     // The rank-0 formulation of the reference: only node 0 keeps the master
@@ -247,7 +247,7 @@ TEST_CASE("DiLoCo's outer step is Nesterov SGD on master - average, identical on
 TEST_CASE("the random selector picks a fraction p, the same on every node for a seed and call", "[strategies]") {
   const int64_t n = 100000;
   const double p = 0.01;
-  plugins::RandomIndexSelector a(p, 42), b(p, 42), other_seed(p, 43);
+  modules::RandomIndexSelector a(p, 42), b(p, 42), other_seed(p, 43);
   at::Tensor first = a.select(0, n, 5);
   // Count within 5 sigma of n p = 1000 (sigma = sqrt(n p (1 - p)) = 31.5).
   const double sigma = std::sqrt(n * p * (1 - p));
@@ -278,7 +278,7 @@ TEST_CASE("the random selector picks a fraction p, the same on every node for a 
 
 TEST_CASE("the shuffled sequential selector covers each element exactly once per cycle of P calls", "[strategies]") {
   // p = 0.3: P = ceil(1/0.3) = 4 chunks; 10 elements split 3, 3, 2, 2.
-  plugins::ShuffledSequentialIndexSelector selector(0.3, 42), twin(0.3, 42);
+  modules::ShuffledSequentialIndexSelector selector(0.3, 42), twin(0.3, 42);
   REQUIRE(selector.chunks() == 4);
   const int64_t n = 10;
   std::vector<int64_t> sizes;
@@ -310,7 +310,7 @@ TEST_CASE("the shuffled sequential selector covers each element exactly once per
 
 TEST_CASE("the partitioned selector covers each element once per cycle, then draws new classes", "[strategies]") {
   // p = 0.25: P = 4 classes; 10 elements give classes of 3, 3, 2, 2.
-  plugins::PartitionedIndexSelector selector(0.25, 42), twin(0.25, 42);
+  modules::PartitionedIndexSelector selector(0.25, 42), twin(0.25, 42);
   const int64_t n = 10;
   REQUIRE(selector.classes(n) == 4);
   REQUIRE(selector.classes(3) == 3);  // never more classes than elements
@@ -336,7 +336,7 @@ TEST_CASE("the partitioned selector covers each element once per cycle, then dra
   CHECK(std::set<std::set<int64_t>>(cycle1.begin(), cycle1.end()) !=
         std::set<std::set<int64_t>>(cycle2.begin(), cycle2.end()));
   CHECK(selector.select(1, 0, 0).numel() == 0);
-  plugins::PartitionedIndexSelector one(1.0, 42);
+  modules::PartitionedIndexSelector one(1.0, 42);
   CHECK(one.select(0, n, 3).numel() == n);  // p = 1: one class, every element
 }
 
@@ -346,7 +346,7 @@ TEST_CASE("the partitioned selector covers each element once per cycle, then dra
 TEST_CASE("FedAvg islands are a seeded random partition, redrawn every round", "[strategies]") {
   std::set<std::vector<std::vector<int>>> distinct;
   for (int64_t round = 0; round < 10; ++round) {
-    auto islands = plugins::FedAvgModule::islands(7, round, 5, 2);
+    auto islands = modules::FedAvgModule::islands(7, round, 5, 2);
     REQUIRE(islands.size() == 3);
     CHECK(islands[0].size() == 2);
     CHECK(islands[1].size() == 2);
@@ -354,7 +354,7 @@ TEST_CASE("FedAvg islands are a seeded random partition, redrawn every round", "
     std::set<int> ranks;
     for (const auto& island : islands) ranks.insert(island.begin(), island.end());
     CHECK(ranks == std::set<int>{0, 1, 2, 3, 4});
-    CHECK(islands == plugins::FedAvgModule::islands(7, round, 5, 2));
+    CHECK(islands == modules::FedAvgModule::islands(7, round, 5, 2));
     distinct.insert(islands);
   }
   CHECK(distinct.size() > 3);
@@ -366,7 +366,7 @@ TEST_CASE("FedAvg sets each node to the mean of its island, after every H steps"
   run_nodes(K, [&](int rank, sdk::Communicator& comm) {
     auto ctx = context(rank, K, comm);
     TinyModel model(doubles({0, 0}));
-    plugins::FedAvgModule islands(3, 2), full(3, std::nullopt);
+    modules::FedAvgModule islands(3, 2), full(3, std::nullopt);
     islands.init(ctx, model);
     full.init(ctx, model);
     model.set(doubles({1.0 * rank, 10.0 * rank * rank}));
@@ -378,7 +378,7 @@ TEST_CASE("FedAvg sets each node to the mean of its island, after every H steps"
     full.communicate(ctx, model, 2);
     after_full[rank] = model.w().detach().clone();
   });
-  const auto islands = plugins::FedAvgModule::islands(7, 1, K, 2);
+  const auto islands = modules::FedAvgModule::islands(7, 1, K, 2);
   for (int rank = 0; rank < K; ++rank) {
     INFO("node " << rank);
     CHECK(at::equal(before_sync[rank], doubles({1.0 * rank, 10.0 * rank * rank})));

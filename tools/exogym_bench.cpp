@@ -27,13 +27,13 @@
 #include <vector>
 
 #include "bench/bare_loop.h"
-#include "exogym/runtime/cluster.h"
+#include "exogym/runtime/cluster/cluster.h"
 #include "exogym/runtime/data/registry.h"
-#include "exogym/runtime/malloc_tuning.h"
-#include "exogym/runtime/manifest.h"
-#include "exogym/runtime/plugin_loader.h"
-#include "exogym/runtime/training.h"
-#include "exogym/runtime/units.h"
+#include "exogym/runtime/cluster/malloc_tuning.h"
+#include "exogym/runtime/manifest/manifest.h"
+#include "exogym/runtime/plugin/plugin_loader.h"
+#include "exogym/runtime/train/training.h"
+#include "exogym/runtime/manifest/units.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/options.h"
 
@@ -99,10 +99,10 @@ double peak_rss_bytes() {
   return static_cast<double>(usage.ru_maxrss) * 1024.0;
 }
 
-rt::PluginLoader make_loader(const json& spec) {
+rt::plugin::PluginLoader make_loader(const json& spec) {
   std::vector<fs::path> paths;
   if (spec.contains("plugin_path")) paths.emplace_back(spec["plugin_path"].get<std::string>());
-  return rt::PluginLoader(paths);
+  return rt::plugin::PluginLoader(paths);
 }
 
 std::shared_ptr<const exogym::sdk::Dataset> load_dataset(const json& spec) {
@@ -121,7 +121,7 @@ std::shared_ptr<const exogym::sdk::Dataset> load_dataset(const json& spec) {
 
 // The simulator's choice of worker threads and intra-op threads (training.cpp).
 std::pair<int, int> thread_layout(int nodes, int parallelism) {
-  const int cores = rt::available_cores();
+  const int cores = rt::cluster::available_cores();
   const int p = parallelism > 0 ? parallelism : std::max(1, std::min(nodes, cores));
   return {p, std::max(1, cores / p)};
 }
@@ -141,12 +141,12 @@ json child_simulator(const json& spec) {
       {"train", {{"max_steps", spec["steps"]}, {"batch_size", spec["batch_size"]}}},
       {"output", {{"dir", dir.string()}, {"save_model", false}}},
   };
-  auto set = rt::parse_manifest(manifest, dir, "bench");
+  auto set = rt::manifest::parse_manifest(manifest, dir, "bench");
   auto loader = make_loader(spec);
-  rt::RunOptions options;
-  options.progress = rt::Progress::Mode::Quiet;
+  rt::train::RunOptions options;
+  options.progress = rt::output::Progress::Mode::Quiet;
   options.run_dir = dir / "run";
-  const rt::RunResult r = rt::train_run(set.runs.at(0), loader, options);
+  const rt::train::RunResult r = rt::train::train_run(set.runs.at(0), loader, options);
   std::error_code ec;
   fs::remove_all(dir, ec);
   return {{"loop_seconds", r.loop_seconds},
@@ -161,7 +161,7 @@ json child_simulator(const json& spec) {
 }
 
 json child_bare(const json& spec) {
-  rt::tune_malloc_for_training(rt::available_cores());  // as the simulator: the same process configuration
+  rt::cluster::tune_malloc_for_training(rt::cluster::available_cores());  // as the simulator: the same process configuration
   auto loader = make_loader(spec);
   auto plugin = loader.load("model", spec["model"].get<std::string>(), "model.plugin", fs::current_path());
   exogym::bench::BareLoopConfig config;
@@ -292,7 +292,7 @@ int run_parent(const Harness& h, const std::vector<std::string>& models, int max
   }
   const std::vector<int> node_counts =
       !h.nodes.empty() ? h.nodes : h.quick ? std::vector<int>{1, 2} : std::vector<int>{1, 4, 16};
-  json report = {{"machine", {{"cores", rt::available_cores()}}}, {"quick", h.quick}};
+  json report = {{"machine", {{"cores", rt::cluster::available_cores()}}}, {"quick", h.quick}};
 
   // 1. Simulator against the bare loop.
   std::vector<std::vector<std::string>> rows;
@@ -355,7 +355,7 @@ int run_parent(const Harness& h, const std::vector<std::string>& models, int max
                           (c.tokens_per_example ? " tok" : ""),
                       fmt(bare_s, 2), fmt(sim_s, 2), fmt(ratio, 3), fmt(sim["startup_seconds"], 2),
                       fmt(sim["libtorch_load_seconds"], 2),
-                      rt::format_bytes(sim["peak_rss"]), rt::format_bytes(row["extra_bytes_per_node"].get<double>())});
+                      rt::manifest::format_bytes(sim["peak_rss"]), rt::manifest::format_bytes(row["extra_bytes_per_node"].get<double>())});
     }
   }
   if (h.wants("overhead")) {
@@ -397,8 +397,8 @@ int run_parent(const Harness& h, const std::vector<std::string>& models, int max
                      {"bytes_per_node_beyond_state", per_node - state},
                      {"completed", true}});
     rows.push_back({std::to_string(K), fmt(steps / sim["loop_seconds"].get<double>(), 2),
-                    fmt(K * steps / sim["loop_seconds"].get<double>(), 0), rt::format_bytes(sim["peak_rss"]),
-                    rt::format_bytes(per_node), rt::format_bytes(per_node - state)});
+                    fmt(K * steps / sim["loop_seconds"].get<double>(), 0), rt::manifest::format_bytes(sim["peak_rss"]),
+                    rt::manifest::format_bytes(per_node), rt::manifest::format_bytes(per_node - state)});
   }
   if (h.wants("sweep")) {
     print_table({"K", "steps/s", "node-steps/s", "peak_rss", "rss/node", "beyond state/node"}, rows);
@@ -461,7 +461,7 @@ int run_parent(const Harness& h, const std::vector<std::string>& models, int max
     const double limit = 1.2 * (dataset_bytes + 64 * state_bytes(sim["parameters"], 2)) + 300e6;
     const double peak = sim["peak_rss"];
     target("memory at K=64 MLP nodes", peak, limit, peak <= limit,
-           rt::format_bytes(peak) + " <= " + rt::format_bytes(limit));
+           rt::manifest::format_bytes(peak) + " <= " + rt::manifest::format_bytes(limit));
   }
   if (!h.quick && h.wants("sweep")) {
     const bool k1024 = std::any_of(sweep.begin(), sweep.end(), [](const json& r) { return r["nodes"] == 1024; });

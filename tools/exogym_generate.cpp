@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "exogym/runtime/plugin_loader.h"
-#include "exogym/runtime/text_generator.h"
+#include "exogym/runtime/plugin/plugin_loader.h"
+#include "exogym/runtime/lm/text_generator.h"
 #include "exogym/sdk/error.h"
 
 namespace {
@@ -58,7 +58,7 @@ T parse_number(const std::string& flag, const std::string& text) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  exogym::runtime::SampleOptions options;
+  exogym::runtime::lm::SampleOptions options;
   std::string prompt = "To be or not to be";
   std::string run_dir;
   std::vector<std::filesystem::path> plugin_dirs;
@@ -102,8 +102,8 @@ int main(int argc, char** argv) {
 
   at::set_num_threads(threads);
   try {
-    exogym::runtime::PluginLoader loader(plugin_dirs);
-    exogym::runtime::TextGenerator generator(run_dir, loader);
+    exogym::runtime::plugin::PluginLoader loader(plugin_dirs);
+    exogym::runtime::lm::TextGenerator generator(run_dir, loader);
     try {
       generator.encode_prompt(prompt);
     } catch (const exogym::sdk::DataError& e) {

@@ -13,15 +13,15 @@
 #include <string>
 #include <vector>
 
-#include "exogym/runtime/cluster.h"
+#include "exogym/runtime/cluster/cluster.h"
 #include "exogym/runtime/data/registry.h"
-#include "exogym/runtime/interrupt.h"
-#include "exogym/runtime/launcher.h"
-#include "exogym/runtime/manifest.h"
-#include "exogym/runtime/plugin_loader.h"
-#include "exogym/runtime/process_mesh.h"
-#include "exogym/runtime/runner.h"
-#include "exogym/runtime/world.h"
+#include "exogym/runtime/cluster/interrupt.h"
+#include "exogym/runtime/dist/launcher.h"
+#include "exogym/runtime/manifest/manifest.h"
+#include "exogym/runtime/plugin/plugin_loader.h"
+#include "exogym/runtime/dist/process_mesh.h"
+#include "exogym/runtime/run/runner.h"
+#include "exogym/runtime/dist/world.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/options.h"
 #include "exogym/sdk/plugin.h"
@@ -76,7 +76,7 @@ void print_options(const exogym::sdk::OptionSpecs& options) {
   }
 }
 
-void list_plugins(exogym::runtime::PluginLoader& loader) {
+void list_plugins(exogym::runtime::plugin::PluginLoader& loader) {
   for (const auto& name : exogym::runtime::data::builtin_dataset_names()) {
     std::printf("%-8s %-14s built in\n", "dataset", name.c_str());
     print_options(*exogym::runtime::data::builtin_dataset_options(name));
@@ -105,9 +105,9 @@ int main(int argc, char** argv) {
   std::string manifest;
   bool list = false, quiet = false;
   // Multi-process settings: the environment, overridden by flags.
-  exogym::runtime::WorldSpec world;
+  exogym::runtime::dist::WorldSpec world;
   try {
-    world = exogym::runtime::world_from_environment();
+    world = exogym::runtime::dist::world_from_environment();
   } catch (const exogym::sdk::ConfigError& e) {
     std::fprintf(stderr, "exogym-run: %s\n", e.what());
     return 2;
@@ -205,7 +205,7 @@ int main(int argc, char** argv) {
   }
   if (nproc == 0) {
     try {
-      exogym::runtime::validate_world(world);
+      exogym::runtime::dist::validate_world(world);
     } catch (const exogym::sdk::ConfigError& e) {
       std::fprintf(stderr, "exogym-run: %s\n", e.what());
       return 2;
@@ -219,7 +219,7 @@ int main(int argc, char** argv) {
   log->set_pattern(distributed ? "[%H:%M:%S] [" + std::to_string(world.rank) + "] %^%l%$: %v"
                                : "[%H:%M:%S] %^%l%$: %v");
   if (quiet || (distributed && world.rank != 0)) log->set_level(spdlog::level::warn);
-  exogym::runtime::PluginLoader loader(plugin_dirs);
+  exogym::runtime::plugin::PluginLoader loader(plugin_dirs);
   if (list) {
     list_plugins(loader);
     return 0;
@@ -232,15 +232,15 @@ int main(int argc, char** argv) {
     // Check the manifest once here, so that a mistake is reported once
     // rather than by every process.
     try {
-      auto set = exogym::runtime::load_manifest(manifest, overrides);
-      for (const auto& run : set.runs) exogym::runtime::check_run(run, loader, nproc);
-      exogym::runtime::LaunchSpec spec;
+      auto set = exogym::runtime::manifest::load_manifest(manifest, overrides);
+      for (const auto& run : set.runs) exogym::runtime::train::check_run(run, loader, nproc);
+      exogym::runtime::dist::LaunchSpec spec;
       spec.processes = nproc;
       spec.args = child_args;
       spec.master_addr = "127.0.0.1";
       spec.master_port = port_flag ? world.master_port : 0;
       spec.grace = world.timeout + std::chrono::seconds(5);
-      return exogym::runtime::launch_local(spec);
+      return exogym::runtime::dist::launch_local(spec);
     } catch (const exogym::sdk::ConfigError& e) {
       std::fprintf(stderr, "exogym-run: %s: %s\n", manifest.c_str(), e.what());
       return 2;
@@ -249,8 +249,8 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  exogym::runtime::install_interrupt_handlers();
-  std::unique_ptr<exogym::runtime::ProcessMesh> mesh;
+  exogym::runtime::cluster::install_interrupt_handlers();
+  std::unique_ptr<exogym::runtime::dist::ProcessMesh> mesh;
   // A failing process tells the others why before it goes.
   auto report_to_peers = [&](const std::string& reason) {
     if (mesh) {
@@ -259,18 +259,18 @@ int main(int argc, char** argv) {
     }
   };
   try {
-    auto set = exogym::runtime::load_manifest(manifest, overrides);
-    exogym::runtime::RunnerOptions options;
-    options.progress = exogym::runtime::Progress::mode_for_stderr(quiet);
+    auto set = exogym::runtime::manifest::load_manifest(manifest, overrides);
+    exogym::runtime::run::RunnerOptions options;
+    options.progress = exogym::runtime::output::Progress::mode_for_stderr(quiet);
     options.only = only;
     if (distributed) {
-      mesh = std::make_unique<exogym::runtime::ProcessMesh>(world, exogym::runtime::run_fingerprint(set, only));
+      mesh = std::make_unique<exogym::runtime::dist::ProcessMesh>(world, exogym::runtime::run::run_fingerprint(set, only));
       options.mesh = mesh.get();
       options.partial_reduce = world.partial_reduce;
       // Processes on one host share its cores.
-      options.cores = std::max(1, exogym::runtime::available_cores() / world.local_size);
+      options.cores = std::max(1, exogym::runtime::cluster::available_cores() / world.local_size);
     }
-    auto result = exogym::runtime::run_manifest_set(set, loader, options);
+    auto result = exogym::runtime::run::run_manifest_set(set, loader, options);
     if (mesh) {
       mesh->finish();
       mesh.reset();
@@ -289,7 +289,7 @@ int main(int argc, char** argv) {
     }
     std::printf("outputs: %s\n", result.folder.string().c_str());
     return 0;
-  } catch (const exogym::runtime::Interrupted& e) {
+  } catch (const exogym::runtime::cluster::Interrupted& e) {
     std::fprintf(stderr, "\n%s: %s; the run folder keeps what was written so far\n", who.c_str(), e.what());
     report_to_peers(e.what());
     return 130;
@@ -298,7 +298,7 @@ int main(int argc, char** argv) {
     report_to_peers(e.what());
     return 2;
   } catch (const std::exception& e) {
-    if (distributed && exogym::runtime::interrupt_requested()) {
+    if (distributed && exogym::runtime::cluster::interrupt_requested()) {
       // Ctrl-C reached every process; this one stopped in a collective when
       // a peer stopped first, which is the same interruption.
       std::fprintf(stderr, "\n%s: interrupted by a signal (Ctrl-C) (%s); the run folder keeps what was written so far\n",

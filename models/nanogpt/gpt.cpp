@@ -1,4 +1,4 @@
-#include "exogym/models/nanogpt/gpt.h"
+#include "gpt.h"
 
 #include <ATen/ops/arange.h>
 #include <ATen/ops/gelu.h>

@@ -14,7 +14,7 @@
 #include <memory>
 #include <string>
 
-#include "exogym/models/nanogpt/gpt.h"
+#include "gpt.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/model.h"
 #include "exogym/sdk/plugin.h"

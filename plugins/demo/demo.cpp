@@ -13,7 +13,7 @@
 #include <ATen/ATen.h>
 #include <torch/nn/module.h>
 
-#include "exogym/plugins/demo/dct.h"
+#include "exogym/modules/dct.h"
 #include "exogym/sdk/comm.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/model.h"
@@ -23,6 +23,8 @@
 #include "exogym/sdk/strategy.h"
 
 namespace exogym::plugins {
+
+namespace demo = modules::demo;
 
 using sdk::OptionSpec;
 using sdk::OptionType;

@@ -4,12 +4,14 @@
 #include <memory>
 #include <vector>
 
-#include "exogym/plugins/diloco/diloco_module.h"
-#include "exogym/plugins/sparta/sparta_module.h"
+#include "exogym/modules/diloco.h"
+#include "exogym/modules/sparta.h"
 #include "exogym/sdk/compose.h"
 
 namespace exogym::plugins {
 
+using modules::DiLoCoModule;
+using modules::SpartaModule;
 using sdk::OptionSpec;
 using sdk::OptionType;
 

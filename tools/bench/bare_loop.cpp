@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "exogym/runtime/data/sampler.h"
-#include "exogym/runtime/plugin_loader.h"
+#include "exogym/runtime/plugin/plugin_loader.h"
 #include "exogym/sdk/model.h"
 #include "exogym/sdk/optim.h"
 

@@ -10,14 +10,14 @@
 
 #include "exogym/sdk/dataset.h"
 
-namespace exogym::runtime {
+namespace exogym::runtime::plugin {
 class LoadedPlugin;
 }
 
 namespace exogym::bench {
 
 struct BareLoopConfig {
-  std::shared_ptr<runtime::LoadedPlugin> model_plugin;
+  std::shared_ptr<runtime::plugin::LoadedPlugin> model_plugin;
   nlohmann::json model_options;  // validated
   std::shared_ptr<const sdk::Dataset> data;
   nlohmann::json optimizer;  // e.g. {"name": "adamw", "lr": 1e-3}

@@ -1,0 +1,92 @@
+#include "exogym/modules/fedavg.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+
+#include "exogym/sdk/comm.h"
+#include "exogym/sdk/node.h"
+
+namespace exogym::modules {
+
+using sdk::OptionSpec;
+using sdk::OptionType;
+
+namespace {
+// shared_generator stream of the island draws ("FEDAVG").
+constexpr uint64_t kIslandStream = 0x464544415647ULL;
+}  // namespace
+
+sdk::OptionSpecs FedAvgModule::specs() {
+  return {
+      OptionSpec{"H", OptionType::PositiveInteger, 1,
+                 "average the parameters after every H local steps (after the H-th, 2H-th, ... step); "
+                 "H = 1 with plain SGD is exactly all-reduce/DDP"},
+      OptionSpec{"island_size", OptionType::PositiveInteger, nullptr,
+                 "average within random islands of this many nodes, redrawn from the run's seed every round "
+                 "(null or >= nodes: average over all nodes)"},
+  };
+}
+
+FedAvgModule::FedAvgModule(const nlohmann::json& o)
+    : FedAvgModule(o.at("H").get<int64_t>(), o.at("island_size").is_null()
+                                                 ? std::nullopt
+                                                 : std::optional<int64_t>(o.at("island_size").get<int64_t>())) {}
+
+FedAvgModule::FedAvgModule(int64_t H, std::optional<int64_t> island_size) : H_(H), island_size_(island_size) {}
+
+void FedAvgModule::init(sdk::NodeContext& /*ctx*/, sdk::Model& model) {
+  for (auto& p : sdk::trainable_parameters(model)) params_.push_back(p.detach());
+}
+
+std::vector<std::vector<int>> FedAvgModule::islands(uint64_t run_seed, int64_t round, int num_nodes,
+                                                    int64_t island_size) {
+  at::Tensor order =
+      at::randperm(num_nodes, sdk::shared_generator(run_seed, kIslandStream, static_cast<uint64_t>(round)),
+                   at::TensorOptions().dtype(at::kLong));
+  auto ranks = order.accessor<int64_t, 1>();
+  std::vector<std::vector<int>> out;
+  for (int start = 0; start < num_nodes; start += static_cast<int>(island_size)) {
+    const int end = static_cast<int>(std::min<int64_t>(num_nodes, start + island_size));
+    std::vector<int> island;
+    for (int j = start; j < end; ++j) island.push_back(static_cast<int>(ranks[j]));
+    out.push_back(std::move(island));
+  }
+  return out;
+}
+
+void FedAvgModule::communicate(sdk::NodeContext& ctx, sdk::Model& /*model*/, int64_t step) {
+  // Sync after every H local steps: steps H-1, 2H-1, ... (0-based). The
+  // reference synced when t % H == 0 && t > 0, which made the first round
+  // H+1 steps long and H = 1 skip the first step; with this rule FedAvg with
+  // H = 1 and plain SGD is exactly DDP.
+  if ((step + 1) % H_ != 0) return;
+  const int K = ctx.num_nodes;
+  if (K == 1) return;
+  at::NoGradGuard no_grad;
+  auto& comm = ctx.communicator();
+
+  if (!island_size_ || *island_size_ >= K) {
+    std::vector<at::Tensor> list = params_;
+    comm.all_reduce(list, sdk::ReduceOp::Avg);
+    return;
+  }
+
+  // Islands. Every node receives every parameter (as the reference's
+  // all_gather did), then averages its island members in rank order, so the
+  // result is deterministic and identical on the island's nodes.
+  const int64_t round = (step + 1) / H_ - 1;
+  std::vector<int> members;
+  for (auto& island : islands(ctx.seed, round, K, *island_size_)) {
+    if (std::find(island.begin(), island.end(), ctx.rank) != island.end()) members = island;
+  }
+  std::sort(members.begin(), members.end());
+  auto gathered = comm.all_gather(params_);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    at::Tensor sum = gathered[members[0]][i].clone();
+    for (size_t j = 1; j < members.size(); ++j) sum.add_(gathered[members[j]][i]);
+    params_[i].copy_(sum.div_(static_cast<double>(members.size())));
+  }
+}
+
+}  // namespace exogym::modules

@@ -1,0 +1,38 @@
+#pragma once
+// FedAvg's communication: after every H local steps, each node's parameters
+// become the mean of all nodes' (or of its island's) parameters.
+#include <ATen/core/Tensor.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "exogym/sdk/compose.h"
+
+namespace exogym::modules {
+
+class FedAvgModule final : public sdk::CommunicationModule {
+ public:
+  // Options "H" and "island_size".
+  static sdk::OptionSpecs specs();
+
+  explicit FedAvgModule(const nlohmann::json& validated_options);
+  // island_size: nullopt (or >= K) averages over all nodes.
+  FedAvgModule(int64_t H, std::optional<int64_t> island_size);
+
+  void init(sdk::NodeContext& ctx, sdk::Model& model) override;
+  void communicate(sdk::NodeContext& ctx, sdk::Model& model, int64_t step) override;
+
+  // The islands of round `round` for K nodes: a seeded random permutation of
+  // the ranks cut into consecutive chunks of island_size (the last may be
+  // smaller). The same on every node, so nothing is communicated to agree.
+  static std::vector<std::vector<int>> islands(uint64_t run_seed, int64_t round, int num_nodes, int64_t island_size);
+
+ private:
+  int64_t H_;
+  std::optional<int64_t> island_size_;
+  std::vector<at::Tensor> params_;
+};
+
+}  // namespace exogym::modules

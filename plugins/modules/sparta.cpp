@@ -1,0 +1,72 @@
+#include "exogym/modules/sparta.h"
+
+#include <ATen/ATen.h>
+
+#include "exogym/sdk/comm.h"
+#include "exogym/sdk/node.h"
+
+namespace exogym::modules {
+
+using sdk::OptionSpec;
+using sdk::OptionType;
+
+sdk::OptionSpecs SpartaModule::specs() {
+  return {
+      OptionSpec{"p", OptionType::Fraction, 0.005,
+                 "fraction of every parameter's elements averaged across the nodes after each step"},
+      OptionSpec{"selector", OptionType::String, "random",
+                 "how elements are chosen: random (i.i.d. with probability p each step), shuffled_sequential "
+                 "(a fixed random order, ceil(1/p) chunks in turn), partitioned (balanced random classes in "
+                 "turn, redrawn every cycle); drawn from the run's seed, identical on every node",
+                 index_selector_names()},
+  };
+}
+
+SpartaModule::SpartaModule(const nlohmann::json& o)
+    : SpartaModule(o.at("p").get<double>(), o.at("selector").get<std::string>(),
+                   o.contains("sparta_interval") ? o.at("sparta_interval").get<int64_t>() : 1) {}
+
+SpartaModule::SpartaModule(double p, std::string selector, int64_t interval)
+    : p_(p), selector_name_(std::move(selector)), interval_(interval) {
+  make_index_selector(selector_name_, p_, 0);  // check the name and p now, not at init
+}
+
+void SpartaModule::init(sdk::NodeContext& ctx, sdk::Model& model) {
+  selector_ = make_index_selector(selector_name_, p_, ctx.seed);
+  params_.clear();
+  for (auto& p : sdk::trainable_parameters(model)) params_.push_back(p.detach());
+  calls_ = 0;
+}
+
+void SpartaModule::communicate(sdk::NodeContext& ctx, sdk::Model& /*model*/, int64_t step) {
+  if (step % interval_ != 0) return;
+  const int64_t call = calls_++;
+  if (ctx.num_nodes == 1) return;  // nobody to average with
+  at::NoGradGuard no_grad;
+
+  // Every node draws the same indices (same seed, parameter and call), so
+  // the selected values line up without exchanging a mask.
+  std::vector<size_t> selected;
+  std::vector<at::Tensor> flats, indices, values;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const at::Tensor& param = params_[i];
+    at::Tensor index = selector_->select(i, param.numel(), call);
+    if (index.numel() == 0) continue;  // the same on every node: skipped by all
+    index = index.to(param.device());
+    // Parameters are contiguous in practice; otherwise work on a copy.
+    at::Tensor flat = param.is_contiguous() ? param.view({-1}) : param.contiguous().view({-1});
+    values.push_back(flat.index_select(0, index));
+    flats.push_back(flat);
+    indices.push_back(std::move(index));
+    selected.push_back(i);
+  }
+  if (values.empty()) return;
+  ctx.communicator().all_reduce(values, sdk::ReduceOp::Avg);
+  for (size_t k = 0; k < selected.size(); ++k) {
+    flats[k].index_copy_(0, indices[k], values[k]);
+    at::Tensor& param = params_[selected[k]];
+    if (!param.is_contiguous()) param.copy_(flats[k].view(param.sizes()));
+  }
+}
+
+}  // namespace exogym::modules

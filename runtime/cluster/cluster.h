@@ -1,0 +1,71 @@
+#pragma once
+// The simulated cluster: one thread per virtual node, compute slots, the
+// collective backend, and clean abort. If any node throws, every collective
+// in flight fails, all threads end, and run() rethrows the first error.
+//
+// In a run spread over several processes, a Cluster runs this process's
+// block of nodes, and its collectives reach the other processes' nodes
+// through a ProcessMesh (hierarchical_group.h). A failure on either side
+// stops both: a node error here fails the mesh (the other processes stop
+// and report it), a lost peer aborts the nodes here.
+#include <functional>
+#include <memory>
+
+#include "exogym/runtime/cluster/abort_signal.h"
+#include "exogym/runtime/cluster/compute_slots.h"
+#include "exogym/runtime/comm/inprocess_group.h"
+#include "exogym/runtime/dist/world.h"
+
+namespace exogym::runtime::comm {
+class HierarchicalGroup;
+}
+namespace exogym::runtime::dist {
+class ProcessMesh;
+}
+namespace exogym::runtime::sim {
+class ClockExchange;
+}
+
+namespace exogym::runtime::cluster {
+
+
+class Cluster {
+ public:
+  // parallelism: how many nodes compute at once (>= 1).
+  Cluster(int nodes, int parallelism);
+  // This process hosts `block` of the run's `nodes`; the others are reached
+  // through `mesh`. `clocks` (may be null) shares arrival times between
+  // processes; `exact_reduce`: see HierarchicalGroup.
+  Cluster(int nodes, int parallelism, dist::ProcessMesh& mesh, dist::NodeBlock block, sim::ClockExchange* clocks, bool exact_reduce);
+  ~Cluster();
+
+  int nodes() const { return nodes_; }
+  // The nodes this process runs (all of them without a mesh).
+  const dist::NodeBlock& block() const { return block_; }
+  int parallelism() const { return slots_.capacity(); }
+  AbortSignal& abort_signal() { return abort_; }
+  // The in-process backend (single-process clusters only).
+  comm::InProcessGroup& group();
+  ComputeSlots& slots() { return slots_; }
+
+  // The collective backend node `rank` uses; `slot` is released while it waits.
+  std::unique_ptr<sdk::Communicator> communicator(int rank, NodeSlot* slot);
+
+  // Runs body(rank, slot) on one thread per local node and waits for all.
+  // The body starts without a slot; it acquires one before computing.
+  void run(const std::function<void(int rank, NodeSlot& slot)>& body);
+
+ private:
+  int nodes_;
+  dist::NodeBlock block_;
+  AbortSignal abort_;
+  ComputeSlots slots_;
+  std::unique_ptr<comm::InProcessGroup> group_;
+  std::unique_ptr<comm::HierarchicalGroup> hierarchical_;
+  dist::ProcessMesh* mesh_ = nullptr;
+};
+
+// The number of hardware threads this process may use.
+int available_cores();
+
+}  // namespace exogym::runtime::cluster

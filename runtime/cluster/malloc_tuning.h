@@ -1,0 +1,21 @@
+#pragma once
+// Keeps the memory of a training step's large temporary tensors inside the
+// process from one step to the next (glibc's malloc otherwise hands some of
+// it back to the kernel after every step, and every step faults it in
+// again), and keeps K nodes' threads from spreading it over many arenas.
+
+namespace exogym::runtime::cluster {
+
+// Sets glibc's malloc parameters for training on `cores` cores, once per
+// process (the simulator calls it before it builds the replicas; later calls
+// change nothing). Does nothing, and returns false, where malloc is not
+// glibc's or where the user chose malloc settings through GLIBC_TUNABLES or
+// MALLOC_*_ variables: theirs win.
+bool tune_malloc_for_training(int cores);
+
+// Whether GLIBC_TUNABLES names a glibc.malloc.* tunable or one of
+// MALLOC_ARENA_MAX, MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_ and
+// MALLOC_TOP_PAD_ is set (tune_malloc_for_training() then leaves malloc be).
+bool user_chose_malloc_settings();
+
+}  // namespace exogym::runtime::cluster

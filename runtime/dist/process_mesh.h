@@ -1,0 +1,137 @@
+#pragma once
+// The processes of a run spread over several processes or hosts, connected
+// to each other by Gloo over TCP: a full mesh of byte exchanges between
+// processes (P is small: each process hosts many virtual nodes), used by the
+// hierarchical collective backend (hierarchical_group.h).
+//
+// Failure handling. A process that fails publishes its reason in the
+// rendezvous store and closes its connections, so that its peers stop at
+// once and report that reason. A peer that dies is noticed when its
+// connections close; one that hangs or becomes unreachable, by a heartbeat:
+// every process posts one to the store a few times per timeout, and a peer
+// whose heartbeat stops for `timeout` is declared lost. A peer that is alive
+// but slow (a long step, an evaluation) is waited for, however long, as
+// nodes in one process wait for each other.
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "exogym/runtime/dist/world.h"
+
+namespace gloo {
+class Context;
+namespace transport {
+class Device;
+class UnboundBuffer;
+}  // namespace transport
+}  // namespace gloo
+
+
+namespace exogym::runtime::dist {
+
+class RendezvousStore;
+
+class ProcessMesh {
+ public:
+  // Meets the other processes: connects to the store (process 0 hosts it),
+  // checks that every process has the same WORLD_SIZE and runs the same
+  // manifest (`fingerprint`), connects Gloo, starts the heartbeat. Throws
+  // sdk::Error saying what to fix (port in use, master unreachable, a rank
+  // taken twice, mismatched world sizes or manifests, a process that never
+  // joined within the timeout).
+  ProcessMesh(const WorldSpec& world, const std::string& fingerprint);
+  // Without finish(): a failed run; process 0 keeps the store up a moment so
+  // that the others can read why.
+  ~ProcessMesh();
+  ProcessMesh(const ProcessMesh&) = delete;
+  ProcessMesh& operator=(const ProcessMesh&) = delete;
+
+  int rank() const { return world_.rank; }
+  int size() const { return world_.size; }
+  const WorldSpec& world() const { return world_; }
+
+  // The run's node count, so that messages say which nodes a process hosts.
+  void set_nodes(int nodes);
+  // "process 1 (nodes 2-3, pid 4242 on host-b)".
+  std::string describe(int process) const;
+
+  // Every process sends `bytes` from `mine` to every other; sizes[q] bytes
+  // from process q land at out[q] (out[rank()] is not touched). Every wait
+  // ends when a peer fails: throws sdk::Error naming it.
+  void all_gather(const void* mine, size_t bytes, const std::vector<void*>& out, const std::vector<size_t>& sizes);
+  // `bytes` at `data` go from process `root` to every other.
+  void broadcast(void* data, size_t bytes, int root);
+  // Strings of any length, by process.
+  std::vector<std::string> all_gather_text(const std::string& mine);
+  void barrier();
+
+  // Stops the mesh: the first reason wins; it is published for the peers,
+  // every wait in progress ends, connections close, the listener hears it.
+  void fail(const std::string& reason);
+  bool failed() const { return failed_.load(); }
+  std::string failure() const;
+  // Called when the mesh fails (from whichever thread noticed), so that a
+  // run can stop its nodes. One at a time; empty to remove.
+  void set_failure_listener(std::function<void(const std::string&)> listener);
+
+  // The end of a successful session: waits for every process, stops the
+  // heartbeat and says goodbye; process 0 keeps the store up until every
+  // peer has left.
+  void finish();
+
+ private:
+  struct Transfer {
+    int peer;
+    void* data;
+    size_t bytes;
+    bool receive;
+  };
+  void exchange(const std::vector<Transfer>& transfers);
+  void rendezvous(const std::string& fingerprint);
+  void connect_gloo();
+  void monitor_loop();
+  void watchdog_loop();
+  void stop_threads();
+  std::string explain_loss(int peer, const std::string& what);
+  [[noreturn]] void throw_failure();
+
+  WorldSpec world_;
+  std::unique_ptr<RendezvousStore> store_;
+  std::shared_ptr<gloo::transport::Device> device_;
+  std::shared_ptr<gloo::Context> context_;
+  struct Peer {
+    std::string host;
+    int64_t pid = 0;
+  };
+  std::vector<Peer> peers_;
+  std::atomic<int> nodes_{0};
+
+  mutable std::mutex mutex_;  // guards the fields below
+  std::string failure_;
+  std::vector<gloo::transport::UnboundBuffer*> waiting_;  // buffers an exchange waits on
+  std::vector<char> lost_;                                // peers whose connection broke
+  std::atomic<bool> failed_{false};
+  std::mutex listener_mutex_;  // held while the listener is called or replaced
+  std::function<void(const std::string&)> listener_;
+
+  std::mutex exchange_mutex_;  // one exchange at a time (Gloo slots are sequential)
+
+  std::thread monitor_, watchdog_;
+  std::mutex stop_mutex_;
+  std::condition_variable stop_cv_;
+  bool stop_ = false;
+  std::atomic<int64_t> last_store_answer_ms_{0};  // steady clock, for the watchdog
+  std::chrono::milliseconds period_;
+  bool claimed_ = false;  // this process holds its rank at the store
+  bool finished_ = false;
+};
+
+}  // namespace exogym::runtime::dist

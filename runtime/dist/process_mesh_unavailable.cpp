@@ -1,0 +1,26 @@
+// ProcessMesh for builds without Gloo (EXOGYM_WITH_GLOO=OFF, or libgloo-dev
+// missing): a run that asks for several processes gets a clear error.
+#include "exogym/runtime/dist/process_mesh.h"
+#include "exogym/runtime/dist/rendezvous_store.h"
+#include "exogym/sdk/error.h"
+
+namespace exogym::runtime::dist {
+
+ProcessMesh::ProcessMesh(const WorldSpec& world, const std::string&) : world_(world) {
+  throw sdk::Error(
+      "this exogym-run was built without Gloo (libgloo-dev), so it cannot run several processes; rebuild "
+      "with Gloo installed (see README, \"Several processes and hosts\")");
+}
+ProcessMesh::~ProcessMesh() = default;
+void ProcessMesh::set_nodes(int) {}
+std::string ProcessMesh::describe(int process) const { return "process " + std::to_string(process); }
+void ProcessMesh::all_gather(const void*, size_t, const std::vector<void*>&, const std::vector<size_t>&) {}
+void ProcessMesh::broadcast(void*, size_t, int) {}
+std::vector<std::string> ProcessMesh::all_gather_text(const std::string& mine) { return {mine}; }
+void ProcessMesh::barrier() {}
+void ProcessMesh::fail(const std::string&) {}
+std::string ProcessMesh::failure() const { return failure_; }
+void ProcessMesh::set_failure_listener(std::function<void(const std::string&)>) {}
+void ProcessMesh::finish() {}
+
+}  // namespace exogym::runtime::dist

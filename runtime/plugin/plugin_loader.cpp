@@ -1,0 +1,225 @@
+#include "exogym/runtime/plugin/plugin_loader.h"
+
+#include <boost/dll/runtime_symbol_info.hpp>
+#include <boost/dll/shared_library.hpp>
+#include <cstdlib>
+#include <sstream>
+#include <type_traits>
+
+#include "exogym/sdk/error.h"
+#include "exogym/sdk/model.h"
+#include "exogym/sdk/options.h"
+#include "exogym/sdk/plugin.h"
+#include "exogym/sdk/strategy.h"
+
+namespace exogym::runtime::plugin {
+
+namespace fs = std::filesystem;
+using sdk::PluginError;
+
+std::string plugin_file_name(const std::string& kind, const std::string& name) {
+  return "exogym_" + kind + "_" + name + ".so";
+}
+
+LoadedPlugin::LoadedPlugin(std::shared_ptr<boost::dll::shared_library> library, PluginDescription description)
+    : library_(std::move(library)), description_(std::move(description)) {
+  auto options_fn = library_->get_alias<std::remove_pointer_t<sdk::OptionsFunction>>("exogym_plugin_options");
+  options_ = options_fn();
+}
+
+LoadedPlugin::~LoadedPlugin() {
+  // The options may hold strings allocated by the plugin's inline code; free
+  // them while its code is still mapped.
+  options_.clear();
+}
+
+nlohmann::json LoadedPlugin::validate(const nlohmann::json& options, const std::string& path) const {
+  return sdk::validate_options(options, options_, path);
+}
+
+template <class T, class Factory, class... Args>
+std::shared_ptr<T> LoadedPlugin::create(const char* alias, Args&&... args) const {
+  if (!library_->has(alias)) {
+    throw PluginError(description_.file.string() + ": a " + description_.kind + " plugin exports no " + alias);
+  }
+  auto factory = library_->get_alias<Factory>(alias);
+  T* raw = factory(std::forward<Args>(args)...);
+  if (!raw) throw PluginError(description_.file.string() + ": " + alias + " returned null");
+  // The deleter keeps this library loaded for as long as the object lives.
+  auto self = shared_from_this();
+  return std::shared_ptr<T>(raw, [self](T* object) { delete object; });
+}
+
+std::shared_ptr<sdk::Model> LoadedPlugin::create_model(const nlohmann::json& options) const {
+  return create<sdk::Model, std::remove_pointer_t<sdk::ModelFactory>>("exogym_create_model", options);
+}
+
+std::shared_ptr<sdk::Strategy> LoadedPlugin::create_strategy(const nlohmann::json& options) const {
+  return create<sdk::Strategy, std::remove_pointer_t<sdk::StrategyFactory>>("exogym_create_strategy", options);
+}
+
+std::shared_ptr<sdk::Dataset> LoadedPlugin::create_dataset(const nlohmann::json& options,
+                                                           const sdk::DatasetRequest& request) const {
+  return create<sdk::Dataset, std::remove_pointer_t<sdk::DatasetFactory>>("exogym_create_dataset", options, request);
+}
+
+PluginLoader::PluginLoader(std::vector<fs::path> extra_dirs) : extra_dirs_(std::move(extra_dirs)) {}
+
+static void append_path_list(std::vector<fs::path>& out, const std::string& list) {
+  std::stringstream stream(list);
+  std::string item;
+  while (std::getline(stream, item, ':')) {
+    if (!item.empty()) out.emplace_back(item);
+  }
+}
+
+std::vector<fs::path> PluginLoader::search_path() const {
+  std::vector<fs::path> dirs = extra_dirs_;
+  if (const char* env = std::getenv("EXOGYM_PLUGIN_PATH")) append_path_list(dirs, env);
+#ifdef EXOGYM_INSTALL_PLUGIN_DIR
+  dirs.emplace_back(EXOGYM_INSTALL_PLUGIN_DIR);
+#endif
+  // Next to the running program: bin/../lib/exogym/plugins.
+  boost::dll::fs::error_code ec;
+  fs::path exe = boost::dll::program_location(ec);
+  if (!ec) dirs.push_back(exe.parent_path().parent_path() / "lib" / "exogym" / "plugins");
+  std::vector<fs::path> unique;
+  for (auto& dir : dirs) {
+    std::error_code fs_ec;
+    fs::path normal = fs::weakly_canonical(dir, fs_ec);
+    if (fs_ec) normal = dir;
+    bool seen = false;
+    for (auto& u : unique) seen = seen || u == normal;
+    if (!seen) unique.push_back(normal);
+  }
+  return unique;
+}
+
+std::shared_ptr<LoadedPlugin> PluginLoader::load_file(const fs::path& requested) {
+  std::error_code ec;
+  fs::path file = fs::weakly_canonical(requested, ec);
+  if (ec) file = requested;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (auto it = loaded_.find(file); it != loaded_.end()) return it->second;
+  if (!fs::exists(file)) throw PluginError(file.string() + ": no such plugin file");
+
+  auto library = std::make_shared<boost::dll::shared_library>();
+  boost::dll::fs::error_code load_ec;
+  library->load(file, boost::dll::load_mode::rtld_lazy | boost::dll::load_mode::rtld_local, load_ec);
+  if (load_ec) {
+    throw PluginError(file.string() + ": cannot load: " + load_ec.message() +
+                      " (is it a shared library built against this ExoGym SDK and its LibTorch?)");
+  }
+  if (!library->has("exogym_plugin_info")) {
+    throw PluginError(file.string() + ": not an ExoGym plugin (it exports no exogym_plugin_info)");
+  }
+  // Only plain C data is read before the versions are known to match.
+  const sdk::PluginInfo* info = library->get_alias<const sdk::PluginInfo*()>("exogym_plugin_info")();
+  if (!info) throw PluginError(file.string() + ": exogym_plugin_info returned null");
+  if (info->abi_version != sdk::runtime_abi_version()) {
+    throw PluginError(file.string() + ": built for plugin ABI version " + std::to_string(info->abi_version) +
+                      ", but this runtime uses ABI version " + std::to_string(sdk::runtime_abi_version()) +
+                      "; rebuild the plugin against this ExoGym SDK");
+  }
+  std::string fingerprint = info->fingerprint ? info->fingerprint : "";
+  if (fingerprint != sdk::runtime_fingerprint()) {
+    throw PluginError(file.string() + ": built with \"" + fingerprint + "\", but this runtime was built with \"" +
+                      sdk::runtime_fingerprint() + "\"; rebuild the plugin with the same compiler and LibTorch");
+  }
+  PluginDescription description{file,
+                                info->abi_version,
+                                info->kind ? info->kind : "",
+                                info->name ? info->name : "",
+                                info->version ? info->version : "",
+                                fingerprint};
+  if (!library->has("exogym_plugin_options")) {
+    throw PluginError(file.string() + ": exports no exogym_plugin_options; export it with an EXOGYM_*_PLUGIN macro");
+  }
+  auto plugin = std::make_shared<LoadedPlugin>(std::move(library), std::move(description));
+  loaded_.emplace(file, plugin);
+  return plugin;
+}
+
+std::shared_ptr<LoadedPlugin> PluginLoader::load(const std::string& kind, const std::string& name_or_file,
+                                                 const std::string& json_path, const fs::path& base_dir) {
+  std::shared_ptr<LoadedPlugin> plugin;
+  const bool is_path = name_or_file.size() > 3 && name_or_file.compare(name_or_file.size() - 3, 3, ".so") == 0;
+  if (is_path) {
+    fs::path file = name_or_file;
+    if (file.is_relative() && !base_dir.empty()) file = base_dir / file;
+    try {
+      plugin = load_file(file);
+    } catch (const PluginError& e) {
+      throw sdk::ConfigError(json_path, e.what());
+    }
+  } else {
+    const std::string wanted = plugin_file_name(kind, name_or_file);
+    const auto dirs = search_path();
+    for (const auto& dir : dirs) {
+      std::error_code ec;
+      if (fs::exists(dir / wanted, ec)) {
+        try {
+          plugin = load_file(dir / wanted);
+        } catch (const PluginError& e) {
+          throw sdk::ConfigError(json_path, e.what());
+        }
+        break;
+      }
+    }
+    if (!plugin) {
+      std::vector<std::string> names;
+      for (auto& found : discover()) {
+        if (found.plugin && found.plugin->description().kind == kind) names.push_back(found.plugin->description().name);
+      }
+      std::string message = "no " + kind + " plugin named \"" + name_or_file + "\"";
+      std::string suggestion = sdk::closest_name(name_or_file, names);
+      if (!suggestion.empty()) message += "; did you mean \"" + suggestion + "\"?";
+      message += " (available:";
+      for (auto& n : names) message += " " + n;
+      if (names.empty()) message += " none";
+      message += "; searched for " + wanted + " in";
+      for (auto& d : dirs) message += " " + d.string();
+      message += ")";
+      throw sdk::ConfigError(json_path, message);
+    }
+  }
+  const auto& d = plugin->description();
+  if (d.kind != kind) {
+    throw sdk::ConfigError(json_path, d.file.string() + " is a " + d.kind + " plugin, expected a " + kind + " plugin");
+  }
+  if (!is_path && d.name != name_or_file) {
+    throw sdk::ConfigError(json_path,
+                           d.file.string() + " calls itself \"" + d.name + "\", expected \"" + name_or_file + "\"");
+  }
+  return plugin;
+}
+
+std::vector<PluginLoader::Found> PluginLoader::discover() {
+  std::vector<Found> result;
+  std::vector<std::string> seen;
+  for (const auto& dir : search_path()) {
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) continue;
+    std::vector<fs::path> files;
+    for (const auto& entry : fs::directory_iterator(dir, ec)) {
+      const std::string name = entry.path().filename().string();
+      if (name.rfind("exogym_", 0) == 0 && entry.path().extension() == ".so") files.push_back(entry.path());
+    }
+    std::sort(files.begin(), files.end());
+    for (const auto& file : files) {
+      const std::string name = file.filename().string();
+      if (std::find(seen.begin(), seen.end(), name) != seen.end()) continue;
+      seen.push_back(name);
+      Found found{nullptr, file, ""};
+      try {
+        found.plugin = load_file(file);
+      } catch (const std::exception& e) {
+        found.error = e.what();
+      }
+      result.push_back(std::move(found));
+    }
+  }
+  return result;
+}
+
+}  // namespace exogym::runtime::plugin

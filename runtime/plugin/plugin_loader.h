@@ -1,0 +1,101 @@
+#pragma once
+// Finds plugin libraries, checks that they were built for this runtime, and
+// creates models, strategies and datasets from them.
+//
+// Lookup of "plugin": "diloco" (kind strategy): --plugin-path dirs, then
+// EXOGYM_PLUGIN_PATH (':'-separated), then the install's plugin folder, then
+// the build tree (lib/exogym/plugins next to the executable, which covers
+// both a build tree and a relocated install). The file searched for is
+// exogym_<kind>_<name>.so. A value ending in ".so" is a path to the file.
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "exogym/sdk/dataset.h"
+#include "exogym/sdk/options.h"
+
+namespace boost::dll {
+class shared_library;
+}
+
+namespace exogym::sdk {
+class Model;
+class Strategy;
+}  // namespace exogym::sdk
+
+namespace exogym::runtime::plugin {
+
+struct PluginDescription {
+  std::filesystem::path file;
+  int abi_version = 0;
+  std::string kind, name, version, fingerprint;
+};
+
+// One loaded plugin library. Every object it creates holds a reference to it,
+// so the library is unloaded only after the last such object is destroyed
+// (unloading earlier would leave vtables pointing into unmapped code).
+class LoadedPlugin : public std::enable_shared_from_this<LoadedPlugin> {
+ public:
+  LoadedPlugin(std::shared_ptr<boost::dll::shared_library> library, PluginDescription description);
+  ~LoadedPlugin();
+
+  const PluginDescription& description() const { return description_; }
+  const sdk::OptionSpecs& options() const { return options_; }
+
+  // Validates manifest options against the plugin's declared options.
+  // `path` is the JSON path of the options object, e.g. "strategy.options".
+  nlohmann::json validate(const nlohmann::json& options, const std::string& path) const;
+
+  // `options` must come from validate().
+  std::shared_ptr<sdk::Model> create_model(const nlohmann::json& options) const;
+  std::shared_ptr<sdk::Strategy> create_strategy(const nlohmann::json& options) const;
+  std::shared_ptr<sdk::Dataset> create_dataset(const nlohmann::json& options, const sdk::DatasetRequest& request) const;
+
+ private:
+  template <class T, class Factory, class... Args>
+  std::shared_ptr<T> create(const char* alias, Args&&... args) const;
+
+  std::shared_ptr<boost::dll::shared_library> library_;
+  PluginDescription description_;
+  sdk::OptionSpecs options_;
+};
+
+class PluginLoader {
+ public:
+  explicit PluginLoader(std::vector<std::filesystem::path> extra_dirs = {});
+
+  // The folders searched, in order.
+  std::vector<std::filesystem::path> search_path() const;
+
+  // Loads a plugin of `kind` named `name_or_file`. `json_path` names the
+  // manifest field for error messages; `base_dir` resolves relative .so paths.
+  std::shared_ptr<LoadedPlugin> load(const std::string& kind, const std::string& name_or_file,
+                                     const std::string& json_path, const std::filesystem::path& base_dir = {});
+
+  // Loads the library at `file`, checking ABI version and fingerprint before
+  // any other plugin code runs.
+  std::shared_ptr<LoadedPlugin> load_file(const std::filesystem::path& file);
+
+  struct Found {
+    std::shared_ptr<LoadedPlugin> plugin;  // null if it could not be loaded
+    std::filesystem::path file;
+    std::string error;
+  };
+  // Every plugin library in the search path (first occurrence of a file name
+  // wins, as in lookup).
+  std::vector<Found> discover();
+
+ private:
+  std::vector<std::filesystem::path> extra_dirs_;
+  std::mutex mutex_;
+  std::map<std::filesystem::path, std::shared_ptr<LoadedPlugin>> loaded_;
+};
+
+// The file name a plugin of this kind and name is looked up under.
+std::string plugin_file_name(const std::string& kind, const std::string& name);
+
+}  // namespace exogym::runtime::plugin

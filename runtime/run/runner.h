@@ -1,0 +1,35 @@
+#pragma once
+// Runs every run of a manifest (one, or each variant of "runs") and, for
+// variants, writes the side-by-side comparison.
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "exogym/runtime/manifest/manifest.h"
+#include "exogym/runtime/train/training.h"
+
+namespace exogym::runtime::run {
+
+struct RunnerOptions {
+  output::Progress::Mode progress = output::Progress::Mode::Lines;
+  std::vector<std::string> only;  // variant names to run; empty: all
+  // Over several processes: see RunOptions. Only process 0 writes folders.
+  dist::ProcessMesh* mesh = nullptr;
+  bool partial_reduce = false;
+  int cores = 0;
+};
+
+struct RunnerResult {
+  std::filesystem::path folder;  // the run folder, or the folder holding the variants
+  std::vector<train::RunResult> runs;
+  std::string table;  // the comparison table (variants only)
+};
+
+RunnerResult run_manifest_set(const manifest::ManifestSet& set, plugin::PluginLoader& loader, const RunnerOptions& options);
+
+// What the processes of a run must agree on: the selected runs' settings,
+// without the paths that may differ between hosts (output folder, data
+// paths). A hex digest.
+std::string run_fingerprint(const manifest::ManifestSet& set, const std::vector<std::string>& only);
+
+}  // namespace exogym::runtime::run

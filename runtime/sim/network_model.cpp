@@ -1,0 +1,89 @@
+#include "exogym/runtime/sim/network_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <stdexcept>
+
+namespace exogym::runtime::sim {
+
+const char* to_string(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::AllReduce:
+      return "all_reduce";
+    case CollectiveKind::Broadcast:
+      return "broadcast";
+    case CollectiveKind::AllGather:
+      return "all_gather";
+    case CollectiveKind::Barrier:
+      return "barrier";
+  }
+  return "?";
+}
+
+Traffic all_reduce_traffic(double bytes, int nodes) {
+  if (nodes <= 1) return {};
+  const double each = 2.0 * (nodes - 1) * bytes / nodes;
+  return {each, each};
+}
+
+Traffic broadcast_traffic(double bytes, int nodes, int rank, int root) {
+  if (nodes <= 1) return {};
+  const int position = ((rank - root) % nodes + nodes) % nodes;  // 0 = root, K-1 = end of the chain
+  return {position < nodes - 1 ? bytes : 0.0, position > 0 ? bytes : 0.0};
+}
+
+Traffic all_gather_traffic(const std::vector<double>& bytes_by_rank, int rank) {
+  const int nodes = static_cast<int>(bytes_by_rank.size());
+  if (nodes <= 1) return {};
+  const double total = std::accumulate(bytes_by_rank.begin(), bytes_by_rank.end(), 0.0);
+  return {total - bytes_by_rank[(rank + 1) % nodes], total - bytes_by_rank[rank]};
+}
+
+double all_reduce_total_sent(double bytes, int nodes) { return nodes <= 1 ? 0.0 : 2.0 * (nodes - 1) * bytes; }
+
+double broadcast_total_sent(double bytes, int nodes) { return nodes <= 1 ? 0.0 : (nodes - 1) * bytes; }
+
+double all_gather_total_sent(const std::vector<double>& bytes_by_rank) {
+  const double nodes = static_cast<double>(bytes_by_rank.size());
+  if (nodes <= 1) return 0.0;
+  return (nodes - 1) * std::accumulate(bytes_by_rank.begin(), bytes_by_rank.end(), 0.0);
+}
+
+NetworkModel::NetworkModel(int nodes, Link link, std::map<int, Link> overrides)
+    : nodes_(nodes), link_(link), overrides_(std::move(overrides)), bottleneck_(link) {
+  if (nodes < 1 || !(link.bandwidth > 0) || link.latency < 0) throw std::invalid_argument("NetworkModel: bad link");
+  for (const auto& [rank, l] : overrides_) {
+    if (rank < 0 || rank >= nodes) continue;
+    bottleneck_.bandwidth = std::min(bottleneck_.bandwidth, l.bandwidth);
+    bottleneck_.latency = std::max(bottleneck_.latency, l.latency);
+  }
+}
+
+Link NetworkModel::link(int rank) const {
+  auto it = overrides_.find(rank);
+  return it == overrides_.end() ? link_ : it->second;
+}
+
+double NetworkModel::all_reduce_time(double bytes) const {
+  if (nodes_ <= 1) return 0.0;
+  const double steps = 2.0 * (nodes_ - 1);
+  return steps * (bottleneck_.latency + bytes / nodes_ / bottleneck_.bandwidth);
+}
+
+double NetworkModel::broadcast_time(double bytes) const {
+  if (nodes_ <= 1) return 0.0;
+  return (nodes_ - 1) * bottleneck_.latency + bytes / bottleneck_.bandwidth;
+}
+
+double NetworkModel::all_gather_time(double max_sent) const {
+  if (nodes_ <= 1) return 0.0;
+  return (nodes_ - 1) * bottleneck_.latency + max_sent / bottleneck_.bandwidth;
+}
+
+double NetworkModel::barrier_time() const {
+  if (nodes_ <= 1) return 0.0;
+  return std::ceil(std::log2(static_cast<double>(nodes_))) * bottleneck_.latency;
+}
+
+}  // namespace exogym::runtime::sim

@@ -1,0 +1,75 @@
+#pragma once
+// What a collective would cost on a real cluster: the bytes each node sends
+// and receives, and the time the transfer takes, under the textbook
+// algorithm for each collective and an alpha-beta (latency + size/bandwidth)
+// model of every message. The in-process backend moves no bytes at all;
+// these numbers are what the same calls would cost between machines.
+//
+// Algorithms, for K nodes and a payload of S bytes per node:
+//  - all_reduce: ring (reduce-scatter, then all-gather) in 2(K-1) steps of
+//    S/K bytes: each node sends and receives 2(K-1)/K * S;
+//    time 2(K-1) * (latency + S / (K * bandwidth)).
+//  - broadcast: a pipelined chain from the root (root -> root+1 -> ...):
+//    every node but the last sends S, every node but the root receives S;
+//    time (K-1) * latency + S / bandwidth.
+//  - all_gather: ring; node r sends every block but its successor's and
+//    receives every block but its own: with equal blocks, (K-1) * S each;
+//    time (K-1) * latency + (largest amount a node sends) / bandwidth.
+//  - barrier: no payload; a dissemination barrier of ceil(log2 K) rounds
+//    costs ceil(log2 K) * latency.
+// Every collective involves all nodes, so a step runs at the pace of the
+// slowest link: the model uses the smallest bandwidth and the largest
+// latency among the nodes.
+#include <map>
+#include <vector>
+
+namespace exogym::runtime::sim {
+
+enum class CollectiveKind { AllReduce, Broadcast, AllGather, Barrier };
+
+const char* to_string(CollectiveKind kind);
+
+struct Link {
+  double bandwidth = 0;  // bytes per second, > 0
+  double latency = 0;    // seconds, >= 0
+};
+
+// Bytes one node sends and receives in one collective.
+struct Traffic {
+  double sent = 0, received = 0;
+};
+
+// `bytes` is each node's payload (all_reduce, broadcast) or, for all_gather,
+// every rank's payload in rank order.
+Traffic all_reduce_traffic(double bytes, int nodes);
+Traffic broadcast_traffic(double bytes, int nodes, int rank, int root);
+Traffic all_gather_traffic(const std::vector<double>& bytes_by_rank, int rank);
+// Bytes sent by all nodes together.
+double all_reduce_total_sent(double bytes, int nodes);
+double broadcast_total_sent(double bytes, int nodes);
+double all_gather_total_sent(const std::vector<double>& bytes_by_rank);
+
+class NetworkModel {
+ public:
+  // `overrides`: per-node links replacing `link` for those ranks.
+  NetworkModel(int nodes, Link link, std::map<int, Link> overrides = {});
+
+  int nodes() const { return nodes_; }
+  Link link(int rank) const;
+  // The smallest bandwidth and the largest latency over all nodes.
+  const Link& bottleneck() const { return bottleneck_; }
+
+  double all_reduce_time(double bytes) const;
+  double broadcast_time(double bytes) const;
+  // `max_sent`: the most bytes any one node sends.
+  double all_gather_time(double max_sent) const;
+  double barrier_time() const;
+
+ private:
+  int nodes_;
+  Link link_;
+  std::map<int, Link> overrides_;
+  Link bottleneck_;
+};
+
+}  // namespace exogym::runtime::sim
