@@ -60,6 +60,7 @@ void HierarchicalGroup::run(int rank, CollectiveCall call, cluster::NodeSlot* sl
   const CollectiveKind kind = call.kind;
   const bool receives = kind != CollectiveKind::Broadcast || rank != call.root;
   rendezvous_.meet(rank - block_.first, std::move(call), slot);
+  // The leader left the results in result_ or gathered_.
   switch (kind) {
     case CollectiveKind::AllReduce:
     case CollectiveKind::Broadcast:

@@ -28,7 +28,7 @@ namespace exogym::runtime::comm {
 
 class Rendezvous {
  public:
-  // Every node's call, by member index; absent members' calls are empty.
+  // Every member's call, by index.
   using Calls = std::vector<CollectiveCall>;
   // The collective itself, run by the last node to arrive. It may throw.
   using Work = std::function<void(const Calls& calls)>;
