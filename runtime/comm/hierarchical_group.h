@@ -2,10 +2,10 @@
 // The collective backend of a run spread over several processes. This
 // process hosts a contiguous block of the K virtual nodes (world.h); each
 // collective meets in the process first (the nodes' threads rendezvous as in
-// InProcessGroup), then one node thread, the block's first, exchanges the
-// process's part with the other processes through the ProcessMesh (Gloo),
-// and every local node takes the result. Strategies see the same
-// sdk::Communicator, with global ranks.
+// InProcessGroup), then the last node to arrive exchanges the process's part
+// with the other processes through the ProcessMesh (Gloo), and every local
+// node takes the result. Strategies see the same sdk::Communicator, with
+// global ranks.
 //
 // Reductions. With `exact` (the runtime's default), floating-point sums
 // travel per node and every process sums all K contributions in rank order,
@@ -19,28 +19,24 @@
 // either way.
 //
 // CUDA tensors travel through host memory, except all-reduces in builds with
-// NCCL (nccl/nccl_exchange.h).
+// NCCL (nccl_exchange.h).
 //
 // The simulated clock: each exchange carries the process's latest arrival
 // (ClockExchange::take_local), so every node's clock sees the latest arrival
 // over all K nodes, as in one process.
 #include <ATen/core/Tensor.h>
 
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
-#include <string>
 #include <vector>
 
 #include "exogym/build_config.h"
 #include "exogym/runtime/cluster/abort_signal.h"
+#include "exogym/runtime/comm/collective_backend.h"
+#include "exogym/runtime/comm/rendezvous.h"
 #include "exogym/runtime/dist/world.h"
 #include "exogym/sdk/comm.h"
 
-namespace exogym::runtime::cluster {
-class NodeSlot;
-}
 namespace exogym::runtime::dist {
 class ProcessMesh;
 }
@@ -51,69 +47,76 @@ class ClockExchange;
 namespace exogym::runtime::comm {
 
 class NcclExchange;
+class TensorLayout;
 
-class HierarchicalGroup {
+class HierarchicalGroup final : public CollectiveBackend {
  public:
   // `nodes`: the run's K; this process hosts `block`. `clocks` may be null.
-  HierarchicalGroup(dist::ProcessMesh& mesh, int nodes, dist::NodeBlock block, cluster::AbortSignal& abort, sim::ClockExchange* clocks,
-                    bool exact);
-  ~HierarchicalGroup();
-  int size() const { return nodes_; }
+  HierarchicalGroup(dist::ProcessMesh& mesh, int nodes, dist::NodeBlock block, cluster::AbortSignal& abort,
+                    sim::ClockExchange* clocks, bool exact);
+  ~HierarchicalGroup() override;
+  int size() const override { return nodes_; }
   const dist::NodeBlock& block() const { return block_; }
 
   // The communicator of node `rank` (a global rank in this process's block).
   std::unique_ptr<sdk::Communicator> communicator(int rank, cluster::NodeSlot* slot = nullptr);
 
- private:
-  friend class HierarchicalCommunicator;
-  enum class Kind : int32_t { AllReduce, Broadcast, AllGather, Barrier };
-  struct Posted {
-    Kind kind = Kind::Barrier;
-    sdk::ReduceOp op = sdk::ReduceOp::Sum;
-    int root = 0;
-    std::vector<at::Tensor> tensors;  // contiguous
-  };
-  struct Header;
+  void run(int rank, CollectiveCall call, cluster::NodeSlot* slot) override;
 
-  void run(int rank, Posted posted, cluster::NodeSlot* slot, std::vector<std::vector<at::Tensor>>* gathered);
-  void arrive_and_wait(cluster::NodeSlot* slot);
-  void lead();
-  void check_local() const;
+ private:
+  using Calls = Rendezvous::Calls;
+  // What each process's leader sends before the data: enough to check that
+  // every process calls the same collective, to size the data, and to carry
+  // the latest arrival for the simulated clocks.
+  struct Header {
+    uint64_t sequence = 0;
+    int32_t kind = 0, op = 0, root = 0, count = 0;
+    uint64_t signature = 0;
+    uint64_t payload = 0;  // bytes this process sends
+    double arrival = 0;    // the latest arrival of this process's nodes
+    int32_t has_arrival = 0;
+    int32_t blocks = 0;  // all_reduce: reduced blocks in the payload
+  };
+
+  // The last local node's part (the leader's): every local node has posted.
+  void lead(const Calls& calls);
+  // Exchanges the leaders' headers and checks that every process called the
+  // same collective; shares the clocks.
   std::vector<Header> exchange_headers(const Header& mine);
-  // Each fills in the header's payload, exchanges headers, then the data.
   // Sends `send` (this process's payload, announced in headers[me]) to every
   // process and receives theirs: afterwards buffers_[q] holds process q's.
   void gather_payloads(const at::Tensor& send, const std::vector<Header>& headers);
-  void lead_all_reduce(Header& mine);
-  void lead_broadcast(Header& mine);
-  void lead_all_gather(Header& mine);
+
+  // Each collective between processes (hierarchical_exchange.cpp): fills in
+  // the header's payload, exchanges headers, then the data.
+  void lead_all_reduce(const Calls& calls, Header& mine);
+  void lead_broadcast(const Calls& calls, Header& mine);
+  void lead_all_gather(const Calls& calls, Header& mine);
+  bool per_node_blocks(const CollectiveCall& first) const;
+  at::Tensor local_part(const Calls& calls, const TensorLayout& layout, bool per_node) const;
+  void check_all_reduce_blocks(const std::vector<Header>& headers, int64_t block_bytes, bool per_node) const;
 #if EXOGYM_HAVE_NCCL
   // CUDA tensors: reduce on the GPU, then NCCL between processes.
-  void lead_all_reduce_nccl(Header& mine);
+  void lead_all_reduce_nccl(const Calls& calls, Header& mine);
   std::unique_ptr<NcclExchange> nccl_;
 #endif
-  bool per_node_blocks() const;
 
   dist::ProcessMesh& mesh_;
   const int nodes_;
   const dist::NodeBlock block_;
-  cluster::AbortSignal& abort_;
   sim::ClockExchange* clocks_;
   const bool exact_;
-  uint64_t sequence_ = 0;        // collectives so far (the leader's count)
+  uint64_t sequence_ = 0;        // collectives so far (the leaders' count)
   uint64_t clock_sequence_ = 0;  // the ClockExchange sequence of the current collective
 
-  std::vector<Posted> posted_;  // by local index
-  // Written by the leader between the two rendezvous of a collective, read
-  // by every local node after the second.
+  // Written by the leader, read by every local node once the collective's
+  // rendezvous is over (until the next one's leader starts, when every local
+  // node has arrived again).
   std::vector<at::Tensor> result_;                 // all_reduce, broadcast
   std::vector<std::vector<at::Tensor>> gathered_;  // all_gather, by global rank
   std::vector<at::Tensor> buffers_;                // byte buffers the results view
 
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  int arrived_ = 0;
-  uint64_t generation_ = 0;
+  Rendezvous rendezvous_;
 };
 
 }  // namespace exogym::runtime::comm

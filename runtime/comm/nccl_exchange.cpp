@@ -65,7 +65,8 @@ struct NcclExchange::Impl {
   ncclComm_t comm = nullptr;
 };
 
-NcclExchange::NcclExchange(dist::ProcessMesh& mesh, c10::Device device) : impl_(std::make_unique<Impl>()), device_(device) {
+NcclExchange::NcclExchange(dist::ProcessMesh& mesh, c10::Device device)
+    : impl_(std::make_unique<Impl>()), device_(device) {
   ncclUniqueId id;
   if (mesh.rank() == 0) check(ncclGetUniqueId(&id), "ncclGetUniqueId");
   mesh.broadcast(&id, sizeof id, 0);

@@ -26,7 +26,6 @@ class ProcessMesh;
 
 namespace exogym::runtime::comm {
 
-
 class NcclExchange {
  public:
   // Every process calls this at the same point; process 0 makes the NCCL id

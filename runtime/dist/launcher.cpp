@@ -8,8 +8,11 @@
 #include <atomic>
 #include <cerrno>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "exogym/runtime/dist/tcp_ports.h"
 #include "exogym/sdk/error.h"
@@ -51,6 +54,180 @@ std::vector<std::string> child_environment(const LaunchSpec& spec, int rank, int
   return env;
 }
 
+// MASTER_PORT for the processes: the one asked for, if free, or any free one.
+int free_master_port(const LaunchSpec& spec) {
+  if (spec.master_port == 0) return pick_free_port();
+  if (!port_is_free(spec.master_port)) {
+    throw sdk::Error("--master-port " + std::to_string(spec.master_port) +
+                     " is already in use on this host: choose another port, or leave --master-port out to pick a "
+                     "free one");
+  }
+  return spec.master_port;
+}
+
+// Everything exec needs, prepared before fork: the child may only call
+// async-signal-safe functions. The pointers point into the strings, so a
+// plan stays where it was made.
+class ExecPlan {
+ public:
+  ExecPlan(const LaunchSpec& spec, int port) {
+    char self[4096];
+    const ssize_t length = ::readlink("/proc/self/exe", self, sizeof self - 1);
+    if (length <= 0) throw sdk::Error(std::string("cannot find this program's path: ") + std::strerror(errno));
+    self[length] = '\0';
+    args_ = spec.args;
+    args_.insert(args_.begin(), self);
+    for (auto& a : args_) argv_.push_back(a.data());
+    argv_.push_back(nullptr);
+    for (int rank = 0; rank < spec.processes; ++rank) envs_.push_back(child_environment(spec, rank, port));
+    for (auto& env : envs_) {
+      std::vector<char*> envp;
+      for (auto& e : env) envp.push_back(e.data());
+      envp.push_back(nullptr);
+      envps_.push_back(std::move(envp));
+    }
+  }
+  ExecPlan(const ExecPlan&) = delete;
+  ExecPlan& operator=(const ExecPlan&) = delete;
+
+  char* const* argv() const { return argv_.data(); }
+  char* const* envp(int rank) const { return envps_[rank].data(); }
+
+ private:
+  std::vector<std::string> args_;
+  std::vector<char*> argv_;
+  std::vector<std::vector<std::string>> envs_;
+  std::vector<std::vector<char*>> envps_;
+};
+
+// Counts Ctrl-C and SIGTERM while the processes run (on_launcher_signal);
+// the previous handlers come back at the end. Ctrl-C reaches every process
+// of the terminal's group, children included, and they stop by themselves;
+// SIGTERM is usually sent to this process alone, so supervise() passes it on.
+class LauncherSignals {
+ public:
+  LauncherSignals() {
+    struct sigaction action {};
+    action.sa_handler = on_launcher_signal;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGINT, &action, &old_int_);
+    sigaction(SIGTERM, &action, &old_term_);
+  }
+  ~LauncherSignals() {
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+  }
+  LauncherSignals(const LauncherSignals&) = delete;
+  LauncherSignals& operator=(const LauncherSignals&) = delete;
+
+ private:
+  struct sigaction old_int_ {};
+  struct sigaction old_term_ {};
+};
+
+// The worker processes, by rank.
+class Workers {
+ public:
+  explicit Workers(int count) : pids_(count, -1), running_(count, false) {}
+  int count() const { return static_cast<int>(pids_.size()); }
+
+  // Forks and execs process `rank`; throws sdk::Error (after killing the
+  // ones started) if it cannot.
+  void start(int rank, const ExecPlan& plan) {
+    const pid_t parent = ::getpid();
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+      const std::string error = std::strerror(errno);
+      kill_all(SIGKILL);
+      throw sdk::Error("cannot start process " + std::to_string(rank) + ": " + error);
+    }
+    if (pid == 0) {
+      // If the launcher dies, its processes must not train on unsupervised.
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(1);
+      ::signal(SIGINT, SIG_DFL);
+      ::signal(SIGTERM, SIG_DFL);
+      ::execve(plan.argv()[0], plan.argv(), plan.envp(rank));
+      const char message[] = "exogym-run: cannot exec the worker process\n";
+      (void)!::write(2, message, sizeof message - 1);
+      ::_exit(127);
+    }
+    pids_[rank] = pid;
+    running_[rank] = true;
+  }
+
+  // The rank of `pid` if it was running (it is not any more), else -1.
+  int ended(pid_t pid) {
+    for (int r = 0; r < count(); ++r) {
+      if (pids_[r] == pid && running_[r]) {
+        running_[r] = false;
+        return r;
+      }
+    }
+    return -1;
+  }
+
+  void kill_all(int sig) const {
+    for (int r = 0; r < count(); ++r) {
+      if (running_[r]) ::kill(pids_[r], sig);
+    }
+  }
+
+ private:
+  std::vector<pid_t> pids_;
+  std::vector<bool> running_;
+};
+
+// Waits for every worker, passing SIGTERM on; after the first failure the
+// others get `grace` to stop by themselves, then SIGTERM, then SIGKILL.
+// Returns launch_local's exit status.
+int supervise(Workers& workers, std::chrono::milliseconds grace) {
+  int first_failed = -1, first_status = 0, left = workers.count();
+  int forwarded_terms = 0;
+  Clock::time_point terminate_at = Clock::time_point::max(), kill_at = Clock::time_point::max();
+  while (left > 0) {
+    if (const int terms = g_terminates.load(); terms > forwarded_terms) {
+      forwarded_terms = terms;
+      workers.kill_all(terms > 1 ? SIGKILL : SIGTERM);
+    }
+    int status = 0;
+    const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid > 0) {
+      const int r = workers.ended(pid);
+      if (r < 0) continue;
+      --left;
+      const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+      if (!ok && first_failed < 0) {
+        first_failed = r;
+        first_status = status;
+        std::fprintf(stderr, "exogym-run: process %d of %d (pid %d) %s%s\n", r, workers.count(), static_cast<int>(pid),
+                     describe_exit(status).c_str(), left > 0 ? "; waiting for the others to stop" : "");
+        terminate_at = Clock::now() + grace;
+      }
+      continue;
+    }
+    if (pid < 0 && errno == ECHILD) break;
+    const auto now = Clock::now();
+    if (now >= terminate_at) {
+      std::fprintf(stderr, "exogym-run: %d process%s still running %.0f s after process %d failed: terminating\n", left,
+                   left == 1 ? "" : "es", std::chrono::duration<double>(grace).count(), first_failed);
+      workers.kill_all(SIGTERM);
+      workers.kill_all(SIGCONT);  // a stopped (hung) process acts on SIGTERM only once continued
+      terminate_at = Clock::time_point::max();
+      kill_at = now + std::chrono::seconds(3);
+    }
+    if (now >= kill_at) {
+      workers.kill_all(SIGKILL);
+      kill_at = Clock::time_point::max();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (first_failed < 0) return 0;
+  if (g_interrupts.load() > 0 || g_terminates.load() > 0) return 130;
+  if (WIFEXITED(first_status)) return WEXITSTATUS(first_status);
+  return 1;
+}
+
 }  // namespace
 
 std::string describe_exit(int status) {
@@ -64,126 +241,11 @@ std::string describe_exit(int status) {
 }
 
 int launch_local(const LaunchSpec& spec) {
-  int port = spec.master_port;
-  if (port == 0) {
-    port = pick_free_port();
-  } else if (!port_is_free(port)) {
-    throw sdk::Error("--master-port " + std::to_string(port) +
-                     " is already in use on this host: choose another port, or leave --master-port out to pick a "
-                     "free one");
-  }
-
-  // Everything exec needs is prepared before fork: the child may only call
-  // async-signal-safe functions.
-  char self[4096];
-  const ssize_t length = ::readlink("/proc/self/exe", self, sizeof self - 1);
-  if (length <= 0) throw sdk::Error(std::string("cannot find this program's path: ") + std::strerror(errno));
-  self[length] = '\0';
-  std::vector<std::string> args = spec.args;
-  args.insert(args.begin(), self);
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  std::vector<std::vector<std::string>> envs;
-  std::vector<std::vector<char*>> envps;
-  for (int rank = 0; rank < spec.processes; ++rank) envs.push_back(child_environment(spec, rank, port));
-  for (auto& env : envs) {
-    std::vector<char*> envp;
-    for (auto& e : env) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    envps.push_back(std::move(envp));
-  }
-
-  // Ctrl-C reaches every process of the terminal's group, children
-  // included, and they stop by themselves; SIGTERM is usually sent to this
-  // process alone, so it is passed on.
-  struct sigaction action {};
-  action.sa_handler = on_launcher_signal;
-  sigemptyset(&action.sa_mask);
-  struct sigaction old_int {
-  }, old_term{};
-  sigaction(SIGINT, &action, &old_int);
-  sigaction(SIGTERM, &action, &old_term);
-
-  const pid_t parent = ::getpid();
-  std::vector<pid_t> pids(spec.processes, -1);
-  std::vector<bool> running(spec.processes, false);
-  auto kill_all = [&](int sig) {
-    for (int r = 0; r < spec.processes; ++r) {
-      if (running[r]) ::kill(pids[r], sig);
-    }
-  };
-  for (int rank = 0; rank < spec.processes; ++rank) {
-    const pid_t pid = ::fork();
-    if (pid < 0) {
-      const std::string error = std::strerror(errno);
-      kill_all(SIGKILL);
-      throw sdk::Error("cannot start process " + std::to_string(rank) + ": " + error);
-    }
-    if (pid == 0) {
-      // If the launcher dies, its processes must not train on unsupervised.
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != parent) ::_exit(1);
-      ::signal(SIGINT, SIG_DFL);
-      ::signal(SIGTERM, SIG_DFL);
-      ::execve(argv[0], argv.data(), envps[rank].data());
-      const char message[] = "exogym-run: cannot exec the worker process\n";
-      (void)!::write(2, message, sizeof message - 1);
-      ::_exit(127);
-    }
-    pids[rank] = pid;
-    running[rank] = true;
-  }
-
-  int first_failed = -1, first_status = 0, left = spec.processes;
-  int forwarded_terms = 0;
-  Clock::time_point terminate_at = Clock::time_point::max(), kill_at = Clock::time_point::max();
-  while (left > 0) {
-    if (const int terms = g_terminates.load(); terms > forwarded_terms) {
-      forwarded_terms = terms;
-      kill_all(terms > 1 ? SIGKILL : SIGTERM);
-    }
-    int status = 0;
-    const pid_t pid = ::waitpid(-1, &status, WNOHANG);
-    if (pid > 0) {
-      for (int r = 0; r < spec.processes; ++r) {
-        if (pids[r] != pid || !running[r]) continue;
-        running[r] = false;
-        --left;
-        const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-        if (!ok && first_failed < 0) {
-          first_failed = r;
-          first_status = status;
-          std::fprintf(stderr, "exogym-run: process %d of %d (pid %d) %s%s\n", r, spec.processes, static_cast<int>(pid),
-                       describe_exit(status).c_str(), left > 0 ? "; waiting for the others to stop" : "");
-          terminate_at = Clock::now() + spec.grace;
-        }
-      }
-      continue;
-    }
-    if (pid < 0 && errno == ECHILD) break;
-    const auto now = Clock::now();
-    if (now >= terminate_at) {
-      std::fprintf(stderr, "exogym-run: %d process%s still running %.0f s after process %d failed: terminating\n", left,
-                   left == 1 ? "" : "es", std::chrono::duration<double>(spec.grace).count(), first_failed);
-      kill_all(SIGTERM);
-      kill_all(SIGCONT);  // a stopped (hung) process acts on SIGTERM only once continued
-      terminate_at = Clock::time_point::max();
-      kill_at = now + std::chrono::seconds(3);
-    }
-    if (now >= kill_at) {
-      kill_all(SIGKILL);
-      kill_at = Clock::time_point::max();
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  sigaction(SIGINT, &old_int, nullptr);
-  sigaction(SIGTERM, &old_term, nullptr);
-
-  if (first_failed < 0) return 0;
-  if (g_interrupts.load() > 0 || g_terminates.load() > 0) return 130;
-  if (WIFEXITED(first_status)) return WEXITSTATUS(first_status);
-  return 1;
+  const ExecPlan plan(spec, free_master_port(spec));
+  const LauncherSignals signals;
+  Workers workers(spec.processes);
+  for (int rank = 0; rank < spec.processes; ++rank) workers.start(rank, plan);
+  return supervise(workers, spec.grace);
 }
 
 }  // namespace exogym::runtime::dist

@@ -20,8 +20,10 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "exogym/runtime/dist/world.h"
@@ -33,7 +35,6 @@ class Device;
 class UnboundBuffer;
 }  // namespace transport
 }  // namespace gloo
-
 
 namespace exogym::runtime::dist {
 
@@ -94,12 +95,23 @@ class ProcessMesh {
     size_t bytes;
     bool receive;
   };
-  void exchange(const std::vector<Transfer>& transfers);
+  // Meeting the others (process_mesh_join.cpp).
   void rendezvous(const std::string& fingerprint);
+  void claim_rank();
+  void wait_for_hello(int process, std::chrono::steady_clock::time_point deadline);
+  void check_hello(int process, const std::string& fingerprint);
   void connect_gloo();
+  // Moving bytes (process_mesh_transfer.cpp).
+  void exchange(const std::vector<Transfer>& transfers);
+  // Noticing lost peers (process_mesh_heartbeat.cpp).
+  void start_heartbeat();
   void monitor_loop();
   void watchdog_loop();
   void stop_threads();
+  // Failures.
+  void publish_abort(const std::string& reason);
+  // The first other process that published why it failed, and why.
+  std::optional<std::pair<int, std::string>> published_abort();
   std::string explain_loss(int peer, const std::string& what);
   [[noreturn]] void throw_failure();
 

@@ -14,6 +14,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "exogym/runtime/dist/tcp_ports.h"
+#include "exogym/runtime/util/duration_text.h"
 #include "exogym/sdk/error.h"
 
 namespace exogym::runtime::dist {
@@ -21,12 +22,7 @@ namespace exogym::runtime::dist {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::string seconds_text(std::chrono::milliseconds t) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof buffer, "%g s", static_cast<double>(t.count()) / 1000.0);
-  return buffer;
-}
+using util::seconds_text;
 
 // One attempt to open a TCP connection to addr:port within `budget`.
 bool try_connect(const std::string& addr, int port, std::chrono::milliseconds budget, std::string& error) {

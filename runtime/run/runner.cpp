@@ -9,6 +9,7 @@
 #include "exogym/runtime/plugin/plugin_loader.h"
 #include "exogym/runtime/dist/process_mesh.h"
 #include "exogym/runtime/output/run_writer.h"
+#include "exogym/runtime/util/hash.h"
 #include "exogym/sdk/error.h"
 
 namespace exogym::runtime::run {
@@ -80,14 +81,10 @@ std::string run_fingerprint(const manifest::ManifestSet& set, const std::vector<
     }
     runs.push_back({{"variant", run.variant}, {"settings", settings}});
   }
-  // FNV-1a: the same digest on every host, unlike std::hash.
-  uint64_t hash = 0xcbf29ce484222325ULL;
-  for (unsigned char c : runs.dump()) {
-    hash ^= c;
-    hash *= 0x100000001b3ULL;
-  }
+  util::Fnv1a hash;
+  hash.add(runs.dump());
   char text[17];
-  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(hash));
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(hash.digest()));
   return text;
 }
 

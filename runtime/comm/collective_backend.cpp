@@ -1,0 +1,81 @@
+#include "exogym/runtime/comm/collective_backend.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "exogym/sdk/error.h"
+
+namespace exogym::runtime::comm {
+
+namespace {
+
+// The tensors themselves where contiguous, else contiguous copies.
+std::vector<at::Tensor> contiguous_payload(const std::vector<at::Tensor>& tensors) {
+  std::vector<at::Tensor> work;
+  work.reserve(tensors.size());
+  for (const auto& t : tensors) {
+    if (!t.defined()) throw sdk::Error("collective called with an undefined tensor");
+    work.push_back(t.is_contiguous() ? t : t.contiguous());
+  }
+  return work;
+}
+
+class BackendCommunicator final : public sdk::Communicator {
+ public:
+  BackendCommunicator(CollectiveBackend& backend, int rank, cluster::NodeSlot* slot)
+      : backend_(backend), rank_(rank), slot_(slot) {}
+  int rank() const override { return rank_; }
+  int size() const override { return backend_.size(); }
+
+  void all_reduce(std::vector<at::Tensor>& tensors, sdk::ReduceOp op) override {
+    run_in_place(CollectiveKind::AllReduce, tensors, op, 0);
+  }
+  void broadcast(std::vector<at::Tensor>& tensors, int root) override {
+    if (root < 0 || root >= size()) {
+      throw sdk::Error("broadcast: root " + std::to_string(root) + " is not a rank of " + std::to_string(size()));
+    }
+    run_in_place(CollectiveKind::Broadcast, tensors, sdk::ReduceOp::Sum, root);
+  }
+  std::vector<std::vector<at::Tensor>> all_gather(const std::vector<at::Tensor>& tensors) override {
+    std::vector<std::vector<at::Tensor>> gathered;
+    CollectiveCall call;
+    call.kind = CollectiveKind::AllGather;
+    call.tensors = contiguous_payload(tensors);
+    call.gathered = &gathered;
+    backend_.run(rank_, std::move(call), slot_);
+    return gathered;
+  }
+  void barrier() override {
+    CollectiveCall call;
+    call.kind = CollectiveKind::Barrier;
+    backend_.run(rank_, std::move(call), slot_);
+  }
+
+ private:
+  void run_in_place(CollectiveKind kind, std::vector<at::Tensor>& tensors, sdk::ReduceOp op, int root) {
+    CollectiveCall call;
+    call.kind = kind;
+    call.op = op;
+    call.root = root;
+    call.tensors = contiguous_payload(tensors);
+    const std::vector<at::Tensor> work = call.tensors;
+    backend_.run(rank_, std::move(call), slot_);
+    // The results are in `work`: copy them into the tensors it does not share storage with.
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      if (!work[i].is_same(tensors[i])) tensors[i].copy_(work[i]);
+    }
+  }
+
+  CollectiveBackend& backend_;
+  int rank_;
+  cluster::NodeSlot* slot_;
+};
+
+}  // namespace
+
+std::unique_ptr<sdk::Communicator> make_communicator(CollectiveBackend& backend, int rank, cluster::NodeSlot* slot) {
+  return std::make_unique<BackendCommunicator>(backend, rank, slot);
+}
+
+}  // namespace exogym::runtime::comm

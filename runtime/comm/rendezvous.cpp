@@ -1,0 +1,99 @@
+#include "exogym/runtime/comm/rendezvous.h"
+
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "exogym/runtime/cluster/compute_slots.h"
+#include "exogym/sdk/error.h"
+
+namespace exogym::runtime::comm {
+
+Rendezvous::Rendezvous(int members, int first_rank, cluster::AbortSignal& abort, Work work)
+    : first_rank_(first_rank), abort_(abort), work_(std::move(work)) {
+  if (members < 1) throw std::invalid_argument("Rendezvous: needs at least one member");
+  for (int index = 0; index < members; ++index) expected_.push_back(index);
+  calls_.resize(members);
+  parked_.assign(members, nullptr);
+  abort_.on_abort([this] {
+    std::lock_guard<std::mutex> lock(mutex_);
+    cv_.notify_all();
+  });
+}
+
+void Rendezvous::meet(int index, CollectiveCall call, cluster::NodeSlot* slot) {
+  // A node that computes gives its slot back while it waits (the nodes it
+  // waits for need it).
+  cluster::NodeSlot* parked = slot && slot->held() ? slot : nullptr;
+  if (parked) parked->park();
+  uint64_t generation = 0;
+  if (arrive(index, std::move(call), parked, generation)) {
+    work_and_wake(index, parked);
+  } else {
+    wait(generation, parked);
+  }
+}
+
+bool Rendezvous::arrive(int index, CollectiveCall call, cluster::NodeSlot* parked, uint64_t& generation) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (abort_.aborted()) throw sdk::AbortedError("run aborted: " + abort_.reason());
+  calls_[index] = std::move(call);
+  parked_[index] = parked;
+  generation = generation_;
+  if (++arrived_ < static_cast<int>(expected_.size())) return false;
+  arrived_ = 0;
+  return true;
+}
+
+void Rendezvous::wait(uint64_t generation, cluster::NodeSlot* parked) {
+  if (parked) {
+    parked->wait_granted();  // the last node grants it once the work is done
+    return;
+  }
+  std::unique_lock<std::mutex> lock(mutex_);
+  cv_.wait(lock, [&] { return generation_ != generation || abort_.aborted(); });
+  if (generation_ == generation) throw sdk::AbortedError("run aborted: " + abort_.reason());
+}
+
+void Rendezvous::check_matching() const {
+  const int reference = expected_.front();
+  for (size_t i = 1; i < expected_.size(); ++i) {
+    const int member = expected_[i];
+    check_same_collective(calls_[member], first_rank_ + member, calls_[reference], first_rank_ + reference);
+  }
+}
+
+void Rendezvous::work_and_wake(int index, cluster::NodeSlot* parked) {
+  // Every member has arrived and waits: this thread does the work.
+  try {
+    check_matching();
+    work_(calls_);
+  } catch (const sdk::AbortedError&) {
+    throw;
+  } catch (const std::exception& e) {
+    // The others wait for this thread: stop them before reporting.
+    abort_.trigger(e.what());
+    throw sdk::Error(e.what());
+  }
+  std::vector<cluster::ComputeSlots::Waiter*> waiting;
+  cluster::ComputeSlots* slots = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (int member : expected_) {
+      if (member != index && parked_[member]) {
+        waiting.push_back(&parked_[member]->waiter());
+        slots = parked_[member]->slots();
+      }
+      parked_[member] = nullptr;
+      calls_[member] = CollectiveCall();  // let go of every node's tensors
+    }
+    ++generation_;
+  }
+  cv_.notify_all();  // the nodes without a slot
+  // This thread is running already: it takes a slot first, then the others
+  // get the free ones in rank order and queue for the rest.
+  if (parked) parked->acquire();
+  if (slots) slots->grant(waiting);
+}
+
+}  // namespace exogym::runtime::comm

@@ -1,0 +1,68 @@
+#pragma once
+// Where the node threads of one process meet for each collective (not to be
+// confused with dist/'s rendezvous of processes). Every node arrives with its
+// call; the last to arrive checks that the calls match (the SPMD contract)
+// and does the collective's work for all of them while the others sleep,
+// then wakes them. Waking a thread is expensive (compute_slots.h), so each
+// node wakes once per collective: a node that holds a compute slot gives it
+// back and is woken only when the collective is over *and* a slot is its
+// again; the last node, running already, takes a slot first and hands the
+// free ones to the others in rank order.
+//
+// No hangs: an abort wakes every waiting node with sdk::AbortedError, and an
+// error in the matching or the work aborts the run.
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <vector>
+
+#include "exogym/runtime/cluster/abort_signal.h"
+#include "exogym/runtime/comm/collective_call.h"
+
+namespace exogym::runtime::cluster {
+class NodeSlot;
+}
+
+namespace exogym::runtime::comm {
+
+class Rendezvous {
+ public:
+  // Every member's call, by index.
+  using Calls = std::vector<CollectiveCall>;
+  // The collective itself, run by the last node to arrive. It may throw.
+  using Work = std::function<void(const Calls& calls)>;
+
+  // `members` nodes, with indices 0 to members-1, whose ranks (in messages)
+  // start at `first_rank`.
+  Rendezvous(int members, int first_rank, cluster::AbortSignal& abort, Work work);
+
+  // Member `index` arrives with `call` and returns once the collective's
+  // work is done, holding a compute slot again if it held one (`slot` may be
+  // null). Throws sdk::AbortedError if the run aborts meanwhile; the last
+  // node throws sdk::Error for a mismatch or a failed work, after aborting
+  // the run so that the others stop too.
+  void meet(int index, CollectiveCall call, cluster::NodeSlot* slot);
+
+ private:
+  bool arrive(int index, CollectiveCall call, cluster::NodeSlot* parked, uint64_t& generation);
+  void wait(uint64_t generation, cluster::NodeSlot* parked);
+  void check_matching() const;
+  void work_and_wake(int index, cluster::NodeSlot* parked);
+
+  const int first_rank_;
+  cluster::AbortSignal& abort_;
+  const Work work_;
+  // The members every collective waits for: all of them today. Nodes that
+  // fail will leave this set when runs survive node failures.
+  std::vector<int> expected_;
+
+  std::mutex mutex_;  // guards what follows, and calls_ until the last node arrives
+  std::condition_variable cv_;
+  Calls calls_;
+  std::vector<cluster::NodeSlot*> parked_;  // the members that gave a compute slot back to wait
+  int arrived_ = 0;
+  uint64_t generation_ = 0;
+};
+
+}  // namespace exogym::runtime::comm

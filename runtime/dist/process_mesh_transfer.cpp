@@ -1,0 +1,123 @@
+// ProcessMesh: moving bytes between the processes over Gloo.
+#include <gloo/rendezvous/context.h>
+#include <gloo/transport/unbound_buffer.h>
+
+#include "exogym/runtime/dist/process_mesh.h"
+#include "exogym/sdk/error.h"
+
+namespace exogym::runtime::dist {
+
+namespace {
+
+// Waits on peers are ended by fail(), not by a deadline: a slow peer is
+// waited for; a dead or silent one fails the mesh.
+constexpr auto kForever = std::chrono::hours(24 * 365);
+
+}  // namespace
+
+void ProcessMesh::exchange(const std::vector<Transfer>& transfers) {
+  std::lock_guard<std::mutex> exclusive(exchange_mutex_);
+  if (failed_) throw_failure();
+  const uint64_t slot = context_->nextSlot();
+  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> buffers;
+  buffers.reserve(transfers.size());
+  for (const auto& t : transfers) buffers.push_back(context_->createUnboundBuffer(t.data, t.bytes));
+  {
+    // Registered before the first wait, so that fail() can end every wait.
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (failed_) throw sdk::Error(failure_);
+    for (auto& b : buffers) waiting_.push_back(b.get());
+  }
+  auto forget = [&] {
+    std::lock_guard<std::mutex> lock(mutex_);
+    waiting_.clear();
+  };
+  size_t current = 0;
+  bool complete = true;
+  try {
+    // Receives first, so that no send waits for a receive that is not posted.
+    for (current = 0; current < transfers.size(); ++current) {
+      if (transfers[current].receive)
+        buffers[current]->recv(transfers[current].peer, slot, 0, transfers[current].bytes);
+    }
+    for (current = 0; current < transfers.size(); ++current) {
+      if (!transfers[current].receive)
+        buffers[current]->send(transfers[current].peer, slot, 0, transfers[current].bytes);
+    }
+    for (current = 0; current < transfers.size(); ++current) {
+      const bool done =
+          transfers[current].receive ? buffers[current]->waitRecv(kForever) : buffers[current]->waitSend(kForever);
+      if (!done || failed_) {
+        complete = false;  // fail() ended the wait
+        break;
+      }
+    }
+  } catch (const std::exception& e) {
+    forget();
+    if (failed_) throw_failure();
+    const int peer = transfers.at(current).peer;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      lost_[peer] = 1;
+    }
+    const std::string reason = explain_loss(peer, e.what());
+    fail(reason);
+    throw sdk::Error(reason);
+  }
+  forget();
+  if (!complete || failed_) throw_failure();
+}
+
+void ProcessMesh::all_gather(const void* mine, size_t bytes, const std::vector<void*>& out,
+                             const std::vector<size_t>& sizes) {
+  std::vector<Transfer> transfers;
+  for (int q = 0; q < size(); ++q) {
+    if (q == rank()) continue;
+    if (sizes.at(q) > 0) transfers.push_back({q, out.at(q), sizes[q], true});
+    if (bytes > 0) transfers.push_back({q, const_cast<void*>(mine), bytes, false});
+  }
+  exchange(transfers);
+}
+
+void ProcessMesh::broadcast(void* data, size_t bytes, int root) {
+  if (bytes == 0) return;
+  std::vector<Transfer> transfers;
+  if (rank() == root) {
+    for (int q = 0; q < size(); ++q) {
+      if (q != root) transfers.push_back({q, data, bytes, false});
+    }
+  } else {
+    transfers.push_back({root, data, bytes, true});
+  }
+  exchange(transfers);
+}
+
+void ProcessMesh::barrier() {
+  char mine = 1;
+  std::vector<char> theirs(size(), 0);
+  std::vector<void*> out;
+  for (auto& c : theirs) out.push_back(&c);
+  all_gather(&mine, 1, out, std::vector<size_t>(size(), 1));
+}
+
+std::vector<std::string> ProcessMesh::all_gather_text(const std::string& mine) {
+  uint64_t my_size = mine.size();
+  std::vector<uint64_t> sizes(size(), 0);
+  std::vector<void*> out;
+  for (auto& s : sizes) out.push_back(&s);
+  all_gather(&my_size, sizeof my_size, out, std::vector<size_t>(size(), sizeof(uint64_t)));
+  sizes[rank()] = my_size;
+  std::vector<std::string> texts(size());
+  std::vector<void*> text_out;
+  std::vector<size_t> text_sizes;
+  for (int q = 0; q < size(); ++q) {
+    texts[q].resize(sizes[q]);
+    text_out.push_back(texts[q].data());
+    text_sizes.push_back(sizes[q]);
+  }
+  all_gather(mine.data(), mine.size(), text_out, text_sizes);
+  texts[rank()] = mine;
+  return texts;
+}
+
+}  // namespace exogym::runtime::dist

@@ -1,0 +1,271 @@
+// The hierarchical collectives over several processes: ProcessMeshes in
+// threads of this test, as separate processes would hold them, on loopback.
+// Every node gets the values one process would give, and a mismatch or a
+// failure ends every process with a clear error instead of a hang.
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "exogym/runtime/cluster/cluster.h"
+#include "exogym/runtime/dist/process_mesh.h"
+#include "exogym/runtime/dist/tcp_ports.h"
+#include "exogym/runtime/dist/world.h"
+#include "exogym/runtime/sim/comm_meter.h"
+#include "exogym/sdk/comm.h"
+#include "exogym/sdk/error.h"
+#include "helpers.h"
+
+using exogym::runtime::cluster::Cluster;
+using exogym::runtime::cluster::NodeSlot;
+using exogym::runtime::dist::node_block;
+using exogym::runtime::dist::ProcessMesh;
+using exogym::runtime::dist::WorldSpec;
+using exogym::runtime::sim::ClockExchange;
+using exogym::sdk::ReduceOp;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// Runs body(rank, comm) on K nodes spread over P meshes, one thread per
+// "process", each with its own ProcessMesh and Cluster. Throws the first
+// process's error (by process order) if any failed. A minute at most.
+void run_meshes(int P, int K, bool exact, const std::function<void(int, exogym::sdk::Communicator&)>& body,
+                std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+  const int port = exogym::runtime::dist::pick_free_port();
+  std::vector<std::string> errors(P);
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::vector<ProcessMesh*> meshes(P, nullptr);
+  int done = 0;
+  std::vector<std::thread> threads;
+  for (int p = 0; p < P; ++p) {
+    threads.emplace_back([&, p] {
+      try {
+        WorldSpec world;
+        world.size = P;
+        world.rank = p;
+        world.master_port = port;
+        world.timeout = timeout;
+        ProcessMesh mesh(world, "test");
+        {
+          std::lock_guard<std::mutex> lock(mutex);
+          meshes[p] = &mesh;
+        }
+        try {
+          Cluster cluster(K, 2, mesh, node_block(K, P, p), nullptr, exact);
+          cluster.run([&](int rank, NodeSlot& slot) {
+            at::set_num_threads(1);
+            auto comm = cluster.communicator(rank, &slot);
+            slot.acquire();
+            body(rank, *comm);
+          });
+          mesh.finish();
+        } catch (...) {
+          std::lock_guard<std::mutex> lock(mutex);
+          meshes[p] = nullptr;
+          throw;
+        }
+        std::lock_guard<std::mutex> lock(mutex);
+        meshes[p] = nullptr;
+      } catch (const std::exception& e) {
+        std::lock_guard<std::mutex> lock(mutex);
+        errors[p] = e.what();
+      }
+      std::lock_guard<std::mutex> lock(mutex);
+      ++done;
+      cv.notify_all();
+    });
+  }
+  bool finished;
+  {
+    std::unique_lock<std::mutex> lock(mutex);
+    finished = cv.wait_for(lock, std::chrono::seconds(60), [&] { return done == P; });
+    if (!finished) {
+      for (auto* mesh : meshes) {
+        if (mesh) mesh->fail("test timeout");
+      }
+    }
+  }
+  for (auto& t : threads) t.join();
+  if (!finished) FAIL("the processes did not finish within 60 s");
+  for (const auto& e : errors) {
+    if (!e.empty()) throw std::runtime_error(e);
+  }
+}
+
+// Random values that differ per node, from a generator seeded by the rank.
+at::Tensor node_values(int rank, at::IntArrayRef shape) {
+  auto gen = at::detail::createCPUGenerator(1000 + rank);
+  return at::randn(shape, gen, at::kFloat);
+}
+
+}  // namespace
+
+TEST_CASE("hierarchical collectives over 2 processes give every node the right values", "[multiprocess]") {
+  // 5 nodes over 2 processes: blocks of 2 and 3 nodes.
+  const int K = 5;
+  std::vector<std::vector<at::Tensor>> results(K);
+  std::vector<std::vector<std::vector<at::Tensor>>> gathered(K);
+  run_meshes(2, K, false, [&](int rank, exogym::sdk::Communicator& comm) {
+    REQUIRE(comm.size() == K);
+    REQUIRE(comm.rank() == rank);
+    std::vector<at::Tensor> mine;
+    for (auto op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Min, ReduceOp::Max}) {
+      at::Tensor f = at::tensor({rank + 1.0, -(rank + 1.0), 10.0 * rank}, at::kFloat);
+      at::Tensor d = at::tensor({rank * 0.5, 3.0}, at::kDouble);
+      at::Tensor i = at::tensor({int64_t{rank}, int64_t{7}}, at::kLong);
+      // A non-contiguous view: the result must land in it.
+      at::Tensor matrix = at::arange(6, at::kFloat).reshape({2, 3}) * (rank + 1);
+      std::vector<at::Tensor> list{f, d, i, matrix.t()};
+      comm.all_reduce(list, op);
+      mine.push_back(f);
+      mine.push_back(d);
+      mine.push_back(i);
+      mine.push_back(matrix);
+    }
+    for (int root : {1, 3}) {
+      at::Tensor t = at::full({4}, static_cast<double>(rank), at::kDouble);
+      comm.broadcast(t, root);
+      mine.push_back(t);
+    }
+    // Shapes and dtypes differ between ranks.
+    gathered[rank] = comm.all_gather({at::full({rank + 1}, rank, at::kLong), at::ones({2, rank}, at::kFloat)});
+    comm.barrier();
+    results[rank] = mine;
+  });
+  // Sums of 1..5, of 0..4 etc.
+  const std::vector<std::vector<at::Tensor>> expected_by_op = {
+      {at::tensor({15.0, -15.0, 100.0}, at::kFloat), at::tensor({5.0, 15.0}, at::kDouble),
+       at::tensor({int64_t{10}, int64_t{35}}, at::kLong), at::arange(6, at::kFloat).reshape({2, 3}) * 15},
+      {at::tensor({3.0, -3.0, 20.0}, at::kFloat), at::tensor({1.0, 3.0}, at::kDouble),
+       at::tensor({int64_t{2}, int64_t{7}}, at::kLong), at::arange(6, at::kFloat).reshape({2, 3}) * 3},
+      {at::tensor({1.0, -5.0, 0.0}, at::kFloat), at::tensor({0.0, 3.0}, at::kDouble),
+       at::tensor({int64_t{0}, int64_t{7}}, at::kLong), at::arange(6, at::kFloat).reshape({2, 3})},
+      {at::tensor({5.0, -1.0, 40.0}, at::kFloat), at::tensor({2.0, 3.0}, at::kDouble),
+       at::tensor({int64_t{4}, int64_t{7}}, at::kLong), at::arange(6, at::kFloat).reshape({2, 3}) * 5}};
+  for (int r = 0; r < K; ++r) {
+    INFO("node " << r);
+    REQUIRE(results[r].size() == 18);
+    for (size_t op = 0; op < 4; ++op) {
+      for (size_t t = 0; t < 4; ++t) {
+        INFO("op " << op << " tensor " << t);
+        REQUIRE(at::equal(results[r][op * 4 + t], expected_by_op[op][t]));
+      }
+    }
+    REQUIRE(at::equal(results[r][16], at::full({4}, 1.0, at::kDouble)));
+    REQUIRE(at::equal(results[r][17], at::full({4}, 3.0, at::kDouble)));
+    REQUIRE(gathered[r].size() == static_cast<size_t>(K));
+    for (int from = 0; from < K; ++from) {
+      REQUIRE(at::equal(gathered[r][from][0], at::full({from + 1}, from, at::kLong)));
+      REQUIRE(at::equal(gathered[r][from][1], at::ones({2, from}, at::kFloat)));
+    }
+  }
+}
+
+TEST_CASE("exact hierarchical sums match the in-process backend bit for bit, and partial sums agree everywhere",
+          "[multiprocess]") {
+  const int K = 6;
+  const std::vector<int64_t> shape = {1000, 37};
+  std::vector<at::Tensor> in_process(K), exact(K), partial(K);
+  auto body = [&](std::vector<at::Tensor>& out) {
+    return [&](int rank, exogym::sdk::Communicator& comm) {
+      std::vector<at::Tensor> list{node_values(rank, shape), node_values(rank + 100, {5})};
+      comm.all_reduce(list, ReduceOp::Avg);
+      out[rank] = list[0];
+    };
+  };
+  exogym::test::run_nodes(K, 2, body(in_process));
+  run_meshes(3, K, true, body(exact));
+  run_meshes(3, K, false, body(partial));
+  for (int r = 0; r < K; ++r) {
+    REQUIRE(at::equal(exact[r], in_process[0]));
+    REQUIRE(at::equal(partial[r], partial[0]));  // every node of every process holds the same bits
+  }
+  // Partial sums differ from rank-ordered ones only by association.
+  const double scale = in_process[0].abs().max().item<double>();
+  REQUIRE((partial[0] - in_process[0]).abs().max().item<double>() <= 1e-6 * scale);
+}
+
+TEST_CASE("four processes with one node each reduce, broadcast and gather", "[multiprocess]") {
+  const int K = 4;
+  std::vector<at::Tensor> sums(K), roots(K);
+  std::vector<std::vector<at::Tensor>> gathered(K);
+  run_meshes(4, K, false, [&](int rank, exogym::sdk::Communicator& comm) {
+    at::Tensor t = at::full({3}, static_cast<int64_t>(1) << rank, at::kLong);
+    comm.all_reduce(t, ReduceOp::Sum);
+    sums[rank] = t;
+    at::Tensor b = at::full({2}, static_cast<float>(rank), at::kFloat);
+    comm.broadcast(b, 2);
+    roots[rank] = b;
+    gathered[rank] = comm.all_gather(at::full({1}, rank * 10, at::kLong));
+  });
+  for (int r = 0; r < K; ++r) {
+    REQUIRE(at::equal(sums[r], at::full({3}, 15, at::kLong)));
+    REQUIRE(at::equal(roots[r], at::full({2}, 2.0f)));
+    for (int from = 0; from < K; ++from) REQUIRE(gathered[r][from].item<int64_t>() == from * 10);
+  }
+}
+
+TEST_CASE("a collective mismatch between processes is an error naming both, not a hang", "[multiprocess]") {
+  REQUIRE_THROWS_WITH(run_meshes(2, 4, false,
+                                 [&](int rank, exogym::sdk::Communicator& comm) {
+                                   at::Tensor t = at::ones({3});
+                                   if (rank < 2) {
+                                     comm.all_reduce(t, ReduceOp::Sum);
+                                   } else {
+                                     comm.broadcast(t, 0);
+                                   }
+                                 }),
+                      Catch::Contains("collective mismatch between processes") && Catch::Contains("process 1") &&
+                          Catch::Contains("broadcast") && Catch::Contains("all_reduce"));
+}
+
+TEST_CASE("a node error in one process stops the others with its message", "[multiprocess]") {
+  const auto started = Clock::now();
+  try {
+    run_meshes(2, 4, false, [&](int rank, exogym::sdk::Communicator& comm) {
+      for (int i = 0; i < 5; ++i) {
+        if (rank == 3 && i == 2) throw exogym::sdk::Error("node 3 gives up");
+        at::Tensor t = at::ones({3});
+        comm.all_reduce(t, ReduceOp::Sum);
+      }
+    });
+    FAIL("the run should have failed");
+  } catch (const std::runtime_error& e) {
+    // Process 0 reports first: its nodes were stopped by process 1's failure.
+    REQUIRE_THAT(e.what(), Catch::Contains("process 1 (nodes 2-3") && Catch::Contains("failed") &&
+                               Catch::Contains("node 3 gives up"));
+  }
+  REQUIRE(std::chrono::duration<double>(Clock::now() - started).count() < 30);
+}
+
+TEST_CASE("the clock exchange shares the latest arrival across processes", "[multiprocess]") {
+  ClockExchange clocks(4);
+  // This process hosts nodes 2 and 3; runtime collectives post nothing.
+  REQUIRE_FALSE(clocks.take_local(2, 2).has_value());
+  clocks.post(2, 0, 1.5);
+  clocks.post(3, 0, 2.5);
+  auto local = clocks.take_local(2, 2);
+  REQUIRE(local.has_value());
+  REQUIRE(local->sequence == 0);
+  REQUIRE(local->latest == 2.5);
+  REQUIRE_FALSE(clocks.take_local(2, 2).has_value());  // taken once
+  REQUIRE(clocks.latest(0) == 2.5);
+  clocks.share_latest(0, 4.0);  // a node of another process arrived later
+  REQUIRE(clocks.latest(0) == 4.0);
+  clocks.post(2, 1, 5.0);
+  clocks.post(3, 1, 6.0);
+  REQUIRE(clocks.take_local(2, 2)->latest == 6.0);
+  clocks.share_latest(1, 6.0);
+  REQUIRE(clocks.latest(1) == 6.0);
+}
