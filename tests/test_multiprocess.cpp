@@ -26,7 +26,7 @@
 #include <thread>
 
 #include "exogym/runtime/cluster/cluster.h"
-#include "exogym/runtime/sim/comm_meter.h"
+#include "exogym/runtime/sim/clock_exchange.h"
 #include "exogym/runtime/dist/process_mesh.h"
 #include "exogym/runtime/dist/tcp_ports.h"
 #include "exogym/runtime/dist/world.h"

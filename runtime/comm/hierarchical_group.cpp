@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "exogym/runtime/comm/collective_args.h"
-#include "exogym/runtime/sim/comm_meter.h"
+#include "exogym/runtime/sim/clock_exchange.h"
 #include "exogym/runtime/cluster/compute_slots.h"
 #include "exogym/runtime/comm/nccl_exchange.h"
 #include "exogym/runtime/dist/process_mesh.h"
