@@ -20,7 +20,7 @@
 #include "exogym/runtime/dist/process_mesh.h"
 #include "exogym/runtime/dist/tcp_ports.h"
 #include "exogym/runtime/dist/world.h"
-#include "exogym/runtime/sim/comm_meter.h"
+#include "exogym/runtime/sim/clock_exchange.h"
 #include "exogym/sdk/comm.h"
 #include "exogym/sdk/error.h"
 #include "helpers.h"

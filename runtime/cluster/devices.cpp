@@ -49,4 +49,10 @@ std::vector<c10::Device> resolve_devices(const std::string& spec) {
   return devices;
 }
 
+sdk::Batch to_device(sdk::Batch batch, const c10::Device& device) {
+  if (device.is_cpu()) return batch;
+  for (auto& [name, tensor] : batch) tensor = tensor.to(device, /*non_blocking=*/true);
+  return batch;
+}
+
 }  // namespace exogym::runtime::cluster

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "exogym/sdk/model.h"
+
 namespace exogym::runtime::cluster {
 
 // Throws ConfigError at "device" if CUDA is asked for but not available.
@@ -14,5 +16,8 @@ std::vector<c10::Device> resolve_devices(const std::string& spec);
 inline c10::Device device_for_node(const std::vector<c10::Device>& devices, int rank) {
   return devices[static_cast<size_t>(rank) % devices.size()];
 }
+
+// `batch` on `device` (on the CPU, as it is).
+sdk::Batch to_device(sdk::Batch batch, const c10::Device& device);
 
 }  // namespace exogym::runtime::cluster

@@ -9,7 +9,7 @@
 
 #include "exogym/runtime/comm/nccl_exchange.h"
 #include "exogym/runtime/dist/process_mesh.h"
-#include "exogym/runtime/sim/comm_meter.h"
+#include "exogym/runtime/sim/clock_exchange.h"
 #include "exogym/runtime/util/hash.h"
 #include "exogym/sdk/error.h"
 

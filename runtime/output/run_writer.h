@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "exogym/runtime/sim/comm_meter.h"
+#include "exogym/runtime/sim/comm_row.h"
 #include "exogym/sdk/node.h"
 
 namespace exogym::runtime::output {

@@ -1,0 +1,53 @@
+#include "exogym/runtime/sim/metered_communicator.h"
+
+#include <algorithm>
+
+#include "exogym/runtime/sim/payload.h"
+
+namespace exogym::runtime::sim {
+
+void MeteredCommunicator::all_reduce(std::vector<at::Tensor>& tensors, sdk::ReduceOp op) {
+  const double bytes = payload_bytes(tensors);
+  const int K = size();
+  meter_.before_collective(source_);
+  inner_.all_reduce(tensors, op);
+  meter_.after_collective(source_, CollectiveKind::AllReduce, all_reduce_traffic(bytes, K),
+                          all_reduce_total_sent(bytes, K), meter_.network().all_reduce_time(bytes));
+}
+
+void MeteredCommunicator::broadcast(std::vector<at::Tensor>& tensors, int root) {
+  const double bytes = payload_bytes(tensors);
+  const int K = size();
+  meter_.before_collective(source_);
+  inner_.broadcast(tensors, root);
+  meter_.after_collective(source_, CollectiveKind::Broadcast, broadcast_traffic(bytes, K, rank(), root),
+                          broadcast_total_sent(bytes, K), meter_.network().broadcast_time(bytes));
+}
+
+std::vector<std::vector<at::Tensor>> MeteredCommunicator::all_gather(const std::vector<at::Tensor>& tensors) {
+  meter_.before_collective(source_);
+  auto gathered = inner_.all_gather(tensors);
+  // Ranks may send different amounts; the gathered tensors say how much.
+  std::vector<double> by_rank;
+  by_rank.reserve(gathered.size());
+  for (const auto& from_rank : gathered) by_rank.push_back(payload_bytes(from_rank));
+  // Node r sends every block but its successor's: the most is sent by the
+  // node whose successor has the smallest block.
+  double total = 0, smallest = by_rank.empty() ? 0.0 : by_rank[0];
+  for (double b : by_rank) {
+    total += b;
+    smallest = std::min(smallest, b);
+  }
+  const double max_sent = total - smallest;
+  meter_.after_collective(source_, CollectiveKind::AllGather, all_gather_traffic(by_rank, rank()),
+                          all_gather_total_sent(by_rank), meter_.network().all_gather_time(max_sent));
+  return gathered;
+}
+
+void MeteredCommunicator::barrier() {
+  meter_.before_collective(source_);
+  inner_.barrier();
+  meter_.after_collective(source_, CollectiveKind::Barrier, Traffic{}, 0.0, meter_.network().barrier_time());
+}
+
+}  // namespace exogym::runtime::sim

@@ -1,0 +1,35 @@
+#pragma once
+// Exact communication accounting: every node's communicator is wrapped in a
+// MeteredCommunicator, so bytes are counted by the runtime, at each tensor's
+// real dtype and size, and no strategy counts anything itself.
+#include "exogym/runtime/sim/node_meter.h"
+#include "exogym/runtime/sim/traffic_source.h"
+#include "exogym/sdk/comm.h"
+
+namespace exogym::runtime::sim {
+
+// A communicator that counts what passes through `inner` as traffic of
+// `source` and moves the node's clock.
+class MeteredCommunicator final : public sdk::Communicator {
+ public:
+  MeteredCommunicator(sdk::Communicator& inner, NodeMeter& meter, TrafficSource source)
+      : inner_(inner), meter_(meter), source_(source) {}
+
+  int rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  void all_reduce(std::vector<at::Tensor>& tensors, sdk::ReduceOp op) override;
+  void broadcast(std::vector<at::Tensor>& tensors, int root) override;
+  std::vector<std::vector<at::Tensor>> all_gather(const std::vector<at::Tensor>& tensors) override;
+  void barrier() override;
+
+  using sdk::Communicator::all_gather;
+  using sdk::Communicator::all_reduce;
+  using sdk::Communicator::broadcast;
+
+ private:
+  sdk::Communicator& inner_;
+  NodeMeter& meter_;
+  TrafficSource source_;
+};
+
+}  // namespace exogym::runtime::sim

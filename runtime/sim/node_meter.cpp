@@ -1,0 +1,94 @@
+#include "exogym/runtime/sim/node_meter.h"
+
+#include <algorithm>
+
+namespace exogym::runtime::sim {
+
+NodeMeter::NodeMeter(int rank, const NetworkModel& network, const ComputeModel& compute, ClockExchange& clocks,
+                     bool keep_rows)
+    : rank_(rank),
+      network_(network),
+      compute_model_(compute),
+      clocks_(clocks),
+      speed_(static_cast<size_t>(rank) < compute.speed.size() ? compute.speed[rank] : 1.0),
+      keep_rows_(keep_rows) {}
+
+void NodeMeter::begin_step(int64_t step) {
+  row_step_ = step + 1;
+  in_step_ = true;
+  if (compute_model_.step_time) {
+    pending_compute_ += *compute_model_.step_time / speed_;
+  } else {
+    timing_ = true;
+    timer_start_ = std::chrono::steady_clock::now();
+  }
+}
+
+void NodeMeter::stop_timer() {
+  if (!timing_) return;
+  timing_ = false;
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - timer_start_).count();
+  pending_compute_ += elapsed / speed_;
+}
+
+void NodeMeter::settle_compute() {
+  clock_ += pending_compute_;
+  compute_ += pending_compute_;
+  pending_compute_ = 0;
+}
+
+void NodeMeter::end_step() {
+  stop_timer();
+  settle_compute();
+  in_step_ = false;
+}
+
+void NodeMeter::before_collective(TrafficSource source) {
+  if (source != TrafficSource::Strategy) return;
+  stop_timer();
+  settle_compute();
+  clocks_.post(rank_, sequence_, clock_);
+}
+
+void NodeMeter::after_collective(TrafficSource source, CollectiveKind kind, Traffic mine, double cluster_sent,
+                                 double transfer_time) {
+  const int i = index(source);
+  traffic_[i].sent += mine.sent;
+  traffic_[i].received += mine.received;
+  cluster_sent_[i] += cluster_sent;
+  ++calls_[i];
+  if (keep_rows_) record_row(source, kind, cluster_sent, source == TrafficSource::Strategy ? transfer_time : 0.0);
+  if (source != TrafficSource::Strategy) return;
+
+  const double start = clocks_.latest(sequence_++);
+  waiting_ += start - clock_;
+  communication_ += transfer_time;
+  clock_ = start + transfer_time;
+  if (in_step_ && !compute_model_.step_time) {
+    timing_ = true;
+    timer_start_ = std::chrono::steady_clock::now();
+  }
+}
+
+void NodeMeter::record_row(TrafficSource source, CollectiveKind kind, double cluster_sent, double transfer_time) {
+  auto it = std::find_if(rows_.begin(), rows_.end(),
+                         [&](const CommRow& r) { return r.step == row_step_ && r.source == source && r.kind == kind; });
+  if (it == rows_.end()) {
+    CommRow fresh;
+    fresh.step = row_step_;
+    fresh.source = source;
+    fresh.kind = kind;
+    it = rows_.insert(rows_.end(), fresh);
+  }
+  ++it->calls;
+  it->bytes_sent += cluster_sent;
+  it->time_s += transfer_time;
+}
+
+std::vector<CommRow> NodeMeter::take_rows() {
+  std::vector<CommRow> rows;
+  rows.swap(rows_);
+  return rows;
+}
+
+}  // namespace exogym::runtime::sim

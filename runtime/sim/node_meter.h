@@ -1,0 +1,88 @@
+#pragma once
+// One node's communication counters and simulated clock.
+//
+// The clock advances by the node's compute time (measured, or fixed by the
+// manifest, divided by the node's speed factor), and a strategy collective
+// ends for every node at the slowest node's arrival (clock_exchange.h) plus
+// the modelled transfer time (network_model.h). Time spent before that end
+// is the node's waiting time. Runtime traffic is counted but moves no clock
+// (traffic_source.h).
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+#include "exogym/runtime/sim/clock_exchange.h"
+#include "exogym/runtime/sim/comm_row.h"
+#include "exogym/runtime/sim/compute_model.h"
+#include "exogym/runtime/sim/network_model.h"
+#include "exogym/runtime/sim/traffic_source.h"
+
+namespace exogym::runtime::sim {
+
+// Used by its node's thread only, except for the read-outs after the run.
+class NodeMeter {
+ public:
+  // `keep_rows`: gather comm.csv rows (one node's suffice: every node sees
+  // every collective's totals).
+  NodeMeter(int rank, const NetworkModel& network, const ComputeModel& compute, ClockExchange& clocks,
+            bool keep_rows = false);
+
+  int rank() const { return rank_; }
+  const NetworkModel& network() const { return network_; }
+
+  // The number of steps completed, for comm.csv rows of runtime traffic
+  // (evaluation at the start of step t is row t, as in validation.csv).
+  void set_completed_steps(int64_t steps) { row_step_ = steps; }
+  // The training loop brackets the compute of 0-based step t (zero_grad,
+  // forward, backward, the strategy's step) with these; its collectives are
+  // comm.csv row t + 1, as in train.csv.
+  void begin_step(int64_t step);
+  void end_step();
+
+  // MeteredCommunicator's hooks around every collective.
+  void before_collective(TrafficSource source);
+  void after_collective(TrafficSource source, CollectiveKind kind, Traffic mine, double cluster_sent,
+                        double transfer_time);
+
+  double clock() const { return clock_; }
+  double compute_seconds() const { return compute_; }
+  double communication_seconds() const { return communication_; }
+  double waiting_seconds() const { return waiting_; }
+  const Traffic& traffic(TrafficSource source) const { return traffic_[index(source)]; }
+  // Bytes sent by all nodes together, as far as this node has seen (every
+  // node sees every collective, so all nodes agree).
+  double cluster_sent(TrafficSource source) const { return cluster_sent_[index(source)]; }
+  int64_t collectives(TrafficSource source) const { return calls_[index(source)]; }
+
+  // The comm.csv rows gathered since the last call, in the order of each
+  // row's first collective.
+  std::vector<CommRow> take_rows();
+
+ private:
+  static int index(TrafficSource source) { return source == TrafficSource::Strategy ? 0 : 1; }
+  void stop_timer();
+  void settle_compute();
+  void record_row(TrafficSource source, CollectiveKind kind, double cluster_sent, double transfer_time);
+
+  const int rank_;
+  const NetworkModel& network_;
+  const ComputeModel& compute_model_;
+  ClockExchange& clocks_;
+  const double speed_;
+  const bool keep_rows_;
+
+  int64_t row_step_ = 0;
+  bool in_step_ = false;
+  bool timing_ = false;
+  std::chrono::steady_clock::time_point timer_start_;
+  double pending_compute_ = 0;
+
+  double clock_ = 0, compute_ = 0, communication_ = 0, waiting_ = 0;
+  uint64_t sequence_ = 0;
+  Traffic traffic_[2];
+  double cluster_sent_[2] = {0, 0};
+  int64_t calls_[2] = {0, 0};
+  std::vector<CommRow> rows_;  // one per (step, source, kind); a handful per step
+};
+
+}  // namespace exogym::runtime::sim

@@ -1,0 +1,135 @@
+#include "exogym/runtime/train/evaluation.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "exogym/runtime/cluster/devices.h"
+#include "exogym/runtime/train/model_state.h"
+#include "exogym/sdk/error.h"
+
+namespace exogym::runtime::train {
+
+namespace {
+
+double eval_metric_mean(double sum, int64_t count) { return count > 0 ? sum / static_cast<double>(count) : NAN; }
+
+output::EvalValues evaluate_model(sdk::Model& model, const sdk::Dataset& data, const std::vector<int64_t>& indices,
+                                  int64_t batch_size, const c10::Device& device,
+                                  const std::vector<std::string>& metric_names) {
+  at::NoGradGuard no_grad;
+  model.module().eval();
+  double loss_sum = 0;
+  std::vector<double> metric_sums(metric_names.size(), 0.0);
+  const int64_t total = static_cast<int64_t>(indices.size());
+  for (int64_t start = 0; start < total; start += batch_size) {
+    const int64_t n = std::min(batch_size, total - start);
+    std::vector<int64_t> chunk(indices.begin() + start, indices.begin() + start + n);
+    sdk::EvalOutput out = model.evaluate(cluster::to_device(data.get(chunk), device));
+    loss_sum += out.loss.item<double>() * static_cast<double>(n);
+    for (size_t i = 0; i < metric_names.size(); ++i) {
+      auto it = out.metrics.find(metric_names[i]);
+      if (it == out.metrics.end()) {
+        throw sdk::Error("model.evaluate() did not report metric \"" + metric_names[i] + "\" listed in metric_names()");
+      }
+      metric_sums[i] += it->second.item<double>() * static_cast<double>(n);
+    }
+  }
+  model.module().train();
+  output::EvalValues values;
+  values.loss = eval_metric_mean(loss_sum, total);
+  for (double sum : metric_sums) values.metrics.push_back(eval_metric_mean(sum, total));
+  return values;
+}
+
+output::EvalValues evaluate_on_validation(const RunState& s, int rank, sdk::Model& model) {
+  return evaluate_model(model, *s.data.val, s.data.val_indices, s.m.eval_batch_size,
+                        cluster::device_for_node(s.devices, rank), s.metric_names);
+}
+
+// The global model: this replica with the averaged state in place of its own
+// for the time of the evaluation.
+output::EvalValues evaluate_averaged(const RunState& s, int rank, sdk::Model& model, std::vector<at::Tensor>& state,
+                                     const std::vector<at::Tensor>& averaged) {
+  const std::vector<at::Tensor> saved = clones(state);
+  overwrite(state, averaged);
+  output::EvalValues values = evaluate_on_validation(s, rank, model);
+  overwrite(state, saved);
+  return values;
+}
+
+// Loss and metrics side by side, so that one all-reduce of doubles carries
+// the values of the two nodes that evaluate.
+void pack(const output::EvalValues& v, std::vector<double>& packed, size_t offset) {
+  packed[offset] = v.loss;
+  std::copy(v.metrics.begin(), v.metrics.end(), packed.begin() + static_cast<std::ptrdiff_t>(offset) + 1);
+}
+
+output::EvalValues unpack(const std::vector<double>& packed, size_t offset, size_t metrics) {
+  output::EvalValues v;
+  v.loss = packed[offset];
+  v.metrics.assign(packed.begin() + static_cast<std::ptrdiff_t>(offset) + 1,
+                   packed.begin() + static_cast<std::ptrdiff_t>(offset + 1 + metrics));
+  return v;
+}
+
+std::string metrics_text(const std::vector<std::string>& names, const output::EvalValues& v) {
+  std::string text;
+  char buffer[64];
+  for (size_t i = 0; i < names.size(); ++i) {
+    std::snprintf(buffer, sizeof buffer, ", global %s %.4f", names[i].c_str(), v.metrics[i]);
+    text += buffer;
+  }
+  return text;
+}
+
+// Node 0's record of an evaluation.
+void record(RunState& s, const EvalRecord& r) {
+  s.writer->validation_row(r.step, r.local, r.global, r.bytes_sent, r.sim_time_s);
+  if (s.m.target_loss && !s.target_hit && r.global.loss <= *s.m.target_loss) {
+    const double wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - s.started).count();
+    s.target_hit = TargetHit{r.step, r.sim_time_s, r.bytes_sent, wall_seconds};
+  }
+  s.progress->validation(r.step, r.local.loss, r.global.loss, metrics_text(s.metric_names, r.global));
+  s.last_eval = r;
+}
+
+}  // namespace
+
+void evaluate(RunState& s, int rank, sdk::Model& model, sdk::Communicator& comm, int64_t step) {
+  const int K = s.m.nodes;
+  const int global_rank = K > 1 ? 1 : 0;
+  const size_t M = s.metric_names.size();
+  NamedTensors state = float_state(model.module());
+  const std::vector<at::Tensor> averaged = averaged_over_nodes(state.tensors, comm);
+
+  // [local loss, local metrics, global loss, global metrics]
+  std::vector<double> packed(2 * (1 + M), 0.0);
+  if (rank == 0) pack(evaluate_on_validation(s, rank, model), packed, 0);
+  if (rank == global_rank) {
+    // The average of one model is itself.
+    pack(K == 1 ? unpack(packed, 0, M) : evaluate_averaged(s, rank, model, state.tensors, averaged), packed, 1 + M);
+  }
+  if (K > 1) {
+    at::Tensor sums = at::tensor(packed, at::kDouble);
+    comm.all_reduce(sums, sdk::ReduceOp::Sum);  // each value has exactly one contributor
+    const double* p = sums.data_ptr<double>();
+    packed.assign(p, p + packed.size());
+  }
+  if (rank != 0) return;
+  const sim::NodeMeter& meter = s.simulation->meter(rank);
+  EvalRecord r;
+  r.step = step;
+  r.local = unpack(packed, 0, M);
+  r.global = unpack(packed, 1 + M, M);
+  r.bytes_sent = meter.cluster_sent(sim::TrafficSource::Strategy) / K;
+  r.sim_time_s = meter.clock();
+  record(s, r);
+}
+
+}  // namespace exogym::runtime::train

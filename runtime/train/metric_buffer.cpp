@@ -1,0 +1,21 @@
+#include "exogym/runtime/train/metric_buffer.h"
+
+namespace exogym::runtime::train {
+
+void MetricBuffer::record(int node, int64_t step, const std::string& name, double value) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  rows_.push_back({node, step, name, value});
+}
+
+nlohmann::json MetricBuffer::rows() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return rows_;
+}
+
+void replay_metrics(const nlohmann::json& rows, sdk::MetricSink& sink) {
+  for (const auto& row : rows) {
+    sink.record(row.at(0).get<int>(), row.at(1).get<int64_t>(), row.at(2).get<std::string>(), row.at(3).get<double>());
+  }
+}
+
+}  // namespace exogym::runtime::train

@@ -1,0 +1,28 @@
+#pragma once
+// Where the nodes of processes other than process 0 record their metrics:
+// the rows wait here until the run ends and process 0 appends them to
+// metrics.csv.
+#include <cstdint>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "exogym/sdk/node.h"
+
+namespace exogym::runtime::train {
+
+class MetricBuffer final : public sdk::MetricSink {
+ public:
+  void record(int node, int64_t step, const std::string& name, double value) override;
+  // [[node, step, name, value], ...] in the order recorded.
+  nlohmann::json rows() const;
+
+ private:
+  mutable std::mutex mutex_;
+  nlohmann::json rows_ = nlohmann::json::array();
+};
+
+// Records `rows` (as MetricBuffer::rows() gives them) into `sink`.
+void replay_metrics(const nlohmann::json& rows, sdk::MetricSink& sink);
+
+}  // namespace exogym::runtime::train

@@ -1,0 +1,213 @@
+#include "exogym/runtime/train/node_loop.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "exogym/runtime/cluster/cluster.h"
+#include "exogym/runtime/cluster/devices.h"
+#include "exogym/runtime/cluster/interrupt.h"
+#include "exogym/runtime/plugin/plugin_loader.h"
+#include "exogym/runtime/sim/metered_communicator.h"
+#include "exogym/runtime/train/evaluation.h"
+#include "exogym/runtime/train/model_state.h"
+#include "exogym/sdk/error.h"
+#include "exogym/sdk/node.h"
+
+namespace exogym::runtime::train {
+
+namespace {
+
+std::string plugin_name(const char* kind, const std::string& name, const plugin::LoadedPlugin& plugin) {
+  return std::string(kind) + " \"" + name + "\" (" + plugin.description().file.string() + ")";
+}
+
+// One node's run, on its own thread. `phase_` says what the node is doing,
+// for the error that stops the run if it fails.
+class NodeRun {
+ public:
+  NodeRun(RunState& s, cluster::Cluster& cluster, int rank, cluster::NodeSlot& slot);
+  void run();
+
+ private:
+  void start();
+  void train_step(int64_t t);
+  // The step's loss: the mean over its micro-batches, whose mean gradients
+  // are averaged too.
+  double forward_backward(const std::vector<int64_t>& indices);
+  void report_step(int64_t t, double loss);
+  void finish();
+
+  RunState& s_;
+  const manifest::Manifest& m_;
+  const int rank_;
+  cluster::NodeSlot& slot_;
+  sdk::Model& model_;
+  sdk::Strategy& strategy_;
+  const std::unique_ptr<sdk::Communicator> backend_;
+  sim::NodeMeter& meter_;
+  // What the strategy sends is metered as traffic a real cluster would carry;
+  // the runtime's own collectives are counted apart and cost no simulated time.
+  sim::MeteredCommunicator strategy_comm_, runtime_comm_;
+  const c10::Device device_;
+  sdk::NodeContext ctx_;  // the strategy keeps a reference from init() on
+  const std::string strategy_name_, model_name_;
+  std::string phase_ = "initial broadcast";
+};
+
+NodeRun::NodeRun(RunState& s, cluster::Cluster& cluster, int rank, cluster::NodeSlot& slot)
+    : s_(s),
+      m_(s.m),
+      rank_(rank),
+      slot_(slot),
+      model_(*s.replicas.models[rank]),
+      strategy_(*s.replicas.strategies[rank]),
+      backend_(cluster.communicator(rank, &slot)),
+      meter_(s.simulation->meter(rank)),
+      strategy_comm_(*backend_, meter_, sim::TrafficSource::Strategy),
+      runtime_comm_(*backend_, meter_, sim::TrafficSource::Runtime),
+      device_(cluster::device_for_node(s.devices, rank)),
+      strategy_name_(plugin_name("strategy", m_.strategy.plugin, *s.plugins.strategy)),
+      model_name_(plugin_name("model", m_.model.plugin, *s.plugins.model)) {
+  ctx_.rank = rank;
+  ctx_.num_nodes = m_.nodes;
+  ctx_.device = device_;
+  ctx_.comm = &strategy_comm_;
+  ctx_.step = 0;
+  ctx_.max_steps = m_.max_steps;
+  ctx_.seed = m_.seed;
+  ctx_.log = s.log;
+  ctx_.metrics = s.metric_sink();
+}
+
+void NodeRun::run() {
+  try {
+    start();
+    s_.loop.note_start();
+    for (int64_t t = 0; t < m_.max_steps; ++t) train_step(t);
+    s_.loop.note_end();
+    finish();
+  } catch (const sdk::AbortedError&) {
+    throw;
+  } catch (const cluster::Interrupted&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw sdk::Error("node " + std::to_string(rank_) + ", step " + std::to_string(ctx_.step) + ", " + phase_ + ": " +
+                     e.what());
+  }
+}
+
+void NodeRun::start() {
+  slot_.acquire();
+  {
+    // Every node starts from node 0's parameters and buffers.
+    at::NoGradGuard no_grad;
+    std::vector<at::Tensor> state;
+    for (auto& p : model_.module().parameters()) state.push_back(p.detach());
+    for (auto& b : model_.module().buffers()) state.push_back(b.detach());
+    runtime_comm_.broadcast(state, 0);
+  }
+  phase_ = "init of " + strategy_name_;
+  strategy_.init(ctx_, model_);
+}
+
+void NodeRun::train_step(int64_t t) {
+  ctx_.step = t;
+  // Every node checks, so the first to see the request stops the others at
+  // their next collective.
+  if (cluster::interrupt_requested()) {
+    throw cluster::Interrupted("interrupted by a signal (Ctrl-C) after " + std::to_string(t) + " steps");
+  }
+  meter_.set_completed_steps(t);
+  if (eval_enabled(m_) && m_.eval_interval > 0 && t % m_.eval_interval == 0) {
+    phase_ = "evaluation";
+    evaluate(s_, rank_, model_, runtime_comm_, t);
+  }
+  meter_.begin_step(t);
+  phase_ = "zero_grad of " + strategy_name_;
+  strategy_.zero_grad();
+  phase_ = "loading the training batch";
+  const double loss = forward_backward(s_.data.sampler->batch_indices(rank_, t));
+  phase_ = "step of " + strategy_name_;
+  strategy_.step();
+  meter_.end_step();
+  if (rank_ == 0) report_step(t, loss);
+}
+
+double NodeRun::forward_backward(const std::vector<int64_t>& indices) {
+  const int64_t b = m_.minibatch_size;
+  double loss_sum = 0;
+  for (int64_t j = 0; j < s_.accumulation; ++j) {
+    std::vector<int64_t> micro(indices.begin() + j * b, indices.begin() + (j + 1) * b);
+    phase_ = "loading the training batch";
+    sdk::Batch batch = cluster::to_device(s_.data.train->get(micro), device_);
+    phase_ = "forward/backward of " + model_name_;
+    at::Tensor loss = model_.loss(batch);
+    if (loss.numel() != 1)
+      throw sdk::Error("loss() must return a scalar, got shape " + std::to_string(loss.dim()) + "-D");
+    loss.backward();
+    loss_sum += loss.item<double>();
+  }
+  if (s_.accumulation > 1) {
+    // Per-node gradient = mean of the micro-batch mean gradients.
+    at::NoGradGuard no_grad;
+    for (auto& p : model_.module().parameters()) {
+      if (p.grad().defined()) p.mutable_grad().div_(static_cast<double>(s_.accumulation));
+    }
+  }
+  return loss_sum / static_cast<double>(s_.accumulation);
+}
+
+// Node 0's rows of train.csv and comm.csv, and the progress line.
+void NodeRun::report_step(int64_t t, double loss) {
+  if (!std::isfinite(loss) && std::isfinite(s_.last_train_loss)) {
+    s_.log->warn("node 0: training loss became {} at step {}", loss, t);
+  }
+  s_.last_train_loss = loss;
+  const int64_t examples = (t + 1) * m_.batch_size * m_.nodes;
+  const double bytes_sent = meter_.cluster_sent(sim::TrafficSource::Strategy) / static_cast<double>(m_.nodes);
+  s_.writer->train_row(t + 1, examples, loss, strategy_.lr(), bytes_sent, meter_.clock());
+  s_.writer->comm_rows(meter_.take_rows());
+  s_.progress->step(t + 1, loss, strategy_.lr());
+}
+
+void NodeRun::finish() {
+  ctx_.step = m_.max_steps;
+  meter_.set_completed_steps(m_.max_steps);
+  if (eval_enabled(m_)) {
+    phase_ = "final evaluation";
+    evaluate(s_, rank_, model_, runtime_comm_, m_.max_steps);
+  }
+  phase_ = "averaging the final model";
+  const NamedTensors state = float_state(model_.module());
+  const std::vector<at::Tensor> averaged = averaged_over_nodes(state.tensors, runtime_comm_);
+  if (rank_ != 0) return;
+  s_.writer->comm_rows(meter_.take_rows());
+  if (m_.save_model) {
+    phase_ = "saving model.pt";
+    s_.writer->save_model(saved_model(state, averaged, model_.module()));
+  }
+}
+
+}  // namespace
+
+void run_nodes(RunState& s, const cluster::ThreadPlan& plan, bool exact_reduce) {
+  const manifest::Manifest& m = s.m;
+  dist::ProcessMesh* mesh = s.role.mesh;
+  auto cluster = mesh ? std::make_unique<cluster::Cluster>(m.nodes, plan.parallelism, *mesh, s.role.block,
+                                                           &s.simulation->clocks(), exact_reduce)
+                      : std::make_unique<cluster::Cluster>(m.nodes, plan.parallelism);
+  if (plan.pinned) cluster->slots().pin_threads();
+  cluster->run([&](int rank, cluster::NodeSlot& slot) {
+    // OpenMP settings are per thread: a new thread would start with one
+    // OpenMP thread per core, and K such teams oversubscribe the machine.
+    at::set_num_threads(plan.threads);
+    NodeRun(s, *cluster, rank, slot).run();
+  });
+}
+
+}  // namespace exogym::runtime::train

@@ -1,0 +1,29 @@
+#pragma once
+// Every node's model replica and strategy instance.
+#include <c10/core/Device.h>
+
+#include <memory>
+#include <vector>
+
+#include "exogym/runtime/dist/world.h"
+#include "exogym/runtime/manifest/manifest.h"
+#include "exogym/runtime/train/setup.h"
+#include "exogym/sdk/model.h"
+#include "exogym/sdk/strategy.h"
+
+namespace exogym::runtime::train {
+
+// Indexed by global rank; in a run over several processes only this
+// process's block is filled.
+struct Replicas {
+  std::vector<std::shared_ptr<sdk::Model>> models;
+  std::vector<std::shared_ptr<sdk::Strategy>> strategies;
+};
+
+// Builds the replicas and strategies of the nodes in `block`, using up to
+// `cores` threads. Node 0's replica, the only one whose initial weights
+// matter, draws them from the run's seed.
+Replicas build_replicas(const manifest::Manifest& m, const RunPlugins& plugins, const std::vector<c10::Device>& devices,
+                        const dist::NodeBlock& block, int cores);
+
+}  // namespace exogym::runtime::train

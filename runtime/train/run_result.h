@@ -1,0 +1,61 @@
+#pragma once
+// What one run reports to its caller: the runner's comparison table reads it,
+// and summary.json holds the same figures.
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "exogym/runtime/output/run_writer.h"
+
+namespace exogym::runtime::train {
+
+struct EvalRecord {
+  int64_t step = 0;
+  output::EvalValues local, global;
+  double bytes_sent = 0;  // per node (mean over nodes), cumulative, strategy traffic
+  double sim_time_s = 0;  // node 0's simulated clock
+};
+
+// When a run first reached eval.target_loss (global validation loss).
+struct TargetHit {
+  int64_t step = 0;
+  double sim_time_s = 0;
+  double bytes_sent = 0;  // per node
+  double wall_seconds = 0;
+};
+
+// The simulated cluster's account of a run (sim/node_meter.h).
+struct SimulationSummary {
+  double bytes_sent_per_node = 0;                            // strategy traffic, mean over nodes
+  double bytes_sent_total = 0;                               // strategy traffic, all nodes
+  double runtime_bytes_sent_total = 0;                       // the simulator's own collectives
+  double time_s = 0;                                         // the slowest node's clock at the end
+  double compute_s = 0, communication_s = 0, waiting_s = 0;  // means over nodes
+  double ddp_bytes_sent_per_node = 0;  // DDP (gradient all-reduce every step), same model, nodes and steps
+};
+
+struct RunResult {
+  std::string name, variant;
+  std::filesystem::path run_dir;
+  std::string model_plugin, strategy_plugin;
+  std::vector<std::string> metric_names;
+  int nodes = 0;
+  int64_t steps = 0;
+  int64_t examples_trained = 0;
+  int64_t parameters = 0;
+  double last_train_loss = 0;
+  double wall_seconds = 0;
+  // Where this process's wall time went: loading the datasets, from the
+  // start of train_run to the first step of any of its nodes (datasets
+  // included), and the training loop from that first step to the end of its
+  // nodes' last step (evaluations included).
+  double dataset_seconds = 0, startup_seconds = 0, loop_seconds = 0;
+  std::optional<EvalRecord> final_eval;
+  SimulationSummary simulated;
+  std::optional<double> target_loss;
+  std::optional<TargetHit> target_hit;
+};
+
+}  // namespace exogym::runtime::train

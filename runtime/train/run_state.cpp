@@ -1,0 +1,19 @@
+#include "exogym/runtime/train/run_state.h"
+
+#include <algorithm>
+
+namespace exogym::runtime::train {
+
+void LoopSpan::note_start() {
+  const auto now = Clock::now();
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (start_ == Clock::time_point{} || now < start_) start_ = now;
+}
+
+void LoopSpan::note_end() {
+  const auto now = Clock::now();
+  std::lock_guard<std::mutex> lock(mutex_);
+  end_ = std::max(end_, now);
+}
+
+}  // namespace exogym::runtime::train

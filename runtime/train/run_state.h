@@ -1,0 +1,87 @@
+#pragma once
+// What the parts of one run share: set-up's results (read-only while the
+// nodes run), the nodes' replicas, the outputs and the simulated cluster.
+// Per-node vectors are indexed by global rank; in a run over several
+// processes only this process's block is filled.
+#include <c10/core/Device.h>
+#include <spdlog/logger.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "exogym/runtime/output/progress.h"
+#include "exogym/runtime/output/run_writer.h"
+#include "exogym/runtime/train/metric_buffer.h"
+#include "exogym/runtime/train/replicas.h"
+#include "exogym/runtime/train/run_result.h"
+#include "exogym/runtime/train/setup.h"
+#include "exogym/runtime/train/simulation.h"
+
+namespace exogym::runtime::train {
+
+// The training loop runs from the first node's first step to the last node's
+// last: with fewer compute slots than nodes, node 0 may wait behind others,
+// so its own times would hide part of the work. Every node notes both ends.
+class LoopSpan {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  void note_start();
+  void note_end();
+  // Whether any node of this process started its loop.
+  bool started() const { return start_ != Clock::time_point{}; }
+  Clock::time_point start() const { return start_; }
+  Clock::time_point end() const { return end_; }
+
+ private:
+  std::mutex mutex_;
+  Clock::time_point start_, end_;
+};
+
+struct RunState {
+  RunState(const manifest::Manifest& manifest, const ProcessRole& process) : m(manifest), role(process) {}
+
+  const manifest::Manifest& m;
+  const ProcessRole role;
+  const std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+  std::shared_ptr<spdlog::logger> log;
+
+  // Set-up (setup.h). The replicas come after the plugins that made them, so
+  // that they are destroyed first.
+  std::vector<c10::Device> devices;
+  RunPlugins plugins;
+  RunData data;
+  int64_t accumulation = 1;  // micro-batches per step
+  Replicas replicas;
+  std::vector<std::string> metric_names;  // the model's, beyond the loss
+  int64_t parameters = 0;                 // per replica
+
+  // Outputs: process 0 writes the run folder; the other processes keep their
+  // nodes' metrics for it.
+  std::filesystem::path run_dir;
+  std::unique_ptr<output::RunWriter> writer;
+  std::unique_ptr<MetricBuffer> metric_buffer;
+  std::unique_ptr<output::Progress> progress;
+
+  std::unique_ptr<Simulation> simulation;
+  LoopSpan loop;
+
+  // Written by node 0 only.
+  std::optional<EvalRecord> last_eval;
+  std::optional<TargetHit> target_hit;
+  double last_train_loss = NAN;
+
+  // Where nodes record their metrics (sdk::NodeContext::metrics).
+  sdk::MetricSink* metric_sink() const {
+    return writer ? static_cast<sdk::MetricSink*>(writer.get()) : metric_buffer.get();
+  }
+};
+
+}  // namespace exogym::runtime::train

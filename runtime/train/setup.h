@@ -1,0 +1,61 @@
+#pragma once
+// A run's set-up: everything that can be wrong with a manifest is found here,
+// before the first node starts (plugins loaded, their options checked, the
+// data read).
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "exogym/runtime/data/sampler.h"
+#include "exogym/runtime/dist/world.h"
+#include "exogym/runtime/manifest/manifest.h"
+#include "exogym/runtime/train/training.h"
+#include "exogym/sdk/dataset.h"
+
+namespace exogym::runtime::plugin {
+class LoadedPlugin;
+}
+
+namespace exogym::runtime::train {
+
+// This process's part in a run. Over several processes, it runs a block of
+// the nodes, and process 0 (which hosts node 0) writes the run folder.
+struct ProcessRole {
+  dist::ProcessMesh* mesh = nullptr;  // null: one process runs every node
+  int processes = 1;
+  dist::NodeBlock block;
+  bool writes = true;
+};
+
+// Throws ConfigError at "nodes" when a process would have no node.
+ProcessRole process_role(const manifest::Manifest& m, dist::ProcessMesh* mesh);
+
+// A run over P processes needs at least one node per process.
+void check_processes(const manifest::Manifest& m, int processes);
+
+struct RunPlugins {
+  std::shared_ptr<plugin::LoadedPlugin> model, strategy;
+  nlohmann::json model_options, strategy_options;  // validated, every default filled in
+};
+
+// Loads the model and strategy plugins and validates their options.
+RunPlugins load_plugins(const manifest::Manifest& m, plugin::PluginLoader& loader);
+
+// Whether the run evaluates: a validation split and a positive eval.size.
+bool eval_enabled(const manifest::Manifest& m);
+
+// The run's data as this process's nodes see it.
+struct RunData {
+  std::shared_ptr<const sdk::Dataset> train, val;  // val: null when the run does not evaluate
+  nlohmann::json train_options, val_options;       // validated, for config.json
+  std::unique_ptr<data::Sampler> sampler;          // which training examples each node draws
+  std::vector<int64_t> val_indices;                // the validation subset, the same for every run
+  double seconds = 0;                              // wall time spent loading
+};
+
+// Loads the datasets (or takes them from `cache`, when an earlier run of this
+// process loaded the same ones) and prepares sampling.
+RunData load_data(const manifest::Manifest& m, plugin::PluginLoader& loader, const dist::NodeBlock& block,
+                  DatasetCache* cache);
+
+}  // namespace exogym::runtime::train

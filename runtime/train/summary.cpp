@@ -1,0 +1,191 @@
+#include "exogym/runtime/train/summary.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <string>
+
+#include "exogym/runtime/dist/process_mesh.h"
+#include "exogym/runtime/sim/network_model.h"
+
+namespace exogym::runtime::train {
+
+using nlohmann::json;
+
+namespace {
+
+double seconds_between(std::chrono::steady_clock::time_point from, std::chrono::steady_clock::time_point to) {
+  return std::chrono::duration<double>(to - from).count();
+}
+
+// DDP on the same cluster, the yardstick of communication-efficient
+// strategies: a ring all-reduce of every gradient every step.
+struct DdpEstimate {
+  double bytes_sent_per_node = 0;
+  double communication_s = 0;
+};
+
+DdpEstimate ddp_estimate(const RunState& s) {
+  double gradient_bytes = 0;
+  for (const auto& p : s.replicas.models[s.role.block.first]->module().parameters()) {
+    if (p.requires_grad()) gradient_bytes += static_cast<double>(p.numel()) * static_cast<double>(p.element_size());
+  }
+  const double steps = static_cast<double>(s.m.max_steps);
+  return {steps * sim::all_reduce_traffic(gradient_bytes, s.m.nodes).sent,
+          steps * s.simulation->network().all_reduce_time(gradient_bytes)};
+}
+
+SimulationSummary summarize_simulation(const RunState& s, const json& per_node, const DdpEstimate& ddp) {
+  const int K = s.m.nodes;
+  SimulationSummary sim;
+  for (const auto& node : per_node) {
+    sim.time_s = std::max(sim.time_s, node.at("time_s").get<double>());
+    sim.compute_s += node.at("compute_s").get<double>() / K;
+    sim.communication_s += node.at("communication_s").get<double>() / K;
+    sim.waiting_s += node.at("waiting_s").get<double>() / K;
+  }
+  const sim::NodeMeter& meter0 = s.simulation->meter(0);
+  sim.bytes_sent_total = meter0.cluster_sent(sim::TrafficSource::Strategy);
+  sim.bytes_sent_per_node = sim.bytes_sent_total / K;
+  sim.runtime_bytes_sent_total = meter0.cluster_sent(sim::TrafficSource::Runtime);
+  sim.ddp_bytes_sent_per_node = ddp.bytes_sent_per_node;
+  return sim;
+}
+
+json ratio(double a, double b) { return b > 0 ? json(a / b) : json(nullptr); }
+
+json eval_json(const EvalRecord& r, const std::vector<std::string>& names) {
+  json j = {{"step", r.step},
+            {"local_loss", r.local.loss},
+            {"global_loss", r.global.loss},
+            {"local_perplexity", std::exp(r.local.loss)},
+            {"global_perplexity", std::exp(r.global.loss)},
+            {"bytes_sent", r.bytes_sent},
+            {"sim_time_s", r.sim_time_s}};
+  for (size_t i = 0; i < names.size(); ++i) {
+    j["local_" + names[i]] = r.local.metrics[i];
+    j["global_" + names[i]] = r.global.metrics[i];
+  }
+  return j;
+}
+
+// The run, its size and where the wall time went (this process: process 0
+// in a run over several processes).
+json run_json(const RunState& s, const RunResult& r) {
+  json j = {{"name", r.name},
+            {"variant", r.variant},
+            {"run_dir", r.run_dir.string()},
+            {"model", {{"plugin", r.model_plugin}, {"parameters", r.parameters}}},
+            {"strategy", r.strategy_plugin},
+            {"nodes", r.nodes},
+            {"steps", r.steps},
+            {"examples_trained", r.examples_trained},
+            {"last_train_loss", r.last_train_loss},
+            {"wall_seconds", r.wall_seconds},
+            {"steps_per_second", r.wall_seconds > 0 ? r.steps / r.wall_seconds : 0.0},
+            {"timing",
+             {{"datasets_s", r.dataset_seconds},
+              {"startup_s", r.startup_seconds - r.dataset_seconds},
+              {"loop_s", r.loop_seconds},
+              {"finish_s", r.wall_seconds - r.startup_seconds - r.loop_seconds}}}};
+  if (const int64_t tokens = s.data.train->tokens_per_example(); tokens > 0) {
+    j["tokens_trained"] = r.examples_trained * tokens;
+    j["tokens_per_second"] = r.wall_seconds > 0 ? r.examples_trained * tokens / r.wall_seconds : 0.0;
+  }
+  return j;
+}
+
+json communication_json(const SimulationSummary& sim, const sim::NodeMeter& meter0, const json& per_node) {
+  return {{"bytes_sent_per_node", sim.bytes_sent_per_node},
+          {"bytes_sent_total", sim.bytes_sent_total},
+          {"collectives_per_node", meter0.collectives(sim::TrafficSource::Strategy)},
+          {"runtime_bytes_sent_total", sim.runtime_bytes_sent_total},
+          {"ddp_bytes_sent_per_node", sim.ddp_bytes_sent_per_node},
+          {"ratio_to_ddp", ratio(sim.bytes_sent_per_node, sim.ddp_bytes_sent_per_node)},
+          {"per_node", per_node}};
+}
+
+json simulated_json(const RunState& s, const SimulationSummary& sim, const DdpEstimate& ddp) {
+  const sim::Link& bottleneck = s.simulation->network().bottleneck();
+  const double ddp_time_s = sim.compute_s + ddp.communication_s;
+  return {{"time_s", sim.time_s},
+          {"compute_s", sim.compute_s},
+          {"communication_s", sim.communication_s},
+          {"waiting_s", sim.waiting_s},
+          {"compute", s.m.compute.step_time ? "fixed" : "measured"},
+          {"network", s.m.resolved["network"]},
+          {"bottleneck_link", {{"bandwidth_bytes_per_s", bottleneck.bandwidth}, {"latency_s", bottleneck.latency}}},
+          {"ddp_estimate_time_s", ddp_time_s},
+          {"ratio_to_ddp_estimate", ratio(sim.time_s, ddp_time_s)}};
+}
+
+json target_json(double target_loss, const std::optional<TargetHit>& hit) {
+  json target = {{"loss", target_loss}, {"reached", hit.has_value()}};
+  if (hit) {
+    target["step"] = hit->step;
+    target["sim_time_s"] = hit->sim_time_s;
+    target["bytes_sent_per_node"] = hit->bytes_sent;
+    target["wall_seconds"] = hit->wall_seconds;
+  }
+  return target;
+}
+
+}  // namespace
+
+NodeAccounts gather_accounts(const RunState& s) {
+  NodeAccounts accounts;
+  const json mine = s.simulation->node_stats();
+  if (!s.role.mesh) {
+    accounts.per_node = mine;
+    accounts.remote_metrics = json::array();
+    return accounts;
+  }
+  accounts.per_node = accounts.remote_metrics = json::array();
+  const json local = {{"nodes", mine}, {"metrics", s.metric_buffer ? s.metric_buffer->rows() : json::array()}};
+  for (const auto& text : s.role.mesh->all_gather_text(local.dump())) {
+    const json part = json::parse(text);
+    for (const auto& n : part.at("nodes")) accounts.per_node.push_back(n);
+    for (const auto& row : part.at("metrics")) accounts.remote_metrics.push_back(row);
+  }
+  return accounts;
+}
+
+RunResult run_result(const RunState& s) {
+  const manifest::Manifest& m = s.m;
+  RunResult r;
+  r.name = m.name;
+  r.variant = m.variant;
+  r.run_dir = s.run_dir;
+  r.model_plugin = m.model.plugin;
+  r.strategy_plugin = m.strategy.plugin;
+  r.metric_names = s.metric_names;
+  r.nodes = m.nodes;
+  r.steps = m.max_steps;
+  r.examples_trained = m.max_steps * m.batch_size * m.nodes;
+  r.parameters = s.parameters;
+  r.last_train_loss = s.last_train_loss;
+  r.wall_seconds = seconds_between(s.started, std::chrono::steady_clock::now());
+  r.dataset_seconds = s.data.seconds;
+  if (s.loop.started()) {  // this process's nodes
+    r.startup_seconds = seconds_between(s.started, s.loop.start());
+    r.loop_seconds = seconds_between(s.loop.start(), s.loop.end());
+  }
+  r.final_eval = s.last_eval;
+  r.target_loss = m.target_loss;
+  r.target_hit = s.target_hit;
+  return r;
+}
+
+void write_summary(RunState& s, RunResult& r, const NodeAccounts& accounts) {
+  replay_metrics(accounts.remote_metrics, *s.writer);
+  const DdpEstimate ddp = ddp_estimate(s);
+  r.simulated = summarize_simulation(s, accounts.per_node, ddp);
+  json summary = run_json(s, r);
+  summary["final"] = r.final_eval ? eval_json(*r.final_eval, r.metric_names) : json(nullptr);
+  summary["communication"] = communication_json(r.simulated, s.simulation->meter(0), accounts.per_node);
+  summary["simulated"] = simulated_json(s, r.simulated, ddp);
+  if (r.target_loss) summary["target"] = target_json(*r.target_loss, r.target_hit);
+  s.writer->write_summary(summary);
+}
+
+}  // namespace exogym::runtime::train

@@ -1,0 +1,27 @@
+#pragma once
+// The end of a run: every node's account brought to process 0, the run's
+// result, and summary.json.
+#include <nlohmann/json.hpp>
+
+#include "exogym/runtime/train/run_result.h"
+#include "exogym/runtime/train/run_state.h"
+
+namespace exogym::runtime::train {
+
+// What the nodes of every process counted.
+struct NodeAccounts {
+  nlohmann::json per_node;        // Simulation::node_stats of every node
+  nlohmann::json remote_metrics;  // metrics.csv rows the other processes kept
+};
+
+// A collective over the processes of a run: every process calls it.
+NodeAccounts gather_accounts(const RunState& s);
+
+// This process's result; its simulated account is filled by write_summary.
+RunResult run_result(const RunState& s);
+
+// Process 0: appends the other processes' metrics to metrics.csv, fills
+// r.simulated and writes summary.json.
+void write_summary(RunState& s, RunResult& r, const NodeAccounts& accounts);
+
+}  // namespace exogym::runtime::train

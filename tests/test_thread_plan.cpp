@@ -1,0 +1,88 @@
+// How node threads share a process's cores (cluster/thread_plan.h): the one
+// policy the simulator and the benchmark's bare loop both follow.
+#include <catch2/catch.hpp>
+
+#include "exogym/runtime/cluster/thread_plan.h"
+
+using exogym::runtime::cluster::plan_threads;
+using exogym::runtime::cluster::ThreadPlan;
+using exogym::runtime::cluster::ThreadRequest;
+
+namespace {
+
+ThreadRequest request(int nodes, int parallelism = 0, int threads = 0, int cores = 0, bool pin = true) {
+  ThreadRequest r;
+  r.nodes = nodes;
+  r.parallelism = parallelism;
+  r.threads = threads;
+  r.cores = cores;
+  r.pin = pin;
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("thread plan: by default every node computes at once up to one per core, sharing the cores", "[threads]") {
+  const ThreadPlan few = plan_threads(request(4), 2);
+  CHECK(few.cores == 2);
+  CHECK(few.parallelism == 2);
+  CHECK(few.threads == 1);
+
+  const ThreadPlan one = plan_threads(request(1), 8);
+  CHECK(one.parallelism == 1);
+  CHECK(one.threads == 8);
+
+  const ThreadPlan three = plan_threads(request(3), 8);
+  CHECK(three.parallelism == 3);
+  CHECK(three.threads == 2);  // 8 / 3, rounded down
+
+  // Automatic settings never ask for more OpenMP threads than cores.
+  for (int nodes : {1, 2, 3, 5, 16, 1024}) {
+    for (int cores : {1, 2, 3, 8, 64}) {
+      const ThreadPlan plan = plan_threads(request(nodes), cores);
+      INFO(nodes << " nodes on " << cores << " cores");
+      CHECK(plan.parallelism * plan.threads <= cores);
+      CHECK_FALSE(plan.oversubscribed());
+    }
+  }
+}
+
+TEST_CASE("thread plan: explicit parallelism and threads are kept, and too many are flagged", "[threads]") {
+  const ThreadPlan both = plan_threads(request(16, 4, 3), 16);
+  CHECK(both.parallelism == 4);
+  CHECK(both.threads == 3);
+  CHECK_FALSE(both.oversubscribed());  // 12 threads on 16 cores
+
+  // More slots than cores: at least one thread each, which oversubscribes.
+  const ThreadPlan slots = plan_threads(request(16, 16), 2);
+  CHECK(slots.parallelism == 16);
+  CHECK(slots.threads == 1);
+  CHECK(slots.oversubscribed());
+
+  // Threads shared among explicit slots.
+  CHECK(plan_threads(request(16, 2), 8).threads == 4);
+
+  const ThreadPlan threads = plan_threads(request(2, 0, 2), 2);
+  CHECK(threads.parallelism == 2);
+  CHECK(threads.threads == 2);
+  CHECK(threads.oversubscribed());  // 2 x 2 on 2 cores
+  CHECK_FALSE(plan_threads(request(2, 2, 1), 2).oversubscribed());
+}
+
+TEST_CASE("thread plan: a process given part of the host's cores plans for those", "[threads]") {
+  const ThreadPlan share = plan_threads(request(8, 0, 0, /*cores=*/4), 16);
+  CHECK(share.cores == 4);
+  CHECK(share.parallelism == 4);
+  CHECK(share.threads == 1);
+}
+
+TEST_CASE("thread plan: slots are pinned only for a process alone on its host with a core per slot", "[threads]") {
+  CHECK(plan_threads(request(4), 4).pinned);
+  CHECK(plan_threads(request(4, 0, 0, /*cores=*/4), 4).pinned);  // all the cores it can see
+  CHECK_FALSE(plan_threads(request(4, 0, 0, 0, /*pin=*/false), 4).pinned);
+  // Processes sharing a host (each given part of its cores) are left to the kernel.
+  CHECK_FALSE(plan_threads(request(4, 0, 0, /*cores=*/2), 4).pinned);
+  // More slots than cores cannot each have their own.
+  CHECK_FALSE(plan_threads(request(8, 8), 4).pinned);
+  CHECK(plan_threads(request(8, 4), 4).pinned);
+}

@@ -1,0 +1,34 @@
+#include "bench/benchmark.h"
+
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "bench/sections.h"
+#include "bench/targets.h"
+#include "exogym/runtime/cluster/cluster.h"
+
+namespace exogym::bench {
+
+using nlohmann::json;
+
+int run_benchmark(const BenchOptions& o) {
+  json report = {{"machine", {{"cores", runtime::cluster::available_cores()}}}, {"quick", o.quick}};
+  if (o.wants("overhead")) report["overhead"] = overhead_section(o);
+  // The sweep and the memory target count memory beyond the dataset's.
+  double dataset = 0;
+  if (o.wants("sweep") || o.wants("memory")) {
+    dataset = dataset_bytes(o);
+    report["dataset_bytes"] = dataset;
+  }
+  if (o.wants("sweep")) report["node_sweep"] = node_sweep_section(o, dataset);
+  if (o.wants("parallelism")) report["parallelism_sweep"] = parallelism_section(o);
+  report["targets"] = check_targets(o, report, dataset);
+  if (!o.json_file.empty()) {
+    std::ofstream(o.json_file) << report.dump(2) << '\n';
+    std::cout << "\nwrote " << o.json_file << '\n';
+  }
+  return 0;
+}
+
+}  // namespace exogym::bench

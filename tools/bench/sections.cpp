@@ -1,0 +1,160 @@
+#include "bench/sections.h"
+
+#include <algorithm>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "bench/harness.h"
+#include "bench/table.h"
+#include "bench/workloads.h"
+#include "exogym/runtime/manifest/units.h"
+
+namespace exogym::bench {
+
+using nlohmann::json;
+using runtime::manifest::format_bytes;
+
+namespace {
+
+using Rows = std::vector<std::vector<std::string>>;
+
+// One overhead row: `repeat` runs of each loop, alternating the two so that
+// slow phases of a noisy machine spread over both.
+json overhead_row(const BenchOptions& o, const ModelCase& c, int K, int64_t steps) {
+  json spec = training_spec(c, K, steps, c.batch_size, "allreduce", adamw_options());
+  std::vector<double> sim_runs, bare_runs, startups, loads;
+  json sim, bare;
+  for (int i = 0; i < o.repeat; ++i) {
+    spec["kind"] = "simulator";
+    sim = measure(o, spec);
+    spec["kind"] = "bare";
+    bare = measure(o, spec);
+    sim_runs.push_back(sim["loop_seconds"]);
+    bare_runs.push_back(bare["loop_seconds"]);
+    startups.push_back(sim["startup_seconds"]);
+    loads.push_back(sim["libtorch_load_seconds"]);
+  }
+  // The load time shown is the fastest start-up's own part.
+  const size_t fastest_start = std::min_element(startups.begin(), startups.end()) - startups.begin();
+  const double sim_s = fastest(sim_runs), bare_s = fastest(bare_runs);
+  const double examples = static_cast<double>(K * c.batch_size * steps);
+  const int64_t params = sim["parameters"];
+  return {{"model", c.name},
+          {"nodes", K},
+          {"steps", steps},
+          {"steps_per_second", steps / sim_s},
+          {"examples_per_second", examples / sim_s},
+          {"tokens_per_second", c.tokens_per_example ? json(examples * c.tokens_per_example / sim_s) : json()},
+          {"bare_loop_seconds", bare_s},
+          {"simulator_loop_seconds", sim_s},
+          {"overhead_ratio", sim_s / bare_s},
+          {"startup_seconds", startups[fastest_start]},
+          {"simulator_runs_seconds", sim_runs},
+          {"bare_runs_seconds", bare_runs},
+          {"startup_runs_seconds", startups},
+          {"libtorch_load_seconds", loads[fastest_start]},
+          {"peak_rss_bytes", sim["peak_rss"]},
+          {"bare_peak_rss_bytes", bare["peak_rss"]},
+          {"parameters", params},
+          {"extra_bytes_per_node", (sim["peak_rss"].get<double>() - bare["peak_rss"].get<double>()) / K}};
+}
+
+std::vector<std::string> overhead_table_row(const json& row) {
+  const bool tokens = !row["tokens_per_second"].is_null();
+  return {row["model"].get<std::string>(),
+          std::to_string(row["nodes"].get<int>()),
+          std::to_string(row["steps"].get<int64_t>()),
+          fmt(row["steps_per_second"], 1),
+          fmt(tokens ? row["tokens_per_second"] : row["examples_per_second"], 0) + (tokens ? " tok" : ""),
+          fmt(row["bare_loop_seconds"], 2),
+          fmt(row["simulator_loop_seconds"], 2),
+          fmt(row["overhead_ratio"], 3),
+          fmt(row["startup_seconds"], 2),
+          fmt(row["libtorch_load_seconds"], 2),
+          format_bytes(row["peak_rss_bytes"]),
+          format_bytes(row["extra_bytes_per_node"])};
+}
+
+}  // namespace
+
+json overhead_section(const BenchOptions& o) {
+  std::cout << "Simulator (allreduce) against a bare LibTorch loop doing the same work";
+  if (o.repeat > 1) std::cout << " (the fastest of " << o.repeat << " runs of each)";
+  std::cout << "\n\n";
+  const std::vector<int> node_counts = !o.nodes.empty() ? o.nodes
+                                       : o.quick        ? std::vector<int>{1, 2}
+                                                        : std::vector<int>{1, 4, 16};
+  json overhead = json::array();
+  Rows rows;
+  for (const auto& c : model_cases(o)) {
+    for (int K : node_counts) {
+      // Fewer steps for more nodes keeps every measurement a few seconds long.
+      const int64_t steps =
+          o.quick ? c.steps_quick : std::max<int64_t>(c.steps_quick, c.steps_full * 4 / std::max(4, K));
+      overhead.push_back(overhead_row(o, c, K, steps));
+      rows.push_back(overhead_table_row(overhead.back()));
+    }
+  }
+  print_table({"model", "K", "steps", "steps/s", "examples/s", "bare_s", "sim_s", "overhead", "startup_s",
+               "of_which_torch", "peak_rss", "extra/node"},
+              rows);
+  return overhead;
+}
+
+double dataset_bytes(const BenchOptions& o) {
+  return measure(o, {{"kind", "dataset"}, {"data", mnist_data(o)}})["dataset_bytes"];
+}
+
+json node_sweep_section(const BenchOptions& o, double dataset) {
+  std::cout << "Node-count sweep: MLP (784-256-10) DiLoCo, H = 10, AdamW inner\n\n";
+  std::vector<int> sweep_nodes;
+  for (int K = 1; K <= o.max_nodes; K *= 4) sweep_nodes.push_back(K);
+  if (!o.quick && sweep_nodes.back() != o.max_nodes) sweep_nodes.push_back(o.max_nodes);
+  if (o.quick) sweep_nodes = {1, 4};
+  const int64_t steps = o.quick ? 4 : 20;
+  json sweep = json::array();
+  Rows rows;
+  for (int K : sweep_nodes) {
+    json spec = training_spec(mlp_case(o), K, steps, 32, "diloco", diloco_options());
+    spec["kind"] = "simulator";
+    const json sim = measure(o, spec);
+    const double loop_s = sim["loop_seconds"];
+    const double state = state_bytes(sim["parameters"], 2);
+    const double per_node = (sim["peak_rss"].get<double>() - sim["base_rss"].get<double>() - dataset) / K;
+    sweep.push_back({{"nodes", K},
+                     {"steps", steps},
+                     {"steps_per_second", steps / loop_s},
+                     {"node_steps_per_second", K * steps / loop_s},
+                     {"peak_rss_bytes", sim["peak_rss"]},
+                     {"bytes_per_node", per_node},
+                     {"bytes_per_node_beyond_state", per_node - state},
+                     {"completed", true}});
+    rows.push_back({std::to_string(K), fmt(steps / loop_s, 2), fmt(K * steps / loop_s, 0),
+                    format_bytes(sim["peak_rss"]), format_bytes(per_node), format_bytes(per_node - state)});
+  }
+  print_table({"K", "steps/s", "node-steps/s", "peak_rss", "rss/node", "beyond state/node"}, rows);
+  return sweep;
+}
+
+json parallelism_section(const BenchOptions& o) {
+  std::cout << "Parallelism sweep: 16 MLP nodes, allreduce\n\n";
+  const int nodes = o.quick ? 2 : 16;
+  const std::vector<int> parallelisms = o.quick ? std::vector<int>{1, 2} : std::vector<int>{1, 2, 4, 16};
+  const int64_t steps = o.quick ? 4 : 60;
+  json parallel = json::array();
+  Rows rows;
+  for (int P : parallelisms) {
+    json spec = training_spec(mlp_case(o), nodes, steps, 64, "allreduce", adamw_options());
+    spec["kind"] = "simulator";
+    spec["parallelism"] = P;
+    const double loop_s = measure(o, spec)["loop_seconds"];
+    const int threads = simulator_threads(nodes, P).threads;
+    parallel.push_back({{"parallelism", P}, {"threads_per_node", threads}, {"steps_per_second", steps / loop_s}});
+    rows.push_back({std::to_string(P), std::to_string(threads), fmt(steps / loop_s, 2)});
+  }
+  print_table({"parallelism", "threads/node", "steps/s"}, rows);
+  return parallel;
+}
+
+}  // namespace exogym::bench

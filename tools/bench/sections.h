@@ -1,0 +1,24 @@
+#pragma once
+// The benchmark's measurements, one function per section of its report:
+// each prints its table and returns its rows as JSON.
+#include <nlohmann/json.hpp>
+
+#include "bench/options.h"
+
+namespace exogym::bench {
+
+// The simulator (an allreduce run, outputs and metering on) against the bare
+// loop doing the same work, for each model and node count.
+nlohmann::json overhead_section(const BenchOptions& options);
+
+// The memory MNIST's training split takes in a process.
+double dataset_bytes(const BenchOptions& options);
+
+// MLP DiLoCo at node counts growing fourfold up to options.max_nodes, and
+// its memory per node beyond `dataset` bytes.
+nlohmann::json node_sweep_section(const BenchOptions& options, double dataset);
+
+// 16 MLP nodes (allreduce) at several parallelisms.
+nlohmann::json parallelism_section(const BenchOptions& options);
+
+}  // namespace exogym::bench

@@ -1,0 +1,84 @@
+#include "bench/targets.h"
+
+#include <algorithm>
+#include <iostream>
+#include <string>
+
+#include "bench/harness.h"
+#include "bench/table.h"
+#include "bench/workloads.h"
+#include "exogym/runtime/manifest/units.h"
+
+namespace exogym::bench {
+
+using nlohmann::json;
+using runtime::manifest::format_bytes;
+
+namespace {
+
+class Targets {
+ public:
+  void check(const std::string& what, double value, double limit, bool met, const std::string& shown) {
+    checked_.push_back({{"target", what}, {"value", value}, {"limit", limit}, {"met", met}});
+    std::cout << (met ? "  met     " : "  MISSED  ") << what << ": " << shown << '\n';
+  }
+  const json& checked() const { return checked_; }
+
+ private:
+  json checked_ = json::array();
+};
+
+// The simulator's overhead over the bare loop at K = 4 (2 in quick mode).
+void check_overhead(Targets& targets, const json& overhead, bool quick) {
+  for (const auto& row : overhead) {
+    if (row["nodes"] != (quick ? 2 : 4)) continue;
+    const double limit = row["model"] == "mlp" ? 1.15 : 1.05;
+    const double ratio = row["overhead_ratio"];
+    targets.check("overhead " + row["model"].get<std::string>() + " K=" + std::to_string(row["nodes"].get<int>()),
+                  ratio, limit, ratio <= limit, fmt(ratio, 3) + " <= " + fmt(limit, 2));
+  }
+}
+
+void check_startup(Targets& targets, const json& overhead) {
+  double worst_startup = 0, its_load = 0;
+  for (const auto& row : overhead) {
+    if (row["startup_seconds"].get<double>() < worst_startup) continue;
+    worst_startup = row["startup_seconds"];
+    its_load = row["libtorch_load_seconds"];
+  }
+  targets.check("start-up to the first step (datasets excluded)", worst_startup, 1.0, worst_startup < 1.0,
+                fmt(worst_startup, 2) + " s < 1 s (of which " + fmt(its_load, 2) + " s loading LibTorch)");
+}
+
+// 64 MLP nodes fit in the dataset plus their state, with 20 % and 300 MB to
+// spare.
+void check_memory(Targets& targets, const BenchOptions& o, double dataset) {
+  json spec = training_spec(mlp_case(o), 64, 10, 64, "allreduce", adamw_options());
+  spec["kind"] = "simulator";
+  const json sim = measure(o, spec);
+  const double limit = 1.2 * (dataset + 64 * state_bytes(sim["parameters"], 2)) + 300e6;
+  const double peak = sim["peak_rss"];
+  targets.check("memory at K=64 MLP nodes", peak, limit, peak <= limit,
+                format_bytes(peak) + " <= " + format_bytes(limit));
+}
+
+void check_k1024(Targets& targets, const json& sweep) {
+  const bool k1024 = std::any_of(sweep.begin(), sweep.end(), [](const json& r) { return r["nodes"] == 1024; });
+  targets.check("K=1024 MLP DiLoCo nodes run to completion", k1024 ? 1 : 0, 1, k1024,
+                k1024 ? "completed" : "not run (--max-nodes below 1024)");
+}
+
+}  // namespace
+
+json check_targets(const BenchOptions& o, const json& report, double dataset) {
+  std::cout << "Targets" << (o.quick ? " (quick mode: indicative only)" : "") << "\n\n";
+  Targets targets;
+  const json overhead = report.value("overhead", json::array());
+  check_overhead(targets, overhead, o.quick);
+  if (!overhead.empty()) check_startup(targets, overhead);
+  if (!o.quick && o.wants("memory")) check_memory(targets, o, dataset);
+  if (!o.quick && o.wants("sweep")) check_k1024(targets, report.value("node_sweep", json::array()));
+  return targets.checked();
+}
+
+}  // namespace exogym::bench
