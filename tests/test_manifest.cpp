@@ -12,15 +12,9 @@
 namespace fs = std::filesystem;
 using exogym::runtime::manifest::load_manifest;
 using exogym::runtime::manifest::parse_manifest;
-using exogym::test::manifest::config_error;
-using exogym::test::manifest::error_with;
-using exogym::test::manifest::kBase;
-using exogym::test::manifest::Manifest;
-using exogym::test::manifest::ManifestSet;
-using exogym::test::manifest::minimal;
-using exogym::test::manifest::parse;
-using exogym::test::manifest::parse_one;
 using nlohmann::json;
+// The fixtures: minimal(), parse(), parse_one(), config_error(), error_with().
+using namespace exogym::test::manifest;
 
 namespace {
 

@@ -7,13 +7,9 @@
 
 namespace fs = std::filesystem;
 using exogym::runtime::manifest::apply_override;
-using exogym::test::manifest::config_error;
-using exogym::test::manifest::Manifest;
-using exogym::test::manifest::ManifestSet;
-using exogym::test::manifest::minimal;
-using exogym::test::manifest::parse;
-using exogym::test::manifest::parse_one;
 using nlohmann::json;
+// The fixtures: minimal(), parse(), parse_one(), config_error(), error_with().
+using namespace exogym::test::manifest;
 
 TEST_CASE("overrides (--set) parse JSON values and create objects", "[manifest]") {
   json doc = {{"train", {{"max_steps", 10}}}};
