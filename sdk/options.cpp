@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/optim.h"
@@ -15,20 +16,40 @@ using nlohmann::json;
 
 const char* to_string(OptionType type) {
   switch (type) {
-    case OptionType::Integer: return "integer";
-    case OptionType::PositiveInteger: return "positive integer";
-    case OptionType::NonNegativeInteger: return "non-negative integer";
-    case OptionType::Number: return "number";
-    case OptionType::PositiveNumber: return "positive number";
-    case OptionType::NonNegativeNumber: return "non-negative number";
-    case OptionType::Fraction: return "fraction in (0, 1]";
-    case OptionType::Boolean: return "boolean";
-    case OptionType::String: return "string";
-    case OptionType::IntegerList: return "list of positive integers";
-    case OptionType::Optimizer: return "optimizer";
-    case OptionType::LrSchedule: return "learning-rate schedule";
-    case OptionType::Object: return "object";
-    case OptionType::Any: return "any value";
+    case OptionType::Integer:
+      return "integer";
+    case OptionType::PositiveInteger:
+      return "positive integer";
+    case OptionType::NonNegativeInteger:
+      return "non-negative integer";
+    case OptionType::Number:
+      return "number";
+    case OptionType::PositiveNumber:
+      return "positive number";
+    case OptionType::NonNegativeNumber:
+      return "non-negative number";
+    case OptionType::Fraction:
+      return "fraction in (0, 1]";
+    case OptionType::Boolean:
+      return "boolean";
+    case OptionType::String:
+      return "string";
+    case OptionType::NonEmptyString:
+      return "non-empty string";
+    case OptionType::IntegerList:
+      return "list of positive integers";
+    case OptionType::Optimizer:
+      return "optimizer";
+    case OptionType::LrSchedule:
+      return "learning-rate schedule";
+    case OptionType::Object:
+      return "object";
+    case OptionType::Section:
+      return "object";
+    case OptionType::Table:
+      return "table";
+    case OptionType::Any:
+      return "any value";
   }
   return "unknown type";
 }
@@ -73,89 +94,146 @@ std::string join(const std::vector<std::string>& names) {
   throw ConfigError(path, "expected " + expected + ", got " + json_excerpt(got));
 }
 
-// JSON numbers that are integers, including 20.0 (some tools write every
-// number as a float). Booleans are not numbers in nlohmann::json.
-bool as_integer(const json& value, int64_t& out) {
-  if (value.is_number_integer()) {
-    if (value.is_number_unsigned() && value.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
-      return false;
-    out = value.get<int64_t>();
-    return true;
-  }
-  if (value.is_number_float()) {
-    double x = value.get<double>();
-    if (std::isfinite(x) && std::floor(x) == x && std::fabs(x) < 9.0e18) {
-      out = static_cast<int64_t>(x);
-      return true;
-    }
-  }
-  return false;
+// The value as messages describe it: the declared noun, else the type's name.
+std::string expected_value(const OptionSpec& spec) {
+  return with_article(spec.noun.empty() ? to_string(spec.type) : spec.noun);
 }
 
-json check_value(const OptionSpec& spec, const json& value, const std::string& path) {
-  const std::string expected = with_article(to_string(spec.type));
+constexpr uint64_t kInt64Max = std::numeric_limits<int64_t>::max();
+
+// JSON numbers that are integers, including 20.0 (some tools write every
+// number as a float), as int64 or, above INT64_MAX, as uint64. Booleans are
+// not numbers in nlohmann::json.
+std::optional<json> as_integer(const json& value) {
+  if (value.is_number_unsigned()) {
+    const auto x = value.get<uint64_t>();
+    return x > kInt64Max ? json(x) : json(static_cast<int64_t>(x));
+  }
+  if (value.is_number_integer()) return json(value.get<int64_t>());
+  if (value.is_number_float()) {
+    const double x = value.get<double>();
+    if (std::isfinite(x) && std::floor(x) == x && std::fabs(x) < 9.0e18) return json(static_cast<int64_t>(x));
+  }
+  return std::nullopt;
+}
+
+int64_t minimum(OptionType type) {
+  if (type == OptionType::PositiveInteger) return 1;
+  if (type == OptionType::NonNegativeInteger) return 0;
+  return std::numeric_limits<int64_t>::min();
+}
+
+// Whether an integer from as_integer is above `maximum` (a negative one never is).
+bool exceeds(const json& integer, uint64_t maximum) {
+  if (integer.is_number_unsigned()) return integer.get<uint64_t>() > maximum;
+  const int64_t x = integer.get<int64_t>();
+  return x > 0 && static_cast<uint64_t>(x) > maximum;
+}
+
+json check_integer(const OptionSpec& spec, const json& value, const std::string& path) {
+  const auto number = as_integer(value);
+  // Only values above INT64_MAX are unsigned, and those are above any minimum.
+  if (!number || (!number->is_number_unsigned() && number->get<int64_t>() < minimum(spec.type)))
+    type_error(path, expected_value(spec), value);
+  if (exceeds(*number, spec.maximum))
+    type_error(path, expected_value(spec) + " no larger than " + std::to_string(spec.maximum), value);
+  return *number;
+}
+
+json check_number(const OptionSpec& spec, const json& value, const std::string& path) {
+  if (!value.is_number()) type_error(path, expected_value(spec), value);
+  const double x = value.get<double>();
+  bool ok = std::isfinite(x);
+  if (spec.type == OptionType::PositiveNumber) ok = ok && x > 0;
+  if (spec.type == OptionType::NonNegativeNumber) ok = ok && x >= 0;
+  if (spec.type == OptionType::Fraction) ok = ok && x > 0 && x <= 1;
+  if (!ok) type_error(path, expected_value(spec), value);
+  return value;  // integers stay integers: 1 and 1.0 read the same via get<double>()
+}
+
+json check_string(const OptionSpec& spec, const json& value, const std::string& path) {
+  if (!value.is_string()) type_error(path, expected_value(spec), value);
+  const auto& text = value.get_ref<const std::string&>();
+  if (spec.type == OptionType::NonEmptyString && text.empty()) type_error(path, expected_value(spec), value);
+  if (!spec.choices.empty() && std::find(spec.choices.begin(), spec.choices.end(), text) == spec.choices.end()) {
+    std::string quoted;
+    for (const auto& choice : spec.choices) quoted += (quoted.empty() ? "\"" : ", \"") + choice + "\"";
+    std::string message = "expected one of " + quoted + ", got " + json_excerpt(value);
+    std::string guess = closest_name(text, spec.choices);
+    if (!guess.empty()) message += "; did you mean \"" + guess + "\"?";
+    throw ConfigError(path, message);
+  }
+  return value;
+}
+
+json check_value(const OptionSpec& spec, const json& value, const std::string& path, Unset unset);
+
+json check_table(const OptionSpec& spec, const json& value, const std::string& path, Unset unset) {
+  if (!value.is_object()) type_error(path, expected_value(spec), value);
+  if (spec.fields.size() != 1) throw ConfigError(path, "declared as a table without the spec of its values (a bug)");
+  json out = json::object();
+  for (const auto& item : value.items())
+    out[item.key()] = check_value(spec.fields[0], item.value(), path + "." + item.key(), unset);
+  return out;
+}
+
+json check_value(const OptionSpec& spec, const json& value, const std::string& path, Unset unset) {
   switch (spec.type) {
     case OptionType::Integer:
     case OptionType::PositiveInteger:
-    case OptionType::NonNegativeInteger: {
-      int64_t x = 0;
-      if (!as_integer(value, x)) type_error(path, expected, value);
-      if (spec.type == OptionType::PositiveInteger && x < 1) type_error(path, expected, value);
-      if (spec.type == OptionType::NonNegativeInteger && x < 0) type_error(path, expected, value);
-      return x;
-    }
+    case OptionType::NonNegativeInteger:
+      return check_integer(spec, value, path);
     case OptionType::Number:
     case OptionType::PositiveNumber:
     case OptionType::NonNegativeNumber:
-    case OptionType::Fraction: {
-      if (!value.is_number()) type_error(path, expected, value);
-      double x = value.get<double>();
-      bool ok = std::isfinite(x);
-      if (spec.type == OptionType::PositiveNumber) ok = ok && x > 0;
-      if (spec.type == OptionType::NonNegativeNumber) ok = ok && x >= 0;
-      if (spec.type == OptionType::Fraction) ok = ok && x > 0 && x <= 1;
-      if (!ok) type_error(path, expected, value);
-      return value;  // integers stay integers: 1 and 1.0 read the same via get<double>()
-    }
+    case OptionType::Fraction:
+      return check_number(spec, value, path);
     case OptionType::Boolean:
-      if (!value.is_boolean()) type_error(path, expected, value);
+      if (!value.is_boolean()) type_error(path, expected_value(spec), value);
       return value;
-    case OptionType::String: {
-      if (!value.is_string()) type_error(path, expected, value);
-      if (!spec.choices.empty()) {
-        const auto& text = value.get_ref<const std::string&>();
-        if (std::find(spec.choices.begin(), spec.choices.end(), text) == spec.choices.end()) {
-          std::string quoted;
-          for (const auto& choice : spec.choices) quoted += (quoted.empty() ? "\"" : ", \"") + choice + "\"";
-          std::string message = "expected one of " + quoted + ", got " + json_excerpt(value);
-          std::string guess = closest_name(text, spec.choices);
-          if (!guess.empty()) message += "; did you mean \"" + guess + "\"?";
-          throw ConfigError(path, message);
-        }
-      }
-      return value;
-    }
+    case OptionType::String:
+    case OptionType::NonEmptyString:
+      return check_string(spec, value, path);
     case OptionType::IntegerList: {
-      if (!value.is_array()) type_error(path, expected, value);
+      if (!value.is_array()) type_error(path, expected_value(spec), value);
+      const OptionSpec item{spec.name, OptionType::PositiveInteger, nullptr, spec.doc};
       json out = json::array();
-      for (size_t i = 0; i < value.size(); ++i) {
-        int64_t x = 0;
-        if (!as_integer(value[i], x) || x < 1)
-          type_error(path + "[" + std::to_string(i) + "]", "a positive integer", value[i]);
-        out.push_back(x);
-      }
+      for (size_t i = 0; i < value.size(); ++i)
+        out.push_back(check_integer(item, value[i], path + "[" + std::to_string(i) + "]"));
       return out;
     }
     case OptionType::Optimizer:
       // The declared default is the fallback a partial object is merged over.
       return OptimizerSpec::from_json(value, path, spec.default_value).to_json();
-    case OptionType::LrSchedule: return LrSchedule::from_json(value, path).to_json();
+    case OptionType::LrSchedule:
+      return LrSchedule::from_json(value, path).to_json();
     case OptionType::Object:
-      if (!value.is_object()) type_error(path, expected, value);
+      if (!value.is_object()) type_error(path, expected_value(spec), value);
       return value;
-    case OptionType::Any: return value;
+    case OptionType::Section:
+      if (!value.is_object()) type_error(path, expected_value(spec), value);
+      return validate_options(value, spec.fields, path, unset);
+    case OptionType::Table:
+      return check_table(spec, value, path, unset);
+    case OptionType::Any:
+      return value;
   }
   return value;
+}
+
+// Unknown keys are reported before anything else, so that a misspelt key is
+// reported as such instead of as "required" for the key it was meant to be.
+void reject_unknown(const json& given, const OptionSpecs& specs, const std::string& prefix) {
+  std::vector<std::string> known;
+  for (const auto& spec : specs) known.push_back(spec.name);
+  for (const auto& item : given.items()) {
+    if (std::find(known.begin(), known.end(), item.key()) != known.end()) continue;
+    std::string message = "unknown option";
+    std::string guess = closest_name(item.key(), known);
+    message += guess.empty() ? ";" : "; did you mean \"" + guess + "\"?";
+    message += " known options: " + join(known);
+    throw ConfigError(prefix + item.key(), message);
+  }
 }
 
 }  // namespace
@@ -192,22 +270,10 @@ std::string closest_name(const std::string& given, const std::vector<std::string
   return "";
 }
 
-json validate_options(const json& given, const OptionSpecs& specs, const std::string& path) {
+json validate_options(const json& given, const OptionSpecs& specs, const std::string& path, Unset unset) {
   if (!given.is_null() && !given.is_object()) type_error(path, "an object of options", given);
   const auto prefix = path.empty() ? std::string() : path + ".";
-
-  if (given.is_object()) {
-    std::vector<std::string> known;
-    for (const auto& spec : specs) known.push_back(spec.name);
-    for (const auto& item : given.items()) {
-      if (std::find(known.begin(), known.end(), item.key()) != known.end()) continue;
-      std::string message = "unknown option";
-      std::string guess = closest_name(item.key(), known);
-      message += guess.empty() ? ";" : "; did you mean \"" + guess + "\"?";
-      message += " known options: " + join(known);
-      throw ConfigError(prefix + item.key(), message);
-    }
-  }
+  if (given.is_object()) reject_unknown(given, specs, prefix);
 
   json resolved = json::object();
   for (const auto& spec : specs) {
@@ -219,22 +285,23 @@ json validate_options(const json& given, const OptionSpecs& specs, const std::st
       if (it != given.end() && !it->is_null()) value = &*it;
     }
     if (value) {
-      resolved[spec.name] = check_value(spec, *value, option_path);
+      resolved[spec.name] = check_value(spec, *value, option_path, unset);
     } else if (spec.required) {
-      throw ConfigError(option_path, std::string("required option missing (") + with_article(to_string(spec.type)) +
+      throw ConfigError(option_path, "required option missing (" + expected_value(spec) +
                                          (spec.doc.empty() ? "" : ": " + spec.doc) + ")");
     } else if (spec.type == OptionType::LrSchedule) {
       // Written out even when unset (null reads as a constant schedule), so
       // config.json shows the schedule that ran.
       resolved[spec.name] = LrSchedule::from_json(spec.default_value, option_path).to_json();
     } else if (spec.default_value.is_null()) {
-      resolved[spec.name] = nullptr;
+      if (unset == Unset::Null) resolved[spec.name] = nullptr;
     } else {
       // Defaults go through the same checks: an optimizer default is written
-      // out in full, and a plugin's ill-typed default fails loudly here.
+      // out in full, a section's defaults are filled in, and a plugin's
+      // ill-typed default fails loudly here.
       OptionSpec without_fallback = spec;
       without_fallback.default_value = nullptr;
-      resolved[spec.name] = check_value(without_fallback, spec.default_value, option_path);
+      resolved[spec.name] = check_value(without_fallback, spec.default_value, option_path, unset);
     }
   }
   return resolved;
@@ -247,6 +314,9 @@ json describe_options(const OptionSpecs& specs) {
         {"name", spec.name}, {"type", to_string(spec.type)}, {"default", spec.default_value}, {"doc", spec.doc}};
     if (!spec.choices.empty()) entry["choices"] = spec.choices;
     if (spec.required) entry["required"] = true;
+    if (spec.maximum != kInt64Max) entry["maximum"] = spec.maximum;
+    if (!spec.noun.empty()) entry["noun"] = spec.noun;
+    if (!spec.fields.empty()) entry["fields"] = describe_options(spec.fields);
     out.push_back(std::move(entry));
   }
   return out;

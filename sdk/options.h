@@ -1,8 +1,11 @@
 #pragma once
-// Declaring and validating a plugin's options. Each plugin lists its options
-// (name, type, default, doc); the loader validates the manifest's "options"
-// object against that list before the plugin sees it, so a misspelt or
-// ill-typed option is an error naming its JSON path, never silently ignored.
+// Declaring and validating options. Each plugin lists its options (name,
+// type, default, doc); the loader validates the manifest's "options" object
+// against that list before the plugin sees it, so a misspelt or ill-typed
+// option is an error naming its JSON path, never silently ignored. The
+// manifest's own sections are declared and validated the same way.
+#include <cstdint>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -18,36 +21,64 @@ enum class OptionType {
   NonNegativeNumber,  // >= 0
   Fraction,           // 0 < x <= 1
   Boolean,
-  String,       // see OptionSpec::choices
-  IntegerList,  // list of positive integers
-  Optimizer,    // "adamw" or {"name": "adamw", "lr": ...}; see optim.h
-  LrSchedule,   // {"name": "cosine", "warmup_steps": 100}; see optim.h
-  Object,       // any JSON object, validated by the plugin
+  String,          // see OptionSpec::choices
+  NonEmptyString,  // a name or a path, where "" is always a mistake
+  IntegerList,     // list of positive integers
+  Optimizer,       // "adamw" or {"name": "adamw", "lr": ...}; see optim.h
+  LrSchedule,      // {"name": "cosine", "warmup_steps": 100}; see optim.h
+  Object,          // any JSON object, validated by the plugin
+  Section,         // a JSON object whose keys are OptionSpec::fields
+  Table,           // a JSON object keyed by names the user chooses (e.g. node
+                   // ranks); every value follows OptionSpec::fields[0]
   Any,
 };
 
 const char* to_string(OptionType type);
 
+struct OptionSpec;
+using OptionSpecs = std::vector<OptionSpec>;
+
 struct OptionSpec {
   std::string name;
   OptionType type = OptionType::Any;
   // Used when the manifest omits the option. null means "not set" (e.g. no
-  // gradient clipping) unless `required` is true.
+  // gradient clipping) unless `required` is true. A Section with an object
+  // default is always present, its own defaults filled in.
   nlohmann::json default_value = nullptr;
   std::string doc;
   std::vector<std::string> choices = {};  // allowed values of a String option
   bool required = false;
+  // Integer types: the largest value accepted. Values above INT64_MAX (only
+  // seeds, read as uint64_t) need a larger maximum; an option read as an int
+  // declares INT_MAX.
+  uint64_t maximum = std::numeric_limits<int64_t>::max();
+  // What the value is, in words, where the type's name says too little:
+  // messages then read "expected a <noun>, got ...", e.g. the noun
+  // "bandwidth with a unit such as \"1Gbit/s\"" of a String that its reader
+  // parses further.
+  std::string noun = {};
+  // Section: the keys it accepts. Table: the one spec every value follows
+  // (its name is a placeholder for the key, e.g. "<node>").
+  OptionSpecs fields = {};
 };
 
-using OptionSpecs = std::vector<OptionSpec>;
+// What validation makes of an option that is unset (absent or null) and has
+// no default.
+enum class Unset {
+  Null,  // null: the resolved options list every declared option
+  Omit,  // left out: the resolved manifest shows only what is set
+};
 
 // Checks `given` (a JSON object or null) against `specs` and returns the
-// resolved options: every declared option present, defaults filled in,
-// optimizer specs and schedules written out in full. Throws ConfigError
-// naming `path` + "." + option for unknown, missing or ill-typed options.
-nlohmann::json validate_options(const nlohmann::json& given, const OptionSpecs& specs, const std::string& path);
+// resolved options: every declared option present (unset ones as `unset`
+// says), defaults filled in, optimizer specs and schedules written out in
+// full, sections resolved the same way. Throws ConfigError naming `path` +
+// "." + option for unknown, missing or ill-typed options.
+nlohmann::json validate_options(const nlohmann::json& given, const OptionSpecs& specs, const std::string& path,
+                                Unset unset = Unset::Null);
 
-// The specs as JSON (for --list-plugins and config.json).
+// The specs as JSON, one object per option: name, type, default, doc and,
+// where declared, choices, required, maximum, noun and nested fields.
 nlohmann::json describe_options(const OptionSpecs& specs);
 
 // Helpers for plugins that validate their own Object options with the same

@@ -107,7 +107,7 @@ TEST_CASE("accounting: units parse to bytes/s and seconds, and bad ones name the
   CHECK_THAT(error_of("network.nodes.1.bandwidth", "1 Mbit"), Catch::StartsWith("network.nodes.1.bandwidth: "));
   CHECK_THAT(error_of("network.nodes.5.latency", "1ms"),
              Catch::StartsWith("network.nodes.5: node 5 does not exist: the run has 2 nodes"));
-  CHECK_THAT(error_of("network.speed", "1Gbit/s"), Catch::StartsWith("network.speed: unknown key"));
+  CHECK_THAT(error_of("network.speed", "1Gbit/s"), Catch::StartsWith("network.speed: unknown option"));
   CHECK_THAT(error_of("compute.step_time", "fast"), Catch::StartsWith("compute.step_time: expected a duration"));
   CHECK_THAT(error_of("compute.step_time", "0s"), Catch::StartsWith("compute.step_time: expected \"measured\" or a positive"));
   CHECK_THAT(error_of("compute.speed.1", -0.5), Catch::StartsWith("compute.speed.1: expected a positive speed factor"));

@@ -1,23 +1,20 @@
-// The manifest: defaults, path resolution, error messages naming JSON paths,
-// --set overrides and "runs" variants.
+// The manifest: its schema, defaults, path resolution, error messages naming
+// JSON paths, and reading the file. Variants and --set: test_manifest_variants.
+#include <algorithm>
 #include <catch2/catch.hpp>
-
 #include <fstream>
 #include <random>
 
-#include "exogym/runtime/manifest/manifest.h"
+#include "exogym/runtime/manifest/schema.h"
 #include "exogym/sdk/options.h"
-#include "exogym/sdk/error.h"
+#include "manifest_fixtures.h"
 
 namespace fs = std::filesystem;
-using exogym::runtime::manifest::apply_override;
-using exogym::sdk::closest_name;
 using exogym::runtime::manifest::load_manifest;
-using exogym::runtime::manifest::Manifest;
-using exogym::runtime::manifest::ManifestSet;
 using exogym::runtime::manifest::parse_manifest;
-using exogym::sdk::ConfigError;
 using nlohmann::json;
+// The fixtures: minimal(), parse(), parse_one(), config_error(), error_with().
+using namespace exogym::test::manifest;
 
 namespace {
 
@@ -43,50 +40,6 @@ class TempDir {
  private:
   fs::path path_;
 };
-
-json minimal() {
-  return json::parse(R"({
-    "model": {"plugin": "mlp"},
-    "strategy": {"plugin": "ddp"},
-    "data": {"train": {"dataset": "mnist"}},
-    "train": {"max_steps": 10}
-  })");
-}
-
-const fs::path kBase = "/manifests";
-
-ManifestSet parse(const json& doc, const std::vector<std::string>& overrides = {}) {
-  return parse_manifest(doc, kBase, "minimal", overrides);
-}
-
-Manifest parse_one(const json& doc, const std::vector<std::string>& overrides = {}) {
-  ManifestSet set = parse(doc, overrides);
-  REQUIRE(set.runs.size() == 1);
-  return set.runs.front();
-}
-
-struct Caught {
-  std::string path;
-  std::string what;
-};
-
-template <class Fn>
-Caught config_error(Fn&& fn) {
-  try {
-    fn();
-  } catch (const ConfigError& error) {
-    return {error.path(), error.what()};
-  }
-  FAIL("expected a ConfigError");
-  return {};
-}
-
-// The error parse() raises for `minimal()` with `patch` merged in.
-Caught error_with(const json& patch, const std::vector<std::string>& overrides = {}) {
-  json doc = minimal();
-  doc.merge_patch(patch);
-  return config_error([&] { parse(doc, overrides); });
-}
 
 }  // namespace
 
@@ -212,25 +165,32 @@ TEST_CASE("relative paths resolve against the manifest's folder", "[manifest]") 
 TEST_CASE("unknown keys name their path and suggest the known key", "[manifest]") {
   auto top = error_with({{"nodse", 4}});
   CHECK(top.path == "nodse");
-  CHECK(top.what == "nodse: unknown key; did you mean \"nodes\"?");
+  CHECK(top.what ==
+        "nodse: unknown option; did you mean \"nodes\"? known options: name, seed, nodes, device, parallelism, "
+        "threads, pin_threads, model, strategy, data, train, eval, output, network, compute, runs");
 
   auto nested = error_with(json::parse(R"({"train": {"max_step": 5}})"));
   CHECK(nested.path == "train.max_step");
-  CHECK(nested.what == "train.max_step: unknown key; did you mean \"max_steps\"?");
+  CHECK(nested.what ==
+        "train.max_step: unknown option; did you mean \"max_steps\"? known options: max_steps, batch_size, "
+        "minibatch_size");
 
-  CHECK(error_with(json::parse(R"({"strategy": {"option": {}}})")).what ==
-        "strategy.option: unknown key; did you mean \"options\"?");
-  CHECK(error_with(json::parse(R"({"data": {"train": {"partiton": "iid"}}})")).what ==
-        "data.train.partiton: unknown key; did you mean \"partition\"?");
-  CHECK(error_with(json::parse(R"({"output": {"save": true}})")).what ==
-        "output.save: unknown key; did you mean \"save_model\"?");
+  CHECK_THAT(error_with(json::parse(R"({"strategy": {"option": {}}})")).what,
+             Catch::StartsWith("strategy.option: unknown option; did you mean \"options\"?"));
+  CHECK_THAT(error_with(json::parse(R"({"data": {"train": {"partiton": "iid"}}})")).what,
+             Catch::StartsWith("data.train.partiton: unknown option; did you mean \"partition\"?"));
+  CHECK_THAT(error_with(json::parse(R"({"output": {"save": true}})")).what,
+             Catch::StartsWith("output.save: unknown option; did you mean \"save_model\"?"));
+  CHECK_THAT(error_with(json::parse(R"({"network": {"nodes": {"0": {"bandwith": "1Gbit/s"}}}})")).what,
+             Catch::StartsWith("network.nodes.0.bandwith: unknown option; did you mean \"bandwidth\"?"));
+  CHECK_THAT(error_with({{"run", json::array()}}).what,
+             Catch::StartsWith("run: unknown option; did you mean \"runs\"?"));
   CHECK(error_with({{"zzzzzz", 1}}).what ==
-        "zzzzzz: unknown key (expected one of: name, seed, nodes, device, parallelism, threads, pin_threads, model, "
-        "strategy, "
-        "data, train, eval, output, network, compute, runs)");
+        "zzzzzz: unknown option; known options: name, seed, nodes, device, parallelism, threads, pin_threads, model, "
+        "strategy, data, train, eval, output, network, compute, runs");
   // A typo is reported as a typo, not as the key it hides being "required".
-  CHECK(error_with(json::parse(R"({"model": {"plugin": null, "plugn": "mlp"}})")).what ==
-        "model.plugn: unknown key; did you mean \"plugin\"?");
+  CHECK_THAT(error_with(json::parse(R"({"model": {"plugin": null, "plugn": "mlp"}})")).what,
+             Catch::StartsWith("model.plugn: unknown option; did you mean \"plugin\"?"));
 }
 
 TEST_CASE("ill-typed values name their path and the value", "[manifest]") {
@@ -251,11 +211,13 @@ TEST_CASE("ill-typed values name their path and the value", "[manifest]") {
   CHECK(error_with(json::parse(R"({"eval": {"batch_size": 0}})")).what ==
         "eval.batch_size: expected a positive integer, got 0");
   CHECK(error_with(json::parse(R"({"output": {"save_model": "yes"}})")).what ==
-        "output.save_model: expected true or false, got \"yes\"");
+        "output.save_model: expected a boolean, got \"yes\"");
   CHECK(error_with(json::parse(R"({"model": {"options": [1]}})")).what == "model.options: expected an object, got [1]");
   CHECK(error_with(json::parse(R"({"strategy": "diloco"})")).what == "strategy: expected an object, got \"diloco\"");
   CHECK(error_with(json::parse(R"({"data": {"train": {"partition": "dirichlet"}}})")).what ==
-        "data.train.partition: expected \"iid\" or \"contiguous\", got \"dirichlet\"");
+        "data.train.partition: expected one of \"iid\", \"contiguous\", got \"dirichlet\"");
+  CHECK(error_with(json::parse(R"({"data": {"train": {"partition": "IID"}}})")).what ==
+        "data.train.partition: expected one of \"iid\", \"contiguous\", got \"IID\"; did you mean \"iid\"?");
   CHECK(error_with(json::parse(R"({"data": {"train": {"dataset": ""}}})")).what ==
         "data.train.dataset: expected a non-empty string, got \"\"");
 
@@ -271,15 +233,76 @@ TEST_CASE("ill-typed values name their path and the value", "[manifest]") {
 TEST_CASE("missing required keys name their path", "[manifest]") {
   auto plugin = error_with(json::parse(R"({"model": {"plugin": null, "options": {}}})"));
   CHECK(plugin.path == "model.plugin");
-  CHECK(plugin.what == "model.plugin: required");
+  CHECK(plugin.what ==
+        "model.plugin: required option missing (a non-empty string: a plugin name (see exogym-run --list-plugins) or "
+        "the path of a .so file)");
   json no_strategy = minimal();
   no_strategy.erase("strategy");
-  CHECK(config_error([&] { parse(no_strategy); }).what == "strategy: required");
-  CHECK(error_with(json::parse(R"({"train": {"max_steps": null, "batch_size": 8}})")).what ==
-        "train.max_steps: required");
-  CHECK(error_with(json::parse(R"({"data": {"train": null}})")).what == "data.train: required");
-  CHECK(error_with(json::parse(R"({"data": {"train": {"dataset": null}}})")).what == "data.train.dataset: required");
+  CHECK(config_error([&] { parse(no_strategy); }).what ==
+        "strategy: required option missing (an object: the strategy plugin and its options)");
+  CHECK_THAT(error_with(json::parse(R"({"train": {"max_steps": null, "batch_size": 8}})")).what,
+             Catch::StartsWith("train.max_steps: required option missing (a positive integer: "));
+  CHECK_THAT(error_with(json::parse(R"({"data": {"train": null}})")).what,
+             Catch::StartsWith("data.train: required option missing (an object: "));
+  CHECK_THAT(error_with(json::parse(R"({"data": {"train": {"dataset": null}}})")).what,
+             Catch::StartsWith("data.train.dataset: required option missing (a non-empty string: "));
   CHECK(config_error([] { parse(json::array()); }).what == "a manifest must be a JSON object, got []");
+}
+
+TEST_CASE("per-node tables validate each entry like the section it overrides", "[manifest]") {
+  CHECK(error_with(json::parse(R"({"network": {"nodes": {"0": {"latency": 5}}}})")).what ==
+        "network.nodes.0.latency: expected a duration with a unit such as \"10ms\", got 5");
+  CHECK(error_with(json::parse(R"({"network": {"nodes": {"0": "slow"}}})")).what ==
+        "network.nodes.0: expected an object, got \"slow\"");
+  CHECK(error_with(json::parse(R"({"network": {"nodes": []}})")).what ==
+        "network.nodes: expected an object keyed by node rank, got []");
+  json doc = minimal();
+  doc["nodes"] = 2;
+  doc["network"] = json::parse(R"({"latency": "5ms", "nodes": {"1": {"bandwidth": "100Mbit/s"}}})");
+  doc["compute"] = json::parse(R"({"speed": {"0": 0.5}})");
+  const Manifest m = parse_one(doc);
+  CHECK(m.network.per_node.at(1).bandwidth == 1e8 / 8);
+  CHECK(m.network.per_node.at(1).latency == 0.005);  // left out: the others' latency
+  CHECK(m.compute.speed.at(0) == 0.5);
+  CHECK(m.resolved["network"]["nodes"] == json::parse(R"({"1": {"bandwidth": "100Mbit/s"}})"));
+  CHECK(m.resolved["compute"] == json::parse(R"({"step_time": "measured", "speed": {"0": 0.5}})"));
+}
+
+namespace {
+
+// Visits every declared key, with its JSON path.
+template <class Fn>
+void for_each_spec(const exogym::sdk::OptionSpecs& specs, const std::string& path, Fn&& fn) {
+  for (const auto& spec : specs) {
+    const std::string spec_path = path.empty() ? spec.name : path + "." + spec.name;
+    fn(spec, spec_path);
+    for_each_spec(spec.fields, spec_path, fn);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("the schema documents every key, and the resolved manifest shows every default", "[manifest]") {
+  using exogym::sdk::OptionType;
+  const auto& schema = exogym::runtime::manifest::manifest_schema();
+  const Manifest m = parse_one(minimal());
+  for_each_spec(schema, "", [&](const exogym::sdk::OptionSpec& spec, const std::string& path) {
+    INFO(path);
+    CHECK_FALSE(spec.doc.empty());
+    // Keys with a default in sections that are present (not tables' entries).
+    if (spec.default_value.is_null() || path.find("<node>") != std::string::npos) return;
+    std::string pointer = "/" + path;
+    std::replace(pointer.begin(), pointer.end(), '.', '/');
+    const bool in_absent_section = path.rfind("data.val", 0) == 0;
+    if (!in_absent_section) CHECK(m.resolved.contains(json::json_pointer(pointer)));
+  });
+  // Counts that are read as int are bounded so, and seeds span 64 bits.
+  for (const auto& spec : schema) {
+    if (spec.name == "nodes" || spec.name == "parallelism" || spec.name == "threads") {
+      CHECK(spec.maximum == 2147483647u);
+    }
+    if (spec.name == "seed") CHECK(spec.maximum == 18446744073709551615u);
+  }
 }
 
 TEST_CASE("train.minibatch_size must divide train.batch_size", "[manifest]") {
@@ -313,194 +336,11 @@ TEST_CASE("run names must be folder names", "[manifest]") {
   CHECK(config_error([] { parse_manifest(minimal(), kBase, "my manifest"); }).what ==
         "name: not set, and the manifest file's name \"my manifest\" is not a folder name (letters, digits, '-', "
         "'_' and '.'); set \"name\"");
+  CHECK(config_error([] { parse_manifest(minimal(), kBase, ""); }).what ==
+        "name: not set, and there is no manifest file to name the run after");
   json named = minimal();
   named["name"] = "mnist-ddp_v1.2";
   CHECK(parse_manifest(named, kBase, "my manifest").name == "mnist-ddp_v1.2");
-}
-
-TEST_CASE("overrides (--set) parse JSON values and create objects", "[manifest]") {
-  json doc = {{"train", {{"max_steps", 10}}}};
-  apply_override(doc, "train.max_steps=5");
-  apply_override(doc, "strategy.options.H=20");
-  apply_override(doc, "strategy.options.lr=3e-4");
-  apply_override(doc, "strategy.options.nesterov=true");
-  apply_override(doc, "strategy.options.optimizer={\"name\": \"adamw\"}");
-  apply_override(doc, "strategy.options.hidden=[128,64]");
-  apply_override(doc, "device=cuda:0");
-  apply_override(doc, "name=\"quoted\"");
-  apply_override(doc, "strategy.options.clip=null");
-  apply_override(doc, "strategy.options.text=a=b");  // only the first '=' splits
-  apply_override(doc, "strategy.options.empty=");
-  CHECK(doc["train"]["max_steps"] == 5);
-  CHECK(doc["strategy"]["options"]["H"] == 20);
-  CHECK(doc["strategy"]["options"]["lr"] == Approx(3e-4));
-  CHECK(doc["strategy"]["options"]["nesterov"] == true);
-  CHECK(doc["strategy"]["options"]["optimizer"] == json({{"name", "adamw"}}));
-  CHECK(doc["strategy"]["options"]["hidden"] == json({128, 64}));
-  CHECK(doc["device"] == "cuda:0");
-  CHECK(doc["name"] == "quoted");
-  CHECK(doc["strategy"]["options"]["clip"].is_null());
-  CHECK(doc["strategy"]["options"]["text"] == "a=b");
-  CHECK(doc["strategy"]["options"]["empty"] == "");
-
-  const Manifest m = parse_one(minimal(), {"nodes=8", "strategy.plugin=diloco", "strategy.options.H=20",
-                                           "output.save_model=false", "data.val={\"dataset\": \"mnist\"}"});
-  CHECK(m.nodes == 8);
-  CHECK(m.strategy.plugin == "diloco");
-  CHECK(m.strategy.options == json({{"H", 20}}));
-  CHECK_FALSE(m.save_model);
-  CHECK(m.val_data.has_value());
-  // Overridden values are validated like the file's.
-  CHECK(config_error([] { parse(minimal(), {"nodes=0"}); }).what == "nodes: expected a positive integer, got 0");
-}
-
-TEST_CASE("overrides (--set) with bad syntax are errors at path --set", "[manifest]") {
-  json doc = minimal();
-  auto no_equals = config_error([&] { apply_override(doc, "nodes"); });
-  CHECK(no_equals.path == "--set");
-  CHECK(no_equals.what == "--set: expected key=value (e.g. train.max_steps=100), got \"nodes\"");
-  CHECK(config_error([&] { apply_override(doc, "=5"); }).what ==
-        "--set: expected key=value with a non-empty key, got \"=5\"");
-  CHECK(config_error([&] { apply_override(doc, "train..max_steps=5"); }).what ==
-        "--set: empty component in key \"train..max_steps\"");
-  CHECK(config_error([&] { apply_override(doc, "train.=5"); }).what == "--set: empty component in key \"train.\"");
-  CHECK(config_error([&] { apply_override(doc, "runs=[]"); }).path == "--set");
-  CHECK(config_error([&] { apply_override(doc, "train.max_steps.x=1"); }).what ==
-        "--set: cannot set \"train.max_steps.x\": train.max_steps is 10, not an object");
-  CHECK(doc == minimal());  // failed overrides change nothing
-}
-
-namespace {
-
-json comparison() {
-  return json::parse(R"({
-    "name": "cmp",
-    "model": {"plugin": "mlp"},
-    "strategy": {"plugin": "ddp", "options": {"H": 10, "lr": 0.1}},
-    "data": {"train": {"dataset": "mnist"}, "val": {"dataset": "mnist"}},
-    "train": {"max_steps": 100},
-    "runs": [
-      {"strategy": {"plugin": "diloco", "options": {"H": 20}}},
-      {"name": "sparta-fast", "strategy": {"plugin": "sparta"}, "nodes": 8},
-      {"train": {"max_steps": 3}, "data": {"val": null}}
-    ]
-  })");
-}
-
-}  // namespace
-
-TEST_CASE("runs expand into variants merged over the base", "[manifest]") {
-  const ManifestSet set = parse(comparison());
-  CHECK(set.has_variants);
-  CHECK(set.name == "cmp");
-  REQUIRE(set.runs.size() == 3);
-  const Manifest& diloco = set.runs[0];
-  const Manifest& sparta = set.runs[1];
-  const Manifest& third = set.runs[2];
-
-  CHECK(diloco.variant == "diloco");  // named after its strategy
-  CHECK(sparta.variant == "sparta-fast");
-  CHECK(third.variant == "run2");
-  for (const auto& m : set.runs) {
-    CHECK(m.name == "cmp");
-    CHECK(m.resolved["name"] == "cmp");
-    CHECK_FALSE(m.resolved.contains("runs"));
-  }
-
-  // Merge-patch semantics: objects merge key by key, except that a variant
-  // switching to another plugin does not inherit the base plugin's options.
-  CHECK(diloco.strategy.plugin == "diloco");
-  CHECK(diloco.strategy.options == json({{"H", 20}}));
-  CHECK(diloco.nodes == 1);
-  CHECK(sparta.strategy.plugin == "sparta");
-  CHECK(sparta.strategy.options == json::object());
-  CHECK(third.strategy.options == json({{"H", 10}, {"lr", 0.1}}));
-  CHECK(sparta.nodes == 8);
-  CHECK(third.strategy.plugin == "ddp");
-  CHECK(third.max_steps == 3);
-  CHECK(diloco.max_steps == 100);
-  // null deletes: the third variant has no validation data, so no evaluation.
-  CHECK_FALSE(third.val_data.has_value());
-  CHECK(third.eval_size == 0);
-  CHECK(diloco.eval_size == 1024);
-
-  CHECK(diloco.run_dir() == fs::path("/manifests/runs/cmp/diloco"));
-  CHECK(sparta.run_dir() == fs::path("/manifests/runs/cmp/sparta-fast"));
-}
-
-TEST_CASE("a variant that keeps its plugin merges its options over the base's", "[manifest]") {
-  json m = comparison();
-  m["runs"] = json::array({{{"name", "a"}, {"strategy", {{"plugin", "ddp"}, {"options", {{"lr", 0.5}}}}}}});
-  const ManifestSet set = parse(m);
-  CHECK(set.runs[0].strategy.options == json({{"H", 10}, {"lr", 0.5}}));
-}
-
-TEST_CASE("variants cannot move their output folder", "[manifest]") {
-  json m = comparison();
-  m["runs"][1]["output"] = {{"dir", "elsewhere"}};
-  REQUIRE_THROWS_WITH(parse(m), "runs[1].output: cannot differ between variants; set it in the base manifest");
-}
-
-TEST_CASE("a variant's default name comes from its strategy plugin", "[manifest]") {
-  json doc = comparison();
-  doc["runs"] = json::parse(R"([
-    {"strategy": {"plugin": "plugins/build/exogym_strategy_demo.so"}},
-    {"strategy": {"options": {"H": 5}}},
-    {"name": null, "strategy": {"plugin": "fedavg"}}
-  ])");
-  const ManifestSet set = parse(doc);
-  CHECK(set.runs[0].variant == "demo");
-  CHECK(set.runs[1].variant == "run1");
-  CHECK(set.runs[2].variant == "fedavg");
-}
-
-TEST_CASE("overrides (--set) apply to every variant and win over variant values", "[manifest]") {
-  const ManifestSet set = parse(comparison(), {"train.max_steps=5", "nodes=2"});
-  REQUIRE(set.runs.size() == 3);
-  for (const auto& m : set.runs) {
-    CHECK(m.max_steps == 5);
-    CHECK(m.nodes == 2);
-    CHECK(m.resolved["train"]["max_steps"] == 5);
-  }
-  CHECK(config_error([] { parse(comparison(), {"runs.0.nodes=2"}); }).path == "--set");
-}
-
-TEST_CASE("variant errors name the variant", "[manifest]") {
-  json duplicate = comparison();
-  duplicate["runs"] = json::parse(R"([{"strategy": {"plugin": "diloco"}}, {"strategy": {"plugin": "diloco"}}])");
-  auto dup = config_error([&] { parse(duplicate); });
-  CHECK(dup.path == "runs[1].name");
-  CHECK(dup.what ==
-        "runs[1].name: duplicate variant name \"diloco\" (runs[0] has it too); give each variant a distinct \"name\"");
-
-  auto with_runs = [](const char* runs) {
-    json doc = comparison();
-    doc["runs"] = json::parse(runs);
-    return config_error([&] { parse(doc); });
-  };
-  // Keys the variant sets carry its index.
-  CHECK(with_runs(R"([{"name": "a"}, {"name": "b", "nodes": 0}])").what ==
-        "runs[1].nodes: expected a positive integer, got 0");
-  CHECK(with_runs(R"([{"nodse": 2}])").what == "runs[0].nodse: unknown key; did you mean \"nodes\"?");
-  CHECK(with_runs(R"([{"model": null}])").what == "runs[0].model: required");
-  CHECK(with_runs(R"([{"name": "a b"}])").what ==
-        "runs[0].name: expected a folder name (letters, digits, '-', '_' and '.'), got \"a b\"");
-  CHECK(with_runs(R"([{"runs": []}])").what == "runs[0].runs: a variant cannot have variants of its own");
-  CHECK(with_runs(R"([3])").what == "runs[0]: expected an object (a partial manifest), got 3");
-  CHECK(with_runs(R"([])").what == "runs: expected at least one variant, got []");
-  CHECK(with_runs(R"({"a": {}})").what == "runs: expected an array of partial manifests, got {\"a\":{}}");
-
-  // Faults of the base keep the base's path and say which variant showed them.
-  json no_strategy = comparison();
-  no_strategy.erase("strategy");
-  no_strategy["runs"] = json::parse(R"([{"strategy": {"plugin": "ddp"}}, {"nodes": 2}])");
-  auto base_fault = config_error([&] { parse(no_strategy); });
-  CHECK(base_fault.path == "strategy");
-  CHECK(base_fault.what == "strategy: required (in variant \"run1\", runs[1])");
-
-  // A base that lacks what every variant supplies is fine.
-  no_strategy["runs"][1]["strategy"] = {{"plugin", "diloco"}};
-  CHECK(parse(no_strategy).runs.size() == 2);
 }
 
 TEST_CASE("load_manifest reports unreadable files and JSON syntax errors", "[manifest]") {
@@ -515,7 +355,8 @@ TEST_CASE("load_manifest reports unreadable files and JSON syntax errors", "[man
   const fs::path broken = dir.write("broken.json", "{\n  \"nodes\": 1,\n  \"seed\": 4 2\n}\n");
   auto syntax = config_error([&] { load_manifest(broken); });
   CHECK(syntax.path.empty());
-  CHECK_THAT(syntax.what, Catch::StartsWith("invalid JSON in manifest \"" + broken.string() + "\" at line 3, column 13: "));
+  CHECK_THAT(syntax.what,
+             Catch::StartsWith("invalid JSON in manifest \"" + broken.string() + "\" at line 3, column 13: "));
   CHECK_THAT(syntax.what, Catch::Contains("syntax error"));
   CHECK_THAT(syntax.what, !Catch::Contains("json.exception"));
 
@@ -543,16 +384,4 @@ TEST_CASE("load_manifest rejects duplicate keys and allows comments", "[manifest
     "train": {"max_steps": 10}
   })");
   CHECK(load_manifest(commented, {"nodes=3"}).runs.front().nodes == 3);
-}
-
-TEST_CASE("closest_name suggests near misses only", "[manifest]") {
-  const std::vector<std::string> keys = {"name", "nodes", "seed", "max_steps", "lr"};
-  CHECK(closest_name("nodse", keys) == "nodes");  // a swap costs 1
-  CHECK(closest_name("max_step", keys) == "max_steps");
-  CHECK(closest_name("Nodes", keys) == "nodes");
-  CHECK(closest_name("maxsteps", keys) == "max_steps");
-  CHECK(closest_name("zzzzz", keys).empty());
-  CHECK(closest_name("x", keys).empty());  // 2 edits away from "lr", but nothing in common
-  CHECK(closest_name("nods", {"node", "nodes"}) == "node");  // ties go to the first
-  CHECK(closest_name("anything", {}).empty());
 }

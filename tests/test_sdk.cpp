@@ -11,6 +11,7 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "exogym/sdk/comm.h"
@@ -20,9 +21,11 @@
 #include "exogym/sdk/options.h"
 #include "exogym/sdk/plugin.h"
 
+using exogym::sdk::closest_name;
 using exogym::sdk::ConfigError;
 using exogym::sdk::LrSchedule;
 using exogym::sdk::OptimizerSpec;
+using exogym::sdk::OptionSpec;
 using exogym::sdk::OptionSpecs;
 using exogym::sdk::OptionType;
 using nlohmann::json;
@@ -131,6 +134,18 @@ TEST_CASE("validate_options rejects unknown options with a suggestion", "[sdk][o
   CHECK(exogym::sdk::closest_name("x", {"H", "lr"}).empty());
 }
 
+TEST_CASE("closest_name suggests near misses only", "[sdk][options]") {
+  const std::vector<std::string> keys = {"name", "nodes", "seed", "max_steps", "lr"};
+  CHECK(closest_name("nodse", keys) == "nodes");  // a swap costs 1
+  CHECK(closest_name("max_step", keys) == "max_steps");
+  CHECK(closest_name("Nodes", keys) == "nodes");
+  CHECK(closest_name("maxsteps", keys) == "max_steps");
+  CHECK(closest_name("zzzzz", keys).empty());
+  CHECK(closest_name("x", keys).empty());                    // 2 edits away from "lr", but nothing in common
+  CHECK(closest_name("nods", {"node", "nodes"}) == "node");  // ties go to the first
+  CHECK(closest_name("anything", {}).empty());
+}
+
 TEST_CASE("validate_options names the path and the offending value on type errors", "[sdk][options]") {
   auto check = [](const json& given, const std::string& expected) {
     auto error = config_error([&] { exogym::sdk::validate_options(given, strategy_specs(), "strategy.options"); });
@@ -175,6 +190,75 @@ TEST_CASE("validate_options reports a missing required option", "[sdk][options]"
   CHECK(exogym::sdk::validate_options({{"path", "x"}}, specs, "d") == json({{"path", "x"}, {"size", 3}}));
 }
 
+TEST_CASE("validate_options resolves sections and tables with the same rules", "[sdk][options]") {
+  const OptionSpec entry{"<node>", OptionType::PositiveNumber, nullptr, "speed"};
+  OptionSpec table{"speed", OptionType::Table, nullptr, "per-node speeds"};
+  table.fields = {entry};
+  OptionSpec section{"train", OptionType::Section, json::object(), "the loop"};
+  section.fields = {
+      {"steps", OptionType::PositiveInteger, 10, "steps"}, {"target", OptionType::Number, nullptr, "optional"}, table};
+  const OptionSpecs specs = {section};
+
+  // An absent section with an object default is filled in, unset keys null.
+  CHECK(exogym::sdk::validate_options(nullptr, specs, "") ==
+        json::parse(R"({"train": {"steps": 10, "target": null, "speed": null}})"));
+  const json given = json::parse(R"({"train": {"steps": 2.0, "speed": {"3": 0.5}}})");
+  CHECK(exogym::sdk::validate_options(given, specs, "") ==
+        json::parse(R"({"train": {"steps": 2, "target": null, "speed": {"3": 0.5}}})"));
+  // Unset::Omit leaves unset keys out, at every depth.
+  CHECK(exogym::sdk::validate_options(given, specs, "", exogym::sdk::Unset::Omit) ==
+        json::parse(R"({"train": {"steps": 2, "speed": {"3": 0.5}}})"));
+
+  auto what = [&](const char* text) {
+    return std::string(config_error([&] { exogym::sdk::validate_options(json::parse(text), specs, "m"); }).what());
+  };
+  CHECK(what(R"({"train": {"step": 1}})") ==
+        "m.train.step: unknown option; did you mean \"steps\"? known options: steps, target, speed");
+  CHECK(what(R"({"train": {"steps": 0}})") == "m.train.steps: expected a positive integer, got 0");
+  CHECK(what(R"({"train": []})") == "m.train: expected an object, got []");
+  CHECK(what(R"({"train": {"speed": {"3": -1}}})") == "m.train.speed.3: expected a positive number, got -1");
+  CHECK(what(R"({"train": {"speed": [1]}})") == "m.train.speed: expected a table, got [1]");
+
+  // A required section must be given.
+  OptionSpec needed = section;
+  needed.required = true;
+  CHECK(std::string(config_error([&] { exogym::sdk::validate_options(json::object(), {needed}, ""); }).what()) ==
+        "train: required option missing (an object: the loop)");
+}
+
+TEST_CASE("validate_options: integer maximum, nouns and non-empty strings", "[sdk][options]") {
+  OptionSpec count{"nodes", OptionType::PositiveInteger, 1, "nodes"};
+  count.maximum = 2147483647;
+  OptionSpec seed{"seed", OptionType::NonNegativeInteger, 0, "seed"};
+  seed.maximum = std::numeric_limits<uint64_t>::max();
+  OptionSpec rate{"bandwidth", OptionType::String, "1Gbit/s", "link"};
+  rate.noun = "bandwidth with a unit such as \"1Gbit/s\"";
+  const OptionSpecs specs = {count, seed, rate, {"path", OptionType::NonEmptyString, nullptr, "where"}};
+  auto what = [&](const json& given) {
+    return std::string(config_error([&] { exogym::sdk::validate_options(given, specs, "m"); }).what());
+  };
+  CHECK(what({{"nodes", 3e9}}) == "m.nodes: expected a positive integer no larger than 2147483647, got 3000000000.0");
+  CHECK(what({{"nodes", 0}}) == "m.nodes: expected a positive integer, got 0");
+  CHECK(what({{"bandwidth", 1000}}) == "m.bandwidth: expected a bandwidth with a unit such as \"1Gbit/s\", got 1000");
+  CHECK(what({{"path", ""}}) == "m.path: expected a non-empty string, got \"\"");
+  CHECK(what({{"path", 3}}) == "m.path: expected a non-empty string, got 3");
+
+  // Seeds span 64 bits; other integers stop at INT64_MAX, where int64_t does.
+  const json resolved =
+      exogym::sdk::validate_options({{"seed", 18446744073709551615ULL}, {"nodes", 2147483647}}, specs, "m");
+  CHECK(resolved["seed"].get<uint64_t>() == 18446744073709551615ULL);
+  CHECK(resolved["nodes"] == 2147483647);
+  CHECK(what({{"nodes", 18446744073709551615ULL}}) ==
+        "m.nodes: expected a positive integer no larger than 2147483647, got 18446744073709551615");
+  const OptionSpecs plain = {{"offset", OptionType::Integer, 0, "any integer"}};
+  CHECK(std::string(config_error([&] {
+                      exogym::sdk::validate_options({{"offset", 9223372036854775808ULL}}, plain, "m");
+                    }).what()) ==
+        "m.offset: expected an integer no larger than 9223372036854775807, got 9223372036854775808");
+  CHECK(exogym::sdk::validate_options({{"offset", -9223372036854775807LL}}, plain, "m")["offset"] ==
+        -9223372036854775807LL);
+}
+
 TEST_CASE("describe_options and to_string", "[sdk][options]") {
   const OptionSpecs specs = {{"activation", OptionType::String, "relu", "nonlinearity", {"relu", "tanh"}},
                              {"path", OptionType::String, nullptr, "data", {}, true}};
@@ -188,6 +272,25 @@ TEST_CASE("describe_options and to_string", "[sdk][options]") {
                               {"choices", {"relu", "tanh"}}}));
   CHECK(described[1]["required"] == true);
   CHECK_FALSE(described[0].contains("required"));
+  // Bounds, nouns and nested keys are described too, so that a JSON Schema
+  // can be generated from the description.
+  OptionSpec section{"network", OptionType::Section, json::object(), "links"};
+  OptionSpec bandwidth{"bandwidth", OptionType::String, "1Gbit/s", "per link"};
+  bandwidth.noun = "bandwidth";
+  OptionSpec nodes{"nodes", OptionType::PositiveInteger, 1, "nodes"};
+  nodes.maximum = 7;
+  section.fields = {bandwidth, nodes};
+  const json nested = exogym::sdk::describe_options({section});
+  CHECK(nested[0]["type"] == "object");
+  CHECK(nested[0]["fields"][0] == json({{"name", "bandwidth"},
+                                        {"type", "string"},
+                                        {"default", "1Gbit/s"},
+                                        {"doc", "per link"},
+                                        {"noun", "bandwidth"}}));
+  CHECK(nested[0]["fields"][1]["maximum"] == 7);
+  CHECK_FALSE(nested[0]["fields"][0].contains("maximum"));
+  CHECK(std::string(exogym::sdk::to_string(OptionType::NonEmptyString)) == "non-empty string");
+  CHECK(std::string(exogym::sdk::to_string(OptionType::Table)) == "table");
   CHECK(std::string(exogym::sdk::to_string(OptionType::PositiveInteger)) == "positive integer");
   CHECK(std::string(exogym::sdk::to_string(OptionType::IntegerList)) == "list of positive integers");
   CHECK(std::string(exogym::sdk::to_string(exogym::sdk::ReduceOp::Sum)) == "sum");

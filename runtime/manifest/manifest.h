@@ -1,10 +1,11 @@
 #pragma once
 // The manifest (v1): the JSON file a user writes to describe a run, or several
 // runs to compare ("runs": variants as JSON merge patches over the base).
-// Loading validates every key and fills in every default, so the rest of the
-// runtime reads typed fields and never re-checks the JSON. Plugin options
-// (model.options, strategy.options, data.*.options) stay raw JSON here: the
-// plugin loader validates them against the options each plugin declares.
+// Loading validates every key against the manifest's declared schema
+// (schema.h) and fills in every default, so the rest of the runtime reads
+// typed fields and never re-checks the JSON. Plugin options (model.options,
+// strategy.options, data.*.options) stay raw JSON here: the plugin loader
+// validates them against the options each plugin declares.
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -36,7 +37,7 @@ struct DataSpec {
 
 // "network": the links of the simulated cluster (see network_model.h).
 struct NetworkSpec {
-  sim::Link link{1e9 / 8, 0.010};  // 1 Gbit/s, 10 ms
+  sim::Link link;
   std::map<int, sim::Link> per_node;
 };
 
@@ -46,27 +47,28 @@ struct ComputeSpec {
   std::map<int, double> speed;      // per-node speed factors (default 1)
 };
 
-// One fully resolved run.
+// One fully resolved run. The defaults and meanings of the fields are
+// declared once, in schema.cpp.
 struct Manifest {
   std::string name;     // run name (the base manifest's)
   std::string variant;  // empty for a single run
-  uint64_t seed = 42;
-  int nodes = 1;
-  std::string device = "cpu";
+  uint64_t seed = 0;
+  int nodes = 0;
+  std::string device;
   int parallelism = 0, threads = 0;  // 0 = auto, decided by the runtime
-  bool pin_threads = true;            // each compute slot on its own cores
+  bool pin_threads = false;          // each compute slot on its own cores
   PluginRef model, strategy;
   DataSpec train_data;
   std::optional<DataSpec> val_data;
-  int64_t max_steps = 0, batch_size = 64, minibatch_size = 64;
-  int64_t eval_interval = 100, eval_size = 1024, eval_batch_size = 64;
+  int64_t max_steps = 0, batch_size = 0, minibatch_size = 0;
+  int64_t eval_interval = 0, eval_size = 0, eval_batch_size = 0;
   // The global validation loss a run aims for: the summary reports when it
   // was first reached.
   std::optional<double> target_loss;
   NetworkSpec network;
   ComputeSpec compute;
   std::filesystem::path output_dir;  // absolute
-  bool save_model = true;
+  bool save_model = false;
   std::filesystem::path base_dir;  // the manifest's folder (absolute)
   // This run's manifest with every default filled in and paths resolved
   // (written as config.json). It has no "runs" key and is itself a valid
@@ -84,20 +86,14 @@ struct ManifestSet {
 };
 
 // Reads and validates a manifest file; `overrides` are "--set a.b=v"
-// assignments. Throws sdk::ConfigError: with an empty path naming the file when
-// it cannot be read or is not valid JSON (with line and column), else naming
-// the JSON path at fault.
+// assignments (overrides.h). Throws sdk::ConfigError: with an empty path
+// naming the file when it cannot be read or is not valid JSON (with line and
+// column), else naming the JSON path at fault.
 ManifestSet load_manifest(const std::filesystem::path& file, const std::vector<std::string>& overrides = {});
 
 // Validates an already parsed manifest. Relative paths resolve against
 // `base_dir`; `default_name` is the run name when the manifest sets none.
 ManifestSet parse_manifest(const nlohmann::json& json, const std::filesystem::path& base_dir,
                            const std::string& default_name, const std::vector<std::string>& overrides = {});
-
-// Applies one "--set a.b.c=value" assignment. The value is parsed as JSON when
-// it is valid JSON (5, true, null, [1,2], "quoted"), else taken as a plain
-// string (adamw, cuda:0). Missing intermediate objects are created. Throws
-// ConfigError at path "--set" for bad syntax or a path under "runs".
-void apply_override(nlohmann::json& json, const std::string& assignment);
 
 }  // namespace exogym::runtime::manifest

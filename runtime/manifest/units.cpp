@@ -8,12 +8,11 @@
 #include <vector>
 
 #include "exogym/sdk/error.h"
+#include "exogym/sdk/options.h"
 
 namespace exogym::runtime::manifest {
 
 namespace {
-
-using nlohmann::json;
 
 struct Unit {
   const char* name;
@@ -21,12 +20,12 @@ struct Unit {
 };
 
 const std::vector<Unit> kRateUnits = {
-    {"bit/s", 1.0 / 8},  {"kbit/s", 1e3 / 8}, {"Mbit/s", 1e6 / 8}, {"Gbit/s", 1e9 / 8}, {"Tbit/s", 1e12 / 8},
-    {"bps", 1.0 / 8},    {"kbps", 1e3 / 8},   {"Mbps", 1e6 / 8},   {"Gbps", 1e9 / 8},   {"Tbps", 1e12 / 8},
-    {"B/s", 1.0},        {"kB/s", 1e3},       {"KB/s", 1e3},       {"MB/s", 1e6},       {"GB/s", 1e9},
-    {"TB/s", 1e12}};
+    {"bit/s", 1.0 / 8},   {"kbit/s", 1e3 / 8}, {"Mbit/s", 1e6 / 8}, {"Gbit/s", 1e9 / 8},
+    {"Tbit/s", 1e12 / 8}, {"bps", 1.0 / 8},    {"kbps", 1e3 / 8},   {"Mbps", 1e6 / 8},
+    {"Gbps", 1e9 / 8},    {"Tbps", 1e12 / 8},  {"B/s", 1.0},        {"kB/s", 1e3},
+    {"KB/s", 1e3},        {"MB/s", 1e6},       {"GB/s", 1e9},       {"TB/s", 1e12}};
 
-const std::vector<Unit> kTimeUnits = {{"ns", 1e-9}, {"us", 1e-6}, {"µs", 1e-6}, {"ms", 1e-3},
+const std::vector<Unit> kTimeUnits = {{"ns", 1e-9}, {"us", 1e-6},  {"µs", 1e-6}, {"ms", 1e-3},
                                       {"s", 1.0},   {"min", 60.0}, {"h", 3600.0}};
 
 // Splits "1.5 Gbit/s" into 1.5 and "Gbit/s". Returns false when the text does
@@ -49,27 +48,19 @@ std::string unit_list(const std::vector<Unit>& units) {
   return out;
 }
 
-std::string quoted(const json& value) { return value.dump(-1, ' ', false, json::error_handler_t::replace); }
-
-double parse_quantity(const json& value, const std::string& path, const std::vector<Unit>& units, const char* what,
-                      const char* example, bool allow_zero) {
-  if (!value.is_string()) {
-    throw sdk::ConfigError(path, std::string("expected a ") + what + " with a unit such as \"" + example + "\", got " +
-                                     quoted(value));
-  }
-  const std::string text = value.get<std::string>();
+double parse_quantity(const std::string& text, const std::string& path, const std::vector<Unit>& units,
+                      const char* what, const char* example, bool allow_zero) {
+  const std::string quoted = sdk::json_excerpt(text);
+  const std::string bad = std::string("expected a ") + what + " such as \"" + example + "\", got " + quoted;
   double number = 0;
   std::string unit;
-  if (!split_quantity(text, number, unit) || !std::isfinite(number)) {
-    throw sdk::ConfigError(path, std::string("expected a ") + what + " such as \"" + example + "\", got " +
-                                     quoted(value));
-  }
+  if (!split_quantity(text, number, unit) || !std::isfinite(number)) throw sdk::ConfigError(path, bad);
   const Unit* found = nullptr;
   for (const auto& u : units) {
     if (unit == u.name) found = &u;
   }
   if (!found) {
-    std::string message = std::string("expected a ") + what + " such as \"" + example + "\", got " + quoted(value);
+    std::string message = bad;
     if (unit.empty()) {
       message += ": the unit is missing";
     } else if (&units == &kRateUnits && unit.find('/') == std::string::npos && unit.find("ps") == std::string::npos) {
@@ -80,8 +71,8 @@ double parse_quantity(const json& value, const std::string& path, const std::vec
     throw sdk::ConfigError(path, message + " (units: " + unit_list(units) + ")");
   }
   if (number < 0 || (!allow_zero && number == 0)) {
-    throw sdk::ConfigError(path, std::string("expected a ") + (allow_zero ? "non-negative " : "positive ") + what +
-                                     ", got " + quoted(value));
+    throw sdk::ConfigError(
+        path, std::string("expected a ") + (allow_zero ? "non-negative " : "positive ") + what + ", got " + quoted);
   }
   return number * found->factor;
 }
@@ -91,8 +82,11 @@ std::string with_prefix(double value, const std::vector<std::pair<double, const 
   for (const auto& [scale, name] : scales) {
     if (std::fabs(value) >= scale) {
       const double scaled = value / scale;
-      std::snprintf(buffer, sizeof buffer, scaled >= 100 ? "%.0f %s" : scaled >= 10 ? "%.1f %s" : "%.2f %s", scaled,
-                    name);
+      std::snprintf(buffer, sizeof buffer,
+                    scaled >= 100  ? "%.0f %s"
+                    : scaled >= 10 ? "%.1f %s"
+                                   : "%.2f %s",
+                    scaled, name);
       return buffer;
     }
   }
@@ -102,12 +96,12 @@ std::string with_prefix(double value, const std::vector<std::pair<double, const 
 
 }  // namespace
 
-double parse_bandwidth(const json& value, const std::string& path) {
-  return parse_quantity(value, path, kRateUnits, "bandwidth", "1Gbit/s", /*allow_zero=*/false);
+double parse_bandwidth(const std::string& text, const std::string& path) {
+  return parse_quantity(text, path, kRateUnits, "bandwidth", "1Gbit/s", /*allow_zero=*/false);
 }
 
-double parse_duration(const json& value, const std::string& path) {
-  return parse_quantity(value, path, kTimeUnits, "duration", "10ms", /*allow_zero=*/true);
+double parse_duration(const std::string& text, const std::string& path) {
+  return parse_quantity(text, path, kTimeUnits, "duration", "10ms", /*allow_zero=*/true);
 }
 
 std::string format_bytes(double bytes) {

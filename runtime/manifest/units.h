@@ -1,8 +1,6 @@
 #pragma once
 // Physical quantities written with units in the manifest ("1Gbit/s", "10ms")
 // and their human-readable rendering in tables and logs.
-#include <nlohmann/json.hpp>
-
 #include <string>
 
 namespace exogym::runtime::manifest {
@@ -11,12 +9,12 @@ namespace exogym::runtime::manifest {
 // bytes per second. Decimal prefixes (k = 1000), as network links are sold;
 // "bit" units divide by 8. Throws sdk::ConfigError at `path` for anything
 // else: no unit, a unit that is not a rate ("1 Gbit"), zero or negative.
-double parse_bandwidth(const nlohmann::json& value, const std::string& path);
+double parse_bandwidth(const std::string& text, const std::string& path);
 
 // A duration such as "10ms", "0.5 s", "250us", "2min" or "1h", in seconds.
 // Zero is allowed ("0ms"); negative values, bare numbers and unknown units
 // are ConfigErrors at `path`.
-double parse_duration(const nlohmann::json& value, const std::string& path);
+double parse_duration(const std::string& text, const std::string& path);
 
 // 1234567 -> "1.23 MB" (decimal prefixes, like parse_bandwidth).
 std::string format_bytes(double bytes);

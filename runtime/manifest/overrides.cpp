@@ -1,0 +1,69 @@
+#include "exogym/runtime/manifest/overrides.h"
+
+#include <algorithm>
+#include <sstream>
+#include <vector>
+
+#include "exogym/sdk/error.h"
+#include "exogym/sdk/options.h"
+
+namespace exogym::runtime::manifest {
+
+using nlohmann::json;
+using sdk::ConfigError;
+using sdk::json_excerpt;
+
+namespace {
+
+// "train.max_steps" -> {"train", "max_steps"}.
+std::vector<std::string> key_parts(const std::string& key) {
+  std::vector<std::string> parts;
+  std::stringstream stream(key);
+  std::string part;
+  while (std::getline(stream, part, '.')) parts.push_back(part);
+  if (key.back() == '.' || std::any_of(parts.begin(), parts.end(), [](const std::string& p) { return p.empty(); })) {
+    throw ConfigError("--set", "empty component in key " + json_excerpt(key));
+  }
+  // An override applies to the base and to every variant alike; editing the
+  // variant list itself from the command line would be ambiguous.
+  if (parts.front() == "runs") {
+    throw ConfigError("--set", "cannot override " + json_excerpt(key) +
+                                   ": overrides already apply to every variant; edit \"runs\" in the manifest");
+  }
+  return parts;
+}
+
+}  // namespace
+
+void apply_override(json& doc, const std::string& assignment) {
+  const size_t equals = assignment.find('=');
+  if (equals == std::string::npos) {
+    throw ConfigError("--set", "expected key=value (e.g. train.max_steps=100), got " + json_excerpt(assignment));
+  }
+  const std::string key = assignment.substr(0, equals);
+  const std::string text = assignment.substr(equals + 1);
+  if (key.empty()) {
+    throw ConfigError("--set", "expected key=value with a non-empty key, got " + json_excerpt(assignment));
+  }
+  const std::vector<std::string> parts = key_parts(key);
+
+  const json value = json::accept(text) ? json::parse(text) : json(text);
+  if (doc.is_null()) doc = json::object();
+  if (!doc.is_object())
+    throw ConfigError("--set", "cannot set " + json_excerpt(key) + ": the manifest is not an object");
+  json* current = &doc;
+  std::string walked;
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    walked += (walked.empty() ? "" : ".") + parts[i];
+    json& next = (*current)[parts[i]];
+    if (next.is_null()) next = json::object();
+    if (!next.is_object()) {
+      throw ConfigError(
+          "--set", "cannot set " + json_excerpt(key) + ": " + walked + " is " + json_excerpt(next) + ", not an object");
+    }
+    current = &next;
+  }
+  (*current)[parts.back()] = value;
+}
+
+}  // namespace exogym::runtime::manifest

@@ -1,0 +1,15 @@
+#pragma once
+// "--set a.b.c=value": a manifest field overridden from the command line.
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace exogym::runtime::manifest {
+
+// Applies one assignment to a manifest document. The value is parsed as JSON
+// when it is valid JSON (5, true, null, [1,2], "quoted"), else taken as a
+// plain string (adamw, cuda:0). Missing intermediate objects are created.
+// Throws sdk::ConfigError at path "--set" for bad syntax or a path under
+// "runs", leaving `doc` unchanged.
+void apply_override(nlohmann::json& doc, const std::string& assignment);
+
+}  // namespace exogym::runtime::manifest

@@ -1,0 +1,160 @@
+#include "exogym/runtime/manifest/reader.h"
+
+#include "exogym/runtime/manifest/schema.h"
+#include "exogym/runtime/manifest/syntax.h"
+#include "exogym/runtime/manifest/units.h"
+#include "exogym/sdk/error.h"
+#include "exogym/sdk/options.h"
+
+namespace exogym::runtime::manifest {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using sdk::ConfigError;
+
+// Each reader below takes its section already validated, every declared
+// default filled in, and completes it where the schema cannot: defaults
+// taken from other keys and absolute paths, so that the section is the one
+// written to config.json.
+namespace {
+
+fs::path resolve_path(const fs::path& base_dir, const std::string& text) {
+  fs::path path(text);
+  if (path.is_relative()) path = base_dir / path;
+  path = path.lexically_normal();
+  // "runs/" and "runs" are the same folder; keep one spelling.
+  if (!path.has_filename() && path.has_relative_path()) path = path.parent_path();
+  return path;
+}
+
+std::string read_name(const json& top, const std::string& default_name) {
+  if (top.contains("name")) {
+    check_folder_name(top.at("name"), "name");
+    return top.at("name");
+  }
+  if (default_name.empty()) throw ConfigError("name", "not set, and there is no manifest file to name the run after");
+  if (!is_folder_name(default_name)) {
+    throw ConfigError("name", "not set, and the manifest file's name " + sdk::json_excerpt(default_name) +
+                                  " is not a " + kFolderNameNoun + "; set \"name\"");
+  }
+  return default_name;
+}
+
+PluginRef read_plugin(const json& section, const std::string& path) {
+  return {section.at("plugin"), section.at("options"), path};
+}
+
+DataSpec read_data(json& section, const std::string& path, const fs::path& base_dir) {
+  DataSpec spec;
+  spec.json_path = path;
+  spec.dataset = section.at("dataset");
+  if (section.contains("path")) {
+    spec.path = resolve_path(base_dir, section.at("path"));
+    section["path"] = spec.path.string();
+  }
+  spec.split = section.at("split");
+  // Validation data is not sharded, but its partition is still validated:
+  // a bad value is a typo worth reporting rather than ignoring.
+  spec.partition = section.at("partition");
+  spec.options = section.at("options");
+  return spec;
+}
+
+void read_train(json& train, Manifest& m) {
+  m.max_steps = train.at("max_steps");
+  m.batch_size = train.at("batch_size");
+  if (!train.contains("minibatch_size")) train["minibatch_size"] = m.batch_size;
+  m.minibatch_size = train.at("minibatch_size");
+  if (m.batch_size % m.minibatch_size != 0) {
+    throw ConfigError("train.minibatch_size", "must divide train.batch_size (" + std::to_string(m.batch_size) +
+                                                  ") exactly, got " + std::to_string(m.minibatch_size));
+  }
+}
+
+void read_eval(json& eval, Manifest& m) {
+  m.eval_interval = eval.at("interval");
+  // Without validation data there is nothing to evaluate; the resolved
+  // manifest says so rather than promising evaluations that never come.
+  if (!m.val_data) eval["size"] = 0;
+  m.eval_size = eval.at("size");
+  if (!eval.contains("batch_size")) eval["batch_size"] = m.minibatch_size;
+  m.eval_batch_size = eval.at("batch_size");
+  if (eval.contains("target_loss")) {
+    m.target_loss = eval.at("target_loss").get<double>();
+    if (m.eval_size == 0)
+      throw ConfigError("eval.target_loss", "needs evaluation: set data.val and a positive eval.size");
+  }
+}
+
+// The link a section describes; keys it leaves out keep `link`'s values.
+sim::Link read_link(const json& section, const std::string& path, sim::Link link) {
+  if (section.contains("bandwidth")) link.bandwidth = parse_bandwidth(section.at("bandwidth"), path + ".bandwidth");
+  if (section.contains("latency")) link.latency = parse_duration(section.at("latency"), path + ".latency");
+  return link;
+}
+
+NetworkSpec read_network(const json& network, int nodes) {
+  NetworkSpec spec;
+  spec.link = read_link(network, "network", {});
+  if (network.contains("nodes")) {
+    for (const auto& item : network.at("nodes").items()) {
+      const std::string path = "network.nodes." + item.key();
+      spec.per_node[node_rank(item.key(), path, nodes)] = read_link(item.value(), path, spec.link);
+    }
+  }
+  return spec;
+}
+
+ComputeSpec read_compute(const json& compute, int nodes) {
+  ComputeSpec spec;
+  const std::string step_time = compute.at("step_time");
+  if (step_time != "measured") {
+    spec.step_time = parse_duration(step_time, "compute.step_time");
+    if (*spec.step_time <= 0) {
+      throw ConfigError("compute.step_time",
+                        "expected \"measured\" or a positive duration, got " + sdk::json_excerpt(step_time));
+    }
+  }
+  if (compute.contains("speed")) {
+    for (const auto& item : compute.at("speed").items())
+      spec.speed[node_rank(item.key(), "compute.speed." + item.key(), nodes)] = item.value();
+  }
+  return spec;
+}
+
+}  // namespace
+
+Manifest read_run(const json& doc, const fs::path& base_dir, const std::string& default_name,
+                  const std::string& variant) {
+  if (!doc.is_object()) throw ConfigError("", "a manifest must be a JSON object, got " + sdk::json_excerpt(doc));
+  json top = sdk::validate_options(doc, manifest_schema(), "", sdk::Unset::Omit);
+  Manifest m;
+  m.variant = variant;
+  m.base_dir = base_dir;
+  m.name = read_name(top, default_name);
+  top["name"] = m.name;
+  m.seed = top.at("seed");
+  m.nodes = top.at("nodes");
+  m.device = top.at("device");
+  if (auto problem = device_problem(m.device)) throw ConfigError("device", *problem);
+  m.parallelism = top.at("parallelism");
+  m.threads = top.at("threads");
+  m.pin_threads = top.at("pin_threads");
+  m.model = read_plugin(top.at("model"), "model");
+  m.strategy = read_plugin(top.at("strategy"), "strategy");
+  json& data = top.at("data");
+  m.train_data = read_data(data.at("train"), "data.train", base_dir);
+  if (data.contains("val")) m.val_data = read_data(data.at("val"), "data.val", base_dir);
+  read_train(top.at("train"), m);
+  read_eval(top.at("eval"), m);
+  m.network = read_network(top.at("network"), m.nodes);
+  m.compute = read_compute(top.at("compute"), m.nodes);
+  json& output = top.at("output");
+  m.output_dir = resolve_path(base_dir, output.at("dir"));
+  output["dir"] = m.output_dir.string();
+  m.save_model = output.at("save_model");
+  m.resolved = std::move(top);
+  return m;
+}
+
+}  // namespace exogym::runtime::manifest

@@ -1,0 +1,159 @@
+#include "exogym/runtime/manifest/schema.h"
+
+#include <limits>
+#include <string>
+#include <utility>
+
+#include "exogym/runtime/manifest/syntax.h"
+
+namespace exogym::runtime::manifest {
+
+namespace {
+
+using nlohmann::json;
+using sdk::OptionSpec;
+using sdk::OptionSpecs;
+using Type = sdk::OptionType;
+
+const char* const kBandwidthNoun = "bandwidth with a unit such as \"1Gbit/s\"";
+const char* const kDurationNoun = "duration with a unit such as \"10ms\"";
+
+// The declarations' refinements, each taking and returning a spec so that a
+// key stays one expression.
+OptionSpec required(OptionSpec spec) {
+  spec.required = true;
+  return spec;
+}
+
+OptionSpec at_most(uint64_t maximum, OptionSpec spec) {
+  spec.maximum = maximum;
+  return spec;
+}
+
+OptionSpec described_as(std::string noun, OptionSpec spec) {
+  spec.noun = std::move(noun);
+  return spec;
+}
+
+constexpr uint64_t kIntMax = std::numeric_limits<int>::max();
+
+OptionSpec section(std::string name, json default_value, std::string doc, OptionSpecs fields) {
+  OptionSpec spec{std::move(name), Type::Section, std::move(default_value), std::move(doc)};
+  spec.fields = std::move(fields);
+  return spec;
+}
+
+// {"3": value}: the reader checks that every key is a node of the run.
+OptionSpec node_table(std::string name, std::string doc, OptionSpec value) {
+  OptionSpec spec{std::move(name), Type::Table, nullptr, std::move(doc)};
+  spec.noun = "object keyed by node rank";
+  value.name = "<node>";
+  spec.fields = {std::move(value)};
+  return spec;
+}
+
+OptionSpec plugin(const std::string& kind) {
+  return required(section(
+      kind, nullptr, "the " + kind + " plugin and its options",
+      {
+          required({"plugin", Type::NonEmptyString, nullptr,
+                    "a plugin name (see exogym-run --list-plugins) or the path of a .so file"}),
+          {"options", Type::Object, json::object(), "the plugin's options, checked against the options it declares"},
+      }));
+}
+
+OptionSpec data_split(std::string name, const char* default_split, std::string doc) {
+  return section(
+      std::move(name), nullptr, std::move(doc),
+      {
+          required({"dataset", Type::NonEmptyString, nullptr,
+                    "a built-in dataset (mnist, synthetic, text-char, tokens) or a dataset plugin"}),
+          {"path", Type::NonEmptyString, nullptr, "where the data is, relative to the manifest's folder"},
+          {"split", Type::NonEmptyString, default_split, "the dataset's split"},
+          {"partition", Type::String, "iid", "how the examples are shared out among the nodes", {"iid", "contiguous"}},
+          {"options", Type::Object, json::object(), "the dataset's options"},
+      });
+}
+
+OptionSpecs link(json bandwidth, json latency) {
+  return {
+      described_as(kBandwidthNoun, {"bandwidth", Type::String, std::move(bandwidth), "each node's link bandwidth"}),
+      described_as(kDurationNoun, {"latency", Type::String, std::move(latency), "each message's latency"}),
+  };
+}
+
+OptionSpec network() {
+  OptionSpecs fields = link("1Gbit/s", "10ms");
+  fields.push_back(node_table(
+      "nodes", "the links of nodes that differ from the others",
+      section("", nullptr, "this node's link; keys it leaves out keep the others'", link(nullptr, nullptr))));
+  return section("network", json::object(), "the simulated cluster's links", std::move(fields));
+}
+
+OptionSpecs top_level() {
+  return {
+      described_as(kFolderNameNoun,
+                   {"name", Type::String, nullptr, "the run's name and folder (default: the manifest file's name)"}),
+      at_most(std::numeric_limits<uint64_t>::max(),
+              {"seed", Type::NonNegativeInteger, 42, "the seed every random choice of the run derives from"}),
+      at_most(kIntMax, {"nodes", Type::PositiveInteger, 1, "virtual nodes: model replicas training together"}),
+      {"device", Type::NonEmptyString, "cpu",
+       "\"cpu\", \"auto\", \"cuda\", \"cuda:N\" or \"cuda:N,M,...\"; nodes go round-robin over the devices"},
+      at_most(kIntMax, {"parallelism", Type::NonNegativeInteger, 0, "nodes computing at once (0: up to one per core)"}),
+      at_most(kIntMax, {"threads", Type::NonNegativeInteger, 0,
+                        "intra-op threads per computing node (0: the cores shared out among them)"}),
+      {"pin_threads", Type::Boolean, true, "each computing node on its own cores"},
+      plugin("model"),
+      plugin("strategy"),
+      required(section("data", nullptr, "the training and validation data",
+                       {
+                           required(data_split("train", "train", "the training data, shared out among the nodes")),
+                           data_split("val", "test", "the validation data (none: no evaluation)"),
+                       })),
+      required(section("train", nullptr, "the training loop",
+                       {
+                           required({"max_steps", Type::PositiveInteger, nullptr, "optimizer steps of each node"}),
+                           {"batch_size", Type::PositiveInteger, 64, "examples per node and step"},
+                           {"minibatch_size", Type::PositiveInteger, nullptr,
+                            "examples per forward and backward pass; divides batch_size (default: batch_size)"},
+                       })),
+      section("eval", json::object(), "evaluation of node 0's and the averaged model on data.val",
+              {
+                  {"interval", Type::NonNegativeInteger, 100, "steps between evaluations (0: only after training)"},
+                  {"size", Type::NonNegativeInteger, 1024, "validation examples per evaluation (0 without data.val)"},
+                  {"batch_size", Type::PositiveInteger, nullptr,
+                   "examples per evaluation batch (default: train.minibatch_size)"},
+                  described_as("number (a validation loss)",
+                               {"target_loss", Type::Number, nullptr,
+                                "the averaged model's validation loss to reach; the summary says when it did"}),
+              }),
+      section("output", json::object(), "where the run's outputs go",
+              {
+                  {"dir", Type::NonEmptyString, "runs", "the folder of the run folders, relative to the manifest's"},
+                  {"save_model", Type::Boolean, true, "write the final averaged model (model.pt, model.safetensors)"},
+              }),
+      network(),
+      section("compute", json::object(), "the simulated cluster's compute",
+              {
+                  described_as(std::string(kDurationNoun) + ", or \"measured\"",
+                               {"step_time", Type::String, "measured",
+                                "the time of one step at speed 1 (\"measured\": the real time it took)"}),
+                  node_table("speed", "speed factors of nodes that differ from 1",
+                             described_as("positive speed factor (1 = nominal, 0.5 = half as fast)",
+                                          {"", Type::PositiveNumber, nullptr, "this node's speed"})),
+              }),
+      // Expanded before validation (see variants.h); declared so that it is
+      // known, documented and suggested for "run".
+      {"runs", Type::Any, nullptr,
+       "variants to compare: a list of partial manifests, each merged over this one (JSON merge patch)"},
+  };
+}
+
+}  // namespace
+
+const sdk::OptionSpecs& manifest_schema() {
+  static const OptionSpecs schema = top_level();
+  return schema;
+}
+
+}  // namespace exogym::runtime::manifest

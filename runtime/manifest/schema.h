@@ -1,0 +1,16 @@
+#pragma once
+// The manifest's keys, declared once in the SDK's option vocabulary: type,
+// default, doc, allowed values, bounds, and the keys of each section. The
+// reader validates every manifest against these declarations with the code
+// that validates plugin options, and a JSON Schema of the manifest can be
+// generated from them. What JSON types cannot say (device syntax, folder
+// names, units, node ranks, defaults taken from other keys) the declaration's
+// doc or noun states and the reader checks.
+#include "exogym/sdk/options.h"
+
+namespace exogym::runtime::manifest {
+
+// The top-level keys; each section holds its own keys as `fields`.
+const sdk::OptionSpecs& manifest_schema();
+
+}  // namespace exogym::runtime::manifest

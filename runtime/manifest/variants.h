@@ -1,0 +1,22 @@
+#pragma once
+// "runs": the variants of a manifest, each a JSON merge patch over the base,
+// so that comparing strategies is one manifest.
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "exogym/runtime/manifest/manifest.h"
+
+namespace exogym::runtime::manifest {
+
+// Reads one run per entry of `runs`: the entry merged over `base` (the
+// manifest without "runs"), then `overrides` again so that --set wins over
+// the variant's values. A variant is named by its "name", else after its
+// strategy plugin. Errors at a key the variant sets name it (runs[1].nodes);
+// faults of the base keep the base's path and say which variant showed them.
+std::vector<Manifest> read_variants(const nlohmann::json& base, const nlohmann::json& runs,
+                                    const std::filesystem::path& base_dir, const std::string& default_name,
+                                    const std::vector<std::string>& overrides);
+
+}  // namespace exogym::runtime::manifest
