@@ -146,14 +146,10 @@ output::EvalValues evaluate_model(sdk::Model& model, const sdk::Dataset& data, c
   return values;
 }
 
-std::string metrics_text(const std::vector<std::string>& names, const output::EvalValues& v) {
-  std::string text;
-  char buffer[64];
-  for (size_t i = 0; i < names.size(); ++i) {
-    std::snprintf(buffer, sizeof buffer, ", global %s %.4f", names[i].c_str(), v.metrics[i]);
-    text += buffer;
-  }
-  return text;
+output::Progress::Metrics named_metrics(const std::vector<std::string>& names, const output::EvalValues& v) {
+  output::Progress::Metrics metrics;
+  for (size_t i = 0; i < names.size(); ++i) metrics.emplace_back(names[i], v.metrics[i]);
+  return metrics;
 }
 
 json eval_json(const EvalRecord& r, const std::vector<std::string>& names) {
@@ -295,7 +291,7 @@ void evaluate_step(RunState& s, int rank, sdk::Model& model, sdk::Communicator& 
       s.target_hit = TargetHit{step, record.sim_time_s, record.bytes_sent,
                                std::chrono::duration<double>(std::chrono::steady_clock::now() - s.started).count()};
     }
-    s.progress->validation(step, record.local.loss, record.global.loss, metrics_text(s.metric_names, record.global));
+    s.progress->validation(step, record.local.loss, record.global.loss, named_metrics(s.metric_names, record.global));
     s.last_eval = record;
   }
 }
