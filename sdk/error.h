@@ -1,6 +1,7 @@
 #pragma once
-// User-facing errors. Messages name what the user can fix: the manifest's JSON
-// path, the plugin file, the node and the step.
+// Errors. User-facing ones (sdk::Error and its kinds) name what the user can
+// fix: the manifest's JSON path, the plugin file, the node and the step. A
+// broken invariant (EXOGYM_CHECK_INTERNAL) is a bug instead, and says so.
 #include <stdexcept>
 #include <string>
 
@@ -33,7 +34,8 @@ class PluginError : public Error {
   using Error::Error;
 };
 
-// Reading a dataset failed (missing file, bad magic, truncated data).
+// Reading input data failed: a dataset (missing file, bad magic, truncated
+// data) or another file the user points at (a run folder, its model.pt).
 class DataError : public Error {
  public:
   using Error::Error;
@@ -46,4 +48,26 @@ class AbortedError : public Error {
   using Error::Error;
 };
 
+// A broken invariant inside ExoGym or a plugin: a bug, never something the
+// user did. Deliberately not an sdk::Error, so nothing mistakes it for one.
+class InternalError : public std::logic_error {
+ public:
+  using std::logic_error::logic_error;
+};
+
+namespace detail {
+// Throws InternalError: "internal error at runtime/x.cpp:42 (check `a < b`
+// failed): <message>. This is a bug; please report it."
+[[noreturn]] void throw_internal_error(const char* file, int line, const char* condition, const std::string& message);
+}  // namespace detail
+
 }  // namespace exogym::sdk
+
+// Checks an invariant that only a bug can break (an argument an internal
+// caller must get right, a state that cannot happen): throws
+// sdk::InternalError naming the file and line. For what a user can get
+// wrong, throw an sdk::Error (ConfigError, DataError, ...) instead.
+#define EXOGYM_CHECK_INTERNAL(condition, message)                                              \
+  do {                                                                                         \
+    if (!(condition)) ::exogym::sdk::detail::throw_internal_error(__FILE__, __LINE__, #condition, (message)); \
+  } while (false)

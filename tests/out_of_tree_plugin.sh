@@ -24,4 +24,4 @@ print("signum global loss", loss)
 assert loss < 1.0, loss
 PY
 # The installed exogym-generate finds its libraries.
-"$work/prefix/bin/exogym-generate" --help | grep -q "usage: exogym-generate"
+"$work/prefix/bin/exogym-generate" --help | grep -q "Usage: exogym-generate"

@@ -197,9 +197,9 @@ TEST_CASE("exogym-generate streams a continuation of the prompt, the same seed g
   CHECK_THAT(read_text(dir / "bad-prompt.txt"),
              Catch::Contains("exogym-generate: the prompt: character 'ë' (U+00EB)") &&
                  Catch::Contains("not in the vocabulary"));
-  CHECK(cli((dir / "nope").string(), "missing.txt") == 1);
+  CHECK(cli((dir / "nope").string(), "missing.txt") == 2);  // input error
   CHECK(read_text(dir / "missing.txt") == "exogym-generate: " + (dir / "nope").string() + ": no such run folder\n");
   CHECK(cli(run.string() + " --top-k -1", "usage.txt") == 2);
   CHECK(cli("--help", "help.txt") == 0);
-  CHECK_THAT(read_text(dir / "help.txt"), Catch::Contains("usage: exogym-generate") && Catch::Contains("--top-k"));
+  CHECK_THAT(read_text(dir / "help.txt"), Catch::Contains("Usage: exogym-generate") && Catch::Contains("--top-k"));
 }

@@ -3,113 +3,47 @@
 #include <ATen/Parallel.h>
 
 #include <cstdio>
-#include <cstdlib>
-#include <exception>
 #include <filesystem>
 #include <string>
 #include <vector>
 
-#include "exogym/runtime/plugin/plugin_loader.h"
+#include "cli/tool.h"
 #include "exogym/runtime/lm/text_generator.h"
-#include "exogym/sdk/error.h"
-
-namespace {
-
-const char* kUsage = R"(usage: exogym-generate [options] RUN_FOLDER
-
-Samples text from the model.pt of a run trained on a text-char dataset, e.g.
-  exogym-generate examples/runs/shakespeare-diloco/diloco --prompt "ROMEO:"
-The prompt is printed, then each sampled character as it comes.
-
-options:
-  --prompt TEXT        text to continue (default "To be or not to be"); every
-                       character must be in the run's vocabulary
-  --tokens N           characters to generate (default 100); stops early at EOS
-  --temperature T      divide the logits by T (default 0.8); 0: always the most likely
-  --top-k K            sample among the K most likely characters (default 40; 0: all)
-  --seed S             sampling seed (default 1337): the same seed, the same text
-  --threads N          LibTorch threads (default 1, which keeps the text the same on any load)
-  --plugin-path DIR    look for the model plugin in DIR first (repeatable)
-  -h, --help           this text
-)";
-
-[[noreturn]] void usage_error(const std::string& message) {
-  std::fprintf(stderr, "exogym-generate: %s\n%s", message.c_str(), kUsage);
-  std::exit(2);
-}
-
-template <class T>
-T parse_number(const std::string& flag, const std::string& text) {
-  try {
-    size_t used = 0;
-    T value;
-    if constexpr (std::is_floating_point_v<T>) {
-      value = static_cast<T>(std::stod(text, &used));
-    } else {
-      value = static_cast<T>(std::stoll(text, &used));
-    }
-    if (used != text.size()) throw std::invalid_argument(text);
-    return value;
-  } catch (const std::exception&) {
-    usage_error(flag + " expects a number, got \"" + text + "\"");
-  }
-}
-
-}  // namespace
+#include "exogym/runtime/plugin/plugin_loader.h"
 
 int main(int argc, char** argv) {
+  exogym::tools::Tool tool("exogym-generate",
+                           "Samples text from the model.pt of a run trained on a text-char dataset, e.g.\n"
+                           "  exogym-generate examples/runs/shakespeare-diloco/diloco --prompt \"ROMEO:\"\n"
+                           "The prompt is printed, then each sampled character as it comes.");
   exogym::runtime::lm::SampleOptions options;
-  std::string prompt = "To be or not to be";
-  std::string run_dir;
-  std::vector<std::filesystem::path> plugin_dirs;
+  std::string prompt = "To be or not to be", run_dir;
+  std::vector<std::string> plugin_dirs;
   int threads = 1;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage_error(arg + " needs a value");
-      return argv[++i];
-    };
-    if (arg == "-h" || arg == "--help") {
-      std::printf("%s", kUsage);
-      return 0;
-    } else if (arg == "--prompt") {
-      prompt = value();
-    } else if (arg == "--tokens") {
-      options.max_tokens = parse_number<int64_t>(arg, value());
-      if (options.max_tokens < 0) usage_error("--tokens must be >= 0");
-    } else if (arg == "--temperature") {
-      options.temperature = parse_number<double>(arg, value());
-      if (!(options.temperature >= 0)) usage_error("--temperature must be >= 0");
-    } else if (arg == "--top-k") {
-      options.top_k = parse_number<int64_t>(arg, value());
-      if (options.top_k < 0) usage_error("--top-k must be >= 0");
-    } else if (arg == "--seed") {
-      options.seed = parse_number<uint64_t>(arg, value());
-    } else if (arg == "--threads") {
-      threads = parse_number<int>(arg, value());
-      if (threads < 1) usage_error("--threads must be >= 1");
-    } else if (arg == "--plugin-path") {
-      plugin_dirs.emplace_back(value());
-    } else if (!arg.empty() && arg[0] == '-') {
-      usage_error("unknown option " + arg);
-    } else if (run_dir.empty()) {
-      run_dir = arg;
-    } else {
-      usage_error("more than one run folder given (" + run_dir + ", " + arg + ")");
-    }
-  }
-  if (run_dir.empty()) usage_error("no run folder given");
-
-  at::set_num_threads(threads);
-  try {
-    exogym::runtime::plugin::PluginLoader loader(plugin_dirs);
+  CLI::App& app = tool.app();
+  app.add_option("run", run_dir, "the run folder (holding config.json and model.pt)")->required()->type_name("RUN_FOLDER");
+  const std::string sampling = "Sampling";
+  app.add_option("--prompt", prompt, "text to continue; every character must be in the run's vocabulary")
+      ->capture_default_str()->group(sampling);
+  app.add_option("--tokens", options.max_tokens, "characters to generate; stops early at EOS")
+      ->capture_default_str()->check(CLI::NonNegativeNumber)->type_name("N")->group(sampling);
+  app.add_option("--temperature", options.temperature, "divide the logits by T; 0: always the most likely")
+      ->capture_default_str()->check(CLI::NonNegativeNumber)->type_name("T")->group(sampling);
+  app.add_option("--top-k", options.top_k, "sample among the K most likely characters (0: all)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber)->type_name("K")->group(sampling);
+  app.add_option("--seed", options.seed, "sampling seed: the same seed, the same text")
+      ->capture_default_str()->type_name("S")->group(sampling);
+  app.add_option("--threads", threads, "LibTorch threads (1 keeps the text the same on any load)")
+      ->capture_default_str()->check(CLI::Range(1, 1024))->type_name("N");
+  app.add_option("--plugin-path", plugin_dirs, "look for the model plugin in DIR first (repeatable)")
+      ->type_name("DIR")
+      ->allow_extra_args(false);
+  return tool.run(argc, argv, [&] {
+    tool.make_logger();
+    at::set_num_threads(threads);
+    exogym::runtime::plugin::PluginLoader loader({plugin_dirs.begin(), plugin_dirs.end()});
     exogym::runtime::lm::TextGenerator generator(run_dir, loader);
-    try {
-      generator.encode_prompt(prompt);
-    } catch (const exogym::sdk::DataError& e) {
-      std::fprintf(stderr, "exogym-generate: %s\n", e.what());
-      return 2;
-    }
+    generator.encode_prompt(prompt);  // a character outside the vocabulary is an input error
     std::fputs(prompt.c_str(), stdout);
     std::fflush(stdout);
     generator.generate(prompt, options, [](const std::string& text) {
@@ -118,9 +52,5 @@ int main(int argc, char** argv) {
     });
     std::fputc('\n', stdout);
     return 0;
-  } catch (const std::exception& e) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "exogym-generate: %s\n", e.what());
-    return 1;
-  }
+  });
 }

@@ -32,8 +32,8 @@ namespace {
 
 json read_config(const fs::path& run_dir) {
   std::error_code ec;
-  if (!fs::exists(run_dir, ec)) throw sdk::Error(run_dir.string() + ": no such run folder");
-  if (!fs::is_directory(run_dir, ec)) throw sdk::Error(run_dir.string() + ": not a folder (expected a run folder)");
+  if (!fs::exists(run_dir, ec)) throw sdk::DataError(run_dir.string() + ": no such run folder");
+  if (!fs::is_directory(run_dir, ec)) throw sdk::DataError(run_dir.string() + ": not a folder (expected a run folder)");
   const fs::path file = run_dir / "config.json";
   if (!fs::exists(file, ec)) {
     // The folder of a manifest with "runs" holds one run folder per variant.
@@ -44,15 +44,15 @@ json read_config(const fs::path& run_dir) {
     std::string variants;
     for (const auto& variant : found) variants += (variants.empty() ? "" : ", ") + variant;
     if (!variants.empty()) {
-      throw sdk::Error(run_dir.string() + ": a folder of variants, not a run folder; pick one of: " + variants);
+      throw sdk::DataError(run_dir.string() + ": a folder of variants, not a run folder; pick one of: " + variants);
     }
-    throw sdk::Error(run_dir.string() + ": no config.json; not a run folder written by exogym-run");
+    throw sdk::DataError(run_dir.string() + ": no config.json; not a run folder written by exogym-run");
   }
   std::ifstream in(file);
   try {
     return json::parse(in);
   } catch (const json::exception& e) {
-    throw sdk::Error(file.string() + ": not valid JSON: " + e.what());
+    throw sdk::DataError(file.string() + ": not valid JSON: " + e.what());
   }
 }
 
@@ -62,7 +62,7 @@ const json& at_path(const json& config, const std::vector<std::string>& keys, co
   std::string path;
   for (const auto& key : keys) {
     path += (path.empty() ? "" : ".") + key;
-    if (!node->is_object() || !node->contains(key)) throw sdk::Error(file.string() + ": has no " + path);
+    if (!node->is_object() || !node->contains(key)) throw sdk::DataError(file.string() + ": has no " + path);
     node = &(*node)[key];
   }
   return *node;
@@ -71,7 +71,7 @@ const json& at_path(const json& config, const std::vector<std::string>& keys, co
 void load_weights(torch::nn::Module& module, const fs::path& file) {
   std::error_code ec;
   if (!fs::exists(file, ec)) {
-    throw sdk::Error(file.string() +
+    throw sdk::DataError(file.string() +
                      ": no such file (the run stopped before its end, or had output.save_model "
                      "false)");
   }
@@ -82,14 +82,14 @@ void load_weights(torch::nn::Module& module, const fs::path& file) {
     const auto value = torch::jit::pickle_load(bytes);
     for (const auto& item : value.toGenericDict()) saved[item.key().toStringRef()] = item.value().toTensor();
   } catch (const std::exception& e) {
-    throw sdk::Error(file.string() + ": not a {name: tensor} dict written by exogym-run: " + e.what());
+    throw sdk::DataError(file.string() + ": not a {name: tensor} dict written by exogym-run: " + e.what());
   }
   at::NoGradGuard no_grad;
   auto restore = [&](const std::string& name, at::Tensor target) {
     auto it = saved.find(name);
-    if (it == saved.end()) throw sdk::Error(file.string() + ": has no tensor \"" + name + "\" that the model needs");
+    if (it == saved.end()) throw sdk::DataError(file.string() + ": has no tensor \"" + name + "\" that the model needs");
     if (it->second.sizes() != target.sizes()) {
-      throw sdk::Error(file.string() + ": \"" + name + "\" has shape " + sdk::shape_of(it->second) +
+      throw sdk::DataError(file.string() + ": \"" + name + "\" has shape " + sdk::shape_of(it->second) +
                        ", the model's has " + sdk::shape_of(target));
     }
     target.detach().copy_(it->second);
@@ -106,7 +106,7 @@ TextGenerator::TextGenerator(const fs::path& run_dir, plugin::PluginLoader& load
   const json& data = at_path(config, {"data", "train"}, config_file);
   const std::string dataset = at_path(data, {"dataset"}, config_file).get<std::string>();
   if (dataset != "text-char") {
-    throw sdk::Error(run_dir.string() + ": trained on dataset \"" + dataset +
+    throw sdk::DataError(run_dir.string() + ": trained on dataset \"" + dataset +
                      "\", which has no character vocabulary; exogym-generate samples from runs on text-char data");
   }
   const fs::path text_file = at_path(data, {"path"}, config_file).get<std::string>();
@@ -114,7 +114,7 @@ TextGenerator::TextGenerator(const fs::path& run_dir, plugin::PluginLoader& load
   try {
     vocabulary_ = std::make_unique<data::CharVocabulary>(data::TextCharDataset::vocabulary_for(text_file, vocabulary));
   } catch (const sdk::DataError& e) {
-    throw sdk::Error(std::string("the run's vocabulary comes from its text file: ") + e.what());
+    throw sdk::DataError(std::string("the run's vocabulary comes from its text file: ") + e.what());
   }
 
   const std::string plugin = at_path(config, {"model", "plugin"}, config_file).get<std::string>();
@@ -123,7 +123,7 @@ TextGenerator::TextGenerator(const fs::path& run_dir, plugin::PluginLoader& load
     model_ =
         plugin_->create_model(plugin_->validate(at_path(config, {"model", "options"}, config_file), "model.options"));
   } catch (const sdk::ConfigError& e) {
-    throw sdk::Error(config_file.string() + ": " + e.what());
+    throw sdk::DataError(config_file.string() + ": " + e.what());
   }
   load_weights(model_->module(), run_dir / "model.pt");
   model_->module().eval();

@@ -1,13 +1,30 @@
 #include "exogym/runtime/output/progress.h"
 
-#include "exogym/runtime/manifest/units.h"
-
 #include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "exogym/runtime/manifest/units.h"
 
 namespace exogym::runtime::output {
+
+namespace {
+
+// A live line or a JSON step event at most this often: a fast run would
+// otherwise spend its time printing.
+constexpr std::chrono::milliseconds kRefresh{200};
+
+// JSON has no NaN or infinity: a diverged loss is written as null.
+nlohmann::json number(double value) { return std::isfinite(value) ? nlohmann::json(value) : nlohmann::json(nullptr); }
+
+void emit(const nlohmann::json& event) {
+  std::fputs((event.dump() + "\n").c_str(), stdout);
+  std::fflush(stdout);
+}
+
+}  // namespace
 
 Progress::Mode Progress::mode_for_stderr(bool quiet) {
   if (quiet) return Mode::Quiet;
@@ -18,12 +35,27 @@ Progress::Progress(std::string label, int64_t max_steps, Mode mode)
     : label_(std::move(label)), max_steps_(max_steps), mode_(mode) {
   start_ = last_print_ = std::chrono::steady_clock::now();
   next_line_step_ = std::max<int64_t>(1, max_steps_ / 10);
+  if (mode_ == Mode::Jsonl) emit({{"event", "start"}, {"run", label_}, {"max_steps", max_steps_}});
 }
 
 Progress::~Progress() { finish(); }
 
+double Progress::elapsed_seconds() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+}
+
+void Progress::print_json(const char* event, bool final) {
+  const double elapsed = elapsed_seconds();
+  const double rate = elapsed > 0 ? steps_done_ / elapsed : 0;
+  nlohmann::json line = {{"event", event},          {"run", label_}, {"step", steps_done_},
+                         {"max_steps", max_steps_}, {"loss", number(loss_)}, {"lr", number(lr_)},
+                         {"steps_per_second", rate}, {"elapsed_seconds", elapsed}};
+  if (!final) line["eta_seconds"] = rate > 0 ? nlohmann::json((max_steps_ - steps_done_) / rate) : nullptr;
+  emit(line);
+}
+
 void Progress::print_line(bool final) {
-  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  const double elapsed = elapsed_seconds();
   const double rate = elapsed > 0 ? steps_done_ / elapsed : 0;
   const double eta = rate > 0 ? (max_steps_ - steps_done_) / rate : -1;
   char line[256];
@@ -50,10 +82,10 @@ void Progress::step(int64_t steps_done, double loss, double lr) {
   lr_ = lr;
   if (mode_ == Mode::Quiet) return;
   auto now = std::chrono::steady_clock::now();
-  if (mode_ == Mode::Live) {
-    if (now - last_print_ > std::chrono::milliseconds(200)) {
+  if (mode_ == Mode::Live || mode_ == Mode::Jsonl) {
+    if (now - last_print_ > kRefresh) {
       last_print_ = now;
-      print_line(false);
+      mode_ == Mode::Jsonl ? print_json("step", false) : print_line(false);
     }
   } else if (steps_done >= next_line_step_ && steps_done < max_steps_) {
     next_line_step_ += std::max<int64_t>(1, max_steps_ / 10);
@@ -61,9 +93,26 @@ void Progress::step(int64_t steps_done, double loss, double lr) {
   }
 }
 
-void Progress::validation(int64_t step, double local_loss, double global_loss, const std::string& extra) {
+void Progress::validation(int64_t step, double local_loss, double global_loss, const Metrics& global_metrics) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (mode_ == Mode::Quiet) return;
+  if (mode_ == Mode::Jsonl) {
+    nlohmann::json metrics = nlohmann::json::object();
+    for (const auto& [name, value] : global_metrics) metrics[name] = number(value);
+    emit({{"event", "validation"},
+          {"run", label_},
+          {"step", step},
+          {"local_loss", number(local_loss)},
+          {"global_loss", number(global_loss)},
+          {"global_metrics", metrics}});
+    return;
+  }
+  std::string extra;
+  char buffer[96];
+  for (const auto& [name, value] : global_metrics) {
+    std::snprintf(buffer, sizeof buffer, ", global %s %.4f", name.c_str(), value);
+    extra += buffer;
+  }
   if (line_open_) std::fprintf(stderr, "\r\033[K");
   std::fprintf(stderr, "%s validation @ step %lld: local loss %.4f, global loss %.4f%s\n", label_.c_str(),
                static_cast<long long>(step), local_loss, global_loss, extra.c_str());
@@ -74,7 +123,7 @@ void Progress::validation(int64_t step, double local_loss, double global_loss, c
 void Progress::finish() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (mode_ == Mode::Quiet || max_steps_ < 0) return;
-  print_line(true);
+  mode_ == Mode::Jsonl ? print_json("finish", true) : print_line(true);
   max_steps_ = -1;  // finished: print once
 }
 

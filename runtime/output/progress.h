@@ -1,23 +1,30 @@
 #pragma once
 // Progress of a run: a live line on a terminal (step, loss, lr, rate, ETA),
-// plain log lines otherwise.
+// plain log lines otherwise, or JSON lines on stdout for notebooks and
+// dashboards (one object per event: "start", "step", "validation",
+// "finish"; docs/cli.md lists the fields).
 #include <chrono>
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace exogym::runtime::output {
 
 class Progress {
  public:
-  enum class Mode { Live, Lines, Quiet };
+  enum class Mode { Live, Lines, Jsonl, Quiet };
+  // A metric's name and value ("accuracy", 0.97).
+  using Metrics = std::vector<std::pair<std::string, double>>;
+
   Progress(std::string label, int64_t max_steps, Mode mode);
   ~Progress();
 
   // Called by node 0 after each step (steps completed so far).
   void step(int64_t steps_done, double loss, double lr);
-  // A validation result, printed on its own line.
-  void validation(int64_t step, double local_loss, double global_loss, const std::string& extra);
+  // A validation result: the losses, and the global model's metrics.
+  void validation(int64_t step, double local_loss, double global_loss, const Metrics& global_metrics);
   void finish();
 
   // Live on a terminal, plain lines otherwise.
@@ -25,6 +32,8 @@ class Progress {
 
  private:
   void print_line(bool final);
+  void print_json(const char* event, bool final);
+  double elapsed_seconds() const;
 
   std::string label_;
   int64_t max_steps_;

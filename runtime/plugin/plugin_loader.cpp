@@ -1,5 +1,7 @@
 #include "exogym/runtime/plugin/plugin_loader.h"
 
+#include <spdlog/spdlog.h>
+
 #include <boost/dll/runtime_symbol_info.hpp>
 #include <boost/dll/shared_library.hpp>
 #include <cstdlib>
@@ -134,6 +136,10 @@ std::shared_ptr<LoadedPlugin> PluginLoader::load_file(const fs::path& requested)
                                 fingerprint};
   if (!library->has("exogym_plugin_options")) {
     throw PluginError(file.string() + ": exports no exogym_plugin_options; export it with an EXOGYM_*_PLUGIN macro");
+  }
+  if (auto log = spdlog::get("exogym")) {
+    log->debug("loaded {} plugin \"{}\" {} from {}", description.kind, description.name, description.version,
+               file.string());
   }
   auto plugin = std::make_shared<LoadedPlugin>(std::move(library), std::move(description));
   loaded_.emplace(file, plugin);

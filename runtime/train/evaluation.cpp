@@ -78,14 +78,10 @@ output::EvalValues unpack(const std::vector<double>& packed, size_t offset, size
   return v;
 }
 
-std::string metrics_text(const std::vector<std::string>& names, const output::EvalValues& v) {
-  std::string text;
-  char buffer[64];
-  for (size_t i = 0; i < names.size(); ++i) {
-    std::snprintf(buffer, sizeof buffer, ", global %s %.4f", names[i].c_str(), v.metrics[i]);
-    text += buffer;
-  }
-  return text;
+output::Progress::Metrics named_metrics(const std::vector<std::string>& names, const output::EvalValues& v) {
+  output::Progress::Metrics metrics;
+  for (size_t i = 0; i < names.size(); ++i) metrics.emplace_back(names[i], v.metrics[i]);
+  return metrics;
 }
 
 // Node 0's record of an evaluation.
@@ -95,7 +91,7 @@ void record(RunState& s, const EvalRecord& r) {
     const double wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - s.started).count();
     s.target_hit = TargetHit{r.step, r.sim_time_s, r.bytes_sent, wall_seconds};
   }
-  s.progress->validation(r.step, r.local.loss, r.global.loss, metrics_text(s.metric_names, r.global));
+  s.progress->validation(r.step, r.local.loss, r.global.loss, named_metrics(s.metric_names, r.global));
   s.last_eval = r;
 }
 

@@ -1,0 +1,60 @@
+#include "exogym/runtime/plugin/catalog.h"
+
+#include <cstdio>
+
+#include "exogym/runtime/data/registry.h"
+#include "exogym/runtime/plugin/plugin_loader.h"
+#include "exogym/sdk/options.h"
+
+namespace exogym::runtime::plugin {
+
+namespace {
+
+template <class... Args>
+std::string format(const char* pattern, Args... args) {
+  char line[1024];
+  std::snprintf(line, sizeof line, pattern, args...);
+  return line;
+}
+
+std::string option_lines(const sdk::OptionSpecs& options) {
+  std::string out;
+  for (const auto& o : options) {
+    const std::string fallback = o.required ? "required" : "default " + o.default_value.dump();
+    out += format("    %-20s %-26s %s\n", o.name.c_str(), sdk::to_string(o.type), fallback.c_str());
+    std::string doc = o.doc;
+    if (!o.choices.empty()) {
+      doc += doc.empty() ? "one of:" : " (one of:";
+      for (const auto& c : o.choices) doc += " " + c;
+      if (!o.doc.empty()) doc += ")";
+    }
+    if (!doc.empty()) out += format("    %-20s %s\n", "", doc.c_str());
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string plugin_catalog(PluginLoader& loader) {
+  std::string out;
+  for (const auto& name : data::builtin_dataset_names()) {
+    out += format("%-8s %-14s built in\n", "dataset", name.c_str());
+    out += option_lines(*data::builtin_dataset_options(name));
+  }
+  out += "\nplugin search path:\n";
+  for (const auto& dir : loader.search_path()) out += "  " + dir.string() + "\n";
+  const auto found = loader.discover();
+  if (found.empty()) out += "no plugins found\n";
+  for (const auto& f : found) {
+    if (!f.plugin) {
+      out += "\n[unusable] " + f.file.string() + "\n  " + f.error + "\n";
+      continue;
+    }
+    const auto& d = f.plugin->description();
+    out += format("\n%-8s %-14s %s  %s\n", d.kind.c_str(), d.name.c_str(), d.version.c_str(), d.file.string().c_str());
+    out += option_lines(f.plugin->options());
+  }
+  return out;
+}
+
+}  // namespace exogym::runtime::plugin

@@ -1,0 +1,97 @@
+#include "exogym/runtime/run/command.h"
+
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "exogym/runtime/cluster/cluster.h"
+#include "exogym/runtime/cluster/interrupt.h"
+#include "exogym/runtime/dist/launcher.h"
+#include "exogym/runtime/dist/process_mesh.h"
+#include "exogym/runtime/manifest/manifest.h"
+#include "exogym/runtime/run/runner.h"
+#include "exogym/runtime/train/training.h"
+
+namespace exogym::runtime::run {
+
+namespace {
+
+// The table of a comparison, or a single run's final losses.
+void print_result(const manifest::ManifestSet& set, const RunnerResult& result, output::Progress::Mode progress) {
+  if (progress == output::Progress::Mode::Jsonl) {
+    // stdout carries JSON lines only; the table is in comparison.txt.
+    const nlohmann::json done = {{"event", "done"}, {"name", set.name}, {"outputs", result.folder.string()}};
+    std::printf("%s\n", done.dump().c_str());
+    return;
+  }
+  if (!result.table.empty()) {
+    std::printf("\n%s\n%s", set.name.c_str(), result.table.c_str());
+  } else if (!result.runs.empty() && result.runs.front().final_eval) {
+    const auto& r = result.runs.front();
+    std::printf("%s: final local loss %.4f, global loss %.4f", r.name.c_str(), r.final_eval->local.loss,
+                r.final_eval->global.loss);
+    for (size_t i = 0; i < r.metric_names.size(); ++i) {
+      std::printf(", global %s %.4f", r.metric_names[i].c_str(), r.final_eval->global.metrics[i]);
+    }
+    std::printf(" (%.1f s)\n", r.wall_seconds);
+  }
+  std::printf("outputs: %s\n", result.folder.string().c_str());
+}
+
+// Checks the manifest once here, so that a mistake is reported once rather
+// than by every process, then starts and supervises the processes.
+int launch(const RunCommand& command, plugin::PluginLoader& loader) {
+  const auto set = manifest::load_manifest(command.manifest, command.overrides);
+  for (const auto& run : set.runs) train::check_run(run, loader, command.nproc);
+  dist::LaunchSpec spec;
+  spec.processes = command.nproc;
+  spec.args = command.child_args;
+  spec.master_addr = "127.0.0.1";
+  spec.master_port = command.explicit_master_port ? command.world.master_port : 0;
+  spec.grace = command.world.timeout + std::chrono::seconds(5);
+  return dist::launch_local(spec);
+}
+
+// One process of several: connects to the others, runs its block of nodes,
+// and tells the others why if it fails.
+int run_in_mesh(const RunCommand& command, const manifest::ManifestSet& set, plugin::PluginLoader& loader,
+                RunnerOptions options) {
+  auto mesh = std::make_unique<dist::ProcessMesh>(command.world, run_fingerprint(set, command.only));
+  try {
+    options.mesh = mesh.get();
+    options.partial_reduce = command.world.partial_reduce;
+    // Processes on one host share its cores.
+    options.cores = std::max(1, cluster::available_cores() / command.world.local_size);
+    const RunnerResult result = run_manifest_set(set, loader, options);
+    mesh->finish();
+    if (command.world.rank == 0) print_result(set, result, command.progress);
+    return 0;
+  } catch (const std::exception& e) {
+    // Ctrl-C reached every process; one that stopped in a collective because
+    // a peer stopped first was interrupted too.
+    const bool interrupted =
+        dynamic_cast<const cluster::Interrupted*>(&e) != nullptr || cluster::interrupt_requested();
+    const std::string reason = interrupted ? std::string("interrupted by a signal (Ctrl-C)") : e.what();
+    mesh->fail(reason);  // the others name this process themselves
+    if (interrupted && !dynamic_cast<const cluster::Interrupted*>(&e)) {
+      throw cluster::Interrupted(reason + " (" + e.what() + ")");
+    }
+    throw;
+  }
+}
+
+}  // namespace
+
+int run_command(const RunCommand& command, plugin::PluginLoader& loader) {
+  if (command.nproc > 0) return launch(command, loader);
+  cluster::install_interrupt_handlers();
+  const auto set = manifest::load_manifest(command.manifest, command.overrides);
+  RunnerOptions options;
+  options.progress = command.progress;
+  options.only = command.only;
+  if (command.world.distributed()) return run_in_mesh(command, set, loader, options);
+  print_result(set, run_manifest_set(set, loader, options), command.progress);
+  return 0;
+}
+
+}  // namespace exogym::runtime::run
