@@ -28,10 +28,12 @@ class Optimizer;
 
 namespace exogym::sdk {
 
-// One concern of a composed strategy's communication. The strategy makes its
-// modules in its constructor (main thread) and calls them from its node's
-// thread, in list order; exceptions propagate out of the strategy's init()
-// or step() and end the run as a strategy's do (strategy.h).
+// What a composed strategy does after each local optimizer step: usually
+// communicate (FedAvg, DiLoCo, SPARTA), possibly a purely local update (an
+// outer step). The strategy makes its modules in its constructor (main
+// thread) and calls them from its node's thread, in list order; exceptions
+// propagate out of the strategy's init() or step() and end the run as a
+// strategy's do (strategy.h).
 class CommunicationModule {
  public:
   virtual ~CommunicationModule() = default;

@@ -1,6 +1,7 @@
 #pragma once
 // A model plugin: a batch of named tensors goes in, a scalar loss comes out.
-// Classification models derive from sdk::Classifier (classifier.h) instead.
+// A classification model can derive from sdk::Classifier (classifier.h),
+// which turns its logits into the loss and the accuracy.
 #include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
 #include <torch/nn/module.h>

@@ -2,17 +2,15 @@
 // between them (FedAvg H=1 is DDP, DiLoCo with outer SGD lr 1 is FedAvg,
 // SPARTA with p=1 is FedAvg H=1, DiLoCo on one node is local training), the
 // outer step against hand-computed numbers, SPARTA's selection on resume,
-// reproducibility, option errors, and that each one trains MNIST. (SPARTA's
-// index selectors: test_index_selectors.cpp.)
+// reproducibility, option errors (allreduce's too), and that each one trains
+// MNIST. (SPARTA's index selectors: test_index_selectors.cpp.)
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 
 #include <catch2/catch.hpp>
-#include <chrono>
 #include <functional>
-#include <future>
 #include <set>
 
 #include "exogym/modules/diloco.h"

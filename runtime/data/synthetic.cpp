@@ -56,9 +56,7 @@ sdk::OptionSpecs SyntheticDataset::option_specs() {
 
 SyntheticOptions SyntheticDataset::options_from_json(const nlohmann::json& options, uint64_t default_seed) {
   SyntheticOptions result;
-  const auto has = [&](const char* key) {
-    return options.is_object() && options.contains(key) && !options[key].is_null();
-  };
+  const auto has = [&](const char* key) { return options.is_object() && options.contains(key) && !options[key].is_null(); };
   if (has("num_examples")) result.num_examples = options["num_examples"].get<int64_t>();
   if (has("features")) result.features = options["features"].get<int64_t>();
   if (has("classes")) result.classes = options["classes"].get<int64_t>();
@@ -75,8 +73,8 @@ sdk::Batch SyntheticDataset::get(const std::vector<int64_t>& indices) const {
                               std::to_string(n) + ")");
     }
   }
-  const at::Tensor index =
-      at::from_blob(const_cast<int64_t*>(indices.data()), {static_cast<int64_t>(indices.size())}, at::kLong);
+  const at::Tensor index = at::from_blob(const_cast<int64_t*>(indices.data()),
+                                         {static_cast<int64_t>(indices.size())}, at::kLong);
   return {{"input", inputs_.index_select(0, index)}, {"target", targets_.index_select(0, index)}};
 }
 
