@@ -7,8 +7,17 @@
 // a strategy reduces all of its parameters in one call.
 //
 // Reductions combine ranks in rank order (0, 1, ..., K-1), so results are
-// bit-identical whatever the thread scheduling. If any node fails, every
-// pending and later collective throws AbortedError.
+// bit-identical whatever the thread scheduling.
+//
+// The runtime implements it; a strategy (or a communication module) calls
+// the NodeContext's communicator from its own node's thread only, in init()
+// and step(). A collective returns once every node has made the matching
+// call; what it sends is metered (bytes, simulated time). It throws:
+//   AbortedError  another node failed (or the run was interrupted). Let it
+//                 propagate: the run reports the first real error.
+//   Error         the nodes' calls do not match (another collective, op or
+//                 root, or other tensor counts, shapes or dtypes): a
+//                 strategy bug. Every node's collective fails, the run ends.
 #include <ATen/core/Tensor.h>
 
 #include <vector>
@@ -23,6 +32,7 @@ class Communicator {
  public:
   virtual ~Communicator() = default;
 
+  // This node's rank and the number of nodes (ctx.rank, ctx.num_nodes).
   virtual int rank() const = 0;
   virtual int size() const = 0;
 
@@ -36,6 +46,7 @@ class Communicator {
   // Returns result[r][i] = rank r's tensors[i] (fresh tensors, ordered by rank).
   virtual std::vector<std::vector<at::Tensor>> all_gather(const std::vector<at::Tensor>& tensors) = 0;
 
+  // Returns once every node has called it.
   virtual void barrier() = 0;
 
   // Single-tensor conveniences. The tensor is updated in place.

@@ -1,7 +1,6 @@
 #include "exogym/sdk/compose.h"
 
 #include <ATen/ATen.h>
-#include <ATen/CPUGeneratorImpl.h>
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 
@@ -41,17 +40,6 @@ std::vector<at::Tensor> trainable_parameters(Model& model) {
   return params;
 }
 
-at::Generator shared_generator(uint64_t run_seed, uint64_t stream, uint64_t step) {
-  // splitmix64 over (seed, stream, step): well-spread seeds from small inputs.
-  auto mix = [](uint64_t x) {
-    x += 0x9E3779B97F4A7C15ULL;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-    return x ^ (x >> 31);
-  };
-  return at::detail::createCPUGenerator(mix(mix(mix(run_seed) ^ stream) ^ step));
-}
-
 CommunicateOptimizeStrategy::CommunicateOptimizeStrategy(LocalStepOptions local,
                                                          std::vector<std::unique_ptr<CommunicationModule>> modules)
     : local_(std::move(local)), modules_(std::move(modules)) {}
@@ -63,7 +51,7 @@ void CommunicateOptimizeStrategy::init(NodeContext& ctx, Model& model) {
   model_ = &model;
   params_ = trainable_parameters(model);
   optimizer_ = local_.optimizer.build(params_);
-  lr_ = local_.optimizer.lr() * local_.schedule.factor(0, ctx.max_steps);
+  lr_ = local_.lr_at(0, ctx.max_steps);
   for (auto& m : modules_) m->init(ctx, model);
 }
 
@@ -71,7 +59,7 @@ void CommunicateOptimizeStrategy::zero_grad() { optimizer_->zero_grad(); }
 
 void CommunicateOptimizeStrategy::step() {
   if (local_.max_norm > 0) clip_grad_norm(params_, local_.max_norm);
-  lr_ = local_.optimizer.lr() * local_.schedule.factor(ctx_->step, ctx_->max_steps);
+  lr_ = local_.lr_at(ctx_->step, ctx_->max_steps);
   set_lr(*optimizer_, lr_);
   optimizer_->step();
   for (auto& m : modules_) m->communicate(*ctx_, *model_, ctx_->step);

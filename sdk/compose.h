@@ -28,13 +28,29 @@ class Optimizer;
 
 namespace exogym::sdk {
 
+// What a composed strategy does after each local optimizer step: usually
+// communicate (FedAvg, DiLoCo, SPARTA), possibly a purely local update (an
+// outer step). The strategy makes its modules in its constructor (main
+// thread) and calls them from its node's thread, in list order; exceptions
+// propagate out of the strategy's init() or step() and end the run as a
+// strategy's do (strategy.h).
 class CommunicationModule {
  public:
   virtual ~CommunicationModule() = default;
-  // After the initial broadcast: every node holds the same parameters.
+
+  // From the strategy's init(), after the local optimizer is built: every
+  // node holds the same parameters (the initial broadcast). Optional.
   virtual void init(NodeContext& /*ctx*/, Model& /*model*/) {}
-  // After the local optimizer step of step `step` (0-based, ctx.step).
+
+  // After the local optimizer step of every step (`step` = ctx.step,
+  // 0-based), on every node: the module decides whether to act at `step`.
+  // Its collectives must be the same on every node, so decide from `step`
+  // and state every node shares, never from this node's data.
   virtual void communicate(NodeContext& ctx, Model& model, int64_t step) = 0;
+
+  // From the strategy's save_state() / load_state(), with `prefix`
+  // ("module0.", "module1.", ...: the module's position) to put before its
+  // keys. Optional (default: no state).
   virtual void save_state(StateDict& /*out*/, const std::string& /*prefix*/) const {}
   virtual void load_state(const StateDict& /*in*/, const std::string& /*prefix*/) {}
 };
@@ -48,6 +64,12 @@ struct LocalStepOptions {
   // Options "optimizer" (default AdamW), "lr_schedule" and "max_norm".
   static OptionSpecs specs();
   static LocalStepOptions from_json(const nlohmann::json& validated_options);
+
+  // The scheduled learning rate of 0-based step `step` in a run of
+  // `run_max_steps` (what the schedule's max_steps defaults to).
+  double lr_at(int64_t step, int64_t run_max_steps) const {
+    return optimizer.lr() * schedule.factor(step, run_max_steps);
+  }
 };
 
 class CommunicateOptimizeStrategy : public Strategy {
@@ -78,11 +100,6 @@ class CommunicateOptimizeStrategy : public Strategy {
 // The parameters a module synchronises: every trainable parameter, in the
 // module's registration order (the same on every node).
 std::vector<at::Tensor> trainable_parameters(Model& model);
-
-// A random generator seeded from the run's seed and a purpose-specific
-// stream, identical on every node: strategies draw shared randomness from it
-// (SPARTA masks, FedAvg islands) instead of communicating it.
-at::Generator shared_generator(uint64_t run_seed, uint64_t stream, uint64_t step);
 
 // Merges two option lists (a module's and the local step's).
 OptionSpecs concat_specs(OptionSpecs a, const OptionSpecs& b);

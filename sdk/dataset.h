@@ -23,16 +23,29 @@ struct DatasetRequest {
   int num_nodes = 1;
 };
 
+// Lifetime: the plugin's factory runs on the main thread before any model
+// is built, once per process for each dataset entry of the manifest (runs of
+// a comparison with the same data settings share it). A DataError it throws
+// is reported under "data.train.path" (or "data.val.path"), a ConfigError
+// under "data.train.options.<its path>" (an empty path: "data.train.split").
 class Dataset {
  public:
   virtual ~Dataset() = default;
+
+  // The number of examples, read on the main thread after construction to
+  // shard the examples and pick the validation subset.
   virtual int64_t size() const = 0;
-  // The examples at `indices`, stacked into a batch. Called concurrently from
-  // many node threads: must not mutate shared state.
+
+  // The examples at `indices` (each in [0, size())), stacked into a batch.
+  // Called concurrently from every node thread, for training batches and
+  // (on nodes 0 and 1) evaluation batches: must not mutate shared state. An
+  // exception ends the run, naming the node and the step.
   virtual Batch get(const std::vector<int64_t>& indices) const = 0;
+
   // Token datasets: the tokens one example trains on (its sequence length),
-  // so that the run's summary can report tokens trained and tokens per
-  // second. 0: not a token dataset.
+  // read on the main thread after training so that the run's summary can
+  // report tokens trained and tokens per second. Optional (default 0: not a
+  // token dataset).
   virtual int64_t tokens_per_example() const { return 0; }
 };
 

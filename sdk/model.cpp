@@ -51,13 +51,6 @@ const at::Tensor& batch_tensor(const Batch& batch, const std::string& key) {
   return it->second;
 }
 
-EvalOutput classification_eval(const at::Tensor& logits, const at::Tensor& target) {
-  EvalOutput out;
-  out.loss = at::cross_entropy_loss(logits, target);
-  out.metrics["accuracy"] = at::argmax(logits, 1).eq(target).to(at::kFloat).mean();
-  return out;
-}
-
 std::string shape_of(const at::Tensor& tensor) {
   std::ostringstream out;
   out << tensor.sizes();

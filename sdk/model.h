@@ -1,5 +1,7 @@
 #pragma once
 // A model plugin: a batch of named tensors goes in, a scalar loss comes out.
+// A classification model can derive from sdk::Classifier (classifier.h),
+// which turns its logits into the loss and the accuracy.
 #include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
 #include <torch/nn/module.h>
@@ -20,38 +22,60 @@ struct EvalOutput {
   std::map<std::string, at::Tensor> metrics;
 };
 
+// Lifetime: every node has its own replica, made by the plugin's factory on
+// the main thread before training (node 0's first, right after LibTorch's
+// default generator is seeded with the run's seed; the others' possibly at
+// the same time on helper threads) from options already validated against
+// the plugin's OptionSpecs. A ConfigError thrown by the constructor is
+// reported under "model.options.<its path>". The runtime then moves the
+// module to the node's device and into training mode. Replicas are
+// destroyed on the main thread after every node has finished.
+//
+// Errors: an exception from loss() or evaluate() ends the run, as a
+// strategy's does (strategy.h), naming the node, the step and the plugin.
 class Model {
  public:
   virtual ~Model() = default;
 
-  // The module that owns the parameters and buffers. The runtime uses it for
-  // train()/eval(), to(device), parameter broadcast, averaging and model.pt.
+  // The module that owns the parameters and buffers, the same one every
+  // time. The runtime uses it from any thread for train()/eval(),
+  // to(device), the initial broadcast, averaging and model.pt.
   virtual torch::nn::Module& module() = 0;
 
-  // Mean loss over the batch, a scalar with a graph attached (training).
+  // The mean loss over the batch: a one-element tensor with a graph
+  // attached, on which the runtime calls backward(). On the node's thread,
+  // in training mode, once per micro-batch between the strategy's
+  // zero_grad() and step(); the batch is on the node's device.
   virtual at::Tensor loss(const Batch& batch) = 0;
 
-  // Loss and extra metrics from one forward pass (evaluation, under no_grad).
+  // The loss and the metrics of metric_names() from one forward pass. On
+  // node 0's thread (its own parameters) and node 1's (the average of every
+  // node's), in evaluation mode under no_grad, at the evaluation steps
+  // (before the step's zero_grad) and after the last step. Optional (default:
+  // loss(batch) and no metrics).
   virtual EvalOutput evaluate(const Batch& batch) { return {loss(batch), {}}; }
 
   // Draws the initial parameters where they differ from what LibTorch's
   // layers draw in their constructors (nanoGPT's N(0, 0.02), say). The
-  // runtime calls it once, on node 0's replica, right after constructing it
-  // with LibTorch's default generator seeded from the manifest's seed. Every
-  // other node starts from node 0's parameters (the initial broadcast), so
-  // their replicas skip it: the draws would be thrown away (0.15 s of
-  // start-up for 16 nanoGPT replicas). A model whose constructor
-  // initialises everything needs no override.
+  // runtime calls it once, on node 0's replica, on the main thread right
+  // after constructing it with LibTorch's default generator seeded from the
+  // manifest's seed. Every other node starts from node 0's parameters (the
+  // initial broadcast), so their replicas skip it: the draws would be thrown
+  // away (0.15 s of start-up for 16 nanoGPT replicas). Optional: a model
+  // whose constructor initialises everything needs no override.
   virtual void init_parameters() {}
 
-  // Names of the metrics evaluate() reports, known before the first batch so
-  // the run's CSV header can be written up front.
+  // The names of the metrics evaluate() reports, read once on the main
+  // thread before training so that the run's CSV header can be written up
+  // front. A name evaluate() then does not report fails the run. Optional
+  // (default: none).
   virtual std::vector<std::string> metric_names() const { return {}; }
 
   // Language models: the logits of the token that follows each row of
-  // `tokens` ([B, T] int64), as [B, vocabulary] (evaluation, under no_grad).
-  // A model with a bounded context crops each row to its last tokens. Used by
-  // exogym-generate; the default throws sdk::Error (not a language model).
+  // `tokens` ([B, T] int64), as [B, vocabulary]. Called by exogym-generate on
+  // its main thread, in evaluation mode under no_grad. A model with a bounded
+  // context crops each row to its last tokens. Optional: the default throws
+  // sdk::Error (not a language model).
   virtual at::Tensor next_token_logits(const at::Tensor& tokens);
 
   // Randomness inside the model (dropout, ...) must come from this generator:
@@ -67,10 +91,6 @@ class Model {
 
 // batch[key], or an error naming the missing key and the keys there are.
 const at::Tensor& batch_tensor(const Batch& batch, const std::string& key);
-
-// Classification: mean cross-entropy of `logits` [N, C] against integer
-// `target` [N], and the "accuracy" metric, from one forward pass.
-EvalOutput classification_eval(const at::Tensor& logits, const at::Tensor& target);
 
 // "[2, 3]": a shape for error messages.
 std::string shape_of(const at::Tensor& tensor);

@@ -3,6 +3,19 @@
 // node's gradients, then calls step() where a plain loop would call
 // optimizer.step(); the strategy owns the optimizer, the LR schedule and all
 // communication.
+//
+// Lifetime: every node has its own instance, made by the plugin's factory on
+// the main thread before training (node 0's first, the others' possibly at
+// the same time on helper threads) from options already validated against
+// the plugin's OptionSpecs. A ConfigError thrown by the constructor is
+// reported under "strategy.options.<its path>". After that, each node's
+// instance is used only by that node's thread, and it is destroyed on the
+// main thread after every node has finished.
+//
+// Errors: an exception from init(), zero_grad() or step() ends the run. The
+// other nodes' collectives throw AbortedError, every node stops, and the run
+// fails with the first error, prefixed with the node, the step and the
+// plugin. A strategy lets AbortedError propagate: it says another node failed.
 #include <ATen/core/Tensor.h>
 
 #include <map>
@@ -21,22 +34,29 @@ class Strategy {
  public:
   virtual ~Strategy() = default;
 
-  // Called once per node, after the model is on its device and node 0's
-  // parameters were broadcast to every node. `ctx` and `model` outlive the
-  // strategy.
+  // Once per node, on its thread, after the model is on its device and the
+  // initial broadcast gave every node node 0's parameters and buffers, and
+  // before step 0. It may call collectives (every node calls init). `ctx`
+  // and `model` outlive the strategy.
   virtual void init(NodeContext& ctx, Model& model) = 0;
 
-  // Clears the gradients before a step's backward passes.
+  // First thing of every step (after the step's evaluation, if any), before
+  // the backward passes of the step's micro-batches: clears the gradients.
   virtual void zero_grad() = 0;
 
-  // Called once per step after the (accumulated, averaged) local gradients are
-  // in param.grad(). ctx.step is the 0-based index of this step.
+  // Once per step, after the backward passes: param.grad() holds the node's
+  // gradient averaged over its micro-batches (undefined for a parameter that
+  // got none). ctx.step is the 0-based index of this step. What it sends
+  // through ctx.comm is metered as the strategy's traffic.
   virtual void step() = 0;
 
-  // The learning rate the local optimizer used in the last step (for logs).
+  // The learning rate of the last step, read on node 0's thread after each
+  // step for train.csv and the progress line. Optional (default 0).
   virtual double lr() const { return 0.0; }
 
-  // Checkpoint hooks.
+  // Checkpoint hooks, reserved for checkpoints (the runtime does not call
+  // them yet): the state that, with the model's parameters, resumes the run
+  // exactly. Optional (default: no state).
   virtual void save_state(StateDict& /*out*/) const {}
   virtual void load_state(const StateDict& /*in*/) {}
 };

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # A third party's view: install ExoGym, build examples/plugin-template against
-# the install with find_package(ExoGym), and train with the new strategy.
+# the install with find_package(ExoGym), and train with both of its
+# strategies: one written from scratch, one composed with a built-in module
+# (ExoGym::modules).
 set -euo pipefail
 source_dir=$1
 build_dir=$2
@@ -10,18 +12,27 @@ cmake --install "$build_dir" --prefix "$work/prefix" > "$work/install.log"
 cmake -S "$source_dir/examples/plugin-template" -B "$work/plugin" -G Ninja \
   -DCMAKE_PREFIX_PATH="$work/prefix" ${CMAKE_CXX_COMPILER_LAUNCHER:+-DCMAKE_CXX_COMPILER_LAUNCHER=$CMAKE_CXX_COMPILER_LAUNCHER} > "$work/configure.log"
 cmake --build "$work/plugin" > "$work/build.log"
-test -f "$work/plugin/exogym_strategy_signum.so"
 "$work/prefix/bin/exogym-run" --plugin-path "$work/plugin" --list-plugins > "$work/list.txt"
-grep -q "strategy signum" "$work/list.txt"
-"$work/prefix/bin/exogym-run" --quiet --plugin-path "$work/plugin" \
-  --set "output.dir=$work/runs" --set train.max_steps=60 \
-  "$source_dir/examples/plugin-template/signum.json" | tee "$work/out.txt"
-python3 - "$work/runs/signum/summary.json" <<'PY'
+# Only the shipped plugins are installed, not the test suite's.
+diff <(ls "$build_dir/lib/exogym/plugins") <(ls "$work/prefix/lib/exogym/plugins")
+
+# Trains with `strategy` for 60 steps and checks the global loss is below 1.
+train() {
+  local strategy=$1
+  test -f "$work/plugin/exogym_strategy_$strategy.so"
+  grep -q "strategy $strategy" "$work/list.txt"
+  "$work/prefix/bin/exogym-run" --quiet --plugin-path "$work/plugin" \
+    --set "output.dir=$work/runs" --set train.max_steps=60 \
+    "$source_dir/examples/plugin-template/$strategy.json" | tee "$work/out.txt"
+  python3 - "$strategy" "$work/runs/$strategy/summary.json" <<'PY'
 import json, sys
-s = json.load(open(sys.argv[1]))
+s = json.load(open(sys.argv[2]))
 loss = s["final"]["global_loss"]
-print("signum global loss", loss)
+print(sys.argv[1], "global loss", loss)
 assert loss < 1.0, loss
 PY
+}
+train signum
+train sparta_lookahead
 # The installed exogym-generate finds its libraries.
 "$work/prefix/bin/exogym-generate" --help | grep -q "Usage: exogym-generate"

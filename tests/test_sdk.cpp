@@ -1,9 +1,11 @@
 // The SDK library: option validation, optimizer specs, LR schedules,
-// gradient clipping and generator-driven dropout.
+// gradient clipping, generator-driven dropout, seed derivation and the
+// classifier base.
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/grad_mode.h>
 #include <ATen/ops/equal.h>
 #include <ATen/ops/ones.h>
+#include <ATen/ops/randn.h>
 #include <ATen/ops/tensor.h>
 #include <torch/optim/adamw.h>
 #include <torch/optim/optimizer.h>
@@ -12,14 +14,18 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
+#include <set>
 #include <string>
 
+#include "exogym/sdk/classifier.h"
 #include "exogym/sdk/comm.h"
+#include "exogym/sdk/compose.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/model.h"
 #include "exogym/sdk/optim.h"
 #include "exogym/sdk/options.h"
 #include "exogym/sdk/plugin.h"
+#include "exogym/sdk/random.h"
 
 using exogym::sdk::closest_name;
 using exogym::sdk::ConfigError;
@@ -566,4 +572,70 @@ TEST_CASE("channel-wise dropout zeroes whole channels", "[sdk][model]") {
   CHECK(dropped > 0.2);
   CHECK(dropped < 0.8);
   CHECK_THROWS_AS(exogym::sdk::dropout(at::ones({4}), 0.5, true, at::Generator(), true), exogym::sdk::Error);
+}
+
+TEST_CASE("the local step's learning rate follows its schedule", "[sdk][compose]") {
+  const OptionSpecs specs = exogym::sdk::LocalStepOptions::specs();
+  const auto local = exogym::sdk::LocalStepOptions::from_json(exogym::sdk::validate_options(
+      {{"optimizer", {{"name", "sgd"}, {"lr", 0.1}}}, {"lr_schedule", {{"name", "constant"}, {"warmup_steps", 4}}}},
+      specs, "strategy.options"));
+  CHECK(local.lr_at(0, 100) == Approx(0.1 / 4));
+  CHECK(local.lr_at(2, 100) == Approx(0.1 * 3 / 4));
+  CHECK(local.lr_at(10, 100) == Approx(0.1));
+}
+
+TEST_CASE("derive_seed gives distinct seeds per seed, stream and step, and keeps its values", "[sdk][random]") {
+  using exogym::sdk::derive_seed;
+  // Every strategy's shared draws and the synthetic data follow from these:
+  // a change of formula changes every run.
+  CHECK(derive_seed(0, 0, 0) == 0x238275BC38FCBE91ULL);
+  CHECK(derive_seed(42, 0x464544415647ULL, 3) == 0xAF194CCA586E3EDEULL);
+  CHECK(derive_seed(42, 1) == 0x93BE8420BB55B94CULL);  // step 0 by default
+  std::set<uint64_t> seeds;
+  for (uint64_t seed = 0; seed < 4; ++seed)
+    for (uint64_t stream = 0; stream < 4; ++stream)
+      for (uint64_t step = 0; step < 4; ++step) seeds.insert(derive_seed(seed, stream, step));
+  CHECK(seeds.size() == 64);
+  CHECK(derive_seed(7, 1, 2) != derive_seed(7, 2, 1));  // stream and step are not interchangeable
+
+  // shared_generator is a CPU generator seeded with derive_seed.
+  at::Generator shared = exogym::sdk::shared_generator(42, 5, 9);
+  at::Generator expected = at::make_generator<at::CPUGeneratorImpl>(derive_seed(42, 5, 9));
+  CHECK(at::equal(at::randn({8}, shared), at::randn({8}, expected)));
+}
+
+namespace {
+
+// A classifier whose logits are a parameter, whatever the batch.
+struct FixedLogits : torch::nn::Module {
+  explicit FixedLogits(const at::Tensor& init) { logits = register_parameter("logits", init.clone()); }
+  at::Tensor logits;
+};
+
+class FixedClassifier final : public exogym::sdk::Classifier {
+ public:
+  explicit FixedClassifier(const at::Tensor& logits) : net_(std::make_shared<FixedLogits>(logits)) {}
+  torch::nn::Module& module() override { return *net_; }
+  at::Tensor logits(const exogym::sdk::Batch& /*batch*/) override { return net_->logits; }
+
+ private:
+  std::shared_ptr<FixedLogits> net_;
+};
+
+}  // namespace
+
+TEST_CASE("a classifier scores its logits by cross-entropy and accuracy against \"target\"", "[sdk][model]") {
+  FixedClassifier model(at::tensor({2.0f, 0.0f, 0.0f, 0.0f, 1.0f, 0.0f}).reshape({2, 3}));
+  // Whole-number float targets are class indices too: example 0 is right, 1 wrong.
+  const exogym::sdk::Batch batch = {{"target", at::tensor({0.0f, 2.0f})}};
+  const double expected = (std::log(1 + 2 * std::exp(-2.0)) + std::log(std::exp(1.0) + 2)) / 2;
+
+  const at::Tensor loss = model.loss(batch);
+  CHECK(loss.item<double>() == Approx(expected));
+  CHECK(loss.requires_grad());
+  const exogym::sdk::EvalOutput out = model.evaluate(batch);
+  CHECK(out.loss.item<double>() == Approx(expected));
+  CHECK(out.metrics.at("accuracy").item<double>() == Approx(0.5));
+  CHECK(model.metric_names() == std::vector<std::string>{"accuracy"});
+  CHECK_THROWS_WITH(model.loss({}), Catch::Contains("the batch has no \"target\" tensor"));
 }

@@ -1,8 +1,6 @@
 // "cnn": the reference's MNIST CNN (1,868,234 parameters with the defaults).
 // Per block: [Conv3x3, BN, ReLU] x 2, MaxPool 2, channel dropout 0.25; then
 // Flatten, Linear(-> hidden), ReLU, dropout 0.5, Linear(-> num_classes).
-#include <ATen/ops/argmax.h>
-#include <ATen/ops/cross_entropy_loss.h>
 #include <ATen/ops/max_pool2d.h>
 #include <ATen/ops/relu.h>
 #include <torch/nn/module.h>
@@ -16,8 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "exogym/sdk/classifier.h"
 #include "exogym/sdk/error.h"
-#include "exogym/sdk/model.h"
 #include "exogym/sdk/options.h"
 #include "exogym/sdk/plugin.h"
 
@@ -81,7 +79,7 @@ struct CnnNet : torch::nn::Module {
   }
 };
 
-class CnnModel : public sdk::Model {
+class CnnModel : public sdk::Classifier {
  public:
   explicit CnnModel(const json& options)
       : in_channels_(options.at("in_channels").get<int64_t>()),
@@ -101,18 +99,8 @@ class CnnModel : public sdk::Model {
 
   torch::nn::Module& module() override { return *net_; }
 
-  at::Tensor loss(const sdk::Batch& batch) override {
-    return at::cross_entropy_loss(forward(batch_tensor(batch, "input")), target(batch));
-  }
-
-  sdk::EvalOutput evaluate(const sdk::Batch& batch) override {
-    return sdk::classification_eval(forward(batch_tensor(batch, "input")), target(batch));
-  }
-
-  std::vector<std::string> metric_names() const override { return {"accuracy"}; }
-
- private:
-  at::Tensor forward(const at::Tensor& input) {
+  at::Tensor logits(const sdk::Batch& batch) override {
+    const at::Tensor& input = batch_tensor(batch, "input");
     const int64_t per_example = in_channels_ * image_size_ * image_size_;
     const int64_t n = input.dim() == 0 ? 1 : input.size(0);
     // [N, C, H, W] as is; [N, H*W*C] or [N, H, W] (flat MNIST) reshaped.
@@ -132,8 +120,7 @@ class CnnModel : public sdk::Model {
     return net_->fc2->forward(x);
   }
 
-  static at::Tensor target(const sdk::Batch& batch) { return batch_tensor(batch, "target").to(at::kLong); }
-
+ private:
   int64_t in_channels_;
   int64_t image_size_;
   bool dropout_;

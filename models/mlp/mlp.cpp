@@ -1,8 +1,6 @@
 // "mlp": a multi-layer perceptron classifier. Each example's "input" is
 // flattened to input_size features; hidden layers use the chosen activation
 // followed by dropout; the loss is the mean cross-entropy against "target".
-#include <ATen/ops/argmax.h>
-#include <ATen/ops/cross_entropy_loss.h>
 #include <ATen/ops/gelu.h>
 #include <ATen/ops/relu.h>
 #include <ATen/ops/tanh.h>
@@ -15,8 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "exogym/sdk/classifier.h"
 #include "exogym/sdk/error.h"
-#include "exogym/sdk/model.h"
 #include "exogym/sdk/options.h"
 #include "exogym/sdk/plugin.h"
 
@@ -57,7 +55,7 @@ struct MlpNet : torch::nn::Module {
   }
 };
 
-class MlpModel : public sdk::Model {
+class MlpModel : public sdk::Classifier {
  public:
   explicit MlpModel(const json& options)
       : input_size_(options.at("input_size").get<int64_t>()),
@@ -72,18 +70,8 @@ class MlpModel : public sdk::Model {
 
   torch::nn::Module& module() override { return *net_; }
 
-  at::Tensor loss(const sdk::Batch& batch) override {
-    return at::cross_entropy_loss(forward(batch_tensor(batch, "input")), target(batch));
-  }
-
-  sdk::EvalOutput evaluate(const sdk::Batch& batch) override {
-    return sdk::classification_eval(forward(batch_tensor(batch, "input")), target(batch));
-  }
-
-  std::vector<std::string> metric_names() const override { return {"accuracy"}; }
-
- private:
-  at::Tensor forward(const at::Tensor& input) {
+  at::Tensor logits(const sdk::Batch& batch) override {
+    const at::Tensor& input = batch_tensor(batch, "input");
     const int64_t n = input.dim() == 0 ? 1 : input.size(0);
     if (input.dim() == 0 || input.numel() != n * input_size_)
       throw sdk::ConfigError("input_size", "the batch's \"input\" has shape " + shape_of(input) +
@@ -99,8 +87,7 @@ class MlpModel : public sdk::Model {
     return x;
   }
 
-  static at::Tensor target(const sdk::Batch& batch) { return batch_tensor(batch, "target").to(at::kLong); }
-
+ private:
   int64_t input_size_;
   double dropout_;
   std::string activation_;

@@ -6,6 +6,7 @@
 #include <torch/optim/optimizer.h>
 
 #include "exogym/sdk/comm.h"
+#include "exogym/sdk/compose.h"
 #include "exogym/sdk/model.h"
 #include "exogym/sdk/node.h"
 #include "exogym/sdk/optim.h"
@@ -14,32 +15,26 @@
 
 namespace exogym::plugins {
 
-using sdk::OptionSpec;
-using sdk::OptionType;
-
+// The local step's options (sdk::LocalStepOptions); here the optimizer and
+// the clipping act on the averaged gradient, which their docs say.
 static sdk::OptionSpecs allreduce_options() {
-  return {
-      OptionSpec{"optimizer", OptionType::Optimizer, "adamw",
-                 "the optimizer every node applies to the averaged gradient"},
-      OptionSpec{"lr_schedule", OptionType::LrSchedule, "constant",
-                 "learning-rate schedule (constant, cosine, linear)"},
-      OptionSpec{"max_norm", OptionType::PositiveNumber, nullptr,
-                 "clip the averaged gradient to this global L2 norm (null: no clipping)"},
-  };
+  sdk::OptionSpecs specs = sdk::LocalStepOptions::specs();
+  for (auto& spec : specs) {
+    if (spec.name == "optimizer") spec.doc = "the optimizer every node applies to the averaged gradient";
+    if (spec.name == "max_norm") spec.doc = "clip the averaged gradient to this global L2 norm (null: no clipping)";
+  }
+  return specs;
 }
 
 class AllReduceStrategy final : public sdk::Strategy {
  public:
-  explicit AllReduceStrategy(const nlohmann::json& options)
-      : optimizer_spec_(sdk::OptimizerSpec::from_json(options.at("optimizer"), "optimizer")),
-        schedule_(sdk::LrSchedule::from_json(options.at("lr_schedule"), "lr_schedule")),
-        max_norm_(options.at("max_norm").is_null() ? 0.0 : options.at("max_norm").get<double>()) {}
+  explicit AllReduceStrategy(const nlohmann::json& options) : local_(sdk::LocalStepOptions::from_json(options)) {}
 
   void init(sdk::NodeContext& ctx, sdk::Model& model) override {
     ctx_ = &ctx;
     params_ = model.module().parameters();
-    optimizer_ = optimizer_spec_.build(params_);
-    lr_ = optimizer_spec_.lr() * schedule_.factor(0, ctx.max_steps);
+    optimizer_ = local_.optimizer.build(params_);
+    lr_ = local_.lr_at(0, ctx.max_steps);
   }
 
   void zero_grad() override { optimizer_->zero_grad(); }
@@ -54,8 +49,8 @@ class AllReduceStrategy final : public sdk::Strategy {
       grads.push_back(p.grad());
     }
     ctx_->communicator().all_reduce(grads, sdk::ReduceOp::Avg);
-    if (max_norm_ > 0) sdk::clip_grad_norm(params_, max_norm_);
-    lr_ = optimizer_spec_.lr() * schedule_.factor(ctx_->step, ctx_->max_steps);
+    if (local_.max_norm > 0) sdk::clip_grad_norm(params_, local_.max_norm);
+    lr_ = local_.lr_at(ctx_->step, ctx_->max_steps);
     sdk::set_lr(*optimizer_, lr_);
     optimizer_->step();
   }
@@ -63,9 +58,7 @@ class AllReduceStrategy final : public sdk::Strategy {
   double lr() const override { return lr_; }
 
  private:
-  sdk::OptimizerSpec optimizer_spec_;
-  sdk::LrSchedule schedule_;
-  double max_norm_;
+  sdk::LocalStepOptions local_;
   sdk::NodeContext* ctx_ = nullptr;
   std::vector<at::Tensor> params_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;

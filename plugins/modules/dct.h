@@ -4,6 +4,8 @@
 // orthonormal DCT-II, and only the top-k coefficients (by magnitude) of each
 // chunk are sent. Everything here is deterministic: selections and averages
 // do not depend on thread scheduling, so every node decodes the same update.
+// Nothing here communicates: the "demo" strategy all-gathers what compress()
+// selects and combines the messages with batch_decompress().
 //
 // Layouts ("encoded" tensors):
 //   0-D / 1-D of length N, chunk n:  (N/n, n), a DCT per row.

@@ -1,12 +1,22 @@
 #pragma once
-// DiLoCo's communication: after every H local (inner) steps the nodes average
-// their parameters, and an outer optimizer steps a master copy of the
-// parameters along the pseudo-gradient master - average.
+// DiLoCo's communication (Douillard et al. 2023): after every H local
+// (inner) steps the nodes average their parameters, an outer optimizer steps
+// a master copy of the parameters along the pseudo-gradient
+// master - average, and every node continues from the new master. Each node
+// keeps its own master and outer optimizer; they stay identical because
+// every node steps them with the same average.
+//
+// Communicates: one all_reduce (Avg) of every trainable parameter after
+// steps H-1, 2H-1, ... (0-based); nothing with one node (local training).
+// Options: "H" and "outer_optimizer" (specs()).
+// State: the master parameters ("<prefix>master.<i>") and, for an SGD outer
+// optimizer, its momentum buffers ("<prefix>momentum.<i>"); another outer
+// optimizer's moments are not saved.
 #include <ATen/core/Tensor.h>
-#include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "exogym/sdk/compose.h"
@@ -20,6 +30,7 @@ class DiLoCoModule final : public sdk::CommunicationModule {
   // The default outer optimizer: Nesterov SGD, lr 0.7, momentum 0.9.
   static nlohmann::json default_outer_optimizer();
 
+  // Reads "H" and "outer_optimizer" (merged over the default).
   explicit DiLoCoModule(const nlohmann::json& validated_options);
   DiLoCoModule(int64_t H, sdk::OptimizerSpec outer_optimizer);
   ~DiLoCoModule() override;
@@ -29,7 +40,8 @@ class DiLoCoModule final : public sdk::CommunicationModule {
   void save_state(sdk::StateDict& out, const std::string& prefix) const override;
   void load_state(const sdk::StateDict& in, const std::string& prefix) override;
 
-  // This node's master parameters (the last outer step's result).
+  // This node's master parameters (the last outer step's result), in the
+  // order of sdk::trainable_parameters().
   const std::vector<at::Tensor>& master() const { return master_; }
 
  private:

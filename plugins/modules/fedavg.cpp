@@ -6,6 +6,7 @@
 
 #include "exogym/sdk/comm.h"
 #include "exogym/sdk/node.h"
+#include "exogym/sdk/random.h"
 
 namespace exogym::modules {
 

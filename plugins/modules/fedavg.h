@@ -1,10 +1,19 @@
 #pragma once
-// FedAvg's communication: after every H local steps, each node's parameters
-// become the mean of all nodes' (or of its island's) parameters.
+// FedAvg's communication (McMahan et al. 2017): after every H local steps,
+// each node's parameters become the mean of all nodes' parameters, or of
+// its island's: a random group of island_size nodes, redrawn every round
+// from the run's seed.
+//
+// Communicates after steps H-1, 2H-1, ... (0-based): one all_reduce (Avg)
+// of every trainable parameter, or with islands one all_gather of them
+// (every node receives every node's parameters, as the reference did);
+// nothing with one node.
+// Options: "H" and "island_size" (specs()).
+// State: none (the islands of a round follow from the seed and the step).
 #include <ATen/core/Tensor.h>
-#include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <vector>
 

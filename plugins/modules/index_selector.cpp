@@ -4,8 +4,8 @@
 
 #include <cmath>
 
-#include "exogym/sdk/compose.h"
 #include "exogym/sdk/error.h"
+#include "exogym/sdk/random.h"
 
 namespace exogym::modules {
 

@@ -2,7 +2,8 @@
 // Which elements of each parameter SPARTA averages at a call. Every selector
 // is a deterministic function of (run seed, parameter position, call), so
 // every node selects the same elements without communicating anything (the
-// reference broadcast rank 0's full-size bool mask every step).
+// reference broadcast rank 0's full-size bool mask every step). A selector
+// caches permutations between calls: one per node, used by its thread.
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
@@ -17,7 +18,7 @@ class IndexSelector {
  public:
   virtual ~IndexSelector() = default;
   // Flat int64 indices (CPU) into parameter number `param` (numel elements)
-  // to average at the module's call number `call` (0, 1, ...).
+  // to average at call number `call` (SpartaModule: step / interval).
   virtual at::Tensor select(size_t param, int64_t numel, int64_t call) = 0;
 };
 

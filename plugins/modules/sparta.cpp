@@ -35,12 +35,13 @@ void SpartaModule::init(sdk::NodeContext& ctx, sdk::Model& model) {
   selector_ = make_index_selector(selector_name_, p_, ctx.seed);
   params_.clear();
   for (auto& p : sdk::trainable_parameters(model)) params_.push_back(p.detach());
-  calls_ = 0;
 }
 
 void SpartaModule::communicate(sdk::NodeContext& ctx, sdk::Model& /*model*/, int64_t step) {
   if (step % interval_ != 0) return;
-  const int64_t call = calls_++;
+  // The selectors' call number follows from the step alone, so a run resumed
+  // at any step draws what an uninterrupted run would (no state to save).
+  const int64_t call = step / interval_;
   if (ctx.num_nodes == 1) return;  // nobody to average with
   at::NoGradGuard no_grad;
 

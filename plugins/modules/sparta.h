@@ -1,11 +1,20 @@
 #pragma once
-// SPARTA's communication: after a local step, a small random subset of every
-// parameter's elements (a fraction p) is replaced by its mean over the nodes.
+// SPARTA's communication (sparse parameter averaging): after a local step, a
+// small subset of every parameter's elements (a fraction p) is replaced by
+// its mean over the nodes. Every node selects the same elements from the
+// run's seed (index_selector.h), so only the selected values travel.
+//
+// Communicates: one all_reduce (Avg) of the selected values after every
+// step t with t % interval == 0 (0-based); nothing with one node.
+// Options: "p" and "selector" (specs()), and "sparta_interval" when the
+// strategy declares it (sparta_diloco does).
+// State: none to save. The selection at step t depends only on the run's
+// seed and t, so a resumed run selects what an uninterrupted one would.
 #include <ATen/core/Tensor.h>
-#include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -19,7 +28,8 @@ class SpartaModule final : public sdk::CommunicationModule {
   // Options "p" and "selector".
   static sdk::OptionSpecs specs();
 
-  // Reads "p", "selector" and, when present, "sparta_interval".
+  // Reads "p", "selector" and, when present, "sparta_interval". Throws
+  // sdk::ConfigError for an unknown selector or p outside (0, 1].
   explicit SpartaModule(const nlohmann::json& validated_options);
   // Averages after steps t with t % interval == 0.
   SpartaModule(double p, std::string selector, int64_t interval = 1);
@@ -27,16 +37,12 @@ class SpartaModule final : public sdk::CommunicationModule {
   void init(sdk::NodeContext& ctx, sdk::Model& model) override;
   void communicate(sdk::NodeContext& ctx, sdk::Model& model, int64_t step) override;
 
-  // How many times this node averaged (the selectors' call number).
-  int64_t calls() const { return calls_; }
-
  private:
   double p_;
   std::string selector_name_;
   int64_t interval_;
   std::unique_ptr<IndexSelector> selector_;
   std::vector<at::Tensor> params_;
-  int64_t calls_ = 0;
 };
 
 }  // namespace exogym::modules

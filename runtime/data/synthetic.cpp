@@ -8,18 +8,13 @@
 #include <stdexcept>
 
 #include "exogym/sdk/error.h"
+#include "exogym/sdk/random.h"
 
 namespace exogym::runtime::data {
 namespace {
 
-// SplitMix64's finalizer: turns (seed, stream) pairs into well-spread,
-// independent generator seeds; seed + 1 would give correlated streams.
-uint64_t mix(uint64_t seed, uint64_t stream) {
-  uint64_t z = seed + 0x9E3779B97F4A7C15ULL * (stream + 1);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
+// derive_seed streams: the centroids, shared by the splits, and one per split.
+constexpr uint64_t kCentroidStream = 0;
 
 uint64_t split_stream(const std::string& split) {
   if (split == "train") return 1;
@@ -35,10 +30,11 @@ SyntheticDataset::SyntheticDataset(const SyntheticOptions& options, const std::s
   if (options.num_examples < 1 || options.features < 1 || options.classes < 1 || !(options.noise >= 0)) {
     throw std::invalid_argument("SyntheticDataset: num_examples, features and classes must be >= 1, noise >= 0");
   }
-  at::Generator centroid_generator = at::make_generator<at::CPUGeneratorImpl>(mix(options.seed, 0));
+  at::Generator centroid_generator =
+      at::make_generator<at::CPUGeneratorImpl>(sdk::derive_seed(options.seed, kCentroidStream));
   centroids_ = at::randn({options.classes, options.features}, centroid_generator, at::kFloat);
 
-  at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(mix(options.seed, stream));
+  at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(sdk::derive_seed(options.seed, stream));
   targets_ = at::randint(options.classes, {options.num_examples}, generator, at::kLong);
   inputs_ = at::randn({options.num_examples, options.features}, generator, at::kFloat)
                 .mul_(options.noise)

@@ -1,0 +1,27 @@
+#pragma once
+// A classification model: the model computes logits, the base scores them.
+#include <ATen/core/Tensor.h>
+
+#include <string>
+#include <vector>
+
+#include "exogym/sdk/model.h"
+
+namespace exogym::sdk {
+
+// Scores logits [N, C] against the batch's "target" [N] of class indices
+// (any integer or floating dtype holding whole numbers): the loss is the
+// mean cross-entropy, and evaluate() also reports "accuracy", the fraction
+// of examples whose largest logit is the target's.
+class Classifier : public Model {
+ public:
+  // The logits [N, C] of the batch's N examples. Called by loss() and
+  // evaluate(), so it runs in training and in evaluation mode (see Model).
+  virtual at::Tensor logits(const Batch& batch) = 0;
+
+  at::Tensor loss(const Batch& batch) override;
+  EvalOutput evaluate(const Batch& batch) override;
+  std::vector<std::string> metric_names() const override;
+};
+
+}  // namespace exogym::sdk
