@@ -10,19 +10,14 @@
 #include "exogym/runtime/cluster/work_crew.h"
 #include "exogym/runtime/plugin/plugin_loader.h"
 #include "exogym/sdk/error.h"
+#include "exogym/sdk/random.h"
 
 namespace exogym::runtime::train {
 
 namespace {
 
-// Seeds that differ per node and purpose but follow from the run's seed.
-uint64_t mix_seed(uint64_t seed, uint64_t a, uint64_t b = 0) {
-  uint64_t x = seed ^ (0x9E3779B97F4A7C15ULL * (a + 1)) ^ (0xC2B2AE3D27D4EB4FULL * (b + 1));
-  x ^= x >> 31;
-  x *= 0xBF58476D1CE4E5B9ULL;
-  x ^= x >> 29;
-  return x;
-}
+// The stream of the models' own generators (dropout), one per node: "MODEL".
+constexpr uint64_t kModelStream = 0x4D4F44454CULL;
 
 // A plugin's own ConfigError names a path inside its options.
 sdk::ConfigError at_options(const manifest::PluginRef& ref, const sdk::ConfigError& e) {
@@ -39,7 +34,7 @@ std::shared_ptr<sdk::Model> build_model(const manifest::Manifest& m, const RunPl
   }
   // Only node 0's draws survive the initial broadcast (sdk::Model).
   if (rank == 0) model->init_parameters();
-  model->set_generator(at::detail::createCPUGenerator(mix_seed(m.seed, 1, rank)));
+  model->set_generator(at::detail::createCPUGenerator(sdk::derive_seed(m.seed, kModelStream, rank)));
   model->module().to(device);
   model->module().train();
   return model;
