@@ -67,7 +67,7 @@ namespace detail {
 // caller must get right, a state that cannot happen): throws
 // sdk::InternalError naming the file and line. For what a user can get
 // wrong, throw an sdk::Error (ConfigError, DataError, ...) instead.
-#define EXOGYM_CHECK_INTERNAL(condition, message)                                              \
-  do {                                                                                         \
+#define EXOGYM_CHECK_INTERNAL(condition, message)                                                             \
+  do {                                                                                                        \
     if (!(condition)) ::exogym::sdk::detail::throw_internal_error(__FILE__, __LINE__, #condition, (message)); \
   } while (false)

@@ -4,10 +4,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <catch2/catch.hpp>
 #include <cstdio>
 #include <fstream>
 #include <thread>
+
+#include "testing.h"
 
 extern char** environ;
 

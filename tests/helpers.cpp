@@ -5,7 +5,6 @@
 #include <torch/csrc/jit/serialization/pickle.h>
 
 #include <atomic>
-#include <catch2/catch.hpp>
 #include <chrono>
 #include <fstream>
 #include <future>
@@ -16,6 +15,7 @@
 
 #include "exogym/runtime/cluster/cluster.h"
 #include "exogym/runtime/output/progress.h"
+#include "testing.h"
 
 namespace exogym::test {
 

@@ -2,7 +2,6 @@
 // against closed forms for every strategy, simulated time against the
 // alpha-beta model, stragglers, units, time to target.
 #include <ATen/ATen.h>
-#include <catch2/catch.hpp>
 
 #include <cmath>
 #include <string>
@@ -10,12 +9,13 @@
 
 #include "exogym/modules/dct.h"
 #include "exogym/modules/index_selector.h"
-#include "exogym/runtime/output/comparison.h"
 #include "exogym/runtime/manifest/manifest.h"
-#include "exogym/runtime/sim/network_model.h"
 #include "exogym/runtime/manifest/units.h"
+#include "exogym/runtime/output/comparison.h"
+#include "exogym/runtime/sim/network_model.h"
 #include "exogym/sdk/error.h"
 #include "helpers.h"
+#include "testing.h"
 
 namespace fs = std::filesystem;
 using exogym::runtime::sim::NetworkModel;
@@ -32,7 +32,7 @@ namespace {
 // small_manifest's MLP, 32 -> 32 -> 4: its trainable tensors and their sizes.
 const std::vector<std::vector<int64_t>> kShapes = {{32, 32}, {32}, {4, 32}, {4}};
 constexpr double kParams = 32 * 32 + 32 + 4 * 32 + 4;  // 1188
-constexpr double kParamBytes = 4 * kParams;           // float32
+constexpr double kParamBytes = 4 * kParams;            // float32
 constexpr int kSteps = 20;
 
 json manifest_with(int nodes, const std::string& strategy, json options) {
@@ -100,16 +100,20 @@ TEST_CASE("accounting: units parse to bytes/s and seconds, and bad ones name the
   CHECK_THAT(error_of("network.bandwidth", "-1Gbit/s"),
              Catch::StartsWith("network.bandwidth: expected a positive bandwidth"));
   CHECK_THAT(error_of("network.bandwidth", "0Gbit/s"), Catch::StartsWith("network.bandwidth: expected a positive"));
-  CHECK_THAT(error_of("network.bandwidth", 1000), Catch::StartsWith("network.bandwidth: expected a bandwidth with a unit"));
-  CHECK_THAT(error_of("network.latency", "10"), Catch::StartsWith("network.latency: ") && Catch::Contains("unit is missing"));
-  CHECK_THAT(error_of("network.latency", "-5ms"), Catch::StartsWith("network.latency: expected a non-negative duration"));
+  CHECK_THAT(error_of("network.bandwidth", 1000),
+             Catch::StartsWith("network.bandwidth: expected a bandwidth with a unit"));
+  CHECK_THAT(error_of("network.latency", "10"),
+             Catch::StartsWith("network.latency: ") && Catch::Contains("unit is missing"));
+  CHECK_THAT(error_of("network.latency", "-5ms"),
+             Catch::StartsWith("network.latency: expected a non-negative duration"));
   CHECK_THAT(error_of("network.latency", "10 parsecs"), Catch::Contains("unknown unit \"parsecs\""));
   CHECK_THAT(error_of("network.nodes.1.bandwidth", "1 Mbit"), Catch::StartsWith("network.nodes.1.bandwidth: "));
   CHECK_THAT(error_of("network.nodes.5.latency", "1ms"),
              Catch::StartsWith("network.nodes.5: node 5 does not exist: the run has 2 nodes"));
   CHECK_THAT(error_of("network.speed", "1Gbit/s"), Catch::StartsWith("network.speed: unknown option"));
   CHECK_THAT(error_of("compute.step_time", "fast"), Catch::StartsWith("compute.step_time: expected a duration"));
-  CHECK_THAT(error_of("compute.step_time", "0s"), Catch::StartsWith("compute.step_time: expected \"measured\" or a positive"));
+  CHECK_THAT(error_of("compute.step_time", "0s"),
+             Catch::StartsWith("compute.step_time: expected \"measured\" or a positive"));
   CHECK_THAT(error_of("compute.speed.1", -0.5), Catch::StartsWith("compute.speed.1: expected a positive speed factor"));
   CHECK_THAT(error_of("compute.speed.x", 0.5), Catch::StartsWith("compute.speed.x: expected a node rank"));
   CHECK_THAT(error_of("eval.target_loss", "low"), Catch::StartsWith("eval.target_loss: expected a number"));
@@ -127,7 +131,7 @@ TEST_CASE("accounting: collective traffic and time follow the documented algorit
   CHECK(rt::sim::broadcast_traffic(1000, 4, 1, 2).received == 1000);
   CHECK(rt::sim::broadcast_total_sent(1000, 4) == 3000);
   const std::vector<double> uneven = {100, 200, 300};
-  CHECK(rt::sim::all_gather_traffic(uneven, 0).sent == 400);  // everything but node 1's block
+  CHECK(rt::sim::all_gather_traffic(uneven, 0).sent == 400);      // everything but node 1's block
   CHECK(rt::sim::all_gather_traffic(uneven, 0).received == 500);  // everything but its own
   CHECK(rt::sim::all_gather_total_sent(uneven) == 1200);
 
@@ -166,8 +170,8 @@ TEST_CASE("accounting: DDP sends a ring all-reduce of every gradient every step"
   // The runtime's own traffic is counted apart: the initial broadcast, three
   // evaluations (steps 0, 10, 20: the average of the parameters plus a packed
   // result of 2 x (loss + accuracy) doubles) and the final model's average.
-  const double runtime_total = (K - 1) * kParamBytes + 3 * (2.0 * (K - 1) * kParamBytes + 2.0 * (K - 1) * 4 * 8) +
-                               2.0 * (K - 1) * kParamBytes;
+  const double runtime_total =
+      (K - 1) * kParamBytes + 3 * (2.0 * (K - 1) * kParamBytes + 2.0 * (K - 1) * 4 * 8) + 2.0 * (K - 1) * kParamBytes;
   CHECK(summary["communication"]["runtime_bytes_sent_total"].get<double>() == Approx(runtime_total).epsilon(1e-12));
 }
 

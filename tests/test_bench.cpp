@@ -3,14 +3,14 @@
 //
 // helpers.h comes first: it pulls in LibTorch, hence glog, whose CHECK macro
 // would otherwise replace Catch's and silently stop counting assertions.
-#include "helpers.h"
-
 #include <algorithm>
-#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <string>
+
+#include "helpers.h"
+#include "testing.h"
 
 using exogym::test::read_text;
 using exogym::test::TempDir;
@@ -76,8 +76,8 @@ TEST_CASE("the benchmark harness measures only the sections and node counts aske
   REQUIRE(row["simulator_runs_seconds"].size() == 2);
   REQUIRE(row["bare_runs_seconds"].size() == 2);
   REQUIRE(row["startup_runs_seconds"].size() == 2);
-  CHECK(row["simulator_loop_seconds"] == std::min(row["simulator_runs_seconds"][0].get<double>(),
-                                                  row["simulator_runs_seconds"][1].get<double>()));
+  CHECK(row["simulator_loop_seconds"] ==
+        std::min(row["simulator_runs_seconds"][0].get<double>(), row["simulator_runs_seconds"][1].get<double>()));
   CHECK(row["bare_loop_seconds"] ==
         std::min(row["bare_runs_seconds"][0].get<double>(), row["bare_runs_seconds"][1].get<double>()));
   const std::string out = (dir / "bad.txt").string();

@@ -2,17 +2,17 @@
 // verbosity, exit statuses and machine-readable progress in every tool.
 #include <sys/wait.h>
 
-#include "testing.h"
 #include <cstdlib>
 #include <fstream>
-#include <sstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "exogym/build_config.h"
 #include "exogym/sdk/error.h"
 #include "helpers.h"
+#include "testing.h"
 
 namespace fs = std::filesystem;
 using exogym::test::read_lines;
@@ -31,8 +31,8 @@ struct Outcome {
 // Runs build/bin/<tool> with `args` (shell words), stdout and stderr apart.
 Outcome run_tool(const std::string& tool, const std::string& args, const TempDir& dir) {
   const fs::path out = dir / "stdout.txt", err = dir / "stderr.txt";
-  const std::string command = std::string(EXOGYM_BINARY_DIR) + "/bin/" + tool + " " + args + " > " + out.string() +
-                              " 2> " + err.string();
+  const std::string command =
+      std::string(EXOGYM_BINARY_DIR) + "/bin/" + tool + " " + args + " > " + out.string() + " 2> " + err.string();
   const int status = std::system(command.c_str());
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_text(out), read_text(err)};
 }
@@ -65,8 +65,8 @@ TEST_CASE("flags take their value as --flag value or --flag=value", "[cli]") {
     const Outcome o = run_tool("exogym-run", "--quiet " + form + " " + file.string(), dir);
     INFO(form << ": " << o.err);
     REQUIRE(o.code == 0);
-    CHECK(o.out.find("\nb ") != std::string::npos);   // the table has variant b ...
-    CHECK(o.out.find("\na ") == std::string::npos);   // ... and not a
+    CHECK(o.out.find("\nb ") != std::string::npos);  // the table has variant b ...
+    CHECK(o.out.find("\na ") == std::string::npos);  // ... and not a
   }
   const auto config = json::parse(read_text(dir / "runs" / "test" / "b" / "config.json"));
   CHECK(config["train"]["max_steps"] == 3);
@@ -76,8 +76,8 @@ TEST_CASE("exit statuses: 0 success, 2 usage or input error, 1 failure while run
   TempDir dir("exits");
   const fs::path good = write_manifest(dir, small_manifest(2));
   CHECK(run_tool("exogym-run", "--help", dir).code == 0);
-  CHECK_THAT(run_tool("exogym-run", "--help", dir).out, Catch::Contains("Several processes") &&
-                                                           Catch::Contains("--progress") && Catch::Contains("--set"));
+  CHECK_THAT(run_tool("exogym-run", "--help", dir).out,
+             Catch::Contains("Several processes") && Catch::Contains("--progress") && Catch::Contains("--set"));
 
   Outcome o = run_tool("exogym-run", "--no-such-flag " + good.string(), dir);
   CHECK(o.code == 2);
@@ -95,7 +95,7 @@ TEST_CASE("exit statuses: 0 success, 2 usage or input error, 1 failure while run
   CHECK(o.code == 2);
   CHECK_THAT(o.err, Catch::Contains("does not exist"));
 
-  CHECK(run_tool("exogym-generate", "", dir).code == 2);                       // no run folder
+  CHECK(run_tool("exogym-generate", "", dir).code == 2);  // no run folder
   CHECK(run_tool("exogym-generate", "--tokens -3 " + dir.path().string(), dir).code == 2);
   CHECK(run_tool("exogym-generate", (dir / "nope").string(), dir).code == 2);  // not a run folder
 }
@@ -157,9 +157,8 @@ TEST_CASE("an internal check names the file and line and says it is a bug", "[cl
     EXOGYM_CHECK_INTERNAL(1 + 1 == 3, "arithmetic is off");
     FAIL("no throw");
   } catch (const exogym::sdk::InternalError& e) {
-    CHECK_THAT(e.what(), Catch::StartsWith("internal error at tests/test_cli.cpp:") &&
-                             Catch::Contains("1 + 1 == 3") && Catch::Contains("arithmetic is off") &&
-                             Catch::Contains("bug"));
+    CHECK_THAT(e.what(), Catch::StartsWith("internal error at tests/test_cli.cpp:") && Catch::Contains("1 + 1 == 3") &&
+                             Catch::Contains("arithmetic is off") && Catch::Contains("bug"));
   }
   // Not an sdk::Error: nothing reports it as the user's mistake.
   CHECK_FALSE(std::is_base_of_v<exogym::sdk::Error, exogym::sdk::InternalError>);

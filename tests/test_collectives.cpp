@@ -4,12 +4,10 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
-
 #include <pthread.h>
 #include <sched.h>
 
 #include <atomic>
-#include <catch2/catch.hpp>
 #include <chrono>
 #include <future>
 #include <mutex>
@@ -22,6 +20,7 @@
 #include "exogym/sdk/comm.h"
 #include "exogym/sdk/error.h"
 #include "helpers.h"
+#include "testing.h"
 
 using exogym::sdk::ReduceOp;
 using exogym::test::run_nodes;

@@ -3,7 +3,6 @@
 // trainings of an MLP and a CNN.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
-#include <catch2/catch.hpp>
 #include <torch/nn/module.h>
 
 #include <chrono>
@@ -19,6 +18,7 @@
 #include "exogym/sdk/node.h"
 #include "exogym/sdk/strategy.h"
 #include "helpers.h"
+#include "testing.h"
 
 namespace fs = std::filesystem;
 namespace demo = exogym::modules::demo;
@@ -146,9 +146,9 @@ TEST_CASE("demo: the DCT-II basis is orthonormal and is the DCT", "[demo]") {
 }
 
 TEST_CASE("demo: chunk sizes are the reference's (largest divisor <= the target)", "[demo]") {
-  const std::vector<std::pair<int64_t, int64_t>> expected = {
-      {784, 56}, {50257, 29}, {97, 1}, {66, 33}, {65, 13}, {10, 10}, {128, 64},
-      {64, 64},  {768, 64},   {3072, 64}, {50304, 64}, {1, 1}};
+  const std::vector<std::pair<int64_t, int64_t>> expected = {{784, 56}, {50257, 29}, {97, 1},     {66, 33},
+                                                             {65, 13},  {10, 10},    {128, 64},   {64, 64},
+                                                             {768, 64}, {3072, 64},  {50304, 64}, {1, 1}};
   for (auto [size, chunk] : expected) {
     INFO("size " << size);
     REQUIRE(demo::chunk_size(size, 64) == chunk);
@@ -169,9 +169,9 @@ TEST_CASE("demo: encode then decode is the identity for 0-D, 1-D, 2-D and conv t
       {{130}, {5, 26}},
       {{66, 65}, {2, 5, 33, 13}},
       {{10, 784}, {1, 14, 10, 56}},
-      {{8, 3, 5, 5}, {1, 3, 8, 25}},   // flattened to 8 x 75
-      {{6, 1, 3, 3}, {1, 1, 6, 9}},    // 6 x 9
-      {{16, 8, 3, 3}, {1, 2, 16, 36}}, // 16 x 72
+      {{8, 3, 5, 5}, {1, 3, 8, 25}},    // flattened to 8 x 75
+      {{6, 1, 3, 3}, {1, 1, 6, 9}},     // 6 x 9
+      {{16, 8, 3, 3}, {1, 2, 16, 36}},  // 16 x 72
   };
   for (const auto& c : cases) {
     INFO("shape " << at::IntArrayRef(c.shape));
@@ -186,8 +186,7 @@ TEST_CASE("demo: encode then decode is the identity for 0-D, 1-D, 2-D and conv t
   }
   // A 2-D tile is a 2-D DCT: a constant matrix has only DC coefficients.
   at::Tensor encoded = transform.encode(at::ones({66, 65}));
-  REQUIRE(max_abs(encoded.index({at::indexing::Slice(), at::indexing::Slice(), 0, 0}) -
-                  std::sqrt(33.0 * 13.0)) < 1e-4);
+  REQUIRE(max_abs(encoded.index({at::indexing::Slice(), at::indexing::Slice(), 0, 0}) - std::sqrt(33.0 * 13.0)) < 1e-4);
   REQUIRE(encoded.abs().sum().item<double>() == Approx(2 * 5 * std::sqrt(33.0 * 13.0)).epsilon(1e-4));
 }
 
@@ -199,9 +198,8 @@ TEST_CASE("demo: compress keeps the top-k coefficients of each chunk", "[demo]")
   at::Tensor kept = demo::decompress(c.idx, c.val, encoded.sizes());
   REQUIRE(at::equal(kept, at::tensor({3.f, -5.f, 0.f, 0.f, 0.f, 2.f, -4.f, 0.f}).reshape({2, 4})));
   // k is clamped to the chunk: nothing is dropped, and at least one is kept.
-  REQUIRE(at::equal(demo::decompress(demo::compress(encoded, 100).idx, demo::compress(encoded, 100).val,
-                                     encoded.sizes()),
-                    encoded));
+  REQUIRE(at::equal(
+      demo::decompress(demo::compress(encoded, 100).idx, demo::compress(encoded, 100).val, encoded.sizes()), encoded));
   REQUIRE(demo::compress(encoded, 1).idx.size(-1) == 1);
   // A 4-D encoding is compressed per tile (the last two axes together).
   at::Tensor tiles = at::arange(16, at::kFloat).reshape({1, 2, 2, 4});
@@ -343,8 +341,9 @@ TEST_CASE("demo: misspelt or out-of-range options are rejected, naming them", "[
   REQUIRE(resolved["max_norm"].is_null());
   REQUIRE(resolved["lr_schedule"]["name"] == "constant");
   for (const auto& spec : plugin->options()) REQUIRE_FALSE(spec.doc.empty());
-  REQUIRE_THROWS_WITH(plugin->validate({{"topk", 8}}, "strategy.options"),
-                      Catch::StartsWith("strategy.options.topk: unknown option") && Catch::Contains("compression_topk"));
+  REQUIRE_THROWS_WITH(
+      plugin->validate({{"topk", 8}}, "strategy.options"),
+      Catch::StartsWith("strategy.options.topk: unknown option") && Catch::Contains("compression_topk"));
   REQUIRE_THROWS_WITH(plugin->validate({{"compression_chunk", 0}}, "strategy.options"),
                       Catch::StartsWith("strategy.options.compression_chunk: expected a positive integer"));
   // decay must be < 1: checked when the strategy is made, named in full.

@@ -6,7 +6,6 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
 
-#include <catch2/catch.hpp>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -24,6 +23,7 @@
 #include "exogym/sdk/comm.h"
 #include "exogym/sdk/error.h"
 #include "helpers.h"
+#include "testing.h"
 
 using exogym::runtime::cluster::Cluster;
 using exogym::runtime::cluster::NodeSlot;

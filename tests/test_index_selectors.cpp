@@ -3,12 +3,12 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
-#include <catch2/catch.hpp>
 #include <cmath>
 #include <set>
 #include <vector>
 
 #include "exogym/modules/index_selector.h"
+#include "testing.h"
 
 namespace modules = exogym::modules;
 

@@ -3,7 +3,6 @@
 // exogym-generate tool).
 #include <ATen/Parallel.h>
 
-#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -13,6 +12,7 @@
 #include "exogym/runtime/lm/text_generator.h"
 #include "helpers.h"
 #include "lm_fixtures.h"
+#include "testing.h"
 
 namespace fs = std::filesystem;
 using exogym::runtime::data::CharVocabulary;

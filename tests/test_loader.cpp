@@ -1,6 +1,5 @@
 // The plugin loader: lookup, version checks before any plugin code runs,
 // option validation, lifetime.
-#include <catch2/catch.hpp>
 #include <cstdlib>
 
 #include "exogym/runtime/plugin/plugin_loader.h"
@@ -9,6 +8,7 @@
 #include "exogym/sdk/plugin.h"
 #include "exogym/sdk/strategy.h"
 #include "helpers.h"
+#include "testing.h"
 
 namespace fs = std::filesystem;
 using exogym::runtime::plugin::PluginLoader;

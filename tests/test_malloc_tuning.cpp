@@ -5,7 +5,6 @@
 #include <sys/resource.h>
 
 #include <atomic>
-#include <catch2/catch.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -14,6 +13,7 @@
 #include <vector>
 
 #include "exogym/runtime/cluster/malloc_tuning.h"
+#include "testing.h"
 
 namespace {
 
@@ -69,8 +69,8 @@ TEST_CASE("malloc tuning keeps a thread's step-sized temporaries from being faul
     }
   });
   step_runner.join();
-  INFO("faults per step: " << faults[0] << ", " << faults[1] << ", " << faults[2] << ", " << faults[3]
-                           << " (" << pages_per_step << " pages touched per step)");
+  INFO("faults per step: " << faults[0] << ", " << faults[1] << ", " << faults[2] << ", " << faults[3] << " ("
+                           << pages_per_step << " pages touched per step)");
   CHECK(faults[0] >= pages_per_step / 2);  // the first step does fault its memory in
   // Untuned, steps 1-3 faulted in 18433, 2305 and 3073 pages here; tuned,
   // 768, 0 and 0.

@@ -1,13 +1,13 @@
 // The manifest: its schema, defaults, path resolution, error messages naming
 // JSON paths, and reading the file. Variants and --set: test_manifest_variants.
 #include <algorithm>
-#include <catch2/catch.hpp>
 #include <fstream>
 #include <random>
 
 #include "exogym/runtime/manifest/schema.h"
 #include "exogym/sdk/options.h"
 #include "manifest_fixtures.h"
+#include "testing.h"
 
 namespace fs = std::filesystem;
 using exogym::runtime::manifest::load_manifest;

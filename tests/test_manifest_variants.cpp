@@ -1,9 +1,8 @@
 // The manifest's "runs" variants (JSON merge patches over the base) and the
 // --set overrides that apply to the base and every variant.
-#include <catch2/catch.hpp>
-
 #include "exogym/runtime/manifest/overrides.h"
 #include "manifest_fixtures.h"
+#include "testing.h"
 
 namespace fs = std::filesystem;
 using exogym::runtime::manifest::apply_override;

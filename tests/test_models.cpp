@@ -1,6 +1,7 @@
 // The built-in model plugins, loaded straight from their .so files (the way
 // the loader does, minus its search and checks).
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
 #include <ATen/core/grad_mode.h>
 #include <ATen/ops/equal.h>
 #include <ATen/ops/randint.h>
@@ -9,8 +10,6 @@
 #include <torch/optim/optimizer.h>
 
 #include <boost/dll/shared_library.hpp>
-#include <ATen/Parallel.h>
-#include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
 #include <memory>
@@ -21,6 +20,7 @@
 #include "exogym/sdk/optim.h"
 #include "exogym/sdk/options.h"
 #include "exogym/sdk/plugin.h"
+#include "testing.h"
 
 using exogym::sdk::Batch;
 using exogym::sdk::Model;

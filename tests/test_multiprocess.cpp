@@ -3,7 +3,6 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
-#include <catch2/catch.hpp>
 #include <chrono>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -15,6 +14,7 @@
 #include "cli_helpers.h"
 #include "exogym/runtime/dist/tcp_ports.h"
 #include "helpers.h"
+#include "testing.h"
 
 namespace fs = std::filesystem;
 using exogym::test::load_model_pt;

@@ -7,7 +7,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <catch2/catch.hpp>
 #include <chrono>
 #include <fstream>
 #include <map>
@@ -19,6 +18,7 @@
 #include "cli_helpers.h"
 #include "exogym/runtime/dist/tcp_ports.h"
 #include "helpers.h"
+#include "testing.h"
 
 using exogym::test::Outcome;
 using exogym::test::run_cli;

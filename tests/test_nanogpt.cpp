@@ -7,7 +7,6 @@
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 
-#include <catch2/catch.hpp>
 #include <cmath>
 #include <set>
 #include <string>
@@ -18,6 +17,7 @@
 #include "helpers.h"
 #include "lm_fixtures.h"
 #include "nanogpt/gpt.h"
+#include "testing.h"
 
 using exogym::models::nanogpt::Gpt;
 using exogym::models::nanogpt::GptConfig;

@@ -5,7 +5,6 @@
 #include <ATen/ATen.h>
 
 #include <atomic>
-#include <catch2/catch.hpp>
 #include <chrono>
 #include <functional>
 #include <future>
@@ -19,6 +18,7 @@
 #include "exogym/runtime/comm/collective_call.h"
 #include "exogym/runtime/comm/rendezvous.h"
 #include "exogym/sdk/error.h"
+#include "testing.h"
 
 using exogym::runtime::cluster::AbortSignal;
 using exogym::runtime::cluster::ComputeSlots;

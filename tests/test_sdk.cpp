@@ -11,7 +11,6 @@
 #include <torch/optim/optimizer.h>
 #include <torch/optim/sgd.h>
 
-#include <catch2/catch.hpp>
 #include <cmath>
 #include <set>
 #include <string>
@@ -25,6 +24,7 @@
 #include "exogym/sdk/options.h"
 #include "exogym/sdk/plugin.h"
 #include "exogym/sdk/random.h"
+#include "testing.h"
 
 using exogym::sdk::ConfigError;
 using exogym::sdk::LrSchedule;
@@ -387,4 +387,13 @@ TEST_CASE("a classifier scores its logits by cross-entropy and accuracy against 
   CHECK(out.metrics.at("accuracy").item<double>() == Approx(0.5));
   CHECK(model.metric_names() == std::vector<std::string>{"accuracy"});
   CHECK_THROWS_WITH(model.loss({}), Catch::Contains("the batch has no \"target\" tensor"));
+}
+
+TEST_CASE("reduce operations and the runtime fingerprint print as users read them", "[sdk]") {
+  CHECK(std::string(exogym::sdk::to_string(exogym::sdk::ReduceOp::Sum)) == "sum");
+  CHECK(std::string(exogym::sdk::to_string(exogym::sdk::ReduceOp::Avg)) == "avg");
+  CHECK(std::string(exogym::sdk::to_string(exogym::sdk::ReduceOp::Min)) == "min");
+  CHECK(std::string(exogym::sdk::to_string(exogym::sdk::ReduceOp::Max)) == "max");
+  CHECK(std::string(exogym::sdk::runtime_fingerprint()) == EXOGYM_BUILD_FINGERPRINT);
+  CHECK_THAT(exogym::sdk::runtime_fingerprint(), Catch::Contains(";torch=1.") || Catch::Contains(";torch=2."));
 }

@@ -9,7 +9,6 @@
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 
-#include <catch2/catch.hpp>
 #include <functional>
 #include <set>
 
@@ -23,6 +22,7 @@
 #include "exogym/sdk/optim.h"
 #include "exogym/sdk/strategy.h"
 #include "helpers.h"
+#include "testing.h"
 
 namespace fs = std::filesystem;
 using exogym::test::bit_identical;

@@ -1,6 +1,7 @@
 // Guards for the test suite itself.
-#include <catch2/catch.hpp>
 #include <string>
+
+#include "testing.h"
 
 // ctest runs each case by name. catch_discover_tests cuts a name at ';' (a
 // CMake list separator), and Catch reads '[' as the start of a tag and a

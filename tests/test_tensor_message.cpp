@@ -2,10 +2,10 @@
 // between processes (comm/tensor_message.h).
 #include <ATen/ATen.h>
 
-#include <catch2/catch.hpp>
 #include <cstring>
 
 #include "exogym/runtime/comm/tensor_message.h"
+#include "testing.h"
 
 using exogym::runtime::comm::pack_tensors;
 using exogym::runtime::comm::TensorLayout;

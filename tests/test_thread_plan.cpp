@@ -1,8 +1,7 @@
 // How node threads share a process's cores (cluster/thread_plan.h): the one
 // policy the simulator and the benchmark's bare loop both follow.
-#include <catch2/catch.hpp>
-
 #include "exogym/runtime/cluster/thread_plan.h"
+#include "testing.h"
 
 using exogym::runtime::cluster::plan_threads;
 using exogym::runtime::cluster::ThreadPlan;

@@ -3,8 +3,6 @@
 #include <ATen/ATen.h>
 
 #include <boost/dll/shared_library.hpp>
-
-#include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -14,6 +12,7 @@
 
 #include "exogym/sdk/error.h"
 #include "helpers.h"
+#include "testing.h"
 
 namespace fs = std::filesystem;
 using exogym::test::load_model_pt;
@@ -64,7 +63,7 @@ TEST_CASE("the same manifest twice, and with any parallelism, gives a bit-identi
   std::vector<std::map<std::string, at::Tensor>> models;
   // parallelism, pinned slots, cores (1: the replicas are built one after
   // another; 2: node 0 alone, then the rest on two threads).
-  const std::vector<std::tuple<int, bool, int>> layouts = {{4, true, 2}, {4, true, 2}, {1, true, 2},
+  const std::vector<std::tuple<int, bool, int>> layouts = {{4, true, 2}, {4, true, 2},  {1, true, 2},
                                                            {2, true, 2}, {2, false, 2}, {1, true, 1}};
   for (const auto& [parallelism, pinned, cores] : layouts) {
     m["parallelism"] = parallelism;
@@ -177,8 +176,8 @@ TEST_CASE("a run writes config, train and validation CSVs, summary and model.pt"
   REQUIRE(config["train"]["minibatch_size"] == 16);
   REQUIRE(config["runtime"]["parallelism"].get<int>() >= 1);
   // Two nodes never need more slots than cores, so the slots are pinned.
-  REQUIRE(config["runtime"]["pinned"] == (config["runtime"]["parallelism"].get<int>() <=
-                                          config["runtime"]["cores"].get<int>()));
+  REQUIRE(config["runtime"]["pinned"] ==
+          (config["runtime"]["parallelism"].get<int>() <= config["runtime"]["cores"].get<int>()));
 
   auto model = load_model_pt(run / "model.pt");
   REQUIRE(model.size() == 4);
@@ -364,7 +363,8 @@ TEST_CASE("Ctrl-C stops a run cleanly: exit 130, rows written so far kept", "[cl
   const std::string script = "(" + std::string(EXOGYM_BINARY_DIR) + "/bin/exogym-run --quiet " +
                              (dir / "m.json").string() + " > " + (dir / "log.txt").string() +
                              " 2>&1 & pid=$!; for i in $(seq 1 300); do "
-                             "[ -f " + csv.string() + " ] && [ $(wc -l < " + csv.string() +
+                             "[ -f " +
+                             csv.string() + " ] && [ $(wc -l < " + csv.string() +
                              ") -gt 5 ] && break; sleep 0.1; done; kill -INT $pid; "
                              // If it does not stop within 30 s, kill it: the test fails instead of hanging.
                              "for i in $(seq 1 300); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done; "

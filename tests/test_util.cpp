@@ -1,10 +1,10 @@
 // The runtime's small shared helpers (runtime/util/).
-#include <catch2/catch.hpp>
 #include <chrono>
 #include <string>
 
 #include "exogym/runtime/util/duration_text.h"
 #include "exogym/runtime/util/hash.h"
+#include "testing.h"
 
 using exogym::runtime::util::Fnv1a;
 

@@ -21,20 +21,36 @@ int main(int argc, char** argv) {
   std::vector<std::string> plugin_dirs;
   int threads = 1;
   CLI::App& app = tool.app();
-  app.add_option("run", run_dir, "the run folder (holding config.json and model.pt)")->required()->type_name("RUN_FOLDER");
+  app.add_option("run", run_dir, "the run folder (holding config.json and model.pt)")
+      ->required()
+      ->type_name("RUN_FOLDER");
   const std::string sampling = "Sampling";
   app.add_option("--prompt", prompt, "text to continue; every character must be in the run's vocabulary")
-      ->capture_default_str()->group(sampling);
+      ->capture_default_str()
+      ->group(sampling);
   app.add_option("--tokens", options.max_tokens, "characters to generate; stops early at EOS")
-      ->capture_default_str()->check(CLI::NonNegativeNumber)->type_name("N")->group(sampling);
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber)
+      ->type_name("N")
+      ->group(sampling);
   app.add_option("--temperature", options.temperature, "divide the logits by T; 0: always the most likely")
-      ->capture_default_str()->check(CLI::NonNegativeNumber)->type_name("T")->group(sampling);
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber)
+      ->type_name("T")
+      ->group(sampling);
   app.add_option("--top-k", options.top_k, "sample among the K most likely characters (0: all)")
-      ->capture_default_str()->check(CLI::NonNegativeNumber)->type_name("K")->group(sampling);
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber)
+      ->type_name("K")
+      ->group(sampling);
   app.add_option("--seed", options.seed, "sampling seed: the same seed, the same text")
-      ->capture_default_str()->type_name("S")->group(sampling);
+      ->capture_default_str()
+      ->type_name("S")
+      ->group(sampling);
   app.add_option("--threads", threads, "LibTorch threads (1 keeps the text the same on any load)")
-      ->capture_default_str()->check(CLI::Range(1, 1024))->type_name("N");
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024))
+      ->type_name("N");
   app.add_option("--plugin-path", plugin_dirs, "look for the model plugin in DIR first (repeatable)")
       ->type_name("DIR")
       ->allow_extra_args(false);

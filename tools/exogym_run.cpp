@@ -34,34 +34,55 @@ struct Flags {
 void add_flags(CLI::App& app, Flags& f) {
   app.add_option("manifest", f.manifest, "the manifest (JSON) to run")->type_name("MANIFEST.json");
   const std::string runs = "Runs";
-  app.add_option("--set", f.overrides, "override a manifest field, e.g. --set train.max_steps=50 (VALUE is JSON "
-                                        "if it parses, else a string; repeatable)")
-      ->type_name("KEY=VALUE")->allow_extra_args(false)->group(runs);
+  app.add_option("--set", f.overrides,
+                 "override a manifest field, e.g. --set train.max_steps=50 (VALUE is JSON "
+                 "if it parses, else a string; repeatable)")
+      ->type_name("KEY=VALUE")
+      ->allow_extra_args(false)
+      ->group(runs);
   app.add_option("--only", f.only, "run only this variant of \"runs\" (repeatable)")
-      ->type_name("VARIANT")->allow_extra_args(false)->group(runs);
+      ->type_name("VARIANT")
+      ->allow_extra_args(false)
+      ->group(runs);
   app.add_option("--plugin-path", f.plugin_dirs, "look for plugins in DIR first (repeatable)")
-      ->type_name("DIR")->allow_extra_args(false)->group(runs);
+      ->type_name("DIR")
+      ->allow_extra_args(false)
+      ->group(runs);
   app.add_flag("--list-plugins", f.list_plugins, "list the plugins found, with their options, and exit")->group(runs);
   app.add_option("--progress", f.progress,
                  "auto (a live line on a terminal, else lines), live, lines, jsonl (one JSON object per event on "
                  "stdout) or none")
-      ->check(CLI::IsMember({"auto", "live", "lines", "jsonl", "none"}))->group("Output");
+      ->check(CLI::IsMember({"auto", "live", "lines", "jsonl", "none"}))
+      ->group("Output");
   const std::string procs = "Several processes (docs/multiprocess.md)";
   app.add_option("--nproc", f.nproc, "start P processes on this host, each hosting a block of the nodes")
-      ->type_name("P")->check(CLI::Range(1, 1024))->group(procs);
+      ->type_name("P")
+      ->check(CLI::Range(1, 1024))
+      ->group(procs);
   app.add_option("--world-size", f.world_size, "this process is one of W (env WORLD_SIZE)")
-      ->type_name("W")->check(CLI::Range(1, 1000000))->group(procs);
+      ->type_name("W")
+      ->check(CLI::Range(1, 1000000))
+      ->group(procs);
   app.add_option("--rank", f.rank, "this process's rank, 0 to W-1 (env RANK); process 0 writes the run folder")
-      ->type_name("R")->check(CLI::Range(0, 1000000))->group(procs);
+      ->type_name("R")
+      ->check(CLI::Range(0, 1000000))
+      ->group(procs);
   app.add_option("--master-addr", f.master_addr, "where process 0 runs (env MASTER_ADDR; default 127.0.0.1)")
-      ->type_name("HOST")->group(procs);
-  app.add_option("--master-port", f.master_port, "its rendezvous port (env MASTER_PORT; default 29500; "
-                                                 "with --nproc: a free port)")
-      ->type_name("PORT")->check(CLI::Range(1, 65535))->group(procs);
+      ->type_name("HOST")
+      ->group(procs);
+  app.add_option("--master-port", f.master_port,
+                 "its rendezvous port (env MASTER_PORT; default 29500; "
+                 "with --nproc: a free port)")
+      ->type_name("PORT")
+      ->check(CLI::Range(1, 65535))
+      ->group(procs);
   app.add_option("--timeout", f.timeout, "how long to wait for processes to join, and for a silent peer (60)")
-      ->type_name("SECONDS")->check(CLI::PositiveNumber & CLI::Range(1e-3, 1e6))->group(procs);
-  app.add_flag("--partial-reduce", f.partial_reduce, "sum per process first: K/P times less traffic between "
-                                                     "processes, but not bit-identical to one process")
+      ->type_name("SECONDS")
+      ->check(CLI::PositiveNumber & CLI::Range(1e-3, 1e6))
+      ->group(procs);
+  app.add_flag("--partial-reduce", f.partial_reduce,
+               "sum per process first: K/P times less traffic between "
+               "processes, but not bit-identical to one process")
       ->group(procs);
 }
 
@@ -108,8 +129,9 @@ std::vector<std::string> child_arguments(const Flags& f, const exogym::tools::Lo
 }  // namespace
 
 int main(int argc, char** argv) {
-  exogym::tools::Tool tool("exogym-run", "Simulates distributed training of a manifest's nodes on this machine and "
-                                         "writes one run folder per run (docs/manifest.md).");
+  exogym::tools::Tool tool("exogym-run",
+                           "Simulates distributed training of a manifest's nodes on this machine and "
+                           "writes one run folder per run (docs/manifest.md).");
   Flags flags;
   add_flags(tool.app(), flags);
   return tool.run(argc, argv, [&] {

@@ -14,10 +14,10 @@
 #include <memory>
 #include <string>
 
-#include "gpt.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/model.h"
 #include "exogym/sdk/plugin.h"
+#include "gpt.h"
 
 namespace exogym::models {
 

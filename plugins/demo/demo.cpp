@@ -34,14 +34,16 @@ static sdk::OptionSpecs demo_options() {
       OptionSpec{"compression_decay", OptionType::NonNegativeNumber, 0.999,
                  "decay of the momentum buffer δ each step (0 <= x < 1): δ <- decay·δ + lr·grad"},
       OptionSpec{"compression_topk", OptionType::PositiveInteger, 32,
-                 "DCT coefficients sent per chunk (a 1-D chunk, or a 2-D tile of a matrix), largest magnitude first; at most the chunk's size"},
+                 "DCT coefficients sent per chunk (a 1-D chunk, or a 2-D tile of a matrix), largest magnitude first; "
+                 "at most the chunk's size"},
       OptionSpec{"compression_chunk", OptionType::PositiveInteger, 64,
                  "target chunk length: each dimension is cut into chunks of its largest divisor <= this"},
       OptionSpec{"weight_decay", OptionType::NonNegativeNumber, 0.0,
                  "decoupled weight decay: p <- p·(1 - lr·weight_decay) before each step"},
       OptionSpec{"lr", OptionType::PositiveNumber, 1e-3,
                  "learning rate of the sign-SGD step (and the scale of the gradient added to δ)"},
-      OptionSpec{"lr_schedule", OptionType::LrSchedule, "constant", "learning-rate schedule (constant, cosine, linear)"},
+      OptionSpec{"lr_schedule", OptionType::LrSchedule, "constant",
+                 "learning-rate schedule (constant, cosine, linear)"},
       OptionSpec{"max_norm", OptionType::PositiveNumber, nullptr,
                  "clip each node's local gradient to this global L2 norm before the DeMo step (null: no clipping)"},
   };
@@ -58,7 +60,8 @@ class DemoStrategy final : public sdk::Strategy {
         max_norm_(options.at("max_norm").is_null() ? 0.0 : options.at("max_norm").get<double>()),
         transform_(options.at("compression_chunk").get<int64_t>()) {
     if (!(decay_ < 1.0))
-      throw sdk::ConfigError("compression_decay", "expected a number in [0, 1), got " + options.at("compression_decay").dump());
+      throw sdk::ConfigError("compression_decay",
+                             "expected a number in [0, 1), got " + options.at("compression_decay").dump());
   }
 
   void init(sdk::NodeContext& ctx, sdk::Model& model) override {

@@ -5,10 +5,12 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "exogym/sdk/error.h"
+
 namespace exogym::modules::demo {
 
 int64_t chunk_size(int64_t size, int64_t target) {
-  if (size < 1 || target < 1) throw std::invalid_argument("chunk_size: size and target must be positive");
+  EXOGYM_CHECK_INTERNAL(!(size < 1 || target < 1), "chunk_size: size and target must be positive");
   // Equal to the reference's walk over the sorted divisors (return the one
   // equal to the target, else the last one below the first one above it).
   for (int64_t d = std::min(size, target); d > 1; --d)
@@ -27,7 +29,7 @@ at::Tensor dct_basis(int64_t n, at::ScalarType dtype, c10::Device device) {
 }
 
 DctTransform::DctTransform(int64_t target_chunk) : target_(target_chunk) {
-  if (target_chunk < 1) throw std::invalid_argument("DctTransform: the chunk size must be positive");
+  EXOGYM_CHECK_INTERNAL(target_chunk >= 1, "DctTransform: the chunk size must be positive");
 }
 
 const at::Tensor& DctTransform::basis(int64_t n, const at::Tensor& like) {
@@ -91,8 +93,7 @@ at::Tensor chunk_rows(const at::Tensor& encoded) {
 }
 
 std::vector<int64_t> rows_shape(at::IntArrayRef encoded_shape) {
-  if (encoded_shape.size() == 4)
-    return {encoded_shape[0], encoded_shape[1], encoded_shape[2] * encoded_shape[3]};
+  if (encoded_shape.size() == 4) return {encoded_shape[0], encoded_shape[1], encoded_shape[2] * encoded_shape[3]};
   return encoded_shape.vec();
 }
 
@@ -114,8 +115,8 @@ at::Tensor decompress(const at::Tensor& idx, const at::Tensor& val, at::IntArray
 
 at::Tensor batch_decompress(const std::vector<at::Tensor>& idx, const std::vector<at::Tensor>& val,
                             at::IntArrayRef encoded_shape) {
-  if (idx.empty() || idx.size() != val.size())
-    throw std::invalid_argument("batch_decompress: expected as many index as value tensors, at least one");
+  EXOGYM_CHECK_INTERNAL(!(idx.empty() || idx.size() != val.size()),
+                        "batch_decompress: expected as many index as value tensors, at least one");
   // Within one message the indices are distinct (top-k), so each scatter_add
   // touches every position at most once; messages are added in list order.
   // Both make the sums, hence the means, deterministic (the reference's

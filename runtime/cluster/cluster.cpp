@@ -52,7 +52,7 @@ Cluster::~Cluster() {
 }
 
 comm::InProcessGroup& Cluster::group() {
-  if (!group_) throw std::logic_error("Cluster::group(): this cluster spans several processes");
+  EXOGYM_CHECK_INTERNAL(group_, "Cluster::group(): this cluster spans several processes");
   return *group_;
 }
 

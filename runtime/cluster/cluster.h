@@ -28,7 +28,6 @@ class ClockExchange;
 
 namespace exogym::runtime::cluster {
 
-
 class Cluster {
  public:
   // parallelism: how many nodes compute at once (>= 1).
@@ -36,7 +35,8 @@ class Cluster {
   // This process hosts `block` of the run's `nodes`; the others are reached
   // through `mesh`. `clocks` (may be null) shares arrival times between
   // processes; `exact_reduce`: see HierarchicalGroup.
-  Cluster(int nodes, int parallelism, dist::ProcessMesh& mesh, dist::NodeBlock block, sim::ClockExchange* clocks, bool exact_reduce);
+  Cluster(int nodes, int parallelism, dist::ProcessMesh& mesh, dist::NodeBlock block, sim::ClockExchange* clocks,
+          bool exact_reduce);
   ~Cluster();
 
   int nodes() const { return nodes_; }

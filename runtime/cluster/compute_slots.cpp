@@ -11,7 +11,7 @@
 namespace exogym::runtime::cluster {
 
 ComputeSlots::ComputeSlots(int slots, AbortSignal& abort) : capacity_(slots), free_(slots), abort_(abort) {
-  if (slots < 1) throw std::invalid_argument("ComputeSlots: need at least one slot");
+  EXOGYM_CHECK_INTERNAL(slots >= 1, "ComputeSlots: need at least one slot");
   for (int i = slots - 1; i >= 0; --i) free_ids_.push_back(i);
   abort_.on_abort([this] {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -96,8 +96,7 @@ void ComputeSlots::pin_threads() {
   if (static_cast<int>(cpus.size()) < capacity_) return;
   const size_t per_slot = cpus.size() / static_cast<size_t>(capacity_);
   cpus_.assign(capacity_, {});
-  for (int s = 0; s < capacity_; ++s)
-    cpus_[s].assign(cpus.begin() + s * per_slot, cpus.begin() + (s + 1) * per_slot);
+  for (int s = 0; s < capacity_; ++s) cpus_[s].assign(cpus.begin() + s * per_slot, cpus.begin() + (s + 1) * per_slot);
 }
 
 void ComputeSlots::grant(const std::vector<Waiter*>& waiters) {

@@ -27,7 +27,7 @@ class ComputeSlots {
   struct Waiter {
     std::condition_variable cv;
     bool granted = false;
-    int slot = -1;  // which slot it holds
+    int slot = -1;                      // which slot it holds
     pthread_t thread = pthread_self();  // the thread that waits
     int pinned_to = -1;                 // the slot whose CPUs it runs on
   };

@@ -25,7 +25,7 @@ bool tune_malloc_for_training(int cores) {
   static const bool tuned = [cores] {
     if (user_chose_malloc_settings()) return false;
     constexpr int MiB = 1 << 20;
-    // Measured (README, "What profiling found"): with glibc's defaults, 16
+    // Measured (docs/performance.md, "What profiling found"): with glibc's defaults, 16
     // nanoGPT nodes peaked at 2.5 GB and 4 CNN nodes spent 14 % of their CPU
     // time in the kernel, faulting in 60 MB of fresh pages per node-step.
     //

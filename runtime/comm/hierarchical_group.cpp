@@ -30,7 +30,7 @@ uint64_t signature(const std::vector<at::Tensor>& tensors) {
 }
 
 const dist::NodeBlock& checked_block(const dist::NodeBlock& block) {
-  if (block.count < 1) throw std::invalid_argument("HierarchicalGroup: a process must host at least one node");
+  EXOGYM_CHECK_INTERNAL(!(block.count < 1), "HierarchicalGroup: a process must host at least one node");
   return block;
 }
 
@@ -48,9 +48,8 @@ HierarchicalGroup::HierarchicalGroup(dist::ProcessMesh& mesh, int nodes, dist::N
 HierarchicalGroup::~HierarchicalGroup() = default;
 
 std::unique_ptr<sdk::Communicator> HierarchicalGroup::communicator(int rank, cluster::NodeSlot* slot) {
-  if (!block_.contains(rank)) {
-    throw std::out_of_range("HierarchicalGroup: node " + std::to_string(rank) + " is not hosted by this process");
-  }
+  EXOGYM_CHECK_INTERNAL(!(!block_.contains(rank)),
+                        "HierarchicalGroup: node " + std::to_string(rank) + " is not hosted by this process");
   return make_communicator(*this, rank, slot);
 }
 

@@ -20,7 +20,7 @@ static constexpr int64_t kChunkElements = 65536;
 static constexpr int64_t kCrewElements = int64_t{1} << 20;
 
 static int checked_size(int size) {
-  if (size < 1) throw std::invalid_argument("InProcessGroup: size must be >= 1");
+  EXOGYM_CHECK_INTERNAL(size >= 1, "InProcessGroup: size must be >= 1");
   return size;
 }
 
@@ -31,7 +31,7 @@ InProcessGroup::InProcessGroup(int size, cluster::AbortSignal& abort, int helper
       rendezvous_(size_, 0, abort, [this](const Rendezvous::Calls& calls) { execute(calls); }) {}
 
 std::unique_ptr<sdk::Communicator> InProcessGroup::communicator(int rank, cluster::NodeSlot* slot) {
-  if (rank < 0 || rank >= size_) throw std::out_of_range("InProcessGroup: bad rank");
+  EXOGYM_CHECK_INTERNAL(!(rank < 0 || rank >= size_), "InProcessGroup: bad rank");
   return make_communicator(*this, rank, slot);
 }
 

@@ -11,7 +11,7 @@ namespace exogym::runtime::comm {
 
 Rendezvous::Rendezvous(int members, int first_rank, cluster::AbortSignal& abort, Work work)
     : first_rank_(first_rank), abort_(abort), work_(std::move(work)) {
-  if (members < 1) throw std::invalid_argument("Rendezvous: needs at least one member");
+  EXOGYM_CHECK_INTERNAL(members >= 1, "Rendezvous: needs at least one member");
   for (int index = 0; index < members; ++index) expected_.push_back(index);
   calls_.resize(members);
   parked_.assign(members, nullptr);

@@ -50,10 +50,9 @@ std::shared_ptr<const std::vector<int64_t>> ContiguousSampler::epoch_permutation
 }
 
 std::vector<int64_t> ContiguousSampler::batch_indices(int rank, int64_t step) const {
-  if (rank < 0 || rank >= num_nodes_ || step < 0) {
-    throw std::out_of_range("ContiguousSampler::batch_indices: rank " + std::to_string(rank) + " of " +
+  EXOGYM_CHECK_INTERNAL(!(rank < 0 || rank >= num_nodes_ || step < 0),
+                        "ContiguousSampler::batch_indices: rank " + std::to_string(rank) + " of " +
                             std::to_string(num_nodes_) + ", step " + std::to_string(step));
-  }
   const auto perm = epoch_permutation(rank, step / steps_per_epoch_);
   const int64_t begin = slice(rank).first;
   const int64_t start = (step % steps_per_epoch_) * batch_size_;

@@ -32,13 +32,20 @@ std::string hex32(uint32_t value) {
 
 const char* idx_type_name(int type) {
   switch (type) {
-    case 0x08: return "unsigned byte";
-    case 0x09: return "signed byte";
-    case 0x0B: return "short";
-    case 0x0C: return "int";
-    case 0x0D: return "float";
-    case 0x0E: return "double";
-    default: return nullptr;
+    case 0x08:
+      return "unsigned byte";
+    case 0x09:
+      return "signed byte";
+    case 0x0B:
+      return "short";
+    case 0x0C:
+      return "int";
+    case 0x0D:
+      return "float";
+    case 0x0E:
+      return "double";
+    default:
+      return nullptr;
   }
 }
 
@@ -80,7 +87,8 @@ uint32_t big_endian32(const unsigned char* bytes) {
 at::Tensor read_idx(const std::filesystem::path& path) {
   std::error_code error;
   if (!std::filesystem::exists(path, error)) throw DataError(path.string() + ": no such file");
-  if (std::filesystem::is_directory(path, error)) throw DataError(path.string() + ": is a folder, expected an IDX file");
+  if (std::filesystem::is_directory(path, error))
+    throw DataError(path.string() + ": is a folder, expected an IDX file");
 
   GzFile file(gzopen(path.c_str(), "rb"));
   if (!file) throw DataError(path.string() + ": cannot open: " + std::generic_category().message(errno));
@@ -95,7 +103,8 @@ at::Tensor read_idx(const std::filesystem::path& path) {
   const int ndims = magic_bytes[3];
   // IDX magic: two zero bytes, the element type, the number of dimensions.
   if (magic_read < 4 || magic_bytes[0] != 0 || magic_bytes[1] != 0 || idx_type_name(type) == nullptr || ndims == 0) {
-    const std::string got = magic_read < 4 ? "a " + std::to_string(magic_read) + "-byte file" : "bad magic " + hex32(magic);
+    const std::string got =
+        magic_read < 4 ? "a " + std::to_string(magic_read) + "-byte file" : "bad magic " + hex32(magic);
     throw DataError(path.string() + ": " + got + " (expected an IDX file, e.g. 0x00000803 for images)");
   }
   if (type != 0x08) {
@@ -124,8 +133,8 @@ at::Tensor read_idx(const std::filesystem::path& path) {
   at::Tensor tensor = at::empty(sizes, at::kByte);
   const int64_t data_read = read_some(file.get(), tensor.data_ptr<uint8_t>(), payload, path);
   if (data_read < payload) {
-    throw DataError(path.string() + ": truncated: header says " + std::to_string(payload) + " bytes of data, file has " +
-                    std::to_string(data_read) + gzip_note(file.get()));
+    throw DataError(path.string() + ": truncated: header says " + std::to_string(payload) +
+                    " bytes of data, file has " + std::to_string(data_read) + gzip_note(file.get()));
   }
   // Trailing bytes mean the header and the data disagree (e.g. a file from a
   // different set): refusing beats silently training on half of it.

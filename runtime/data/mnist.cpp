@@ -85,15 +85,13 @@ MnistDataset::MnistDataset(const std::filesystem::path& folder, const std::strin
 sdk::Batch MnistDataset::get(const std::vector<int64_t>& indices) const {
   const int64_t n = size();
   for (const int64_t index : indices) {
-    if (index < 0 || index >= n) {
-      throw std::out_of_range("MnistDataset::get: index " + std::to_string(index) + " is outside [0, " +
-                              std::to_string(n) + ")");
-    }
+    EXOGYM_CHECK_INTERNAL(!(index < 0 || index >= n), "MnistDataset::get: index " + std::to_string(index) +
+                                                          " is outside [0, " + std::to_string(n) + ")");
   }
   // index_select only reads the index tensor, so wrapping the caller's vector
   // without a copy is safe.
-  const at::Tensor index = at::from_blob(const_cast<int64_t*>(indices.data()),
-                                         {static_cast<int64_t>(indices.size())}, at::kLong);
+  const at::Tensor index =
+      at::from_blob(const_cast<int64_t*>(indices.data()), {static_cast<int64_t>(indices.size())}, at::kLong);
   return {{"input", images_.index_select(0, index)}, {"target", labels_.index_select(0, index)}};
 }
 

@@ -1,9 +1,8 @@
 #pragma once
 // The datasets built into the runtime, by manifest name ("mnist",
 // "synthetic", "text-char", "tokens"). Any other name is a dataset plugin (see the plugin loader).
-#include <nlohmann/json.hpp>
-
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>

@@ -23,12 +23,10 @@ std::vector<int64_t> random_permutation(int64_t n, uint64_t seed) {
 }  // namespace
 
 void Sampler::check_shape(const char* sampler, int64_t dataset_size, int num_nodes, int64_t batch_size) {
-  if (dataset_size < 0 || num_nodes < 1 || batch_size < 1) {
-    throw std::invalid_argument(std::string(sampler) +
-                                ": needs dataset_size >= 0, num_nodes >= 1 and batch_size >= 1, got " +
-                                std::to_string(dataset_size) + ", " + std::to_string(num_nodes) + ", " +
-                                std::to_string(batch_size));
-  }
+  EXOGYM_CHECK_INTERNAL(!(dataset_size < 0 || num_nodes < 1 || batch_size < 1),
+                        std::string(sampler) + ": needs dataset_size >= 0, num_nodes >= 1 and batch_size >= 1, got " +
+                            std::to_string(dataset_size) + ", " + std::to_string(num_nodes) + ", " +
+                            std::to_string(batch_size));
 }
 
 IidSampler::IidSampler(int64_t dataset_size, int num_nodes, int64_t batch_size, uint64_t seed)
@@ -37,10 +35,10 @@ IidSampler::IidSampler(int64_t dataset_size, int num_nodes, int64_t batch_size, 
   const int64_t per_step = num_nodes * batch_size;
   steps_per_epoch_ = dataset_size / per_step;
   if (steps_per_epoch_ == 0) {
-    throw sdk::ConfigError("train.batch_size", "the training set has " + std::to_string(dataset_size) +
-                                                   " examples, fewer than nodes × batch_size = " +
-                                                   std::to_string(num_nodes) + " × " + std::to_string(batch_size) +
-                                                   " = " + std::to_string(per_step));
+    throw sdk::ConfigError("train.batch_size",
+                           "the training set has " + std::to_string(dataset_size) +
+                               " examples, fewer than nodes × batch_size = " + std::to_string(num_nodes) + " × " +
+                               std::to_string(batch_size) + " = " + std::to_string(per_step));
   }
 }
 
@@ -66,10 +64,9 @@ std::shared_ptr<const std::vector<int64_t>> IidSampler::epoch_permutation(int64_
 }
 
 std::vector<int64_t> IidSampler::batch_indices(int rank, int64_t step) const {
-  if (rank < 0 || rank >= num_nodes_ || step < 0) {
-    throw std::out_of_range("IidSampler::batch_indices: rank " + std::to_string(rank) + " of " +
+  EXOGYM_CHECK_INTERNAL(!(rank < 0 || rank >= num_nodes_ || step < 0),
+                        "IidSampler::batch_indices: rank " + std::to_string(rank) + " of " +
                             std::to_string(num_nodes_) + ", step " + std::to_string(step));
-  }
   const auto perm = epoch_permutation(epoch_of(step));
   const int64_t start = (step % steps_per_epoch_) * num_nodes_ * batch_size_ + rank;
   std::vector<int64_t> indices(static_cast<size_t>(batch_size_));
@@ -80,8 +77,8 @@ std::vector<int64_t> IidSampler::batch_indices(int rank, int64_t step) const {
 std::unique_ptr<Sampler> make_sampler(const std::string& partition, int64_t dataset_size, int num_nodes,
                                       int64_t batch_size, uint64_t seed) {
   if (partition == "iid") return std::make_unique<IidSampler>(dataset_size, num_nodes, batch_size, seed);
-  if (partition == "contiguous") return std::make_unique<ContiguousSampler>(dataset_size, num_nodes, batch_size, seed);
-  throw std::invalid_argument("make_sampler: unknown partition \"" + partition + "\"");
+  EXOGYM_CHECK_INTERNAL(partition == "contiguous", "make_sampler: unknown partition \"" + partition + "\"");
+  return std::make_unique<ContiguousSampler>(dataset_size, num_nodes, batch_size, seed);
 }
 
 std::vector<int64_t> validation_indices(int64_t dataset_size, int64_t size) {

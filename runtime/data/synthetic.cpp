@@ -27,9 +27,9 @@ uint64_t split_stream(const std::string& split) {
 
 SyntheticDataset::SyntheticDataset(const SyntheticOptions& options, const std::string& split) {
   const uint64_t stream = split_stream(split);
-  if (options.num_examples < 1 || options.features < 1 || options.classes < 1 || !(options.noise >= 0)) {
-    throw std::invalid_argument("SyntheticDataset: num_examples, features and classes must be >= 1, noise >= 0");
-  }
+  EXOGYM_CHECK_INTERNAL(
+      !(options.num_examples < 1 || options.features < 1 || options.classes < 1 || !(options.noise >= 0)),
+      "SyntheticDataset: num_examples, features and classes must be >= 1, noise >= 0");
   at::Generator centroid_generator =
       at::make_generator<at::CPUGeneratorImpl>(sdk::derive_seed(options.seed, kCentroidStream));
   centroids_ = at::randn({options.classes, options.features}, centroid_generator, at::kFloat);
@@ -56,7 +56,9 @@ sdk::OptionSpecs SyntheticDataset::option_specs() {
 
 SyntheticOptions SyntheticDataset::options_from_json(const nlohmann::json& options, uint64_t default_seed) {
   SyntheticOptions result;
-  const auto has = [&](const char* key) { return options.is_object() && options.contains(key) && !options[key].is_null(); };
+  const auto has = [&](const char* key) {
+    return options.is_object() && options.contains(key) && !options[key].is_null();
+  };
   if (has("num_examples")) result.num_examples = options["num_examples"].get<int64_t>();
   if (has("features")) result.features = options["features"].get<int64_t>();
   if (has("classes")) result.classes = options["classes"].get<int64_t>();
@@ -68,13 +70,11 @@ SyntheticOptions SyntheticDataset::options_from_json(const nlohmann::json& optio
 sdk::Batch SyntheticDataset::get(const std::vector<int64_t>& indices) const {
   const int64_t n = size();
   for (const int64_t index : indices) {
-    if (index < 0 || index >= n) {
-      throw std::out_of_range("SyntheticDataset::get: index " + std::to_string(index) + " is outside [0, " +
-                              std::to_string(n) + ")");
-    }
+    EXOGYM_CHECK_INTERNAL(!(index < 0 || index >= n), "SyntheticDataset::get: index " + std::to_string(index) +
+                                                          " is outside [0, " + std::to_string(n) + ")");
   }
-  const at::Tensor index = at::from_blob(const_cast<int64_t*>(indices.data()),
-                                         {static_cast<int64_t>(indices.size())}, at::kLong);
+  const at::Tensor index =
+      at::from_blob(const_cast<int64_t*>(indices.data()), {static_cast<int64_t>(indices.size())}, at::kLong);
   return {{"input", inputs_.index_select(0, index)}, {"target", targets_.index_select(0, index)}};
 }
 

@@ -65,8 +65,8 @@ TextCharOptions TextCharDataset::options_from_json(const nlohmann::json& options
 
 CharVocabulary TextCharDataset::vocabulary_for(const fs::path& file, const std::string& vocabulary) {
   if (vocabulary == "reference") return CharVocabulary::reference();
-  if (vocabulary == "file") return CharVocabulary::from_text(read_text_file(file), file.string());
-  throw std::invalid_argument("text-char: unknown vocabulary \"" + vocabulary + "\"");
+  EXOGYM_CHECK_INTERNAL(vocabulary == "file", "text-char: unknown vocabulary \"" + vocabulary + "\"");
+  return CharVocabulary::from_text(read_text_file(file), file.string());
 }
 
 TextCharDataset::TextCharDataset(const fs::path& file, const std::string& split, const TextCharOptions& options)
@@ -77,15 +77,13 @@ TextCharDataset::TextCharDataset(const fs::path& file, const std::string& split,
                            "last val_fraction of the text), got \"" +
                                split + "\"");
   }
-  if (options.block_size < 1 || options.stride < 1 || !(options.val_fraction > 0 && options.val_fraction <= 1)) {
-    throw std::invalid_argument("TextCharDataset: block_size and stride must be >= 1, val_fraction in (0, 1]");
-  }
+  EXOGYM_CHECK_INTERNAL(
+      !(options.block_size < 1 || options.stride < 1 || !(options.val_fraction > 0 && options.val_fraction <= 1)),
+      "TextCharDataset: block_size and stride must be >= 1, val_fraction in (0, 1]");
   const std::string text = read_text_file(file);
-  if (options.vocabulary == "file") {
-    vocabulary_ = CharVocabulary::from_text(text, file.string());
-  } else if (options.vocabulary != "reference") {
-    throw std::invalid_argument("TextCharDataset: unknown vocabulary \"" + options.vocabulary + "\"");
-  }
+  EXOGYM_CHECK_INTERNAL(options.vocabulary == "file" || options.vocabulary == "reference",
+                        "TextCharDataset: unknown vocabulary \"" + options.vocabulary + "\"");
+  if (options.vocabulary == "file") vocabulary_ = CharVocabulary::from_text(text, file.string());
   std::vector<int64_t> ids = vocabulary_.encode(
       text, file.string(),
       options.vocabulary == "reference" ? "set the dataset option \"vocabulary\": \"file\" to use the file's own "
@@ -114,10 +112,8 @@ TextCharDataset::TextCharDataset(const fs::path& file, const std::string& split,
 
 sdk::Batch TextCharDataset::get(const std::vector<int64_t>& indices) const {
   for (const int64_t index : indices) {
-    if (index < 0 || index >= size_) {
-      throw std::out_of_range("TextCharDataset::get: index " + std::to_string(index) + " is outside [0, " +
-                              std::to_string(size_) + ")");
-    }
+    EXOGYM_CHECK_INTERNAL(!(index < 0 || index >= size_), "TextCharDataset::get: index " + std::to_string(index) +
+                                                              " is outside [0, " + std::to_string(size_) + ")");
   }
   const at::Tensor index =
       at::from_blob(const_cast<int64_t*>(indices.data()), {static_cast<int64_t>(indices.size())}, at::kLong);

@@ -62,9 +62,8 @@ TokensDataset::TokensDataset(const fs::path& path, const std::string& split, con
     : block_size_(options.block_size),
       vocab_size_(options.vocab_size),
       stride_(options.stride.value_or(options.block_size)) {
-  if (block_size_ < 1 || stride_ < 1 || (vocab_size_ && *vocab_size_ < 1)) {
-    throw std::invalid_argument("TokensDataset: block_size, stride and vocab_size must be >= 1");
-  }
+  EXOGYM_CHECK_INTERNAL(!(block_size_ < 1 || stride_ < 1 || (vocab_size_ && *vocab_size_ < 1)),
+                        "TokensDataset: block_size, stride and vocab_size must be >= 1");
   file_ = std::make_shared<const MappedFile>(resolve_file(path, split));
   const std::string name = file_->file().string();
   if (file_->size() % 2 != 0) {
@@ -92,10 +91,8 @@ sdk::Batch TokensDataset::get(const std::vector<int64_t>& indices) const {
   int64_t* y = target.data_ptr<int64_t>();
   for (int64_t b = 0; b < B; ++b) {
     const int64_t index = indices[static_cast<size_t>(b)];
-    if (index < 0 || index >= size_) {
-      throw std::out_of_range("TokensDataset::get: index " + std::to_string(index) + " is outside [0, " +
-                              std::to_string(size_) + ")");
-    }
+    EXOGYM_CHECK_INTERNAL(!(index < 0 || index >= size_), "TokensDataset::get: index " + std::to_string(index) +
+                                                              " is outside [0, " + std::to_string(size_) + ")");
     const int64_t start = index * stride_;
     for (int64_t t = 0; t <= block_size_; ++t) {
       const int64_t id = token(start + t);

@@ -9,7 +9,7 @@ namespace exogym::runtime::dist {
 ProcessMesh::ProcessMesh(const WorldSpec& world, const std::string&) : world_(world) {
   throw sdk::Error(
       "this exogym-run was built without Gloo (libgloo-dev), so it cannot run several processes; rebuild "
-      "with Gloo installed (see README, \"Several processes and hosts\")");
+      "with Gloo installed (see docs/multiprocess.md)");
 }
 ProcessMesh::~ProcessMesh() = default;
 void ProcessMesh::set_nodes(int) {}

@@ -72,8 +72,8 @@ void load_weights(torch::nn::Module& module, const fs::path& file) {
   std::error_code ec;
   if (!fs::exists(file, ec)) {
     throw sdk::DataError(file.string() +
-                     ": no such file (the run stopped before its end, or had output.save_model "
-                     "false)");
+                         ": no such file (the run stopped before its end, or had output.save_model "
+                         "false)");
   }
   std::ifstream in(file, std::ios::binary);
   const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -87,10 +87,11 @@ void load_weights(torch::nn::Module& module, const fs::path& file) {
   at::NoGradGuard no_grad;
   auto restore = [&](const std::string& name, at::Tensor target) {
     auto it = saved.find(name);
-    if (it == saved.end()) throw sdk::DataError(file.string() + ": has no tensor \"" + name + "\" that the model needs");
+    if (it == saved.end())
+      throw sdk::DataError(file.string() + ": has no tensor \"" + name + "\" that the model needs");
     if (it->second.sizes() != target.sizes()) {
       throw sdk::DataError(file.string() + ": \"" + name + "\" has shape " + sdk::shape_of(it->second) +
-                       ", the model's has " + sdk::shape_of(target));
+                           ", the model's has " + sdk::shape_of(target));
     }
     target.detach().copy_(it->second);
   };
@@ -107,7 +108,7 @@ TextGenerator::TextGenerator(const fs::path& run_dir, plugin::PluginLoader& load
   const std::string dataset = at_path(data, {"dataset"}, config_file).get<std::string>();
   if (dataset != "text-char") {
     throw sdk::DataError(run_dir.string() + ": trained on dataset \"" + dataset +
-                     "\", which has no character vocabulary; exogym-generate samples from runs on text-char data");
+                         "\", which has no character vocabulary; exogym-generate samples from runs on text-char data");
   }
   const fs::path text_file = at_path(data, {"path"}, config_file).get<std::string>();
   const std::string vocabulary = at_path(data, {"options", "vocabulary"}, config_file).get<std::string>();

@@ -19,10 +19,9 @@ class Model;
 namespace exogym::runtime::plugin {
 class PluginLoader;
 class LoadedPlugin;
-}
+}  // namespace exogym::runtime::plugin
 
 namespace exogym::runtime::lm {
-
 
 struct SampleOptions {
   int64_t max_tokens = 100;  // tokens to generate (fewer when EOS comes first)

@@ -45,7 +45,8 @@ std::vector<std::vector<std::string>> rows(const std::vector<train::RunResult>& 
   header.push_back("train_loss");
   header.push_back(pretty ? "sent/node" : "bytes_sent_per_node");
   header.push_back(pretty ? "sim_time" : "sim_time_s");
-  const bool any_target = std::any_of(results.begin(), results.end(), [](const train::RunResult& r) { return r.target_loss; });
+  const bool any_target =
+      std::any_of(results.begin(), results.end(), [](const train::RunResult& r) { return r.target_loss; });
   if (any_target) {
     header.push_back("target_step");
     header.push_back(pretty ? "target_sim" : "target_sim_time_s");
@@ -69,8 +70,9 @@ std::vector<std::vector<std::string>> rows(const std::vector<train::RunResult>& 
     if (any_target) {
       const bool hit = r.target_hit.has_value();
       row.push_back(hit ? std::to_string(r.target_hit->step) : "-");
-      row.push_back(hit ? (pretty ? manifest::format_duration(r.target_hit->sim_time_s) : fixed(r.target_hit->sim_time_s, 6))
-                        : "-");
+      row.push_back(
+          hit ? (pretty ? manifest::format_duration(r.target_hit->sim_time_s) : fixed(r.target_hit->sim_time_s, 6))
+              : "-");
     }
     row.push_back(fixed(r.wall_seconds, pretty ? 1 : 3));
     table.push_back(row);

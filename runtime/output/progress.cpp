@@ -47,9 +47,9 @@ double Progress::elapsed_seconds() const {
 void Progress::print_json(const char* event, bool final) {
   const double elapsed = elapsed_seconds();
   const double rate = elapsed > 0 ? steps_done_ / elapsed : 0;
-  nlohmann::json line = {{"event", event},          {"run", label_}, {"step", steps_done_},
-                         {"max_steps", max_steps_}, {"loss", number(loss_)}, {"lr", number(lr_)},
-                         {"steps_per_second", rate}, {"elapsed_seconds", elapsed}};
+  nlohmann::json line = {
+      {"event", event},        {"run", label_},     {"step", steps_done_},      {"max_steps", max_steps_},
+      {"loss", number(loss_)}, {"lr", number(lr_)}, {"steps_per_second", rate}, {"elapsed_seconds", elapsed}};
   if (!final) line["eta_seconds"] = rate > 0 ? nlohmann::json((max_steps_ - steps_done_) / rate) : nullptr;
   emit(line);
 }

@@ -9,6 +9,7 @@
 #include <limits>
 #include <sstream>
 
+#include "exogym/runtime/output/atomic_file.h"
 #include "exogym/sdk/error.h"
 
 namespace exogym::runtime::output {
@@ -38,18 +39,6 @@ fs::path unique_folder(const fs::path& base) {
     fs::path candidate = base.string() + "-" + std::to_string(i);
     if (!fs::exists(candidate)) return candidate;
   }
-}
-
-void write_file_atomically(const fs::path& file, const std::string& text) {
-  fs::path tmp = file;
-  tmp += ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    if (!out) throw sdk::Error(tmp.string() + ": cannot write");
-    out << text;
-    if (!out) throw sdk::Error(tmp.string() + ": write failed");
-  }
-  fs::rename(tmp, file);
 }
 
 RunWriter::RunWriter(fs::path dir, std::vector<std::string> metric_names)

@@ -32,8 +32,7 @@ class RunWriter final : public sdk::MetricSink {
   // step: steps completed (this row is the step that brought it there).
   // bytes_sent: cumulative strategy bytes per node; sim_time_s: node 0's
   // simulated clock.
-  void train_row(int64_t step, int64_t examples_trained, double loss, double lr, double bytes_sent,
-                 double sim_time_s);
+  void train_row(int64_t step, int64_t examples_trained, double loss, double lr, double bytes_sent, double sim_time_s);
   void validation_row(int64_t step, const EvalValues& local, const EvalValues& global, double bytes_sent,
                       double sim_time_s);
   void comm_rows(const std::vector<sim::CommRow>& rows);
@@ -52,8 +51,5 @@ class RunWriter final : public sdk::MetricSink {
 // `base`, or base-2, base-3, ... : the first that does not exist yet, so an
 // existing run folder is never overwritten.
 std::filesystem::path unique_folder(const std::filesystem::path& base);
-
-// Writes `text` to `file` atomically (temp file + rename).
-void write_file_atomically(const std::filesystem::path& file, const std::string& text);
 
 }  // namespace exogym::runtime::output

@@ -5,10 +5,11 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "exogym/runtime/output/comparison.h"
-#include "exogym/runtime/plugin/plugin_loader.h"
 #include "exogym/runtime/dist/process_mesh.h"
+#include "exogym/runtime/output/atomic_file.h"
+#include "exogym/runtime/output/comparison.h"
 #include "exogym/runtime/output/run_writer.h"
+#include "exogym/runtime/plugin/plugin_loader.h"
 #include "exogym/runtime/util/hash.h"
 #include "exogym/sdk/error.h"
 
@@ -16,7 +17,8 @@ namespace exogym::runtime::run {
 
 namespace fs = std::filesystem;
 
-RunnerResult run_manifest_set(const manifest::ManifestSet& set, plugin::PluginLoader& loader, const RunnerOptions& options) {
+RunnerResult run_manifest_set(const manifest::ManifestSet& set, plugin::PluginLoader& loader,
+                              const RunnerOptions& options) {
   std::vector<const manifest::Manifest*> selected;
   for (const auto& run : set.runs) {
     if (options.only.empty() ||

@@ -25,7 +25,8 @@ struct RunnerResult {
   std::string table;  // the comparison table (variants only)
 };
 
-RunnerResult run_manifest_set(const manifest::ManifestSet& set, plugin::PluginLoader& loader, const RunnerOptions& options);
+RunnerResult run_manifest_set(const manifest::ManifestSet& set, plugin::PluginLoader& loader,
+                              const RunnerOptions& options);
 
 // What the processes of a run must agree on: the selected runs' settings,
 // without the paths that may differ between hosts (output folder, data

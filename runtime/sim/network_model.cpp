@@ -5,6 +5,8 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "exogym/sdk/error.h"
+
 namespace exogym::runtime::sim {
 
 const char* to_string(CollectiveKind kind) {
@@ -52,7 +54,7 @@ double all_gather_total_sent(const std::vector<double>& bytes_by_rank) {
 
 NetworkModel::NetworkModel(int nodes, Link link, std::map<int, Link> overrides)
     : nodes_(nodes), link_(link), overrides_(std::move(overrides)), bottleneck_(link) {
-  if (nodes < 1 || !(link.bandwidth > 0) || link.latency < 0) throw std::invalid_argument("NetworkModel: bad link");
+  EXOGYM_CHECK_INTERNAL(!(nodes < 1 || !(link.bandwidth > 0) || link.latency < 0), "NetworkModel: bad link");
   for (const auto& [rank, l] : overrides_) {
     if (rank < 0 || rank >= nodes) continue;
     bottleneck_.bandwidth = std::min(bottleneck_.bandwidth, l.bandwidth);

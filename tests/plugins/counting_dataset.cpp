@@ -19,11 +19,10 @@ namespace {
 exogym::sdk::OptionSpecs counting_options() {
   using exogym::sdk::OptionSpec;
   using exogym::sdk::OptionType;
-  return {
-      OptionSpec{"size", OptionType::PositiveInteger, 1000, "number of examples"},
-      OptionSpec{"classes", OptionType::PositiveInteger, 10, "number of classes"},
-      OptionSpec{"log", OptionType::String, "", "file to append \"split first_node local_nodes num_nodes pid\" to"},
-      OptionSpec{"record", OptionType::String, "", "file to append the indices of every get() to"}};
+  return {OptionSpec{"size", OptionType::PositiveInteger, 1000, "number of examples"},
+          OptionSpec{"classes", OptionType::PositiveInteger, 10, "number of classes"},
+          OptionSpec{"log", OptionType::String, "", "file to append \"split first_node local_nodes num_nodes pid\" to"},
+          OptionSpec{"record", OptionType::String, "", "file to append the indices of every get() to"}};
 }
 
 class CountingDataset final : public exogym::sdk::Dataset {

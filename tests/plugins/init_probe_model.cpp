@@ -4,9 +4,9 @@
 // other nodes start from it. Its loss has zero gradient, so plain SGD leaves
 // the initial parameters exactly as they were.
 #include <ATen/ATen.h>
-#include <boost/config.hpp>
 
 #include <atomic>
+#include <boost/config.hpp>
 #include <memory>
 
 #include "exogym/sdk/model.h"

@@ -70,7 +70,8 @@ int Tool::report(const std::exception& error) const {
         std::fprintf(stderr, "%s: %s\n", display_name_.c_str(), error.what());
       }
       break;
-    default: std::fprintf(stderr, "\n%s: error: %s\n", display_name_.c_str(), error.what());
+    default:
+      std::fprintf(stderr, "\n%s: error: %s\n", display_name_.c_str(), error.what());
   }
   return status;
 }

@@ -1,0 +1,108 @@
+// Files written once (runtime/output/atomic_file.h) and the safetensors
+// format (runtime/output/safetensors.h).
+#include <ATen/ops/arange.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/tensor.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "exogym/runtime/output/atomic_file.h"
+#include "exogym/runtime/output/safetensors.h"
+#include "exogym/sdk/error.h"
+#include "helpers.h"
+#include "testing.h"
+
+namespace fs = std::filesystem;
+using exogym::runtime::output::read_safetensors;
+using exogym::runtime::output::safetensors_bytes;
+using exogym::runtime::output::write_file_atomically;
+using exogym::runtime::output::write_safetensors;
+
+namespace {
+
+std::string read_all(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+int entries(const fs::path& folder) {
+  int n = 0;
+  for ([[maybe_unused]] const auto& entry : fs::directory_iterator(folder)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("a file written atomically replaces the old one and leaves nothing else", "[output]") {
+  exogym::test::TempDir dir("output-files");
+  const fs::path file = dir.path() / "summary.json";
+  write_file_atomically(file, "first");
+  write_file_atomically(file, std::string("second\0with a zero", 18));
+  CHECK(read_all(file) == std::string("second\0with a zero", 18));
+  CHECK(entries(dir.path()) == 1);
+}
+
+TEST_CASE("a failed atomic write names the file, keeps the old one and removes its temporary file", "[output]") {
+  exogym::test::TempDir dir("output-files");
+  // A folder where the file should be: the rename fails after the data was written.
+  const fs::path blocked = dir.path() / "model.pt";
+  fs::create_directory(blocked);
+  fs::path in_it = blocked / "old";
+  std::ofstream(in_it) << "old";
+  CHECK_THROWS_WITH(write_file_atomically(blocked, "new"), Catch::StartsWith(blocked.string() + ": cannot replace it"));
+  CHECK(entries(dir.path()) == 1);
+  CHECK(read_all(in_it) == "old");
+  const fs::path missing = dir.path() / "no-such-folder" / "config.json";
+  CHECK_THROWS_AS(write_file_atomically(missing, "x"), exogym::sdk::Error);
+  CHECK_THROWS_WITH(write_file_atomically(missing, "x"), Catch::Contains(missing.string()));
+}
+
+TEST_CASE("safetensors files round-trip every dtype, with the header aligned and metadata kept", "[output]") {
+  exogym::test::TempDir dir("output-files");
+  const fs::path file = dir.path() / "model.safetensors";
+  exogym::runtime::output::NamedTensors tensors{
+      {"w", at::arange(6, at::kFloat).reshape({2, 3}).div(7)},
+      {"b", at::arange(3, at::kDouble)},
+      {"steps", at::tensor({int64_t{5}, int64_t{-3}})},
+      {"half", at::arange(4, at::kFloat).to(at::kBFloat16)},
+      {"mask", at::tensor({true, false})},
+      {"scalar", at::tensor(2.5f).reshape({})},
+  };
+  write_safetensors(file, tensors, {{"format", "pt"}, {"step", "100"}});
+  const std::string bytes = read_all(file);
+  uint64_t header = 0;
+  for (int i = 7; i >= 0; --i) header = (header << 8) | static_cast<unsigned char>(bytes[static_cast<size_t>(i)]);
+  CHECK(header % 8 == 0);
+  const auto json = nlohmann::json::parse(bytes.substr(8, header));
+  CHECK(json["w"]["dtype"] == "F32");
+  CHECK(json["w"]["shape"] == nlohmann::json({2, 3}));
+  CHECK(json["w"]["data_offsets"] == nlohmann::json({0, 24}));
+  CHECK(json["half"]["dtype"] == "BF16");
+  CHECK(json["scalar"]["shape"] == nlohmann::json::array());
+  CHECK(json["__metadata__"]["step"] == "100");
+  CHECK(bytes.size() == 8 + header + 24 + 24 + 16 + 8 + 2 + 4);
+
+  const auto back = read_safetensors(file);
+  REQUIRE(back.tensors.size() == tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    CHECK(back.tensors[i].first == tensors[i].first);
+    CHECK(back.tensors[i].second.scalar_type() == tensors[i].second.scalar_type());
+    CHECK(at::equal(back.tensors[i].second, tensors[i].second));
+  }
+  CHECK(back.metadata.at("format") == "pt");
+}
+
+TEST_CASE("a damaged safetensors file is a data error naming the file", "[output]") {
+  exogym::test::TempDir dir("output-files");
+  const fs::path file = dir.path() / "model.safetensors";
+  const std::string bytes = safetensors_bytes({{"w", at::arange(16, at::kFloat)}});
+  std::ofstream(file, std::ios::binary) << bytes.substr(0, bytes.size() - 4);  // truncated
+  CHECK_THROWS_AS(read_safetensors(file), exogym::sdk::DataError);
+  CHECK_THROWS_WITH(read_safetensors(file), Catch::Contains(file.string()) && Catch::Contains("\"w\""));
+  std::ofstream(file, std::ios::binary) << std::string("\xff\xff\xff\xff\xff\xff\xff\x7f{}", 10);
+  CHECK_THROWS_WITH(read_safetensors(file), Catch::Contains("header length exceeds"));
+}
