@@ -6,6 +6,7 @@
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/optim.h"
 #include "exogym/sdk/options.h"
+#include "sdk_fixtures.h"
 #include "testing.h"
 
 using exogym::sdk::closest_name;
@@ -14,23 +15,11 @@ using exogym::sdk::OptimizerSpec;
 using exogym::sdk::OptionSpec;
 using exogym::sdk::OptionSpecs;
 using exogym::sdk::OptionType;
+using exogym::test::config_error;
+using exogym::test::kDilocoOuter;
 using nlohmann::json;
 
 namespace {
-
-// The ConfigError `fn` throws (fails the test if it throws nothing).
-template <typename Fn>
-ConfigError config_error(Fn&& fn) {
-  try {
-    fn();
-  } catch (const ConfigError& error) {
-    return error;
-  }
-  FAIL("expected a ConfigError");
-  return ConfigError("", "");
-}
-
-const json kDilocoOuter = {{"name", "sgd"}, {"lr", 0.7}, {"momentum", 0.9}, {"nesterov", true}};
 
 OptionSpecs strategy_specs() {
   return {

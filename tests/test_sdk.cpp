@@ -24,29 +24,18 @@
 #include "exogym/sdk/options.h"
 #include "exogym/sdk/plugin.h"
 #include "exogym/sdk/random.h"
+#include "sdk_fixtures.h"
 #include "testing.h"
 
 using exogym::sdk::ConfigError;
 using exogym::sdk::LrSchedule;
 using exogym::sdk::OptimizerSpec;
 using exogym::sdk::OptionSpecs;
+using exogym::test::config_error;
+using exogym::test::kDilocoOuter;
 using nlohmann::json;
 
 namespace {
-
-// The ConfigError `fn` throws (fails the test if it throws nothing).
-template <typename Fn>
-ConfigError config_error(Fn&& fn) {
-  try {
-    fn();
-  } catch (const ConfigError& error) {
-    return error;
-  }
-  FAIL("expected a ConfigError");
-  return ConfigError("", "");
-}
-
-const json kDilocoOuter = {{"name", "sgd"}, {"lr", 0.7}, {"momentum", 0.9}, {"nesterov", true}};
 
 at::Tensor param_with_grad(std::initializer_list<float> values, std::initializer_list<float> grad) {
   at::Tensor p = at::tensor(values);
