@@ -27,13 +27,14 @@ int main(int argc, char** argv) {
   app.add_option("-o,--output", output, "the HTML file to write (replaced if it exists)")
       ->capture_default_str()
       ->type_name("FILE");
-  app.add_option("--title", title, "the page's title (default: the runs' names)")->type_name("TEXT");
+  app.add_option("--title", title, "the page's title (default: the folders' names)")->type_name("TEXT");
   return tool.run(argc, argv, [&] {
     auto log = tool.make_logger();
     const auto runs = report::expand_run_folders({folders.begin(), folders.end()});
     if (title.empty()) {  // the folders as given: a comparison's name, not its variants'
-      for (const auto& folder : folders)
+      for (const auto& folder : folders) {
         title += (title.empty() ? "" : ", ") + report::folder_path(folder).filename().string();
+      }
       if (title.size() > 80) title = title.substr(0, 77) + "...";
     }
     const auto outcome = report::write_report(runs, output, title);
