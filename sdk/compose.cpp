@@ -58,7 +58,7 @@ void CommunicateOptimizeStrategy::init(NodeContext& ctx, Model& model) {
 void CommunicateOptimizeStrategy::zero_grad() { optimizer_->zero_grad(); }
 
 void CommunicateOptimizeStrategy::step() {
-  if (local_.max_norm > 0) clip_grad_norm(params_, local_.max_norm);
+  if (local_.max_norm > 0) ctx_->record("grad_norm", clip_grad_norm(params_, local_.max_norm));
   lr_ = local_.lr_at(ctx_->step, ctx_->max_steps);
   set_lr(*optimizer_, lr_);
   optimizer_->step();

@@ -43,7 +43,17 @@ TEST_CASE("the benchmark harness in quick mode measures the simulator against a 
   CHECK(report["node_sweep"][1]["nodes"] == 4);
   CHECK(report["dataset_bytes"].get<double>() > 60000 * 784 * 4 * 0.9);  // MNIST as float32
   REQUIRE(report["parallelism_sweep"].size() == 2);
-  REQUIRE(report["targets"].size() >= 2);
+  // report.html: a 5-variant comparison and a long run, timed and sized.
+  const json& reports = report["report"]["reports"];
+  REQUIRE(reports.size() == 2);
+  CHECK(reports[0]["runs"] == 5);
+  CHECK(reports[1]["steps"] == 10000);
+  for (const auto& row : reports) {
+    CHECK(row["write_seconds"].get<double>() > 0);
+    CHECK(row["bytes"].get<double>() > 10000);
+  }
+  CHECK(report["report"]["record_microseconds"].get<double>() > 0);
+  REQUIRE(report["targets"].size() >= 4);
   CHECK_THAT(read_text(dir / "out.txt"), Catch::Contains("overhead") && Catch::Contains("Targets"));
 }
 
@@ -70,6 +80,7 @@ TEST_CASE("the benchmark harness measures only the sections and node counts aske
   CHECK(report["overhead"][0]["nodes"] == 3);
   CHECK_FALSE(report.contains("node_sweep"));
   CHECK_FALSE(report.contains("parallelism_sweep"));
+  CHECK_FALSE(report.contains("report"));
   CHECK_THAT(read_text(dir / "out.txt"), Catch::Contains("the fastest of 2 runs"));
   // Every run is kept; the table shows the fastest of each loop.
   const json row = report["overhead"][0];

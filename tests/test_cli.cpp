@@ -48,7 +48,7 @@ fs::path write_manifest(const TempDir& dir, json manifest) {
 
 TEST_CASE("every tool prints its version from the build, with the plugin ABI", "[cli]") {
   TempDir dir("version");
-  for (const std::string tool : {"exogym-run", "exogym-generate"}) {
+  for (const std::string tool : {"exogym-run", "exogym-generate", "exogym-report"}) {
     const Outcome o = run_tool(tool, "--version", dir);
     INFO(tool << ": " << o.out << o.err);
     CHECK(o.code == 0);

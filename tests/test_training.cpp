@@ -352,7 +352,7 @@ TEST_CASE("\"runs\" variants each get a folder and a side-by-side comparison", "
   REQUIRE(csv.size() == 3);
 }
 
-TEST_CASE("Ctrl-C stops a run cleanly: exit 130, rows written so far kept", "[cli]") {
+TEST_CASE("Ctrl-C stops a run cleanly: exit 130, rows written so far kept, a report of them", "[cli]") {
   TempDir dir("cli-interrupt");
   json m = small_manifest(4);
   m["train"]["max_steps"] = 100000000;  // would run for hours
@@ -376,4 +376,6 @@ TEST_CASE("Ctrl-C stops a run cleanly: exit 130, rows written so far kept", "[cl
   REQUIRE(read_text(dir / "rc.txt") == "130\n");
   REQUIRE_THAT(read_text(dir / "log.txt"), Catch::Contains("interrupted by a signal (Ctrl-C)"));
   REQUIRE(read_lines(csv).size() > 5);
+  // The report shows what the run reached, and says it did not finish.
+  REQUIRE_THAT(read_text(dir / "out" / "test" / "report.html"), Catch::Contains("did not finish"));
 }

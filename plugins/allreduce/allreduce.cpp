@@ -49,7 +49,7 @@ class AllReduceStrategy final : public sdk::Strategy {
       grads.push_back(p.grad());
     }
     ctx_->communicator().all_reduce(grads, sdk::ReduceOp::Avg);
-    if (local_.max_norm > 0) sdk::clip_grad_norm(params_, local_.max_norm);
+    if (local_.max_norm > 0) ctx_->record("grad_norm", sdk::clip_grad_norm(params_, local_.max_norm));
     lr_ = local_.lr_at(ctx_->step, ctx_->max_steps);
     sdk::set_lr(*optimizer_, lr_);
     optimizer_->step();

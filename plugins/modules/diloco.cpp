@@ -4,6 +4,7 @@
 #include <torch/optim/optimizer.h>
 #include <torch/optim/sgd.h>
 
+#include <cmath>
 #include <sstream>
 #include <string>
 #include <type_traits>
@@ -11,6 +12,7 @@
 #include "exogym/sdk/comm.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/node.h"
+#include "exogym/sdk/optim.h"
 
 namespace exogym::modules {
 
@@ -84,11 +86,17 @@ void DiLoCoModule::communicate(sdk::NodeContext& ctx, sdk::Model& /*model*/, int
   at::NoGradGuard no_grad;
   std::vector<at::Tensor> list = params_;
   ctx.communicator().all_reduce(list, sdk::ReduceOp::Avg);  // params_ now hold the average
+  double squared_norm = 0;
   for (size_t i = 0; i < master_.size(); ++i) {
     // Pseudo-gradient: old global minus new average (the negative of the
     // average update), a fresh tensor each round.
     master_[i].mutable_grad() = master_[i].detach() - params_[i];
+    squared_norm += master_[i].grad().square().sum().item<double>();
   }
+  // Once per outer step: how far the nodes moved together, and the step
+  // taken on it (read only: the trained values do not depend on them).
+  ctx.record("pseudo_grad_norm", std::sqrt(squared_norm));
+  ctx.record("outer_lr", sdk::get_lr(*outer_));
   outer_->step();
   // A copy, never the master itself: the reference aliased the master's
   // storage on CPU (bug B7), so later inner steps moved the master and every

@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "exogym/runtime/output/report/report.h"
+
 namespace exogym::runtime::train {
 
 using nlohmann::json;
@@ -29,6 +31,8 @@ json resolved_config(const RunState& s, const cluster::ThreadPlan& plan, bool pa
   return config;
 }
 
+std::string run_title(const manifest::Manifest& m) { return m.variant.empty() ? m.name : m.name + "/" + m.variant; }
+
 }  // namespace
 
 void open_outputs(RunState& s, const cluster::ThreadPlan& plan, const RunOptions& options) {
@@ -41,7 +45,7 @@ void open_outputs(RunState& s, const cluster::ThreadPlan& plan, const RunOptions
   } else {
     s.metric_buffer = std::make_unique<MetricBuffer>();
   }
-  const std::string label = m.variant.empty() ? m.name : m.name + "/" + m.variant;
+  const std::string label = run_title(m);
   s.progress =
       std::make_unique<output::Progress>(label, m.max_steps, writes ? options.progress : output::Progress::Mode::Quiet);
   if (writes) {
@@ -49,6 +53,21 @@ void open_outputs(RunState& s, const cluster::ThreadPlan& plan, const RunOptions
                 m.model.plugin, s.parameters, m.strategy.plugin, m.max_steps,
                 s.role.mesh ? " over " + std::to_string(s.role.processes) + " processes" : std::string(),
                 s.run_dir.string());
+  }
+}
+
+void write_run_report(RunState& s) {
+  if (!s.role.writes || !s.writer) return;
+  output::report::write_report({s.run_dir}, s.run_dir / "report.html", run_title(s.m));
+}
+
+void write_stopped_run_report(RunState& s) noexcept {
+  if (!s.role.writes || !s.writer) return;
+  try {
+    s.writer.reset();  // closes (and so flushes) every CSV file
+    output::report::write_report({s.run_dir}, s.run_dir / "report.html", run_title(s.m));
+  } catch (const std::exception& e) {
+    if (s.log) s.log->warn("no report.html for {}: {}", s.run_dir.string(), e.what());
   }
 }
 

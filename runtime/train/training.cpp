@@ -67,16 +67,23 @@ RunResult train_run(const manifest::Manifest& m, plugin::PluginLoader& loader, c
   s.parameters = parameter_count(first_model);
 
   open_outputs(s, plan, options);
-  s.simulation = std::make_unique<Simulation>(m, s.role.block);
-  run_nodes(s, plan, !options.partial_reduce);
-  s.progress->finish();
+  try {
+    s.simulation = std::make_unique<Simulation>(m, s.role.block);
+    run_nodes(s, plan, !options.partial_reduce);
+    s.progress->finish();
 
-  // Every node's account, and the metrics other processes kept, go to the
-  // process that writes the run folder.
-  const NodeAccounts accounts = gather_accounts(s);
-  RunResult result = run_result(s);
-  if (s.role.writes) write_summary(s, result, accounts);
-  return result;
+    // Every node's account, and the metrics other processes kept, go to the
+    // process that writes the run folder.
+    const NodeAccounts accounts = gather_accounts(s);
+    RunResult result = run_result(s);
+    if (s.role.writes) write_summary(s, result, accounts);
+    write_run_report(s);
+    return result;
+  } catch (...) {
+    // A stopped or failed run keeps a report of what it reached.
+    write_stopped_run_report(s);
+    throw;
+  }
 }
 
 }  // namespace exogym::runtime::train

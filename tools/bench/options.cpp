@@ -24,7 +24,7 @@ options:
   --max-nodes K       largest K of the node-count sweep (default 1024)
   --nodes LIST        node counts of the overhead table (default 1,4,16)
   --sections LIST     comma-separated subset of overhead,sweep,parallelism,
-                      memory (default: all)
+                      memory,report (default: all)
   --repeat N          run each overhead measurement N times, alternating
                       simulator and bare loop, and report the fastest of
                       each (default 1; on a shared machine single runs
@@ -100,7 +100,7 @@ BenchOptions parse_options(const std::vector<std::string>& args, const fs::path&
     } else if (flag == "--max-nodes") {
       o.max_nodes = positive(value(), flag);
     } else if (flag == "--sections") {
-      o.sections = choose(value(), {"overhead", "sweep", "parallelism", "memory"}, flag, "section");
+      o.sections = choose(value(), {"overhead", "sweep", "parallelism", "memory", "report"}, flag, "section");
     } else if (flag == "--nodes") {
       const std::vector<int> counts = node_counts(value());
       o.nodes.insert(o.nodes.end(), counts.begin(), counts.end());

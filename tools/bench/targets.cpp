@@ -68,6 +68,22 @@ void check_k1024(Targets& targets, const json& sweep) {
                 k1024 ? "completed" : "not run (--max-nodes below 1024)");
 }
 
+// report.html: 5 variants of 600 steps written in under 0.2 s; a
+// 100,000-step run's page under 2 MB.
+void check_report(Targets& targets, const json& rows) {
+  for (const auto& row : rows) {
+    const double seconds = row["write_seconds"], bytes = row["bytes"];
+    const std::string what =
+        std::to_string(row["runs"].get<int>()) + " x " + std::to_string(row["steps"].get<int64_t>()) + " steps";
+    if (row["case"] == "comparison") {
+      targets.check("report.html of " + what + " written in < 0.2 s", seconds, 0.2, seconds < 0.2,
+                    fmt(seconds, 3) + " s");
+    } else {
+      targets.check("report.html of " + what + " < 2 MB", bytes, 2e6, bytes < 2e6, format_bytes(bytes));
+    }
+  }
+}
+
 }  // namespace
 
 json check_targets(const BenchOptions& o, const json& report, double dataset) {
@@ -77,6 +93,7 @@ json check_targets(const BenchOptions& o, const json& report, double dataset) {
   check_overhead(targets, overhead, o.quick);
   if (!overhead.empty()) check_startup(targets, overhead);
   if (!o.quick && o.wants("memory")) check_memory(targets, o, dataset);
+  if (o.wants("report")) check_report(targets, report.at("report").at("reports"));
   if (!o.quick && o.wants("sweep")) check_k1024(targets, report.value("node_sweep", json::array()));
   return targets.checked();
 }
