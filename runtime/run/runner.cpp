@@ -1,7 +1,6 @@
 #include "exogym/runtime/run/runner.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -59,6 +58,11 @@ RunnerResult run_manifest_set(const manifest::ManifestSet& set, plugin::PluginLo
     run_options.partial_reduce = options.partial_reduce;
     run_options.cores = options.cores;
     if (set.has_variants && writes) run_options.run_dir = result.folder / run->variant;
+    if (!options.resume_dir.empty()) {
+      run_options.resume = true;
+      run_options.run_dir = options.resume_dir;
+      run_options.from_step = options.from_step;
+    }
     result.runs.push_back(train::train_run(*run, loader, run_options));
     if (!set.has_variants) result.folder = result.runs.back().run_dir;
   }
@@ -85,9 +89,7 @@ std::string run_fingerprint(const manifest::ManifestSet& set, const std::vector<
   }
   util::Fnv1a hash;
   hash.add(runs.dump());
-  char text[17];
-  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(hash.digest()));
-  return text;
+  return hash.hex();
 }
 
 }  // namespace exogym::runtime::run
