@@ -169,7 +169,8 @@ int main(int argc, char** argv) {
     if (flags.from_step >= 0 && flags.resume.empty()) throw ConfigError("--from-step", "needs --resume RUN_FOLDER");
     if (flags.manifest.empty() && flags.resume.empty())
       throw CLI::RequiredError("a manifest (or --resume RUN_FOLDER, or --list-plugins)");
-    tool.set_input(flags.resume.empty() ? flags.manifest : flags.resume);
+    // Resuming, errors name the run folder's files themselves.
+    if (flags.resume.empty()) tool.set_input(flags.manifest);
     command.manifest = flags.manifest;
     command.resume = flags.resume;
     if (flags.from_step >= 0) command.from_step = flags.from_step;
