@@ -57,6 +57,14 @@ void damage(const fs::path& file) {
   f.put(c);
 }
 
+// exogym-run --resume `run` must succeed and end as `whole`.
+void require_resumes_to(const fs::path& run, const fs::path& whole, const fs::path& log) {
+  const Outcome resumed = run_cli({"--resume", run.string(), "--progress=none"}, log);
+  INFO(resumed.output);
+  REQUIRE(resumed.code == 0);
+  require_same_run(whole, run);
+}
+
 }  // namespace
 
 TEST_CASE("slow: a run killed with SIGKILL after a checkpoint resumes to the run that never stopped",
@@ -70,10 +78,7 @@ TEST_CASE("slow: a run killed with SIGKILL after a checkpoint resumes to the run
   const Outcome killed = signal_after(write_manifest(dir, "killed", m), run / "checkpoints" / "step-200" / "index.json",
                                       SIGKILL, dir / "killed.log");
   REQUIRE(killed.code == 128 + SIGKILL);
-  const Outcome resumed = run_cli({"--resume", run.string(), "--progress=none"}, dir / "resumed.log");
-  INFO(resumed.output);
-  REQUIRE(resumed.code == 0);
-  require_same_run(run_folder(dir, "whole"), run);
+  require_resumes_to(run, run_folder(dir, "whole"), dir / "resumed.log");
 }
 
 TEST_CASE("slow: Ctrl-C writes a checkpoint where the run stopped, exits 130, and the run resumes exactly",
@@ -95,10 +100,7 @@ TEST_CASE("slow: Ctrl-C writes a checkpoint where the run stopped, exits 130, an
   CHECK(step > 500);
   CHECK(step < 3000);
   CHECK(read_lines(run / "train.csv").size() == static_cast<size_t>(step + 1));
-  const Outcome resumed = run_cli({"--resume", run.string(), "--progress=none"}, dir / "resumed.log");
-  INFO(resumed.output);
-  REQUIRE(resumed.code == 0);
-  require_same_run(run_folder(dir, "whole"), run);
+  require_resumes_to(run, run_folder(dir, "whole"), dir / "resumed.log");
 }
 
 TEST_CASE("a damaged or truncated newest checkpoint is skipped with a warning and the previous one used",

@@ -223,7 +223,7 @@ bool checkpoint_due(const RunState& s, int64_t step) {
   return s.checkpoints && (step % s.m.checkpoint.interval == 0 || step == s.m.max_steps);
 }
 
-void commit_checkpoint(RunState& s, int64_t step) {
+fs::path commit_checkpoint(RunState& s, int64_t step) {
   checkpoint::CheckpointIndex index = s.checkpoint_index;
   index.step = step;
   index.sections["outputs"] = outputs_section(s);
@@ -232,7 +232,7 @@ void commit_checkpoint(RunState& s, int64_t step) {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(folder, ec)) bytes += static_cast<double>(entry.file_size(ec));
   s.checkpoint_bytes = bytes;
-  s.log->debug("checkpoint written: {}", folder.string());
+  return folder;
 }
 
 }  // namespace exogym::runtime::train

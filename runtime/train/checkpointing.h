@@ -3,6 +3,7 @@
 // what the run folder adds to them, and resuming from one. docs/checkpoints.md
 // describes them for users.
 #include <cstdint>
+#include <filesystem>
 
 #include "exogym/runtime/train/run_state.h"
 
@@ -33,7 +34,7 @@ void prepare_checkpoints(RunState& s);
 bool checkpoint_due(const RunState& s, int64_t step);
 
 // Node 0, once every node's file of `step` is written: the index with the
-// run-wide state, then the commit.
-void commit_checkpoint(RunState& s, int64_t step);
+// run-wide state, then the commit. Returns the checkpoint's folder.
+std::filesystem::path commit_checkpoint(RunState& s, int64_t step);
 
 }  // namespace exogym::runtime::train

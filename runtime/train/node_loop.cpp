@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -161,11 +162,14 @@ void NodeRun::write_checkpoint(int64_t step) {
   const auto started = std::chrono::steady_clock::now();
   checkpoint::write_node_state(s_.checkpoints->partial_folder(step), rank_, step, model_, strategy_, meter_.state());
   backend_->barrier();
-  if (rank_ == 0) commit_checkpoint(s_, step);
+  std::filesystem::path folder;
+  if (rank_ == 0) folder = commit_checkpoint(s_, step);
   backend_->barrier();
   if (rank_ != 0) return;
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   ++s_.checkpoints_written;
-  s_.checkpoint_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  s_.checkpoint_seconds += seconds;
+  s_.log->debug("checkpoint {} written in {:.3f} s", folder.string(), seconds);
 }
 
 void NodeRun::train_step(int64_t t) {
