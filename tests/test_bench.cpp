@@ -53,6 +53,12 @@ TEST_CASE("the benchmark harness in quick mode measures the simulator against a 
     CHECK(row["bytes"].get<double>() > 10000);
   }
   CHECK(report["report"]["record_microseconds"].get<double>() > 0);
+  // Checkpoints: one of 2 nodes, and the share of a run spent saving.
+  const json& checkpoint = report.at("checkpoint");
+  CHECK(checkpoint["one"]["seconds"].get<double>() > 0);
+  CHECK(checkpoint["one"]["bytes"].get<double>() > 2 * 4 * 784 * 256);  // two nodes' first layer at least
+  CHECK(checkpoint["periodic"]["share"].get<double>() > 0);
+  CHECK(checkpoint["periodic"]["share"].get<double>() < 1);
   REQUIRE(report["targets"].size() >= 4);
   CHECK_THAT(read_text(dir / "out.txt"), Catch::Contains("overhead") && Catch::Contains("Targets"));
 }

@@ -10,6 +10,7 @@
 #include "exogym/sdk/model.h"
 #include "exogym/sdk/node.h"
 #include "exogym/sdk/optim.h"
+#include "exogym/sdk/optim_state.h"
 #include "exogym/sdk/plugin.h"
 #include "exogym/sdk/strategy.h"
 
@@ -56,6 +57,14 @@ class AllReduceStrategy final : public sdk::Strategy {
   }
 
   double lr() const override { return lr_; }
+
+  // The optimizer's moments; the LR schedule follows from ctx.step.
+  void save_state(sdk::StateDict& out) const override {
+    sdk::save_optimizer_state(*optimizer_, params_, out, "optimizer.");
+  }
+  void load_state(const sdk::StateDict& in) override {
+    sdk::load_optimizer_state(*optimizer_, params_, in, "optimizer.");
+  }
 
  private:
   sdk::LocalStepOptions local_;

@@ -2,37 +2,17 @@
 
 #include <ATen/ATen.h>
 #include <torch/optim/optimizer.h>
-#include <torch/optim/sgd.h>
 
 #include <cmath>
-#include <sstream>
 #include <string>
-#include <type_traits>
 
 #include "exogym/sdk/comm.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/node.h"
 #include "exogym/sdk/optim.h"
+#include "exogym/sdk/optim_state.h"
 
 namespace exogym::modules {
-
-namespace {
-
-// The optimizer's state key of a parameter: a string in LibTorch 1.x, the
-// TensorImpl pointer in 2.x.
-template <class Optimizer>
-auto state_key(Optimizer& optimizer, const at::Tensor& param) {
-  using Key = typename std::decay_t<decltype(optimizer.state())>::key_type;
-  if constexpr (std::is_same_v<Key, std::string>) {
-    std::ostringstream key;  // how LibTorch 1.x prints the pointer (c10::guts::to_string, gone in 2.x)
-    key << param.unsafeGetTensorImpl();
-    return key.str();
-  } else {
-    return static_cast<Key>(param.unsafeGetTensorImpl());
-  }
-}
-
-}  // namespace
 
 using sdk::OptionSpec;
 using sdk::OptionType;
@@ -105,18 +85,8 @@ void DiLoCoModule::communicate(sdk::NodeContext& ctx, sdk::Model& /*model*/, int
 }
 
 void DiLoCoModule::save_state(sdk::StateDict& out, const std::string& prefix) const {
-  for (size_t i = 0; i < master_.size(); ++i) {
-    out[prefix + "master." + std::to_string(i)] = master_[i].detach().clone();
-  }
-  // The outer momentum of the default (SGD) outer optimizer.
-  if (auto* sgd = dynamic_cast<torch::optim::SGD*>(outer_.get())) {
-    for (size_t i = 0; i < master_.size(); ++i) {
-      auto it = sgd->state().find(state_key(*sgd, master_[i]));
-      if (it == sgd->state().end()) continue;
-      auto& state = static_cast<torch::optim::SGDParamState&>(*it->second);
-      out[prefix + "momentum." + std::to_string(i)] = state.momentum_buffer().clone();
-    }
-  }
+  for (size_t i = 0; i < master_.size(); ++i) out[prefix + "master." + std::to_string(i)] = master_[i].detach();
+  sdk::save_optimizer_state(*outer_, master_, out, prefix + "outer.");
 }
 
 void DiLoCoModule::load_state(const sdk::StateDict& in, const std::string& prefix) {
@@ -126,15 +96,7 @@ void DiLoCoModule::load_state(const sdk::StateDict& in, const std::string& prefi
     if (it == in.end()) throw sdk::Error("DiLoCo state: missing " + prefix + "master." + std::to_string(i));
     master_[i].detach().copy_(it->second);
   }
-  if (auto* sgd = dynamic_cast<torch::optim::SGD*>(outer_.get())) {
-    for (size_t i = 0; i < master_.size(); ++i) {
-      auto it = in.find(prefix + "momentum." + std::to_string(i));
-      if (it == in.end()) continue;
-      auto state = std::make_unique<torch::optim::SGDParamState>();
-      state->momentum_buffer(it->second.clone().to(master_[i].device()));
-      sgd->state()[state_key(*sgd, master_[i])] = std::move(state);
-    }
-  }
+  sdk::load_optimizer_state(*outer_, master_, in, prefix + "outer.");
 }
 
 }  // namespace exogym::modules

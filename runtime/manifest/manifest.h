@@ -47,6 +47,12 @@ struct ComputeSpec {
   std::map<int, double> speed;      // per-node speed factors (default 1)
 };
 
+// "checkpoint": when a run saves what resuming it needs (checkpoint/).
+struct CheckpointSpec {
+  int64_t interval = 0;  // steps between checkpoints; 0: none
+  int keep = 2;          // newest checkpoints kept
+};
+
 // One fully resolved run. The defaults and meanings of the fields are
 // declared once, in schema.cpp.
 struct Manifest {
@@ -67,6 +73,7 @@ struct Manifest {
   std::optional<double> target_loss;
   NetworkSpec network;
   ComputeSpec compute;
+  CheckpointSpec checkpoint;
   std::filesystem::path output_dir;  // absolute
   bool save_model = false;
   std::filesystem::path base_dir;  // the manifest's folder (absolute)

@@ -149,6 +149,8 @@ Manifest read_run(const json& doc, const fs::path& base_dir, const std::string& 
   read_eval(top.at("eval"), m);
   m.network = read_network(top.at("network"), m.nodes);
   m.compute = read_compute(top.at("compute"), m.nodes);
+  m.checkpoint.interval = top.at("checkpoint").at("interval");
+  m.checkpoint.keep = top.at("checkpoint").at("keep");
   json& output = top.at("output");
   m.output_dir = resolve_path(base_dir, output.at("dir"));
   output["dir"] = m.output_dir.string();

@@ -132,6 +132,13 @@ OptionSpecs top_level() {
                   {"dir", Type::NonEmptyString, "runs", "the folder of the run folders, relative to the manifest's"},
                   {"save_model", Type::Boolean, true, "write the final averaged model (model.pt, model.safetensors)"},
               }),
+      section("checkpoint", json::object(), "checkpoints a stopped run resumes from (exogym-run --resume)",
+              {
+                  {"interval", Type::NonNegativeInteger, 0,
+                   "steps between checkpoints (0: none); with checkpoints on, the last step and a run stopped by "
+                   "Ctrl-C or SIGTERM are saved too"},
+                  at_most(kIntMax, {"keep", Type::PositiveInteger, 2, "how many of the newest checkpoints to keep"}),
+              }),
       network(),
       section("compute", json::object(), "the simulated cluster's compute",
               {

@@ -26,7 +26,12 @@ static std::string number(double value) {
 
 static double perplexity(double loss) { return std::exp(loss); }
 
-static std::ofstream open_csv(const fs::path& file, const std::string& header) {
+static std::ofstream open_csv(const fs::path& file, const std::string& header, bool append) {
+  if (append) {
+    std::ofstream out(file, std::ios::app);
+    if (!out) throw sdk::Error(file.string() + ": cannot append");
+    return out;
+  }
   std::ofstream out(file);
   if (!out) throw sdk::Error(file.string() + ": cannot write");
   out << header << '\n' << std::flush;
@@ -41,19 +46,20 @@ fs::path unique_folder(const fs::path& base) {
   }
 }
 
-RunWriter::RunWriter(fs::path dir, std::vector<std::string> metric_names)
+RunWriter::RunWriter(fs::path dir, std::vector<std::string> metric_names, bool append)
     : dir_(std::move(dir)), metric_names_(std::move(metric_names)) {
   std::error_code ec;
   fs::create_directories(dir_, ec);
   if (ec) throw sdk::Error(dir_.string() + ": cannot create the run folder: " + ec.message());
-  train_ = open_csv(dir_ / "train.csv", "step,examples_trained,train_loss,train_perplexity,lr,bytes_sent,sim_time_s");
+  train_ = open_csv(dir_ / "train.csv", "step,examples_trained,train_loss,train_perplexity,lr,bytes_sent,sim_time_s",
+                    append);
   std::string header = "step,local_loss,local_perplexity,global_loss,global_perplexity";
   for (const auto& m : metric_names_) header += ",local_" + m;
   for (const auto& m : metric_names_) header += ",global_" + m;
   header += ",bytes_sent,sim_time_s";
-  validation_ = open_csv(dir_ / "validation.csv", header);
-  metrics_ = open_csv(dir_ / "metrics.csv", "step,node,name,value");
-  comm_ = open_csv(dir_ / "comm.csv", "step,source,collective,calls,bytes_sent,time_s");
+  validation_ = open_csv(dir_ / "validation.csv", header, append);
+  metrics_ = open_csv(dir_ / "metrics.csv", "step,node,name,value", append);
+  comm_ = open_csv(dir_ / "comm.csv", "step,source,collective,calls,bytes_sent,time_s", append);
 }
 
 void RunWriter::write_config(const nlohmann::json& config) {
@@ -97,6 +103,22 @@ void RunWriter::write_summary(const nlohmann::json& summary) {
     metrics_.flush();
   }
   write_file_atomically(dir_ / "summary.json", summary.dump(2) + "\n");
+}
+
+nlohmann::json RunWriter::flush_csvs() {
+  std::lock_guard<std::mutex> lock(metrics_mutex_);
+  nlohmann::json sizes;
+  const std::pair<const char*, std::ofstream*> csvs[] = {
+      {"train.csv", &train_}, {"validation.csv", &validation_}, {"metrics.csv", &metrics_}, {"comm.csv", &comm_}};
+  for (const auto& [name, stream] : csvs) {
+    stream->flush();
+    if (!*stream) throw sdk::Error((dir_ / name).string() + ": cannot write");
+    std::error_code ec;
+    const auto bytes = fs::file_size(dir_ / name, ec);
+    if (ec) throw sdk::Error((dir_ / name).string() + ": cannot read its size: " + ec.message());
+    sizes[name] = static_cast<int64_t>(bytes);
+  }
+  return sizes;
 }
 
 void RunWriter::save_model(const std::vector<std::pair<std::string, at::Tensor>>& tensors) {

@@ -24,7 +24,9 @@ struct EvalValues {
 
 class RunWriter final : public sdk::MetricSink {
  public:
-  RunWriter(std::filesystem::path dir, std::vector<std::string> metric_names);
+  // `append`: a resumed run, whose CSVs are there (cut back to its
+  // checkpoint): rows are appended to them.
+  RunWriter(std::filesystem::path dir, std::vector<std::string> metric_names, bool append = false);
 
   const std::filesystem::path& dir() const { return dir_; }
 
@@ -38,6 +40,9 @@ class RunWriter final : public sdk::MetricSink {
   void comm_rows(const std::vector<sim::CommRow>& rows);
   void record(int node, int64_t step, const std::string& name, double value) override;
   void write_summary(const nlohmann::json& summary);
+  // Flushes the CSVs and returns their sizes, {"train.csv": bytes, ...}:
+  // where a resumed run cuts them back to.
+  nlohmann::json flush_csvs();
   // Saves {name: tensor} so that Python's torch.load returns a plain dict.
   void save_model(const std::vector<std::pair<std::string, at::Tensor>>& tensors);
 

@@ -3,7 +3,6 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -87,6 +86,11 @@ RunnerResult run_manifest_set(const manifest::ManifestSet& set, plugin::PluginLo
     run_options.partial_reduce = options.partial_reduce;
     run_options.cores = options.cores;
     if (compares) variant_dirs.push_back(run_options.run_dir = result.folder / run->variant);
+    if (!options.resume_dir.empty()) {
+      run_options.resume = true;
+      run_options.run_dir = options.resume_dir;
+      run_options.from_step = options.from_step;
+    }
     try {
       result.runs.push_back(train::train_run(*run, loader, run_options));
     } catch (...) {
@@ -119,9 +123,7 @@ std::string run_fingerprint(const manifest::ManifestSet& set, const std::vector<
   }
   util::Fnv1a hash;
   hash.add(runs.dump());
-  char text[17];
-  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(hash.digest()));
-  return text;
+  return hash.hex();
 }
 
 }  // namespace exogym::runtime::run

@@ -8,8 +8,14 @@
 
 namespace exogym::runtime::train {
 
-// Sets s.run_dir, s.writer or s.metric_buffer, and s.progress.
-void open_outputs(RunState& s, const cluster::ThreadPlan& plan, const RunOptions& options);
+// Sets s.run_dir (process 0: options.run_dir, or a fresh folder; a resumed
+// run's in every process) and s.config, what config.json will hold. Creates
+// nothing.
+void choose_run_folder(RunState& s, const cluster::ThreadPlan& plan, const RunOptions& options);
+
+// Sets s.writer or s.metric_buffer, and s.progress; writes config.json. A
+// resumed run's CSVs are cut back to its checkpoint and continued.
+void open_outputs(RunState& s, const RunOptions& options);
 
 // report.html in the run folder, drawn from the folder's files (so a
 // resumed run or exogym-report draws the same), on the process that writes

@@ -169,6 +169,9 @@ RunResult run_result(const RunState& s) {
   if (s.loop.started()) {  // this process's nodes
     r.startup_seconds = seconds_between(s.started, s.loop.start());
     r.loop_seconds = seconds_between(s.loop.start(), s.loop.end());
+    r.checkpoints = s.checkpoints_written;
+    r.checkpoint_seconds = s.checkpoint_seconds;
+    r.checkpoint_bytes = s.checkpoint_bytes;
   }
   r.final_eval = s.last_eval;
   r.target_loss = m.target_loss;

@@ -7,6 +7,7 @@
 #include "exogym/runtime/cluster/devices.h"
 #include "exogym/runtime/cluster/malloc_tuning.h"
 #include "exogym/runtime/cluster/thread_plan.h"
+#include "exogym/runtime/train/checkpointing.h"
 #include "exogym/runtime/train/node_loop.h"
 #include "exogym/runtime/train/outputs.h"
 #include "exogym/runtime/train/run_state.h"
@@ -66,9 +67,14 @@ RunResult train_run(const manifest::Manifest& m, plugin::PluginLoader& loader, c
   s.metric_names = first_model.metric_names();
   s.parameters = parameter_count(first_model);
 
-  open_outputs(s, plan, options);
+  s.simulation = std::make_unique<Simulation>(m, s.role.block);
+  choose_run_folder(s, plan, options);
+  // A resumed run is checked against its checkpoint before anything in its
+  // folder changes.
+  if (options.resume) load_resume_point(s, options);
+  open_outputs(s, options);
   try {
-    s.simulation = std::make_unique<Simulation>(m, s.role.block);
+    prepare_checkpoints(s);
     run_nodes(s, plan, !options.partial_reduce);
     s.progress->finish();
 

@@ -13,8 +13,8 @@ const char* const kUsage = R"(usage: exogym-bench [options]
 
 Measures the simulator against a bare LibTorch loop doing the same work, for
 the models mlp, cnn and nanogpt (small, block 128) at K = 1, 4 and 16 nodes,
-plus a node-count sweep (MLP DiLoCo) and a parallelism sweep, then checks the
-performance targets. Every measurement runs in a fresh child process.
+plus a node-count sweep (MLP DiLoCo), a parallelism sweep and the cost of
+checkpoints, then checks the performance targets. Every measurement runs in a fresh child process.
 
 options:
   --quick             a few steps of small configurations: checks that the
@@ -24,7 +24,7 @@ options:
   --max-nodes K       largest K of the node-count sweep (default 1024)
   --nodes LIST        node counts of the overhead table (default 1,4,16)
   --sections LIST     comma-separated subset of overhead,sweep,parallelism,
-                      memory,report (default: all)
+                      memory,report,checkpoint (default: all)
   --repeat N          run each overhead measurement N times, alternating
                       simulator and bare loop, and report the fastest of
                       each (default 1; on a shared machine single runs
@@ -100,7 +100,8 @@ BenchOptions parse_options(const std::vector<std::string>& args, const fs::path&
     } else if (flag == "--max-nodes") {
       o.max_nodes = positive(value(), flag);
     } else if (flag == "--sections") {
-      o.sections = choose(value(), {"overhead", "sweep", "parallelism", "memory", "report"}, flag, "section");
+      o.sections =
+          choose(value(), {"overhead", "sweep", "parallelism", "memory", "report", "checkpoint"}, flag, "section");
     } else if (flag == "--nodes") {
       const std::vector<int> counts = node_counts(value());
       o.nodes.insert(o.nodes.end(), counts.begin(), counts.end());

@@ -84,6 +84,15 @@ void check_report(Targets& targets, const json& rows) {
   }
 }
 
+// One checkpoint of 16 nanoGPT-small nodes within a second; saving every
+// 100 steps at most 2 % of the run.
+void check_checkpoints(Targets& targets, const json& section) {
+  const double one = section["one"]["seconds"], share = section["periodic"]["share"];
+  targets.check("one checkpoint of 16 nanoGPT-small nodes", one, 1.0, one <= 1.0, fmt(one, 3) + " s <= 1 s");
+  targets.check("checkpoints every 100 steps (nanoGPT small)", share, 0.02, share <= 0.02,
+                fmt(100 * share, 2) + " % of the loop <= 2 %");
+}
+
 }  // namespace
 
 json check_targets(const BenchOptions& o, const json& report, double dataset) {
@@ -95,6 +104,7 @@ json check_targets(const BenchOptions& o, const json& report, double dataset) {
   if (!o.quick && o.wants("memory")) check_memory(targets, o, dataset);
   if (o.wants("report")) check_report(targets, report.at("report").at("reports"));
   if (!o.quick && o.wants("sweep")) check_k1024(targets, report.value("node_sweep", json::array()));
+  if (!o.quick && o.wants("checkpoint")) check_checkpoints(targets, report.at("checkpoint"));
   return targets.checked();
 }
 
