@@ -38,6 +38,7 @@ void open_outputs(RunState& s, const cluster::ThreadPlan& plan, const RunOptions
     s.run_dir = options.run_dir.empty() ? output::unique_folder(m.run_dir()) : options.run_dir;
     s.writer = std::make_unique<output::RunWriter>(s.run_dir, s.metric_names);
     s.writer->write_config(resolved_config(s, plan, options.partial_reduce));
+    s.writer->write_data(s.data.node_data);
   } else {
     s.metric_buffer = std::make_unique<MetricBuffer>();
   }

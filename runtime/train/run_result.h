@@ -53,6 +53,9 @@ struct RunResult {
   // nodes' last step (evaluations included).
   double dataset_seconds = 0, startup_seconds = 0, loop_seconds = 0;
   std::optional<EvalRecord> final_eval;
+  // Mean over nodes of the largest label fraction of a node's training
+  // examples (data/node_data.h); none when the data has no labels.
+  std::optional<double> label_skew;
   SimulationSummary simulated;
   std::optional<double> target_loss;
   std::optional<TargetHit> target_hit;
