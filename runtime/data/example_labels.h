@@ -13,9 +13,10 @@ namespace exogym::runtime::data {
 // Every example's label, when the dataset's batches have a "target" holding
 // one integer per example (shape [B]); nullopt otherwise (no "target", a
 // sequence target such as text-char's [B, T], or floats). Reads the dataset
-// once, in chunks, on the calling thread (MNIST's 60,000 labels: a few tens
-// of milliseconds). Throws sdk::DataError when a later chunk's target stops
-// being one integer per example.
+// once, in chunks, on the calling thread: a pass of get() over the whole
+// set, the price of needing nothing more from a dataset. Throws
+// sdk::DataError when a later chunk's target stops being one integer per
+// example.
 std::optional<std::vector<int64_t>> example_labels(const sdk::Dataset& dataset);
 
 }  // namespace exogym::runtime::data
