@@ -38,6 +38,8 @@ const char* to_string(OptionType type) {
       return "non-empty string";
     case OptionType::IntegerList:
       return "list of positive integers";
+    case OptionType::List:
+      return "list";
     case OptionType::Optimizer:
       return "optimizer";
     case OptionType::LrSchedule:
@@ -48,6 +50,8 @@ const char* to_string(OptionType type) {
       return "object";
     case OptionType::Table:
       return "table";
+    case OptionType::Tagged:
+      return "name, or object with a \"name\"";
     case OptionType::Any:
       return "any value";
   }
@@ -177,6 +181,46 @@ json check_table(const OptionSpec& spec, const json& value, const std::string& p
   return out;
 }
 
+json check_list(const OptionSpec& spec, const json& value, const std::string& path, Unset unset) {
+  if (!value.is_array()) type_error(path, expected_value(spec), value);
+  if (spec.fields.size() != 1) throw ConfigError(path, "declared as a list without the spec of its items (a bug)");
+  json out = json::array();
+  for (size_t i = 0; i < value.size(); ++i)
+    out.push_back(check_value(spec.fields[0], value[i], path + "[" + std::to_string(i) + "]", unset));
+  return out;
+}
+
+// The kind a Tagged value names, checked like a String option's choices.
+const OptionSpec& tagged_kind(const OptionSpec& spec, const json& name, const std::string& path) {
+  OptionSpec names{spec.name, OptionType::NonEmptyString, nullptr, spec.doc};
+  for (const auto& kind : spec.fields) names.choices.push_back(kind.name);
+  check_string(names, name, path);
+  for (const auto& kind : spec.fields)
+    if (kind.name == name.get_ref<const std::string&>()) return kind;
+  throw ConfigError(path, "declared as tagged without kinds (a bug)");
+}
+
+// A name alone stays a name, so that the resolved options read as written;
+// an object is resolved like a Section of its kind, "name" first.
+json check_tagged(const OptionSpec& spec, const json& value, const std::string& path, Unset unset) {
+  if (value.is_string()) {
+    const OptionSpec& kind = tagged_kind(spec, value, path);
+    for (const auto& field : kind.fields) {
+      if (!field.required) continue;
+      throw ConfigError(path, "\"" + kind.name + "\" needs \"" + field.name + "\" (" + field.doc +
+                                  "): write {\"name\": \"" + kind.name + "\", \"" + field.name + "\": ...}");
+    }
+    return value;
+  }
+  if (!value.is_object()) type_error(path, expected_value(spec), value);
+  const auto name = value.find("name");
+  if (name == value.end()) throw ConfigError(path + ".name", "required option missing (" + expected_value(spec) + ")");
+  const OptionSpec& kind = tagged_kind(spec, *name, path + ".name");
+  OptionSpecs fields = kind.fields;
+  fields.insert(fields.begin(), OptionSpec{"name", OptionType::NonEmptyString, nullptr, "the kind"});
+  return validate_options(value, fields, path, unset);
+}
+
 json check_value(const OptionSpec& spec, const json& value, const std::string& path, Unset unset) {
   switch (spec.type) {
     case OptionType::Integer:
@@ -215,6 +259,10 @@ json check_value(const OptionSpec& spec, const json& value, const std::string& p
       return validate_options(value, spec.fields, path, unset);
     case OptionType::Table:
       return check_table(spec, value, path, unset);
+    case OptionType::List:
+      return check_list(spec, value, path, unset);
+    case OptionType::Tagged:
+      return check_tagged(spec, value, path, unset);
     case OptionType::Any:
       return value;
   }

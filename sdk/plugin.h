@@ -14,6 +14,9 @@
 // mlp_options is a function returning exogym::sdk::OptionSpecs. Likewise
 // EXOGYM_STRATEGY_PLUGIN, and EXOGYM_DATASET_PLUGIN whose class constructor
 // takes (const nlohmann::json& options, const exogym::sdk::DatasetRequest&).
+// EXOGYM_NODE_DATASET_PLUGIN exports a dataset built once per node (the
+// request's rank says which); it also exports exogym_dataset_per_node, which
+// is how the runtime tells the two kinds of dataset apart.
 #include <torch/version.h>
 
 #include <boost/dll/alias.hpp>
@@ -23,7 +26,7 @@
 // Bumped whenever a type crossing the plugin boundary changes layout or
 // virtual functions (sdk/*.h). A test build may override it to check refusal.
 #ifndef EXOGYM_ABI_VERSION
-#define EXOGYM_ABI_VERSION 4
+#define EXOGYM_ABI_VERSION 5
 #endif
 
 #define EXOGYM_STRINGIFY_IMPL(x) #x
@@ -105,3 +108,10 @@ using OptionsFunction = OptionSpecs (*)();
   }                                                                                                                    \
   }                                                                                                                    \
   BOOST_DLL_ALIAS(exogym_plugin_exports::exogym_create, exogym_create_dataset)
+
+#define EXOGYM_NODE_DATASET_PLUGIN(name, version, Class, options_fn) \
+  EXOGYM_DATASET_PLUGIN(name, version, Class, options_fn)            \
+  namespace exogym_plugin_exports {                                  \
+  int exogym_per_node() { return 1; }                                \
+  }                                                                  \
+  BOOST_DLL_ALIAS(exogym_plugin_exports::exogym_per_node, exogym_dataset_per_node)

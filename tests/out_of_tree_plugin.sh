@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # A third party's view: install ExoGym, build examples/plugin-template against
 # the install with find_package(ExoGym), and train with both of its
-# strategies: one written from scratch, one composed with a built-in module
-# (ExoGym::modules).
+# strategies (one written from scratch, one composed with a built-in module,
+# ExoGym::modules) and with its per-node dataset.
 set -euo pipefail
 source_dir=$1
 build_dir=$2
@@ -34,5 +34,20 @@ PY
 }
 train signum
 train sparta_lookahead
+# The per-node dataset: listed as such, one instance per node, each node's
+# 60,000 rotated digits in data.csv, and it trains.
+grep -q "dataset  rotated-mnist .*(one per node)" "$work/list.txt"
+"$work/prefix/bin/exogym-run" --quiet --plugin-path "$work/plugin" \
+  --set "output.dir=$work/runs" --set train.max_steps=60 \
+  "$source_dir/examples/plugin-template/rotated_mnist.json" | tee "$work/out.txt"
+python3 - "$work/runs/rotated_mnist" <<'PY'
+import csv, json, sys
+rows = list(csv.DictReader(open(sys.argv[1] + "/data.csv")))
+assert [r["node"] for r in rows] == ["0", "1", "2", "3"], rows
+assert all(r["examples"] == "60000" and r["label_1"] == "6742" for r in rows), rows
+loss = json.load(open(sys.argv[1] + "/summary.json"))["final"]["global_loss"]
+print("rotated-mnist global loss", loss)
+assert loss < 2.0, loss
+PY
 # The installed exogym-generate finds its libraries.
 "$work/prefix/bin/exogym-generate" --help | grep -q "Usage: exogym-generate"

@@ -64,7 +64,7 @@ TEST_CASE("a minimal manifest gets every default", "[manifest]") {
   CHECK(m.train_data.dataset == "mnist");
   CHECK(m.train_data.path.empty());
   CHECK(m.train_data.split == "train");
-  CHECK(m.train_data.partition == "iid");
+  CHECK(std::string(m.train_data.partition.name()) == "iid");
   CHECK(m.train_data.json_path == "data.train");
   CHECK_FALSE(m.val_data.has_value());
   CHECK(m.max_steps == 10);
@@ -214,10 +214,12 @@ TEST_CASE("ill-typed values name their path and the value", "[manifest]") {
         "output.save_model: expected a boolean, got \"yes\"");
   CHECK(error_with(json::parse(R"({"model": {"options": [1]}})")).what == "model.options: expected an object, got [1]");
   CHECK(error_with(json::parse(R"({"strategy": "diloco"})")).what == "strategy: expected an object, got \"diloco\"");
-  CHECK(error_with(json::parse(R"({"data": {"train": {"partition": "dirichlet"}}})")).what ==
-        "data.train.partition: expected one of \"iid\", \"contiguous\", got \"dirichlet\"");
+  CHECK(error_with(json::parse(R"({"data": {"train": {"partition": "sorted"}}})")).what ==
+        "data.train.partition: expected one of \"iid\", \"contiguous\", \"dirichlet\", \"shards\", \"labels\", got "
+        "\"sorted\"");
   CHECK(error_with(json::parse(R"({"data": {"train": {"partition": "IID"}}})")).what ==
-        "data.train.partition: expected one of \"iid\", \"contiguous\", got \"IID\"; did you mean \"iid\"?");
+        "data.train.partition: expected one of \"iid\", \"contiguous\", \"dirichlet\", \"shards\", \"labels\", got "
+        "\"IID\"; did you mean \"iid\"?");
   CHECK(error_with(json::parse(R"({"data": {"train": {"dataset": ""}}})")).what ==
         "data.train.dataset: expected a non-empty string, got \"\"");
 

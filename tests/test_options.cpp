@@ -194,6 +194,38 @@ TEST_CASE("validate_options resolves sections and tables with the same rules", "
         "train: required option missing (an object: the loop)");
 }
 
+TEST_CASE("validate_options: lists follow their item spec, tagged values name their kind", "[sdk][options]") {
+  OptionSpec list{"labels", OptionType::List, nullptr, "labels"};
+  list.fields = {{"<item>", OptionType::NonNegativeInteger, nullptr, "a label"}};
+  OptionSpec kinds{"partition", OptionType::Tagged, "plain", "how"};
+  kinds.fields = {{"plain", OptionType::Section, nullptr, "no keys"}, {"skewed", OptionType::Section, nullptr, "skew"}};
+  kinds.fields[1].fields = {{"alpha", OptionType::PositiveNumber, nullptr, "the concentration", {}, true},
+                            {"floor", OptionType::Number, 0, "a key with a default"}};
+  const OptionSpecs specs = {list, kinds};
+  const auto resolve = [&](const char* text) { return exogym::sdk::validate_options(json::parse(text), specs, "m"); };
+  auto what = [&](const char* text) { return std::string(config_error([&] { resolve(text); }).what()); };
+
+  CHECK(resolve("{}") == json::parse(R"({"labels": null, "partition": "plain"})"));
+  CHECK(resolve(R"({"labels": [0, 3.0]})")["labels"] == json::parse("[0, 3]"));
+  CHECK(what(R"({"labels": [0, -1]})") == "m.labels[1]: expected a non-negative integer, got -1");
+  CHECK(what(R"({"labels": 3})") == "m.labels: expected a list, got 3");
+  // A name stays a name; an object is resolved like a section, defaults filled in.
+  CHECK(resolve(R"({"partition": "plain"})")["partition"] == "plain");
+  CHECK(resolve(R"({"partition": {"name": "skewed", "alpha": 0.5}})")["partition"] ==
+        json::parse(R"({"name": "skewed", "alpha": 0.5, "floor": 0})"));
+  CHECK(what(R"({"partition": "skewd"})") ==
+        "m.partition: expected one of \"plain\", \"skewed\", got \"skewd\"; did you mean \"skewed\"?");
+  CHECK(what(R"({"partition": "skewed"})") ==
+        "m.partition: \"skewed\" needs \"alpha\" (the concentration): write {\"name\": \"skewed\", \"alpha\": ...}");
+  CHECK(what(R"({"partition": {"alpha": 1}})") ==
+        "m.partition.name: required option missing (a name, or object with a \"name\")");
+  CHECK(what(R"({"partition": {"name": "skewed", "alpha": 0}})") ==
+        "m.partition.alpha: expected a positive number, got 0");
+  CHECK(what(R"({"partition": {"name": "skewed", "alpha": 1, "beta": 2}})") ==
+        "m.partition.beta: unknown option; known options: name, alpha, floor");
+  CHECK(what(R"({"partition": 3})") == "m.partition: expected a name, or object with a \"name\", got 3");
+}
+
 TEST_CASE("validate_options: integer maximum, nouns and non-empty strings", "[sdk][options]") {
   OptionSpec count{"nodes", OptionType::PositiveInteger, 1, "nodes"};
   count.maximum = 2147483647;

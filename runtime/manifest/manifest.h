@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "exogym/runtime/data/partition.h"
 #include "exogym/runtime/sim/network_model.h"
 
 namespace exogym::runtime::manifest {
@@ -30,7 +31,7 @@ struct DataSpec {
   std::string dataset;
   std::filesystem::path path;  // absolute; empty when the manifest gives none
   std::string split;
-  std::string partition;
+  data::PartitionSpec partition;
   nlohmann::json options = nlohmann::json::object();
   std::string json_path;  // "data.train" or "data.val"
 };

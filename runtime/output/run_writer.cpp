@@ -7,6 +7,7 @@
 #include <cmath>
 #include <iomanip>
 #include <limits>
+#include <set>
 #include <sstream>
 
 #include "exogym/runtime/output/atomic_file.h"
@@ -64,6 +65,25 @@ RunWriter::RunWriter(fs::path dir, std::vector<std::string> metric_names, bool a
 
 void RunWriter::write_config(const nlohmann::json& config) {
   write_file_atomically(dir_ / "config.json", config.dump(2) + "\n");
+}
+
+void RunWriter::write_data(const std::vector<data::NodeData>& nodes) {
+  std::set<int64_t> labels;
+  for (const auto& node : nodes)
+    for (const auto& entry : node.label_counts) labels.insert(entry.first);
+  std::ostringstream out;
+  out << "node,examples";
+  for (int64_t label : labels) out << ",label_" << label;
+  out << '\n';
+  for (size_t r = 0; r < nodes.size(); ++r) {
+    out << r << ',' << nodes[r].examples;
+    for (int64_t label : labels) {
+      const auto found = nodes[r].label_counts.find(label);
+      out << ',' << (found == nodes[r].label_counts.end() ? 0 : found->second);
+    }
+    out << '\n';
+  }
+  write_file_atomically(dir_ / "data.csv", out.str());
 }
 
 void RunWriter::train_row(int64_t step, int64_t examples_trained, double loss, double lr, double bytes_sent,

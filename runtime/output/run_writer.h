@@ -1,7 +1,8 @@
 #pragma once
-// A run's output folder: config.json, train.csv, validation.csv, metrics.csv,
-// comm.csv, summary.json and model.pt (DESIGN §6). Rows are flushed as they are
-// written, so a crashed or interrupted run keeps everything up to its end.
+// A run's output folder: config.json, data.csv, train.csv, validation.csv,
+// metrics.csv, comm.csv, summary.json and model.pt (DESIGN §6). Rows are
+// flushed as they are written, so a crashed or interrupted run keeps
+// everything up to its end.
 #include <ATen/core/Tensor.h>
 
 #include <filesystem>
@@ -12,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "exogym/runtime/data/node_data.h"
 #include "exogym/runtime/sim/comm_row.h"
 #include "exogym/sdk/node.h"
 
@@ -31,6 +33,9 @@ class RunWriter final : public sdk::MetricSink {
   const std::filesystem::path& dir() const { return dir_; }
 
   void write_config(const nlohmann::json& config);
+  // data.csv: "node,examples", then one "label_<l>" column per label any
+  // node has (ascending; none without labels), one row per node.
+  void write_data(const std::vector<data::NodeData>& nodes);
   // step: steps completed (this row is the step that brought it there).
   // bytes_sent: cumulative strategy bytes per node; sim_time_s: node 0's
   // simulated clock.

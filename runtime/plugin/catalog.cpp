@@ -51,7 +51,8 @@ std::string plugin_catalog(PluginLoader& loader) {
       continue;
     }
     const auto& d = f.plugin->description();
-    out += format("\n%-8s %-14s %s  %s\n", d.kind.c_str(), d.name.c_str(), d.version.c_str(), d.file.string().c_str());
+    out += format("\n%-8s %-14s %s  %s%s\n", d.kind.c_str(), d.name.c_str(), d.version.c_str(), d.file.string().c_str(),
+                  d.per_node ? "  (one per node)" : "");
     out += option_lines(f.plugin->options());
   }
   return out;

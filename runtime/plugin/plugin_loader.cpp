@@ -134,6 +134,8 @@ std::shared_ptr<LoadedPlugin> PluginLoader::load_file(const fs::path& requested)
                                 info->name ? info->name : "",
                                 info->version ? info->version : "",
                                 fingerprint};
+  // Whether the symbol exists, found without running the plugin's code.
+  description.per_node = library->has("exogym_dataset_per_node");
   if (!library->has("exogym_plugin_options")) {
     throw PluginError(file.string() + ": exports no exogym_plugin_options; export it with an EXOGYM_*_PLUGIN macro");
   }

@@ -33,6 +33,8 @@ struct PluginDescription {
   std::filesystem::path file;
   int abi_version = 0;
   std::string kind, name, version, fingerprint;
+  // A dataset exported with EXOGYM_NODE_DATASET_PLUGIN: built once per node.
+  bool per_node = false;
 };
 
 // One loaded plugin library. Every object it creates holds a reference to it,

@@ -201,7 +201,7 @@ double NodeRun::forward_backward(const std::vector<int64_t>& indices) {
   for (int64_t j = 0; j < s_.accumulation; ++j) {
     std::vector<int64_t> micro(indices.begin() + j * b, indices.begin() + (j + 1) * b);
     phase_ = "loading the training batch";
-    sdk::Batch batch = cluster::to_device(s_.data.train->get(micro), device_);
+    sdk::Batch batch = cluster::to_device(s_.data.train_of(rank_).get(micro), device_);
     phase_ = "forward/backward of " + model_name_;
     at::Tensor loss = model_.loss(batch);
     if (loss.numel() != 1)

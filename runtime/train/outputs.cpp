@@ -51,6 +51,7 @@ void open_outputs(RunState& s, const RunOptions& options) {
     if (s.resume) cut_outputs_to_checkpoint(s);
     s.writer = std::make_unique<output::RunWriter>(s.run_dir, s.metric_names, /*append=*/s.resume.has_value());
     s.writer->write_config(s.config);
+    s.writer->write_data(s.data.node_data);
   } else {
     s.metric_buffer = std::make_unique<MetricBuffer>();
   }

@@ -57,6 +57,9 @@ struct RunResult {
   int64_t checkpoints = 0;
   double checkpoint_seconds = 0, checkpoint_bytes = 0;
   std::optional<EvalRecord> final_eval;
+  // Mean over nodes of the largest label fraction of a node's training
+  // examples (data/node_data.h); none when the data has no labels.
+  std::optional<double> label_skew;
   SimulationSummary simulated;
   std::optional<double> target_loss;
   std::optional<TargetHit> target_hit;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <string>
 
+#include "exogym/runtime/data/node_data.h"
 #include "exogym/runtime/dist/process_mesh.h"
 #include "exogym/runtime/sim/network_model.h"
 
@@ -174,6 +175,7 @@ RunResult run_result(const RunState& s) {
     r.checkpoint_bytes = s.checkpoint_bytes;
   }
   r.final_eval = s.last_eval;
+  r.label_skew = data::label_skew(s.data.node_data);
   r.target_loss = m.target_loss;
   r.target_hit = s.target_hit;
   return r;
@@ -188,6 +190,8 @@ void write_summary(RunState& s, RunResult& r, const NodeAccounts& accounts) {
   summary["communication"] = communication_json(r.simulated, s.simulation->meter(0), accounts.per_node);
   summary["simulated"] = simulated_json(s, r.simulated, ddp);
   if (r.target_loss) summary["target"] = target_json(*r.target_loss, r.target_hit);
+  summary["data"] = {{"partition", s.m.resolved["data"]["train"]["partition"]},
+                     {"label_skew", r.label_skew ? json(*r.label_skew) : json(nullptr)}};
   s.writer->write_summary(summary);
 }
 

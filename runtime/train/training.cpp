@@ -58,7 +58,7 @@ RunResult train_run(const manifest::Manifest& m, plugin::PluginLoader& loader, c
   // Everything that can be wrong with the manifest is found before training.
   s.devices = cluster::resolve_devices(m.device);
   s.plugins = load_plugins(m, loader);
-  s.data = load_data(m, loader, s.role.block, options.dataset_cache);
+  s.data = load_data(m, loader, s.role, options.dataset_cache);
   s.accumulation = m.batch_size / m.minibatch_size;
 
   const cluster::ThreadPlan plan = prepare_cores(s, options.cores);
