@@ -1,6 +1,6 @@
 #pragma once
 // A run's output folder: config.json, train.csv, validation.csv, metrics.csv,
-// comm.csv, summary.json and model.pt (DESIGN §6). Rows are flushed as they are
+// comm.csv, summary.json, model.pt and model.safetensors (DESIGN §6). Rows are flushed as they are
 // written, so a crashed or interrupted run keeps everything up to its end.
 #include <ATen/core/Tensor.h>
 
@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "exogym/runtime/output/safetensors.h"
 #include "exogym/runtime/sim/comm_row.h"
 #include "exogym/sdk/node.h"
 
@@ -38,8 +39,9 @@ class RunWriter final : public sdk::MetricSink {
   void comm_rows(const std::vector<sim::CommRow>& rows);
   void record(int node, int64_t step, const std::string& name, double value) override;
   void write_summary(const nlohmann::json& summary);
-  // Saves {name: tensor} so that Python's torch.load returns a plain dict.
-  void save_model(const std::vector<std::pair<std::string, at::Tensor>>& tensors);
+  // Writes model.<format> for each of `formats` ("pt": model_pt.h,
+  // "safetensors": safetensors.h), the same tensors bit for bit in each.
+  void save_model(const NamedTensors& tensors, const std::vector<std::string>& formats);
 
  private:
   std::filesystem::path dir_;
