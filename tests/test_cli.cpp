@@ -117,7 +117,7 @@ TEST_CASE("verbosity: -q hides information, --log-level and -v show debug lines"
   CHECK_THAT(bad.err, Catch::Contains("--log-level"));
 }
 
-TEST_CASE("--progress=jsonl writes one JSON object per event on stdout", "[cli]") {
+TEST_CASE("JSON-lines progress (--progress=jsonl) writes one JSON object per event on stdout", "[cli]") {
   TempDir dir("jsonl");
   json m = small_manifest(2);
   m["train"]["max_steps"] = 20;

@@ -73,7 +73,7 @@ TEST_CASE("safetensors files round-trip every dtype, with the header aligned and
       {"b", at::arange(3, at::kDouble)},
       {"steps", at::tensor({int64_t{5}, int64_t{-3}})},
       {"half", at::arange(4, at::kFloat).to(at::kBFloat16)},
-      {"mask", at::tensor({true, false})},
+      {"mask", at::arange(2, at::kLong).eq(0)},  // [true, false]
       {"scalar", at::tensor(2.5f).reshape({})},
   };
   write_safetensors(file, tensors, {{"format", "pt"}, {"step", "100"}});

@@ -4,6 +4,7 @@
 #include <torch/optim/optimizer.h>
 #include <torch/optim/sgd.h>
 
+#include <sstream>
 #include <string>
 #include <type_traits>
 
@@ -21,7 +22,9 @@ template <class Optimizer>
 auto state_key(Optimizer& optimizer, const at::Tensor& param) {
   using Key = typename std::decay_t<decltype(optimizer.state())>::key_type;
   if constexpr (std::is_same_v<Key, std::string>) {
-    return c10::guts::to_string(param.unsafeGetTensorImpl());
+    std::ostringstream key;  // how LibTorch 1.x prints the pointer (c10::guts::to_string, gone in 2.x)
+    key << param.unsafeGetTensorImpl();
+    return key.str();
   } else {
     return static_cast<Key>(param.unsafeGetTensorImpl());
   }

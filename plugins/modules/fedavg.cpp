@@ -1,6 +1,7 @@
 #include "exogym/modules/fedavg.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 
 #include <algorithm>
 

@@ -1,6 +1,7 @@
 #include "exogym/modules/sparta.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 
 #include "exogym/sdk/comm.h"
 #include "exogym/sdk/node.h"
