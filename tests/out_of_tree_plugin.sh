@@ -13,7 +13,7 @@ cmake --install "$build_dir" --prefix "$work/installed" > "$work/install.log"
 mv "$work/installed" "$work/prefix"
 # The package names no library by an absolute path (LibTorch comes through
 # find_dependency(Torch)'s targets) and nothing of this machine's build.
-if grep -nE "/[^\";]*\.so|$build_dir|$source_dir" "$work"/prefix/lib/cmake/ExoGym/*.cmake; then
+if grep -nE "[\";]/[^\";]*\.so|$build_dir|$source_dir" "$work"/prefix/lib/cmake/ExoGym/*.cmake; then
   echo "FAIL: absolute paths in the installed CMake package"; exit 1
 fi
 # The libraries carry the plugin ABI version as their SOVERSION.
