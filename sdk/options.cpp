@@ -40,6 +40,8 @@ const char* to_string(OptionType type) {
       return "list of positive integers";
     case OptionType::List:
       return "list";
+    case OptionType::ChoiceSet:
+      return "list of choices, or a boolean";
     case OptionType::Optimizer:
       return "optimizer";
     case OptionType::LrSchedule:
@@ -170,6 +172,22 @@ json check_string(const OptionSpec& spec, const json& value, const std::string& 
   return value;
 }
 
+json check_choice_set(const OptionSpec& spec, const json& value, const std::string& path) {
+  if (value.is_boolean()) return value;
+  std::string quoted;
+  for (const auto& choice : spec.choices) quoted += (quoted.empty() ? "\"" : ", \"") + choice + "\"";
+  const std::string expected = "true, false or a list of " + quoted;
+  if (!value.is_array()) type_error(path, expected, value);
+  const OptionSpec item{spec.name, OptionType::String, nullptr, spec.doc, spec.choices};
+  for (size_t i = 0; i < value.size(); ++i) {
+    const std::string item_path = path + "[" + std::to_string(i) + "]";
+    check_string(item, value[i], item_path);
+    for (size_t j = 0; j < i; ++j)
+      if (value[j] == value[i]) throw ConfigError(item_path, json_excerpt(value[i]) + " appears twice");
+  }
+  return value;
+}
+
 json check_value(const OptionSpec& spec, const json& value, const std::string& path, Unset unset);
 
 json check_table(const OptionSpec& spec, const json& value, const std::string& path, Unset unset) {
@@ -246,6 +264,8 @@ json check_value(const OptionSpec& spec, const json& value, const std::string& p
         out.push_back(check_integer(item, value[i], path + "[" + std::to_string(i) + "]"));
       return out;
     }
+    case OptionType::ChoiceSet:
+      return check_choice_set(spec, value, path);
     case OptionType::Optimizer:
       // The declared default is the fallback a partial object is merged over.
       return OptimizerSpec::from_json(value, path, spec.default_value).to_json();

@@ -25,6 +25,8 @@ enum class OptionType {
   NonEmptyString,  // a name or a path, where "" is always a mistake
   IntegerList,     // list of positive integers
   List,            // a JSON array whose items follow OptionSpec::fields[0]
+  ChoiceSet,       // some of OptionSpec::choices: a list of them (each at most
+                   // once), true for all of them or false for none; kept as given
   Optimizer,       // "adamw" or {"name": "adamw", "lr": ...}; see optim.h
   LrSchedule,      // {"name": "cosine", "warmup_steps": 100}; see optim.h
   Object,          // any JSON object, validated by the plugin
@@ -50,7 +52,7 @@ struct OptionSpec {
   // default is always present, its own defaults filled in.
   nlohmann::json default_value = nullptr;
   std::string doc;
-  std::vector<std::string> choices = {};  // allowed values of a String option
+  std::vector<std::string> choices = {};  // allowed values of a String option, or a ChoiceSet's
   bool required = false;
   // Integer types: the largest value accepted. Values above INT64_MAX (only
   // seeds, read as uint64_t) need a larger maximum; an option read as an int

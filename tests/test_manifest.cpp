@@ -74,7 +74,7 @@ TEST_CASE("a minimal manifest gets every default", "[manifest]") {
   CHECK(m.eval_size == 0);  // no data.val: evaluation is off
   CHECK(m.eval_batch_size == 64);
   CHECK(m.output_dir == fs::path("/manifests/runs"));
-  CHECK(m.save_model);
+  CHECK(m.model_formats == std::vector<std::string>({"pt", "safetensors"}));
   CHECK(m.base_dir == kBase);
   CHECK(m.run_dir() == fs::path("/manifests/runs/minimal"));
 
@@ -123,7 +123,7 @@ TEST_CASE("validation data turns evaluation on with its own defaults", "[manifes
   CHECK(m.max_steps == 1000);  // integral floats are integers
   CHECK(m.eval_size == 1024);
   CHECK(m.eval_batch_size == 32);  // defaults to train.minibatch_size
-  CHECK_FALSE(m.save_model);
+  CHECK(m.model_formats.empty());
   CHECK(m.resolved["eval"] == json::parse(R"({"interval": 100, "size": 1024, "batch_size": 32})"));
   CHECK(m.resolved["train"]["max_steps"] == 1000);
   CHECK(m.resolved["data"]["val"]["path"] == "/data/mnist");
@@ -137,6 +137,13 @@ TEST_CASE("the resolved manifest is itself a manifest that resolves to itself", 
   // Paths are absolute now, so another base folder changes nothing.
   const Manifest again = parse_manifest(first.resolved, "/elsewhere", "other").runs.front();
   CHECK(again.resolved == first.resolved);
+}
+
+TEST_CASE("the $schema key (for editors) is accepted and left out of the resolved manifest", "[manifest]") {
+  json with_schema = minimal();
+  with_schema["$schema"] = "../examples/manifest.schema.json";
+  CHECK(parse_one(with_schema).resolved == parse_one(minimal()).resolved);
+  CHECK_FALSE(parse_one(with_schema).resolved.contains("$schema"));
 }
 
 TEST_CASE("relative paths resolve against the manifest's folder", "[manifest]") {
@@ -211,7 +218,11 @@ TEST_CASE("ill-typed values name their path and the value", "[manifest]") {
   CHECK(error_with(json::parse(R"({"eval": {"batch_size": 0}})")).what ==
         "eval.batch_size: expected a positive integer, got 0");
   CHECK(error_with(json::parse(R"({"output": {"save_model": "yes"}})")).what ==
-        "output.save_model: expected a boolean, got \"yes\"");
+        "output.save_model: expected true, false or a list of \"pt\", \"safetensors\", got \"yes\"");
+  CHECK(error_with(json::parse(R"({"output": {"save_model": ["pt", "onnx"]}})")).what ==
+        "output.save_model[1]: expected one of \"pt\", \"safetensors\", got \"onnx\"");
+  CHECK(error_with(json::parse(R"({"output": {"save_model": ["pt", "pt"]}})")).what ==
+        "output.save_model[1]: \"pt\" appears twice");
   CHECK(error_with(json::parse(R"({"model": {"options": [1]}})")).what == "model.options: expected an object, got [1]");
   CHECK(error_with(json::parse(R"({"strategy": "diloco"})")).what == "strategy: expected an object, got \"diloco\"");
   CHECK(error_with(json::parse(R"({"data": {"train": {"partition": "sorted"}}})")).what ==

@@ -295,7 +295,7 @@ TEST_CASE("describe_options and to_string", "[sdk][options]") {
   CHECK(std::string(exogym::sdk::to_string(OptionType::IntegerList)) == "list of positive integers");
 }
 
-TEST_CASE("optimizer objects merge over the plugin's fallback", "[sdk][optim]") {
+TEST_CASE("only optimizer objects without a name merge over the plugin's fallback", "[sdk][optim]") {
   // DiLoCo's outer optimizer with only the learning rate changed.
   auto merged = OptimizerSpec::from_json({{"lr", 0.5}}, "o", kDilocoOuter);
   CHECK(merged.name == "sgd");
@@ -303,9 +303,14 @@ TEST_CASE("optimizer objects merge over the plugin's fallback", "[sdk][optim]") 
   CHECK(merged.params["momentum"] == 0.9);
   CHECK(merged.params["nesterov"] == true);
   CHECK(merged.params["dampening"] == 0.0);
-  // Same name as the fallback: still merged.
-  merged = OptimizerSpec::from_json({{"name", "SGD"}, {"lr", 0.5}}, "o", kDilocoOuter);
-  CHECK(merged.params["momentum"] == 0.9);
+  // Named, even the fallback's own optimizer: a complete spec with PyTorch's
+  // defaults, so momentum 0 no longer inherits the fallback's Nesterov.
+  auto named = OptimizerSpec::from_json({{"name", "SGD"}, {"lr", 0.5}}, "o", kDilocoOuter);
+  CHECK(named.to_json() == OptimizerSpec::from_json({{"name", "sgd"}, {"lr", 0.5}}, "o").to_json());
+  CHECK(named.params["momentum"] == 0.0);
+  CHECK(named.params["nesterov"] == false);
+  auto plain = OptimizerSpec::from_json({{"name", "sgd"}, {"lr", 1.0}, {"momentum", 0.0}}, "o", kDilocoOuter);
+  CHECK(plain.params["nesterov"] == false);
   // Another optimizer: PyTorch's defaults of that one, nothing inherited.
   auto other = OptimizerSpec::from_json({{"name", "adamw"}, {"lr", 0.5}}, "o", kDilocoOuter);
   CHECK(other.name == "adamw");

@@ -9,6 +9,7 @@
 
 #include "cli/tool.h"
 #include "exogym/runtime/dist/world.h"
+#include "exogym/runtime/manifest/json_schema.h"
 #include "exogym/runtime/plugin/catalog.h"
 #include "exogym/runtime/plugin/plugin_loader.h"
 #include "exogym/runtime/run/command.h"
@@ -24,6 +25,7 @@ struct Flags {
   int64_t from_step = -1;
   std::vector<std::string> overrides, only, plugin_dirs;
   bool list_plugins = false;
+  bool schema = false;
   std::string progress = "auto";
   // Several processes: flags win over the torchrun variables.
   int nproc = 0, world_size = 0, rank = -1, master_port = 0;
@@ -33,7 +35,7 @@ struct Flags {
 };
 
 void add_flags(CLI::App& app, Flags& f) {
-  app.add_option("manifest", f.manifest, "the manifest (JSON) to run")->type_name("MANIFEST.json");
+  auto* manifest = app.add_option("manifest", f.manifest, "the manifest (JSON) to run")->type_name("MANIFEST.json");
   const std::string runs = "Runs";
   app.add_option("--set", f.overrides,
                  "override a manifest field, e.g. --set train.max_steps=50 (VALUE is JSON "
@@ -58,7 +60,14 @@ void add_flags(CLI::App& app, Flags& f) {
       ->type_name("N")
       ->check(CLI::NonNegativeNumber)
       ->group(runs);
-  app.add_flag("--list-plugins", f.list_plugins, "list the plugins found, with their options, and exit")->group(runs);
+  auto* list = app.add_flag("--list-plugins", f.list_plugins, "list the plugins found, with their options, and exit")
+                   ->group(runs);
+  app.add_flag("--schema", f.schema,
+               "print the JSON Schema of manifests, with the options of the plugins found, and exit "
+               "(docs/manifest.md#the-schema-in-editors)")
+      ->excludes(manifest)
+      ->excludes(list)
+      ->group(runs);
   app.add_option("--progress", f.progress,
                  "auto (a live line on a terminal, else lines), live, lines, jsonl (one JSON object per event on "
                  "stdout) or none")
@@ -164,11 +173,16 @@ int main(int argc, char** argv) {
       std::fputs(rt::plugin::plugin_catalog(loader).c_str(), stdout);
       return 0;
     }
+    if (flags.schema) {
+      const auto schema = rt::manifest::manifest_json_schema(rt::plugin::plugin_options(loader));
+      std::fputs((schema.dump(2) + "\n").c_str(), stdout);
+      return 0;
+    }
     if (!flags.resume.empty() && !flags.manifest.empty())
       throw ConfigError("--resume", "takes the run folder instead of a manifest: leave out " + flags.manifest);
     if (flags.from_step >= 0 && flags.resume.empty()) throw ConfigError("--from-step", "needs --resume RUN_FOLDER");
     if (flags.manifest.empty() && flags.resume.empty())
-      throw CLI::RequiredError("a manifest (or --resume RUN_FOLDER, or --list-plugins)");
+      throw CLI::RequiredError("a manifest (or --resume RUN_FOLDER, --list-plugins or --schema)");
     // Resuming, errors name the run folder's files themselves.
     if (flags.resume.empty()) tool.set_input(flags.manifest);
     command.manifest = flags.manifest;

@@ -75,9 +75,9 @@ struct Manifest {
   NetworkSpec network;
   ComputeSpec compute;
   CheckpointSpec checkpoint;
-  std::filesystem::path output_dir;  // absolute
-  bool save_model = false;
-  std::filesystem::path base_dir;  // the manifest's folder (absolute)
+  std::filesystem::path output_dir;        // absolute
+  std::vector<std::string> model_formats;  // output.save_model: model.<format> files to write
+  std::filesystem::path base_dir;          // the manifest's folder (absolute)
   // This run's manifest with every default filled in and paths resolved
   // (written as config.json). It has no "runs" key and is itself a valid
   // manifest, so a run can be repeated from its config.json.

@@ -186,7 +186,11 @@ Manifest read_run(const json& doc, const fs::path& base_dir, const std::string& 
   json& output = top.at("output");
   m.output_dir = resolve_path(base_dir, output.at("dir"));
   output["dir"] = m.output_dir.string();
-  m.save_model = output.at("save_model");
+  const json& save_model = output.at("save_model");
+  if (save_model.is_boolean())
+    m.model_formats = save_model.get<bool>() ? model_file_formats() : std::vector<std::string>{};
+  else
+    m.model_formats = save_model.get<std::vector<std::string>>();
   m.resolved = std::move(top);
   return m;
 }

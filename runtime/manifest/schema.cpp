@@ -162,7 +162,10 @@ OptionSpecs top_level() {
       section("output", json::object(), "where the run's outputs go",
               {
                   {"dir", Type::NonEmptyString, "runs", "the folder of the run folders, relative to the manifest's"},
-                  {"save_model", Type::Boolean, true, "write the final averaged model (model.pt, model.safetensors)"},
+                  {"save_model", Type::ChoiceSet, true,
+                   "the files of the final averaged model: true (all), false (none) or a list of formats, "
+                   "\"pt\" (model.pt) and \"safetensors\" (model.safetensors)",
+                   model_file_formats()},
               }),
       section("checkpoint", json::object(), "checkpoints a stopped run resumes from (exogym-run --resume)",
               {
@@ -189,6 +192,11 @@ OptionSpecs top_level() {
 }
 
 }  // namespace
+
+const std::vector<std::string>& model_file_formats() {
+  static const std::vector<std::string> formats = {"pt", "safetensors"};
+  return formats;
+}
 
 const sdk::OptionSpecs& manifest_schema() {
   static const OptionSpecs schema = top_level();

@@ -1,9 +1,5 @@
 #include "exogym/runtime/output/run_writer.h"
 
-#include <ATen/ATen.h>
-#include <ATen/core/Dict.h>
-#include <torch/csrc/jit/serialization/pickle.h>
-
 #include <cmath>
 #include <iomanip>
 #include <limits>
@@ -11,6 +7,8 @@
 #include <sstream>
 
 #include "exogym/runtime/output/atomic_file.h"
+#include "exogym/runtime/output/model_pt.h"
+#include "exogym/runtime/output/safetensors.h"
 #include "exogym/sdk/error.h"
 
 namespace exogym::runtime::output {
@@ -141,11 +139,17 @@ nlohmann::json RunWriter::flush_csvs() {
   return sizes;
 }
 
-void RunWriter::save_model(const std::vector<std::pair<std::string, at::Tensor>>& tensors) {
-  c10::Dict<std::string, at::Tensor> dict;
-  for (const auto& [name, tensor] : tensors) dict.insert(name, tensor.detach().to(at::kCPU).contiguous());
-  std::vector<char> bytes = torch::jit::pickle_save(dict);
-  write_file_atomically(dir_ / "model.pt", std::string(bytes.begin(), bytes.end()));
+void RunWriter::save_model(const NamedTensors& tensors, const std::vector<std::string>& formats) {
+  for (const auto& format : formats) {
+    if (format == "pt") {
+      write_model_pt(dir_ / "model.pt", tensors);
+    } else if (format == "safetensors") {
+      // "format": "pt" tells Hugging Face's loaders the tensors are PyTorch's.
+      write_safetensors(dir_ / "model.safetensors", tensors, {{"format", "pt"}});
+    } else {
+      EXOGYM_CHECK_INTERNAL(false, "unknown model format \"" + format + "\" (the manifest's schema allows it)");
+    }
+  }
 }
 
 }  // namespace exogym::runtime::output

@@ -1,8 +1,8 @@
 #pragma once
 // A run's output folder: config.json, data.csv, train.csv, validation.csv,
-// metrics.csv, comm.csv, summary.json and model.pt (DESIGN §6). Rows are
-// flushed as they are written, so a crashed or interrupted run keeps
-// everything up to its end.
+// metrics.csv, comm.csv, summary.json, model.pt and model.safetensors
+// (DESIGN §6). Rows are flushed as they are written, so a crashed or
+// interrupted run keeps everything up to its end.
 #include <ATen/core/Tensor.h>
 
 #include <filesystem>
@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "exogym/runtime/data/node_data.h"
+#include "exogym/runtime/output/safetensors.h"
 #include "exogym/runtime/sim/comm_row.h"
 #include "exogym/sdk/node.h"
 
@@ -48,8 +49,9 @@ class RunWriter final : public sdk::MetricSink {
   // Flushes the CSVs and returns their sizes, {"train.csv": bytes, ...}:
   // where a resumed run cuts them back to.
   nlohmann::json flush_csvs();
-  // Saves {name: tensor} so that Python's torch.load returns a plain dict.
-  void save_model(const std::vector<std::pair<std::string, at::Tensor>>& tensors);
+  // Writes model.<format> for each of `formats` ("pt": model_pt.h,
+  // "safetensors": safetensors.h), the same tensors bit for bit in each.
+  void save_model(const NamedTensors& tensors, const std::vector<std::string>& formats);
 
  private:
   std::filesystem::path dir_;

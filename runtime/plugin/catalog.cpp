@@ -1,5 +1,7 @@
 #include "exogym/runtime/plugin/catalog.h"
 
+#include <spdlog/spdlog.h>
+
 #include <cstdio>
 
 #include "exogym/runtime/data/registry.h"
@@ -54,6 +56,21 @@ std::string plugin_catalog(PluginLoader& loader) {
     out += format("\n%-8s %-14s %s  %s%s\n", d.kind.c_str(), d.name.c_str(), d.version.c_str(), d.file.string().c_str(),
                   d.per_node ? "  (one per node)" : "");
     out += option_lines(f.plugin->options());
+  }
+  return out;
+}
+
+std::vector<manifest::PluginOptions> plugin_options(PluginLoader& loader) {
+  std::vector<manifest::PluginOptions> out;
+  for (const auto& name : data::builtin_dataset_names())
+    out.push_back({"dataset", name, *data::builtin_dataset_options(name)});
+  for (const auto& f : loader.discover()) {
+    if (!f.plugin) {
+      spdlog::warn("{}: left out of the schema: {}", f.file.string(), f.error);
+      continue;
+    }
+    const auto& d = f.plugin->description();
+    out.push_back({d.kind, d.name, f.plugin->options()});
   }
   return out;
 }

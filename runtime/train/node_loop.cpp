@@ -244,9 +244,9 @@ void NodeRun::finish() {
   const std::vector<at::Tensor> averaged = averaged_over_nodes(state.tensors, runtime_comm_);
   if (rank_ != 0) return;
   s_.writer->comm_rows(meter_.take_rows());
-  if (m_.save_model) {
-    phase_ = "saving model.pt";
-    s_.writer->save_model(saved_model(state, averaged, model_.module()));
+  if (!m_.model_formats.empty()) {
+    phase_ = "saving the model";
+    s_.writer->save_model(saved_model(state, averaged, model_.module()), m_.model_formats);
   }
 }
 
