@@ -1,6 +1,7 @@
 #include "exogym/modules/diloco.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <torch/optim/optimizer.h>
 
 #include <cmath>
