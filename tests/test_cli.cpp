@@ -164,7 +164,7 @@ TEST_CASE("an internal check names the file and line and says it is a bug", "[cl
   CHECK_FALSE(std::is_base_of_v<exogym::sdk::Error, exogym::sdk::InternalError>);
 }
 
-TEST_CASE("--schema prints the manifest's JSON Schema with every plugin's options", "[cli][manifest]") {
+TEST_CASE("exogym-run --schema prints the manifest's JSON Schema with every plugin's options", "[cli][manifest]") {
   TempDir dir("schema");
   const Outcome o = run_tool("exogym-run", "--schema", dir);
   INFO(o.err);

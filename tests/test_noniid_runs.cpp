@@ -57,7 +57,7 @@ TEST_CASE("a labels partition shows in data.csv, summary.json and the variants' 
   CHECK_THAT(table, Catch::Contains("label_skew") && Catch::Contains("0.833"));
 }
 
-TEST_CASE("IID data.csv counts the first epoch's examples; text has no label columns", "[partition][training]") {
+TEST_CASE("IID data.csv counts the first epoch's examples, and text has no label columns", "[partition][training]") {
   TempDir dir("iid-run");
   const auto r = run_json(counting_manifest(4, "iid"), dir.path());
   const auto rows = read_csv(dir / "run" / "data.csv");

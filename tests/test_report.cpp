@@ -94,7 +94,7 @@ TEST_CASE("a line chart draws one polyline per series with its points, labels es
   REQUIRE(report::format_value(1.5e6, report::AxisFormat::Bytes) == "1.50 MB");
 }
 
-TEST_CASE("a folder that is not a run is a data error naming it; exogym-report needs one run", "[report]") {
+TEST_CASE("a folder that is not a run is a data error naming it, and exogym-report needs one run", "[report]") {
   TempDir dir("report-notrun");
   fs::create_directories(dir / "empty");
   REQUIRE_THROWS_MATCHES(
