@@ -67,7 +67,7 @@ void require_resumes_to(const fs::path& run, const fs::path& whole, const fs::pa
 
 }  // namespace
 
-TEST_CASE("slow: a run killed with SIGKILL after a checkpoint resumes to the run that never stopped",
+TEST_CASE("a run killed with SIGKILL after a checkpoint resumes to the run that never stopped",
           "[checkpoint][slow]") {
   TempDir dir("resume-kill");
   json m = long_manifest();
@@ -81,7 +81,7 @@ TEST_CASE("slow: a run killed with SIGKILL after a checkpoint resumes to the run
   require_resumes_to(run, run_folder(dir, "whole"), dir / "resumed.log");
 }
 
-TEST_CASE("slow: Ctrl-C writes a checkpoint where the run stopped, exits 130, and the run resumes exactly",
+TEST_CASE("Ctrl-C writes a checkpoint where the run stopped, exits 130, and the run resumes exactly",
           "[checkpoint][slow]") {
   TempDir dir("resume-ctrl-c");
   json m = long_manifest();
@@ -201,7 +201,7 @@ TEST_CASE("bad resume input is a clear error with exit status 2 that changes not
   expect(run_cli({"--resume", (dir / "plain").string()}, dir / "bad.log"), "no checkpoint to resume from");
 }
 
-TEST_CASE("slow: a run saved over --nproc 2 resumes over 2 processes and in one", "[checkpoint][slow]") {
+TEST_CASE("a run saved over --nproc 2 resumes over 2 processes and in one", "[checkpoint][slow]") {
   TempDir dir("resume-nproc");
   json m = checkpointed_manifest(4, 5);
   m["train"]["max_steps"] = 20;
