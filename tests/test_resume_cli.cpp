@@ -67,8 +67,7 @@ void require_resumes_to(const fs::path& run, const fs::path& whole, const fs::pa
 
 }  // namespace
 
-TEST_CASE("a run killed with SIGKILL after a checkpoint resumes to the run that never stopped",
-          "[checkpoint][slow]") {
+TEST_CASE("a run killed with SIGKILL after a checkpoint resumes to the run that never stopped", "[checkpoint][slow]") {
   TempDir dir("resume-kill");
   json m = long_manifest();
   m["output"]["dir"] = "whole";
