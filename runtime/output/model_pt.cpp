@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "exogym/runtime/output/atomic_file.h"
+#include "exogym/runtime/output/tensor_dtypes.h"
 #include "exogym/sdk/error.h"
 
 namespace exogym::runtime::output {
@@ -21,24 +22,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The typed storage classes of torch (torch.FloatStorage, ...) that
-// torch.save names in a tensor's persistent id and weights_only allows.
-struct StorageName {
-  at::ScalarType type;
-  const char* name;
-};
-
-constexpr StorageName kStorages[] = {
-    {at::kDouble, "DoubleStorage"},     {at::kFloat, "FloatStorage"}, {at::kHalf, "HalfStorage"},
-    {at::kBFloat16, "BFloat16Storage"}, {at::kLong, "LongStorage"},   {at::kInt, "IntStorage"},
-    {at::kShort, "ShortStorage"},       {at::kChar, "CharStorage"},   {at::kByte, "ByteStorage"},
-    {at::kBool, "BoolStorage"},
-};
-
 const char* storage_name(at::ScalarType type, const std::string& tensor) {
-  for (const auto& s : kStorages) {
-    if (s.type == type) return s.name;
-  }
+  if (const TensorDtype* dtype = find_dtype(type)) return dtype->torch_storage;
   throw sdk::Error("model.pt: tensor \"" + tensor + "\" has dtype " + std::string(c10::toString(type)) +
                    ", which model.pt cannot store");
 }
