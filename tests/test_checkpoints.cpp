@@ -9,6 +9,7 @@
 
 #include "checkpoint_fixtures.h"
 #include "exogym/runtime/checkpoint/checkpoint_reader.h"
+#include "exogym/runtime/checkpoint/stop_point.h"
 #include "exogym/sdk/optim.h"
 #include "exogym/sdk/optim_state.h"
 #include "exogym/sdk/plugin.h"
@@ -71,6 +72,33 @@ TEST_CASE("optimizer state survives save and load: adam and adamw steps, sgd mom
     take_steps(*after, b, 4);
     CHECK(at::equal(a, b));
   }
+}
+
+TEST_CASE("Ctrl-C stops every node at a boundary none has passed yet", "[checkpoint]") {
+  // Node 0 reached boundary 5 before the request and went on into step 5's
+  // collectives; node 1 sees the request at boundary 5. Stopping node 1 there
+  // would leave node 0 waiting in a collective node 1 never enters.
+  runtime::checkpoint::StopPoint drift(0, 2, 0);
+  CHECK_FALSE(drift.stop_here(0, 5, false));
+  CHECK_FALSE(drift.stop_here(1, 5, true));
+  CHECK(drift.stop_here(1, 6, false));
+  CHECK(drift.stop_here(0, 6, false));
+
+  // The requesting node is ahead (DiLoCo lets nodes drift by up to H steps):
+  // the others catch up to its boundary and stop there.
+  runtime::checkpoint::StopPoint ahead(0, 3, 10);
+  CHECK_FALSE(ahead.stop_here(1, 11, false));
+  CHECK(ahead.stop_here(0, 14, true));
+  CHECK_FALSE(ahead.stop_here(1, 12, false));
+  CHECK(ahead.stop_here(1, 14, false));
+  CHECK(ahead.stop_here(2, 14, true));
+
+  // Nodes numbered from the block's first rank (a process's share of nodes).
+  runtime::checkpoint::StopPoint block(4, 2, 0);
+  CHECK_FALSE(block.stop_here(5, 3, false));
+  CHECK_FALSE(block.stop_here(4, 2, true));
+  CHECK(block.stop_here(4, 4, false));
+  CHECK(block.stop_here(5, 4, false));
 }
 
 TEST_CASE("checkpoint.interval writes complete step folders with an index and keeps the newest", "[checkpoint]") {

@@ -8,8 +8,16 @@ StopPoint::StopPoint(int first, int count, int64_t start) : first_(first), reach
 
 bool StopPoint::stop_here(int rank, int64_t step, bool requested) {
   std::lock_guard<std::mutex> lock(mutex_);
-  reached_[rank - first_] = step;
-  if (!stop_ && requested) stop_ = *std::max_element(reached_.begin(), reached_.end());
+  const auto self = static_cast<size_t>(rank - first_);
+  reached_[self] = step;
+  if (!stop_ && requested) {
+    // Boundaries the other nodes reached are behind them: they did not stop.
+    int64_t stop = step;
+    for (size_t i = 0; i < reached_.size(); ++i) {
+      if (i != self) stop = std::max(stop, reached_[i] + 1);
+    }
+    stop_ = stop;
+  }
   return stop_ && *stop_ == step;
 }
 
