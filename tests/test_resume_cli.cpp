@@ -65,6 +65,13 @@ void require_resumes_to(const fs::path& run, const fs::path& whole, const fs::pa
   require_same_run(whole, run);
 }
 
+// comparison.csv without its wall-clock column.
+std::vector<std::string> comparison_without_wall(const fs::path& folder) {
+  std::vector<std::string> rows;
+  for (const auto& line : read_lines(folder / "comparison.csv")) rows.push_back(line.substr(0, line.rfind(',')));
+  return rows;
+}
+
 }  // namespace
 
 TEST_CASE("a run killed with SIGKILL after a checkpoint resumes to the run that never stopped", "[checkpoint][slow]") {
@@ -155,6 +162,46 @@ TEST_CASE("a full disk while saving stops with an error naming the file and the 
     CHECK(entry.path().filename().string().rfind("step-", 0) == 0);  // no partial folder left
   resume_in(run, {"train.max_steps=40"});
   require_same_run(dir / "whole", run);
+}
+
+TEST_CASE(
+    "a folder of variants killed mid-way resumes as a whole: finished variants kept, the stopped one "
+    "continued, the rest started",
+    "[checkpoint][slow]") {
+  TempDir dir("resume-variants");
+  json m = long_manifest();
+  m["runs"] = json::array({{{"name", "a"}, {"train", {{"max_steps", 300}}}},
+                           {{"name", "b"}},
+                           {{"name", "c"}, {"train", {{"max_steps", 300}}}}});
+  m["output"]["dir"] = "whole";
+  const Outcome whole_run = run_cli({write_manifest(dir, "whole", m).string(), "--progress=none"}, dir / "whole.log");
+  INFO(whole_run.output);
+  REQUIRE(whole_run.code == 0);
+  m["output"]["dir"] = "killed";
+  const fs::path folder = run_folder(dir, "killed");
+  const Outcome killed =
+      signal_after(write_manifest(dir, "killed", m), folder / "b" / "checkpoints" / "step-200" / "index.json", SIGKILL,
+                   dir / "killed.log");
+  REQUIRE(killed.code == 128 + SIGKILL);
+  REQUIRE(fs::exists(folder / "a" / "summary.json"));
+  REQUIRE_FALSE(fs::exists(folder / "c"));
+  const auto a_written = fs::last_write_time(folder / "a" / "train.csv");
+
+  const Outcome resumed = run_cli({"--resume", folder.string(), "--progress=none"}, dir / "resumed.log");
+  INFO(resumed.output);
+  REQUIRE(resumed.code == 0);
+  const fs::path whole = run_folder(dir, "whole");
+  for (const char* variant : {"a", "b", "c"}) require_same_run(whole / variant, folder / variant);
+  CHECK(fs::last_write_time(folder / "a" / "train.csv") == a_written);  // read back, not trained again
+  CHECK(comparison_without_wall(folder) == comparison_without_wall(whole));
+  CHECK(fs::exists(folder / "report.html"));
+  // Resuming the finished comparison trains nothing and prints the same table.
+  const Outcome again = run_cli({"--resume", folder.string(), "--progress=none"}, dir / "again.log");
+  CHECK(again.code == 0);
+  CHECK(comparison_without_wall(folder) == comparison_without_wall(whole));
+  const Outcome from_step = run_cli({"--resume", folder.string(), "--from-step", "200"}, dir / "bad.log");
+  CHECK(from_step.code == 2);
+  CHECK(from_step.output.find("--from-step: applies to one run") != std::string::npos);
 }
 
 TEST_CASE("bad resume input is a clear error with exit status 2 that changes nothing", "[checkpoint]") {

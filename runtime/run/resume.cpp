@@ -1,35 +1,101 @@
 #include "exogym/runtime/run/resume.h"
 
+#include <fstream>
+
 #include "exogym/runtime/manifest/document.h"
+#include "exogym/runtime/output/atomic_file.h"
 #include "exogym/sdk/error.h"
 
 namespace exogym::runtime::run {
 
 namespace fs = std::filesystem;
+using nlohmann::json;
 
-manifest::ManifestSet resumed_manifest(const fs::path& run_dir, const std::vector<std::string>& overrides) {
-  if (!fs::is_directory(run_dir)) throw sdk::DataError(run_dir.string() + ": no such folder");
-  const fs::path config = run_dir / "config.json";
+namespace {
+
+constexpr const char* kVariantsFile = "variants.json";
+
+json read_document(const fs::path& file) {
+  try {
+    return manifest::read_json_document(file);
+  } catch (const sdk::ConfigError& e) {
+    throw sdk::DataError(file.string() + ": " + e.message());
+  }
+}
+
+// A run's configuration as a manifest: the runtime's notes dropped.
+json manifest_of(json config, const fs::path& file) {
+  if (!config.is_object()) throw sdk::DataError(file.string() + ": not a run's configuration");
+  config.erase("runtime");
+  return config;
+}
+
+manifest::ManifestSet resumed_variants(const fs::path& folder, const std::vector<std::string>& overrides) {
+  const fs::path file = folder / kVariantsFile;
+  const json doc = read_document(file);
+  if (!doc.is_object() || !doc.contains("variants") || !doc["variants"].is_array() || doc["variants"].empty()) {
+    throw sdk::DataError(file.string() + ": not a record of variants");
+  }
+  manifest::ManifestSet set;
+  set.has_variants = true;
+  for (const json& entry : doc["variants"]) {
+    if (!entry.is_object() || !entry.contains("variant") || !entry["variant"].is_string() ||
+        !entry.contains("config")) {
+      throw sdk::DataError(file.string() + ": not a record of variants");
+    }
+    const std::string variant = entry["variant"].get<std::string>();
+    const json config = manifest_of(entry["config"], file);
+    manifest::ManifestSet one;
+    try {
+      one = manifest::parse_manifest(config, folder / variant, config.value("name", folder.filename().string()),
+                                     overrides);
+    } catch (const sdk::ConfigError& e) {
+      throw sdk::ConfigError(e.path(), e.message() + " (in variant \"" + variant + "\")");
+    }
+    one.runs.front().variant = variant;
+    set.runs.push_back(std::move(one.runs.front()));
+  }
+  set.name = set.runs.front().name;
+  return set;
+}
+
+}  // namespace
+
+manifest::ManifestSet resumed_manifest(const fs::path& folder, const std::vector<std::string>& overrides) {
+  if (!fs::is_directory(folder)) throw sdk::DataError(folder.string() + ": no such folder");
+  const fs::path config = folder / "config.json";
   if (!fs::exists(config)) {
+    if (fs::exists(folder / kVariantsFile)) return resumed_variants(folder, overrides);
     std::error_code ec;
-    for (const auto& entry : fs::directory_iterator(run_dir, ec)) {
+    for (const auto& entry : fs::directory_iterator(folder, ec)) {
       if (fs::exists(entry.path() / "config.json")) {
-        throw sdk::DataError(run_dir.string() + ": a folder of variants; resume one variant at a time, e.g. " +
-                             "exogym-run --resume " + entry.path().string());
+        // A comparison written before variants.json existed.
+        throw sdk::DataError(folder.string() + ": a folder of variants without " + kVariantsFile +
+                             "; resume one variant at a time, e.g. exogym-run --resume " + entry.path().string());
       }
     }
-    throw sdk::DataError(run_dir.string() + ": not a run folder (no config.json)");
+    throw sdk::DataError(folder.string() + ": not a run folder (no config.json)");
   }
-  nlohmann::json doc;
-  try {
-    doc = manifest::read_json_document(config);
-  } catch (const sdk::ConfigError& e) {
-    throw sdk::DataError(config.string() + ": " + e.message());
-  }
-  if (!doc.is_object()) throw sdk::DataError(config.string() + ": not a run's configuration");
-  doc.erase("runtime");  // the runtime's notes, not manifest fields
-  const std::string name = doc.value("name", run_dir.filename().string());
-  return manifest::parse_manifest(doc, run_dir, name, overrides);
+  const json doc = manifest_of(read_document(config), config);
+  const std::string name = doc.value("name", folder.filename().string());
+  return manifest::parse_manifest(doc, folder, name, overrides);
+}
+
+void write_variants_record(const fs::path& folder, const std::vector<const manifest::Manifest*>& runs) {
+  json variants = json::array();
+  for (const auto* run : runs) variants.push_back({{"variant", run->variant}, {"config", run->resolved}});
+  fs::create_directories(folder);
+  output::write_file_atomically(folder / kVariantsFile, json{{"variants", variants}}.dump(2) + "\n");
+}
+
+VariantStart variant_start(const fs::path& run_dir, const manifest::Manifest& run) {
+  if (!fs::exists(run_dir / "config.json")) return VariantStart::Fresh;
+  std::ifstream in(run_dir / "summary.json");
+  if (!in) return VariantStart::Resume;
+  const json summary = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  // A summary for fewer steps: the run is being extended (--set train.max_steps).
+  const bool finished = summary.is_object() && summary.value("steps", int64_t{-1}) == run.max_steps;
+  return finished ? VariantStart::Finished : VariantStart::Resume;
 }
 
 }  // namespace exogym::runtime::run

@@ -1,9 +1,9 @@
 #pragma once
-// `exogym-run --resume RUN_FOLDER`: the run to continue, read back from the
-// folder's config.json (the resolved manifest it was started with), with
-// --set overrides applied over it. Whether the overrides keep the run exact
-// is checked against the checkpoint when the run starts
-// (train/checkpointing.h).
+// `exogym-run --resume FOLDER`: the run to continue, read back from the
+// folder's config.json (the resolved manifest it was started with), or, for a
+// folder of variants, from its variants.json, with --set overrides applied
+// over it. Whether the overrides keep a run exact is checked against its
+// checkpoint when it starts (train/checkpointing.h).
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -12,9 +12,23 @@
 
 namespace exogym::runtime::run {
 
-// sdk::DataError naming the folder when it is not a run folder (a folder of
-// variants included: each variant is resumed on its own), sdk::ConfigError
-// for a bad override.
-manifest::ManifestSet resumed_manifest(const std::filesystem::path& run_dir, const std::vector<std::string>& overrides);
+// sdk::DataError naming the folder when it is neither a run folder nor a
+// folder of variants that has variants.json; sdk::ConfigError for a bad
+// override (naming the variant).
+manifest::ManifestSet resumed_manifest(const std::filesystem::path& folder, const std::vector<std::string>& overrides);
+
+// variants.json: written into a folder of variants before its first variant
+// starts, so that an interrupted comparison can be resumed as a whole,
+// variants not yet started included. Each variant's resolved manifest, in
+// the order they run.
+void write_variants_record(const std::filesystem::path& folder, const std::vector<const manifest::Manifest*>& runs);
+
+// Where each variant of a resumed folder of variants starts.
+enum class VariantStart {
+  Fresh,     // never started: trains from step 0 into its folder
+  Resume,    // started and stopped: continues from its newest checkpoint
+  Finished,  // has its summary for the steps asked: read back, not trained
+};
+VariantStart variant_start(const std::filesystem::path& run_dir, const manifest::Manifest& run);
 
 }  // namespace exogym::runtime::run

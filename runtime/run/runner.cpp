@@ -12,6 +12,7 @@
 #include "exogym/runtime/output/report/report.h"
 #include "exogym/runtime/output/run_writer.h"
 #include "exogym/runtime/plugin/plugin_loader.h"
+#include "exogym/runtime/run/resume.h"
 #include "exogym/runtime/util/hash.h"
 #include "exogym/sdk/error.h"
 
@@ -40,10 +41,9 @@ void write_stopped_comparison_report(const manifest::ManifestSet& set, const fs:
   }
 }
 
-}  // namespace
-
-RunnerResult run_manifest_set(const manifest::ManifestSet& set, plugin::PluginLoader& loader,
-                              const RunnerOptions& options) {
+// The runs --only names (all without it), each checked before any trains.
+std::vector<const manifest::Manifest*> selected_runs(const manifest::ManifestSet& set, plugin::PluginLoader& loader,
+                                                     const RunnerOptions& options) {
   std::vector<const manifest::Manifest*> selected;
   for (const auto& run : set.runs) {
     if (options.only.empty() ||
@@ -69,26 +69,55 @@ RunnerResult run_manifest_set(const manifest::ManifestSet& set, plugin::PluginLo
       throw sdk::ConfigError(e.path(), e.message() + " (in variant \"" + run->variant + "\")");
     }
   }
+  return selected;
+}
 
+}  // namespace
+
+RunnerResult run_manifest_set(const manifest::ManifestSet& set, plugin::PluginLoader& loader,
+                              const RunnerOptions& options) {
+  const std::vector<const manifest::Manifest*> selected = selected_runs(set, loader, options);
   RunnerResult result;
   std::map<std::string, std::shared_ptr<const sdk::Dataset>> datasets;
   const bool writes = !options.mesh || options.mesh->rank() == 0;
-  if (set.has_variants && writes) {
+  const bool resumes = !options.resume_dir.empty();
+  if (resumes && set.has_variants && options.from_step) {
+    throw sdk::ConfigError("--from-step", "applies to one run; give the folder of the variant to take back, e.g. " +
+                                              (options.resume_dir / selected.front()->variant).string());
+  }
+  if (set.has_variants && resumes) {
+    result.folder = options.resume_dir;
+  } else if (set.has_variants && writes) {
     result.folder = output::unique_folder(selected.empty() ? fs::path() : selected.front()->run_dir().parent_path());
+    write_variants_record(result.folder, selected);
+  }
+  // Decided before any variant trains, so that every process of a run over
+  // several decides the same whatever the others have written meanwhile.
+  std::vector<VariantStart> starts;
+  for (const auto* run : selected) {
+    VariantStart start = resumes ? VariantStart::Resume : VariantStart::Fresh;
+    if (set.has_variants && resumes) start = variant_start(result.folder / run->variant, *run);
+    starts.push_back(start);
   }
   const bool compares = set.has_variants && writes;
   std::vector<fs::path> variant_dirs;  // of the variants started, for the comparison's report
-  for (const auto* run : selected) {
+  for (size_t i = 0; i < selected.size(); ++i) {
+    const manifest::Manifest* run = selected[i];
     train::RunOptions run_options;
     run_options.progress = options.progress;
     run_options.dataset_cache = &datasets;
     run_options.mesh = options.mesh;
     run_options.partial_reduce = options.partial_reduce;
     run_options.cores = options.cores;
-    if (compares) variant_dirs.push_back(run_options.run_dir = result.folder / run->variant);
-    if (!options.resume_dir.empty()) {
+    if (set.has_variants && (writes || resumes)) run_options.run_dir = result.folder / run->variant;
+    if (compares) variant_dirs.push_back(run_options.run_dir);
+    if (starts[i] == VariantStart::Finished) {
+      if (writes) result.runs.push_back(train::read_run_result(run_options.run_dir));
+      continue;
+    }
+    if (starts[i] == VariantStart::Resume) {
       run_options.resume = true;
-      run_options.run_dir = options.resume_dir;
+      if (!set.has_variants) run_options.run_dir = options.resume_dir;
       run_options.from_step = options.from_step;
     }
     try {

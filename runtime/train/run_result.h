@@ -65,4 +65,12 @@ struct RunResult {
   std::optional<TargetHit> target_hit;
 };
 
+// A finished run's result read back from its folder (summary.json, and
+// validation.csv's header for the order of the model's metrics), so that a
+// resumed comparison can tabulate the variants that had finished before it
+// stopped exactly as they were. sdk::DataError naming the file when
+// summary.json is missing or not a run's summary. The wall-clock breakdown
+// (startup, loop, checkpoints) is not kept in the summary and reads as 0.
+RunResult read_run_result(const std::filesystem::path& run_dir);
+
 }  // namespace exogym::runtime::train
