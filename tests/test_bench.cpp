@@ -62,6 +62,12 @@ TEST_CASE("the benchmark harness in quick mode measures the simulator against a 
   CHECK(checkpoint["one"]["bytes"].get<double>() > 2 * 4 * 784 * 256);  // two nodes' first layer at least
   CHECK(checkpoint["periodic"]["share"].get<double>() > 0);
   CHECK(checkpoint["periodic"]["share"].get<double>() < 1);
+  // fp32 against bf16 (quick: the MLP alone).
+  const json& precision = report.at("precision");
+  REQUIRE(precision.size() == 1);
+  CHECK(precision[0]["model"] == "mlp");
+  CHECK(precision[0]["fp32_steps_per_second"].get<double>() > 0);
+  CHECK(precision[0]["bf16_steps_per_second"].get<double>() > 0);
   REQUIRE(report["targets"].size() >= 4);
   CHECK_THAT(read_text(dir / "out.txt"), Catch::Contains("overhead") && Catch::Contains("Targets"));
 }

@@ -54,6 +54,11 @@ struct CheckpointSpec {
   int keep = 2;          // newest checkpoints kept
 };
 
+// The arithmetic of forward passes ("precision"): fp32 throughout, or bf16
+// under LibTorch's autocast with fp32 weights, gradients, optimizer state
+// and communication (train/autocast_scope.h).
+enum class Precision { Fp32, Bf16 };
+
 // One fully resolved run. The defaults and meanings of the fields are
 // declared once, in schema.cpp.
 struct Manifest {
@@ -62,6 +67,7 @@ struct Manifest {
   uint64_t seed = 0;
   int nodes = 0;
   std::string device;
+  Precision precision = Precision::Fp32;
   int parallelism = 0, threads = 0;  // 0 = auto, decided by the runtime
   bool pin_threads = false;          // each compute slot on its own cores
   PluginRef model, strategy;

@@ -169,6 +169,7 @@ Manifest read_run(const json& doc, const fs::path& base_dir, const std::string& 
   m.nodes = top.at("nodes");
   m.device = top.at("device");
   if (auto problem = device_problem(m.device)) throw ConfigError("device", *problem);
+  m.precision = top.at("precision") == "bf16" ? Precision::Bf16 : Precision::Fp32;
   m.parallelism = top.at("parallelism");
   m.threads = top.at("threads");
   m.pin_threads = top.at("pin_threads");

@@ -131,6 +131,12 @@ OptionSpecs top_level() {
       at_most(kIntMax, {"nodes", Type::PositiveInteger, 1, "virtual nodes: model replicas training together"}),
       {"device", Type::NonEmptyString, "cpu",
        "\"cpu\", \"auto\", \"cuda\", \"cuda:N\" or \"cuda:N,M,...\"; nodes go round-robin over the devices"},
+      {"precision",
+       Type::String,
+       "fp32",
+       "the forward passes' arithmetic: \"fp32\", or \"bf16\" under autocast (weights, gradients, optimizer "
+       "state and communication stay fp32)",
+       {"fp32", "bf16"}},
       at_most(kIntMax, {"parallelism", Type::NonNegativeInteger, 0, "nodes computing at once (0: up to one per core)"}),
       at_most(kIntMax, {"threads", Type::NonNegativeInteger, 0,
                         "intra-op threads per computing node (0: the cores shared out among them)"}),

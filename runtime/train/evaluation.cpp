@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "exogym/runtime/cluster/devices.h"
+#include "exogym/runtime/train/autocast_scope.h"
 #include "exogym/runtime/train/model_state.h"
 #include "exogym/sdk/error.h"
 
@@ -21,8 +22,9 @@ double eval_metric_mean(double sum, int64_t count) { return count > 0 ? sum / st
 
 output::EvalValues evaluate_model(sdk::Model& model, const sdk::Dataset& data, const std::vector<int64_t>& indices,
                                   int64_t batch_size, const c10::Device& device,
-                                  const std::vector<std::string>& metric_names) {
+                                  const std::vector<std::string>& metric_names, manifest::Precision precision) {
   at::NoGradGuard no_grad;
+  AutocastScope autocast(precision, device.type());
   model.module().eval();
   double loss_sum = 0;
   std::vector<double> metric_sums(metric_names.size(), 0.0);
@@ -49,7 +51,7 @@ output::EvalValues evaluate_model(sdk::Model& model, const sdk::Dataset& data, c
 
 output::EvalValues evaluate_on_validation(const RunState& s, int rank, sdk::Model& model) {
   return evaluate_model(model, *s.data.val, s.data.val_indices, s.m.eval_batch_size,
-                        cluster::device_for_node(s.devices, rank), s.metric_names);
+                        cluster::device_for_node(s.devices, rank), s.metric_names, s.m.precision);
 }
 
 // The global model: this replica with the averaged state in place of its own

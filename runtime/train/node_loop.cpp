@@ -15,6 +15,7 @@
 #include "exogym/runtime/cluster/interrupt.h"
 #include "exogym/runtime/plugin/plugin_loader.h"
 #include "exogym/runtime/sim/metered_communicator.h"
+#include "exogym/runtime/train/autocast_scope.h"
 #include "exogym/runtime/train/checkpointing.h"
 #include "exogym/runtime/train/evaluation.h"
 #include "exogym/runtime/train/model_state.h"
@@ -203,7 +204,11 @@ double NodeRun::forward_backward(const std::vector<int64_t>& indices) {
     phase_ = "loading the training batch";
     sdk::Batch batch = cluster::to_device(s_.data.train_of(rank_).get(micro), device_);
     phase_ = "forward/backward of " + model_name_;
-    at::Tensor loss = model_.loss(batch);
+    at::Tensor loss;
+    {
+      AutocastScope autocast(m_.precision, device_.type());
+      loss = model_.loss(batch);
+    }
     if (loss.numel() != 1)
       throw sdk::Error("loss() must return a scalar, got shape " + std::to_string(loss.dim()) + "-D");
     loss.backward();

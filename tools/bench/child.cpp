@@ -70,6 +70,7 @@ json simulator_manifest(const json& spec, const fs::path& dir) {
       {"seed", 42},
       {"nodes", spec["nodes"]},
       {"parallelism", spec.value("parallelism", 0)},
+      {"precision", spec.value("precision", "fp32")},
       {"model", {{"plugin", spec["model"]}, {"options", spec["model_options"]}}},
       {"strategy", {{"plugin", spec["strategy"]}, {"options", spec["strategy_options"]}}},
       {"data", {{"train", spec["data"]}}},

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iostream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -193,6 +194,40 @@ json checkpoint_section(const BenchOptions& o) {
             {"loop_seconds", run["loop_seconds"]},
             {"checkpoint_seconds", run["checkpoint_seconds"]},
             {"share", share}}}};
+}
+
+json precision_section(const BenchOptions& o) {
+  std::cout << "Mixed precision: DiLoCo on 4 nodes, fp32 against bf16 (autocast)";
+  if (o.repeat > 1) std::cout << " (the fastest of " << o.repeat << " runs of each)";
+  std::cout << "\n\n";
+  const int nodes = o.quick ? 2 : 4;
+  std::vector<ModelCase> cases = {mlp_case(o)};
+  if (!o.quick) cases.insert(cases.begin(), nanogpt_case(o));
+  json out = json::array();
+  Rows rows;
+  for (const auto& c : cases) {
+    const int64_t steps = o.quick ? 4 : c.name == "nanogpt" ? 20 : 200;
+    json spec = training_spec(c, nodes, steps, c.batch_size, "diloco", diloco_options());
+    spec["kind"] = "simulator";
+    std::map<std::string, std::vector<double>> loops;
+    for (int i = 0; i < o.repeat; ++i) {
+      for (const char* precision : {"fp32", "bf16"}) {  // alternating, so noise spreads over both
+        spec["precision"] = precision;
+        loops[precision].push_back(measure(o, spec)["loop_seconds"]);
+      }
+    }
+    const double fp32 = fastest(loops["fp32"]), bf16 = fastest(loops["bf16"]);
+    out.push_back({{"model", c.name},
+                   {"nodes", nodes},
+                   {"steps", steps},
+                   {"fp32_steps_per_second", steps / fp32},
+                   {"bf16_steps_per_second", steps / bf16},
+                   {"speedup", fp32 / bf16}});
+    rows.push_back({c.name, std::to_string(nodes), std::to_string(steps), fmt(steps / fp32, 2), fmt(steps / bf16, 2),
+                    fmt(fp32 / bf16, 2) + "x"});
+  }
+  print_table({"model", "K", "steps", "fp32 steps/s", "bf16 steps/s", "bf16 speed-up"}, rows);
+  return out;
 }
 
 }  // namespace exogym::bench

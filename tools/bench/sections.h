@@ -25,4 +25,8 @@ nlohmann::json parallelism_section(const BenchOptions& options);
 // and the share of a run's loop spent saving every 100 steps.
 nlohmann::json checkpoint_section(const BenchOptions& options);
 
+// Mixed precision: steps per second of the same DiLoCo run in fp32 and in
+// bf16, for nanoGPT small (4 nodes) and the MNIST MLP (4 nodes).
+nlohmann::json precision_section(const BenchOptions& options);
+
 }  // namespace exogym::bench

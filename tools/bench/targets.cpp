@@ -93,6 +93,16 @@ void check_checkpoints(Targets& targets, const json& section) {
                 fmt(100 * share, 2) + " % of the loop <= 2 %");
 }
 
+// bf16 at least doubles nanoGPT small's step rate on 4 nodes.
+void check_precision(Targets& targets, const json& section) {
+  for (const auto& row : section) {
+    if (row["model"] != "nanogpt") continue;
+    const double speedup = row["speedup"];
+    targets.check("bf16 speed-up of nanoGPT small on 4 nodes", speedup, 2.0, speedup >= 2.0,
+                  fmt(speedup, 2) + "x >= 2x");
+  }
+}
+
 }  // namespace
 
 json check_targets(const BenchOptions& o, const json& report, double dataset) {
@@ -105,6 +115,7 @@ json check_targets(const BenchOptions& o, const json& report, double dataset) {
   if (o.wants("report")) check_report(targets, report.at("report").at("reports"));
   if (!o.quick && o.wants("sweep")) check_k1024(targets, report.value("node_sweep", json::array()));
   if (!o.quick && o.wants("checkpoint")) check_checkpoints(targets, report.at("checkpoint"));
+  if (!o.quick && o.wants("precision")) check_precision(targets, report.at("precision"));
   return targets.checked();
 }
 
