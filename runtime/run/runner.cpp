@@ -73,10 +73,10 @@ RunnerResult run_manifest_set(const manifest::ManifestSet& set, plugin::PluginLo
   RunnerResult result;
   std::map<std::string, std::shared_ptr<const sdk::Dataset>> datasets;
   const bool writes = !options.mesh || options.mesh->rank() == 0;
-  if (set.has_variants && writes) {
-    result.folder = output::unique_folder(selected.empty() ? fs::path() : selected.front()->run_dir().parent_path());
+  const bool compares = set.compares() && writes;
+  if (compares && !selected.empty()) {
+    result.folder = output::unique_folder(selected.front()->output_dir / selected.front()->name);
   }
-  const bool compares = set.has_variants && writes;
   std::vector<fs::path> variant_dirs;  // of the variants started, for the comparison's report
   for (const auto* run : selected) {
     train::RunOptions run_options;
@@ -85,7 +85,7 @@ RunnerResult run_manifest_set(const manifest::ManifestSet& set, plugin::PluginLo
     run_options.mesh = options.mesh;
     run_options.partial_reduce = options.partial_reduce;
     run_options.cores = options.cores;
-    if (compares) variant_dirs.push_back(run_options.run_dir = result.folder / run->variant);
+    if (compares) variant_dirs.push_back(run_options.run_dir = result.folder / run->run_subdir());
     if (!options.resume_dir.empty()) {
       run_options.resume = true;
       run_options.run_dir = options.resume_dir;
@@ -97,7 +97,7 @@ RunnerResult run_manifest_set(const manifest::ManifestSet& set, plugin::PluginLo
       if (compares) write_stopped_comparison_report(set, result.folder, variant_dirs);
       throw;
     }
-    if (!set.has_variants) result.folder = result.runs.back().run_dir;
+    if (!set.compares()) result.folder = result.runs.back().run_dir;
   }
   if (compares && !result.runs.empty()) {
     result.table = output::comparison_table(result.runs);
