@@ -166,7 +166,7 @@ def drawn_points(series, bands=None):
     finite = {v: finite_points(*xy) for v, xy in series.items()}
     xs = [x for points in finite.values() for x, _ in points]
     lo, hi = (min(xs), max(xs)) if xs else (0.0, 1.0)
-    if hi == lo:  # a flat range is widened as the chart widens it
+    if not hi - lo > 1e-9 * max(abs(lo), abs(hi)):  # a flat range is widened as the chart widens it
         pad = 1.0 if lo == 0 else abs(lo) * 0.05
         lo, hi = lo - pad, hi + pad
     width = hi - lo
@@ -222,7 +222,10 @@ def expected_charts(comparison):
 
 
 def mean_and_spread(values):
-    """The mean and the sample standard deviation (n - 1), as the report computes them."""
+    """The mean and the sample standard deviation (n - 1), as the report
+    computes them (runtime/util/mean_std.cpp): equal values exactly."""
+    if all(v == values[0] for v in values):
+        return values[0], 0.0
     mean = sum(values) / len(values)
     return mean, math.sqrt(sum((v - mean) * (v - mean) for v in values) / (len(values) - 1))
 

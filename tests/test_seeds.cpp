@@ -10,10 +10,12 @@
 #include "cli_helpers.h"
 #include "exogym/runtime/manifest/seeds.h"
 #include "exogym/runtime/output/comparison.h"
+#include "exogym/runtime/output/report/line_chart.h"
 #include "exogym/runtime/output/report/report.h"
 #include "exogym/runtime/output/report/run_folder.h"
 #include "exogym/runtime/output/report/seed_groups.h"
 #include "exogym/runtime/run/runner.h"
+#include "exogym/runtime/util/mean_std.h"
 #include "helpers.h"
 #include "manifest_fixtures.h"
 #include "testing.h"
@@ -293,8 +295,21 @@ TEST_CASE("seeds: the report merges runs that differ only in their seed, row by 
   CHECK(v.summary_spread->at("final").at("global_loss") == Approx(0.5));
   CHECK(v.summary->at("strategy") == "ddp");
   CHECK(merged[1].label == "w");
+  // Equal values (a constant learning rate): exactly that value, spread 0.
+  CHECK(exogym::runtime::util::mean_std({1e-3, 1e-3, 1e-3}).mean == 1e-3);
+  CHECK(exogym::runtime::util::mean_std({1e-3, 1e-3, 1e-3}).std == 0);
+  CHECK(std::isnan(exogym::runtime::util::mean_std({2.0}).std));
   CHECK(merged[1].seeds.empty());
   CHECK(merged[2].seeds.empty());
+}
+
+TEST_CASE("seeds: a band draws under its line, also when it is flat but for rounding", "[seeds][report]") {
+  report::Series s{"v", "#123456", {1, 2, 3}, {0.0010000000000000002, 0.0010000000000000002, 0.0010000000000000002}};
+  s.spread = {2e-19, 2e-19, 2e-19};  // once hung the chart's ticks (steps too small to add)
+  const std::string svg = report::line_chart_svg({"c", {"step"}, {"lr"}}, {s});
+  CHECK(count(svg, "<polygon class=\"band\" data-label=\"v\" data-points=\"6\"") == 1);
+  CHECK(svg.find("<polygon") < svg.find("<polyline"));
+  CHECK(count(svg, "<text") >= 4);
 }
 
 TEST_CASE("exogym-run --seeds: over --nproc 2 each seed runs in turn, equal to one process; bad lists exit 2",

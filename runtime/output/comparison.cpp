@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "exogym/runtime/manifest/units.h"
+#include "exogym/runtime/util/mean_std.h"
 
 namespace exogym::runtime::output {
 
@@ -133,14 +134,9 @@ Stats stats(const Group& group, const Column& column) {
   Stats s;
   s.count = values.size();
   if (values.empty()) return s;
-  double sum = 0;
-  for (double v : values) sum += v;
-  s.mean = sum / static_cast<double>(values.size());
-  if (values.size() > 1) {
-    double squares = 0;
-    for (double v : values) squares += (v - s.mean) * (v - s.mean);
-    s.std = std::sqrt(squares / static_cast<double>(values.size() - 1));
-  }
+  const util::MeanStd m = util::mean_std(values);
+  s.mean = m.mean;
+  if (values.size() > 1) s.std = m.std;
   return s;
 }
 

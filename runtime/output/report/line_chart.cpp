@@ -26,10 +26,12 @@ struct Range {
     hi = std::max(hi, v);
   }
   bool empty() const { return lo > hi; }
-  // A flat series still gets a visible band around its value.
+  // A flat series still gets a visible band around its value; so does one
+  // that is flat but for rounding (a mean over seeds), whose ticks would be
+  // steps too small to add to the values.
   Range padded() const {
     if (empty()) return {0, 1};
-    if (hi > lo) return *this;
+    if (hi - lo > 1e-9 * std::max(std::abs(lo), std::abs(hi))) return *this;
     const double pad = lo == 0 ? 1 : std::abs(lo) * 0.05;
     return {lo - pad, hi + pad};
   }

@@ -4,30 +4,14 @@
 #include <cmath>
 #include <string>
 
+#include "exogym/runtime/util/mean_std.h"
+
 namespace exogym::runtime::output::report {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-
-struct Spread {
-  double mean = NAN, std = NAN;
-};
-
-// Sample standard deviation (n - 1): the seeds are a sample of all seeds.
-Spread spread_of(const std::vector<double>& values) {
-  Spread s;
-  if (values.empty()) return s;
-  double sum = 0;
-  for (double v : values) sum += v;
-  s.mean = sum / static_cast<double>(values.size());
-  if (values.size() < 2) return s;
-  double squares = 0;
-  for (double v : values) squares += (v - s.mean) * (v - s.mean);
-  s.std = std::sqrt(squares / static_cast<double>(values.size() - 1));
-  return s;
-}
 
 // What must be equal for runs to be seeds of one variant.
 json identity(const RunFolder& run) {
@@ -57,7 +41,7 @@ void merge_columns(const std::vector<const NumericTable*>& tables, NumericTable&
     for (size_t i = 0; i < rows; ++i) {
       std::vector<double> values;
       for (const auto* t : tables) values.push_back(t->at(name)[i]);
-      const Spread s = spread_of(values);
+      const util::MeanStd s = util::mean_std(values);
       mean.push_back(s.mean);
       spread.push_back(s.std);
     }
@@ -81,8 +65,8 @@ void merge_metrics(const std::vector<const RunFolder*>& seeds, RunFolder& out) {
         steps.push_back(run->metrics.at(name).step[i]);
         values.push_back(run->metrics.at(name).value[i]);
       }
-      const Spread s = spread_of(values);
-      series.step.push_back(spread_of(steps).mean);
+      const util::MeanStd s = util::mean_std(values);
+      series.step.push_back(util::mean_std(steps).mean);
       series.value.push_back(s.mean);
       series.spread.push_back(s.std);
     }
@@ -97,7 +81,7 @@ json merge_json(const std::vector<const json*>& docs, bool deviation) {
   if (first.is_number() && all([](const json* d) { return d->is_number(); })) {
     std::vector<double> values;
     for (const auto* d : docs) values.push_back(d->get<double>());
-    const Spread s = spread_of(values);
+    const util::MeanStd s = util::mean_std(values);
     return deviation ? json(s.std) : json(s.mean);
   }
   if (first.is_object()) {
