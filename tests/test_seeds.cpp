@@ -312,8 +312,9 @@ TEST_CASE("seeds: a band draws under its line, also when it is flat but for roun
   CHECK(count(svg, "<text") >= 4);
 }
 
-TEST_CASE("exogym-run --seeds: over --nproc 2 each seed runs in turn, equal to one process; bad lists exit 2",
-          "[seeds][cli][slow]") {
+TEST_CASE(
+    "exogym-run --seeds: over --nproc 2 each seed runs in turn, equal to one process; a seed resumes; bad lists exit 2",
+    "[seeds][cli][slow]") {
   TempDir dir("seeds-cli");
   json m = small_manifest(2);
   m["output"]["dir"] = (dir / "out").string();
@@ -339,4 +340,17 @@ TEST_CASE("exogym-run --seeds: over --nproc 2 each seed runs in turn, equal to o
       {manifest.string(), "--quiet", "--set", "seed=4", "--set", "output.dir=" + (dir / "one").string()}, log, 300);
   REQUIRE(one.code == 0);
   CHECK(file_bytes(seeded / "seed-4" / "model.pt") == file_bytes(dir / "one" / "test" / "model.pt"));
+
+  // A seed's folder resumes as a plain run does; the comparison's folder is not one run.
+  const auto checkpointed =
+      exogym::test::run_cli({manifest.string(), "--quiet", "--seeds", "1,2", "--set", "checkpoint.interval=10", "--set",
+                             "output.dir=" + (dir / "ck").string()},
+                            log, 300);
+  REQUIRE(checkpointed.code == 0);
+  CHECK(exogym::test::run_cli({"--resume", (dir / "ck" / "test").string(), "--quiet"}, log).code == 2);
+  const auto resumed = exogym::test::run_cli(
+      {"--resume", (dir / "ck" / "test" / "seed-2").string(), "--quiet", "--set", "train.max_steps=30"}, log, 300);
+  INFO(resumed.output);
+  CHECK(resumed.code == 0);
+  CHECK(read_csv(dir / "ck" / "test" / "seed-2" / "train.csv").size() == 30);
 }
