@@ -154,7 +154,7 @@ TEST_CASE("seeds: bad lists are errors naming the JSON path or the flag", "[seed
   CHECK(seed_overrides({}).empty());
 }
 
-TEST_CASE("seeds: the comparison shows mean ± sample standard deviation over each variant's seeds", "[seeds]") {
+TEST_CASE("seeds: the comparison shows the mean and sample standard deviation over each variant's seeds", "[seeds]") {
   std::vector<RunResult> runs = {fake_run("a", 1, 10), fake_run("a", 2, 20), fake_run("a", 3, 30),
                                  fake_run("b", 0.5, 5)};
   const std::string table = exogym::runtime::output::comparison_table(runs);
@@ -209,7 +209,7 @@ TEST_CASE("seeds: the comparison shows mean ± sample standard deviation over ea
   CHECK(exogym::runtime::output::comparison_table(plain).find("±") == std::string::npos);
 }
 
-TEST_CASE("seeds: a seed's run is bit-identical to a plain run with that seed; one row and band per variant",
+TEST_CASE("seeds: a seed's run is bit-identical to a plain run with that seed, with one row and one band per variant",
           "[seeds][report]") {
   TempDir dir("seeds-runs");
   json m = small_manifest(2);
@@ -313,7 +313,7 @@ TEST_CASE("seeds: a band draws under its line, also when it is flat but for roun
 }
 
 TEST_CASE(
-    "exogym-run --seeds: over --nproc 2 each seed runs in turn, equal to one process; a seed resumes; bad lists exit 2",
+    "exogym-run --seeds: over --nproc 2 each seed runs in turn, equal to one process, a seed resumes, bad lists exit 2",
     "[seeds][cli][slow]") {
   TempDir dir("seeds-cli");
   json m = small_manifest(2);
