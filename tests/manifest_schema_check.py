@@ -108,6 +108,11 @@ def broken_manifests(base):
         ("wrong choice", "output.save_model[0]", edit(lambda d: d["output"].update(save_model=["onnx"]))),
         ("wrong type in a variant", "strategy.options.H",
          edit(lambda d: d.update(runs=[{"name": "x", "strategy": {"plugin": "diloco", "options": {"H": "5"}}}]))),
+        ("no seeds", "seeds", edit(lambda d: d.update(seeds=[]) or d.pop("seed", None))),
+        ("a duplicate seed", "seeds[2]", edit(lambda d: d.update(seeds=[1, 2, 1]) or d.pop("seed", None))),
+        ("a negative seed", "seeds[1]", edit(lambda d: d.update(seeds=[1, -2]) or d.pop("seed", None))),
+        ("seeds in a variant", "runs[0].seeds",
+         edit(lambda d: d.update(seeds=[1, 2], runs=[{"name": "x", "seeds": [3]}]) or d.pop("seed", None))),
     ]
 
 

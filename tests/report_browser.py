@@ -2,7 +2,10 @@
 """A comparison's report.html, opened in headless Chromium (Debian's) over
 the DevTools protocol: no console message or page error, no network request
 but the page itself, one series per variant in each chart with as many points
-as the run's CSV files hold, and a screenshot that is not blank.
+as the run's CSV files hold, and a screenshot that is not blank. Then the
+same for a comparison over seeds ("seeds"): each chart has one mean series
+and one band per variant, their points the mean and mean ± sample standard
+deviation of the seeds' CSV files, row by row.
 
 Before trusting it, the same checks run on a canary page that logs an error,
 fetches an image over the network and is blank: each check must catch it.
@@ -48,10 +51,16 @@ MANIFEST = {
              {"name": "sparta", "strategy": {"plugin": "sparta", "options": {"p": 0.05, "optimizer": OPTIMIZER}}}],
 }
 
-# Read from the live page: every line chart, its series and their points.
+SEEDS = [1, 2, 3]
+SEEDED_VARIANTS = ["ddp", "diloco"]
+
+# Read from the live page: every line chart, its series, its bands and their points.
 CHARTS_JS = """JSON.stringify([...document.querySelectorAll('svg.line-chart')].map(svg => ({
   id: svg.id,
   series: [...svg.querySelectorAll('polyline.series')].map(p => ({
+    label: p.dataset.label,
+    points: p.points.numberOfItems})),
+  bands: [...svg.querySelectorAll('polygon.band')].map(p => ({
     label: p.dataset.label,
     points: p.points.numberOfItems}))})))"""
 
@@ -144,52 +153,100 @@ def csv_rows(path):
 PLOT_WIDTH = 560  # runtime/output/report/line_chart.h: kPlotWidth, the columns series are down-sampled to
 
 
-def drawn_points(series):
+def finite_points(x, y):
+    return [(a, b) for a, b in zip(x, y) if math.isfinite(a) and math.isfinite(b)]
+
+
+def drawn_points(series, bands=None):
     """{variant: points drawn} for one chart's {variant: (x, y)}: per pixel
     column over the chart's x range, the first smallest and the first largest
-    value (docs/reports.md); points with a non-finite value are not drawn."""
-    finite = {v: [(x, y) for x, y in zip(*xy) if math.isfinite(x) and math.isfinite(y)] for v, xy in series.items()}
+    value (docs/reports.md); points with a non-finite value are not drawn.
+    With `bands` ({variant: (x, spread)}), also {variant: points of the band},
+    its upper edge's and its lower edge's, down-sampled the same way."""
+    finite = {v: finite_points(*xy) for v, xy in series.items()}
     xs = [x for points in finite.values() for x, _ in points]
     lo, hi = (min(xs), max(xs)) if xs else (0.0, 1.0)
-    if hi == lo:  # a flat range is widened as the chart widens it
+    if not hi - lo > 1e-9 * max(abs(lo), abs(hi)):  # a flat range is widened as the chart widens it
         pad = 1.0 if lo == 0 else abs(lo) * 0.05
         lo, hi = lo - pad, hi + pad
     width = hi - lo
-    counts = {}
-    for v, points in finite.items():
+
+    def count(points):
         columns = {}
         for i, (x, y) in enumerate(points):
             c = min(max(int((x - lo) / width * PLOT_WIDTH), 0), PLOT_WIDTH - 1)
             low, high = columns.get(c, (i, i))
             columns[c] = (i if y < points[low][1] else low, i if y > points[high][1] else high)
-        counts[v] = sum(1 if low == high else 2 for low, high in columns.values())
-    return counts
+        return sum(1 if low == high else 2 for low, high in columns.values())
+
+    counts = {v: count(points) for v, points in finite.items()}
+    if bands is None:
+        return counts
+    band_counts = {}
+    for v, (x, y) in series.items():
+        spread = bands[v]
+        upper = [a + b for a, b in zip(y, spread)]
+        lower = [a - b for a, b in zip(y, spread)]
+        band_counts[v] = count(finite_points(x, upper)) + count(finite_points(x, lower))
+    return counts, band_counts
+
+
+def run_series(run):
+    """{chart id: (x, y)} of one run folder, from its CSV files."""
+    series = {}
+    train = csv_rows(os.path.join(run, "train.csv"))
+    val = csv_rows(os.path.join(run, "validation.csv"))
+    for chart, x, y in (("train-loss-step", "step", "train_loss"), ("train-loss-time", "sim_time_s", "train_loss"),
+                        ("train-loss-bytes", "bytes_sent", "train_loss"), ("lr-step", "step", "lr")):
+        series[chart] = ([float(r[x]) for r in train], [float(r[y]) for r in train])
+    for chart, x, y in (("val-global-step", "step", "global_loss"), ("val-global-time", "sim_time_s", "global_loss"),
+                        ("val-global-bytes", "bytes_sent", "global_loss"), ("val-local-step", "step", "local_loss"),
+                        ("val-global-accuracy-step", "step", "global_accuracy")):
+        series[chart] = ([float(r[x]) for r in val], [float(r[y]) for r in val])
+    metrics = {}
+    for row in csv_rows(os.path.join(run, "metrics.csv")):
+        metrics.setdefault(row["name"], {}).setdefault(int(row["step"]), []).append(float(row["value"]))
+    for name, by_step in metrics.items():
+        steps = sorted(by_step)
+        series["metric-" + name] = (steps, [sum(by_step[s]) / len(by_step[s]) for s in steps])
+    return series
 
 
 def expected_charts(comparison):
     """{chart id: {variant: points}} from the variants' CSV files."""
     series = {}
-
-    def add(chart, variant, rows, x, y):
-        series.setdefault(chart, {})[variant] = ([float(r[x]) for r in rows], [float(r[y]) for r in rows])
-
     for v in VARIANTS:
-        train = csv_rows(os.path.join(comparison, v, "train.csv"))
-        val = csv_rows(os.path.join(comparison, v, "validation.csv"))
-        for chart, x, y in (("train-loss-step", "step", "train_loss"), ("train-loss-time", "sim_time_s", "train_loss"),
-                            ("train-loss-bytes", "bytes_sent", "train_loss"), ("lr-step", "step", "lr")):
-            add(chart, v, train, x, y)
-        for chart, x, y in (("val-global-step", "step", "global_loss"), ("val-global-time", "sim_time_s", "global_loss"),
-                            ("val-global-bytes", "bytes_sent", "global_loss"), ("val-local-step", "step", "local_loss"),
-                            ("val-global-accuracy-step", "step", "global_accuracy")):
-            add(chart, v, val, x, y)
-        metrics = {}
-        for row in csv_rows(os.path.join(comparison, v, "metrics.csv")):
-            metrics.setdefault(row["name"], {}).setdefault(int(row["step"]), []).append(float(row["value"]))
-        for name, by_step in metrics.items():
-            steps = sorted(by_step)
-            series.setdefault("metric-" + name, {})[v] = (steps, [sum(by_step[s]) / len(by_step[s]) for s in steps])
+        for chart, xy in run_series(os.path.join(comparison, v)).items():
+            series.setdefault(chart, {})[v] = xy
     return {chart: drawn_points(s) for chart, s in series.items()}
+
+
+def mean_and_spread(values):
+    """The mean and the sample standard deviation (n - 1), as the report
+    computes them (runtime/util/mean_std.cpp): equal values exactly."""
+    if all(v == values[0] for v in values):
+        return values[0], 0.0
+    mean = sum(values) / len(values)
+    return mean, math.sqrt(sum((v - mean) * (v - mean) for v in values) / (len(values) - 1))
+
+
+def expected_seeded_charts(comparison):
+    """{chart id: ({variant: points}, {variant: band points})}: each
+    variant's seeds averaged row by row (up to the shortest seed's rows)."""
+    series, bands = {}, {}
+    for v in SEEDED_VARIANTS:
+        seeds = [run_series(os.path.join(comparison, v, f"seed-{s}")) for s in SEEDS]
+        for chart in seeds[0]:
+            rows = min(len(seed[chart][0]) for seed in seeds)
+            xs, ys, spreads = [], [], []
+            for i in range(rows):
+                xs.append(mean_and_spread([seed[chart][0][i] for seed in seeds])[0])
+                y, spread = mean_and_spread([seed[chart][1][i] for seed in seeds])
+                ys.append(y)
+                spreads.append(spread)
+            series.setdefault(chart, {})[v] = (xs, ys)
+            bands.setdefault(chart, {})[v] = spreads
+    return {chart: drawn_points(s, bands[chart]) for chart, s in series.items()}
 
 
 def check_canary(browser, work):
@@ -208,45 +265,85 @@ def check_canary(browser, work):
         sys.exit("FAILED: the checks cannot fail: " + "; ".join(problems))
 
 
+def run_manifest(manifest, source, build, work):
+    """Runs `manifest` (MNIST from the repository, outputs under `work`);
+    returns its comparison folder."""
+    manifest = json.loads(json.dumps(manifest))
+    for split in ("train", "val"):
+        manifest["data"][split]["path"] = os.path.join(source, "examples", "data", "mnist")
+    manifest["output"]["dir"] = os.path.join(work, "runs")
+    path = os.path.join(work, manifest["name"] + ".json")
+    with open(path, "w") as f:
+        json.dump(manifest, f)
+    run = subprocess.run([os.path.join(build, "bin", "exogym-run"), "--quiet", path],
+                         capture_output=True, text=True, timeout=300)
+    if run.returncode != 0:
+        sys.exit(f"FAILED: exogym-run exited {run.returncode}: {run.stderr[-2000:]}")
+    return os.path.join(work, "runs", manifest["name"])
+
+
+def page_problems(seen):
+    problems = [f"console: {c}" for c in seen["console"]]
+    problems += [f"network request: {r}" for r in seen["requests"]]
+    if seen["ink"] < 0.02:
+        problems.append(f"the screenshot is blank ({seen['ink']:.4f} of its pixels are not white)")
+    return problems
+
+
+def drawn(seen, kind):
+    """{chart id: {label: points}} of the page's series or bands; a label
+    drawn twice in one chart is a problem the dict would hide, so it is
+    listed as label#2."""
+    out = {}
+    for chart in seen["charts"]:
+        labels = {}
+        for item in chart[kind]:
+            label = item["label"] if item["label"] not in labels else item["label"] + "#2"
+            labels[label] = item["points"]
+        out[chart["id"]] = labels
+    return out
+
+
+def chart_problems(drawn_charts, expected, what):
+    problems = [f"chart {chart}: not expected" for chart in drawn_charts.keys() - expected.keys()]
+    for chart, series in expected.items():
+        if drawn_charts.get(chart) != series:
+            problems.append(f"chart {chart}: drew {what} {drawn_charts.get(chart)}, expected {series}")
+    return problems
+
+
 def main():
     source, build = sys.argv[1], sys.argv[2]
     work = tempfile.mkdtemp(prefix="exogym-report-browser-")
     try:
-        manifest = json.loads(json.dumps(MANIFEST))
-        for split in ("train", "val"):
-            manifest["data"][split]["path"] = os.path.join(source, "examples", "data", "mnist")
-        manifest["output"]["dir"] = os.path.join(work, "runs")
-        with open(os.path.join(work, "m.json"), "w") as f:
-            json.dump(manifest, f)
-        run = subprocess.run([os.path.join(build, "bin", "exogym-run"), "--quiet", os.path.join(work, "m.json")],
-                             capture_output=True, text=True, timeout=300)
-        if run.returncode != 0:
-            sys.exit(f"FAILED: exogym-run exited {run.returncode}: {run.stderr[-2000:]}")
-        comparison = os.path.join(work, "runs", "browser")
-        report = os.path.join(comparison, "report.html")
+        comparison = run_manifest(MANIFEST, source, build, work)
+        seeded = dict(MANIFEST, name="seeded", seeds=SEEDS)
+        del seeded["seed"]
+        seeded["runs"] = [r for r in MANIFEST["runs"] if r["name"] in SEEDED_VARIANTS]
+        seeded_comparison = run_manifest(seeded, source, build, work)
 
         browser = Browser(work)
         try:
             check_canary(browser, work)
-            seen = browser.open("file://" + report)
+            seen = browser.open("file://" + os.path.join(comparison, "report.html"))
+            seen_seeded = browser.open("file://" + os.path.join(seeded_comparison, "report.html"))
         finally:
             browser.close()
 
-        problems = [f"console: {c}" for c in seen["console"]]
-        problems += [f"network request: {r}" for r in seen["requests"]]
-        if seen["ink"] < 0.02:
-            problems.append(f"the screenshot is blank ({seen['ink']:.4f} of its pixels are not white)")
-        drawn = {c["id"]: {s["label"]: s["points"] for s in c["series"]} for c in seen["charts"]}
-        expected = expected_charts(comparison)
-        for chart in drawn.keys() - expected.keys():
-            problems.append(f"chart {chart}: not expected")
-        for chart, series in expected.items():
-            if drawn.get(chart) != series:
-                problems.append(f"chart {chart}: drew {drawn.get(chart)}, expected {series}")
+        problems = page_problems(seen)
+        problems += chart_problems(drawn(seen, "series"), expected_charts(comparison), "series")
+        problems += [f"chart {c['id']}: a band without seeds" for c in seen["charts"] if c["bands"]]
+        seeded_problems = page_problems(seen_seeded)
+        expected = expected_seeded_charts(seeded_comparison)
+        seeded_problems += chart_problems(drawn(seen_seeded, "series"), {c: e[0] for c, e in expected.items()},
+                                          "series")
+        seeded_problems += chart_problems(drawn(seen_seeded, "bands"), {c: e[1] for c, e in expected.items()}, "bands")
+        problems += [f"seeded: {p}" for p in seeded_problems]
         if problems:
             sys.exit("FAILED:\n  " + "\n  ".join(problems))
-        print(f"{len(drawn)} charts as expected, no console message, no request, "
-              f"{seen['ink']:.1%} of the screenshot drawn")
+        print(f"{len(seen['charts'])} charts as expected, and {len(seen_seeded['charts'])} over {len(SEEDS)} seeds "
+              f"with a band per variant; no console message, no request, {seen['ink']:.1%} and "
+              f"{seen_seeded['ink']:.1%} of the screenshots drawn")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

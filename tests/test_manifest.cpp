@@ -174,7 +174,7 @@ TEST_CASE("unknown keys name their path and suggest the known key", "[manifest]"
   auto top = error_with({{"nodse", 4}});
   CHECK(top.path == "nodse");
   CHECK(top.what ==
-        "nodse: unknown option; did you mean \"nodes\"? known options: name, seed, nodes, device, parallelism, "
+        "nodse: unknown option; did you mean \"nodes\"? known options: name, seed, seeds, nodes, device, parallelism, "
         "threads, pin_threads, model, strategy, data, train, eval, output, checkpoint, network, compute, runs");
 
   auto nested = error_with(json::parse(R"({"train": {"max_step": 5}})"));
@@ -194,7 +194,8 @@ TEST_CASE("unknown keys name their path and suggest the known key", "[manifest]"
   CHECK_THAT(error_with({{"run", json::array()}}).what,
              Catch::StartsWith("run: unknown option; did you mean \"runs\"?"));
   CHECK(error_with({{"zzzzzz", 1}}).what ==
-        "zzzzzz: unknown option; known options: name, seed, nodes, device, parallelism, threads, pin_threads, model, "
+        "zzzzzz: unknown option; known options: name, seed, seeds, nodes, device, parallelism, threads, pin_threads, "
+        "model, "
         "strategy, data, train, eval, output, checkpoint, network, compute, runs");
   // A typo is reported as a typo, not as the key it hides being "required".
   CHECK_THAT(error_with(json::parse(R"({"model": {"plugin": null, "plugn": "mlp"}})")).what,

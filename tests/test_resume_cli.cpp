@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "checkpoint_fixtures.h"
@@ -65,10 +66,23 @@ void require_resumes_to(const fs::path& run, const fs::path& whole, const fs::pa
   require_same_run(whole, run);
 }
 
-// comparison.csv without its wall-clock column.
-std::vector<std::string> comparison_without_wall(const fs::path& folder) {
-  std::vector<std::string> rows;
-  for (const auto& line : read_lines(folder / "comparison.csv")) rows.push_back(line.substr(0, line.rfind(',')));
+// comparison.csv without its wall-clock columns (wall_s, and wall_s_std
+// over seeds), row by row.
+std::vector<std::vector<std::string>> comparison_without_wall(const fs::path& folder) {
+  std::vector<std::vector<std::string>> rows;
+  std::vector<bool> wall;
+  for (const auto& line : read_lines(folder / "comparison.csv")) {
+    std::vector<std::string> cells, kept;
+    std::stringstream in(line);
+    for (std::string cell; std::getline(in, cell, ',');) cells.push_back(cell);
+    if (wall.empty()) {
+      for (const auto& name : cells) wall.push_back(name.rfind("wall_s", 0) == 0);
+    }
+    for (size_t i = 0; i < cells.size(); ++i) {
+      if (i >= wall.size() || !wall[i]) kept.push_back(cells[i]);
+    }
+    rows.push_back(kept);
+  }
   return rows;
 }
 
@@ -202,6 +216,33 @@ TEST_CASE(
   const Outcome from_step = run_cli({"--resume", folder.string(), "--from-step", "200"}, dir / "bad.log");
   CHECK(from_step.code == 2);
   CHECK(from_step.output.find("--from-step: applies to one run") != std::string::npos);
+}
+
+TEST_CASE("a seeded comparison resumes as a whole: a finished seed is read back, a missing one trained",
+          "[checkpoint]") {
+  TempDir dir("resume-seeds");
+  json m = checkpointed_manifest(2, 5);
+  m["train"]["max_steps"] = 10;
+  m.erase("seed");
+  m["seeds"] = {1, 2};
+  m["output"]["dir"] = "whole";
+  const Outcome whole_run = run_cli({write_manifest(dir, "whole", m).string(), "--progress=none"}, dir / "whole.log");
+  INFO(whole_run.output);
+  REQUIRE(whole_run.code == 0);
+  const fs::path whole = run_folder(dir, "whole"), parts = dir / "parts";
+  // As if the run had stopped after seed 1: seed 2 and the comparison's files never written.
+  fs::copy(whole, parts, fs::copy_options::recursive);
+  fs::remove_all(parts / "seed-2");
+  for (const char* file : {"comparison.csv", "comparison.txt", "report.html"}) fs::remove(parts / file);
+  const auto seed1_written = fs::last_write_time(parts / "seed-1" / "train.csv");
+
+  const Outcome resumed = run_cli({"--resume", parts.string(), "--progress=none"}, dir / "resumed.log");
+  INFO(resumed.output);
+  REQUIRE(resumed.code == 0);
+  require_same_run(whole / "seed-2", parts / "seed-2");
+  CHECK(fs::last_write_time(parts / "seed-1" / "train.csv") == seed1_written);
+  CHECK(comparison_without_wall(parts) == comparison_without_wall(whole));
+  CHECK(read_lines(parts / "comparison.csv").front().find("_std") != std::string::npos);
 }
 
 TEST_CASE("bad resume input is a clear error with exit status 2 that changes nothing", "[checkpoint]") {

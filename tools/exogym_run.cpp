@@ -10,6 +10,7 @@
 #include "cli/tool.h"
 #include "exogym/runtime/dist/world.h"
 #include "exogym/runtime/manifest/json_schema.h"
+#include "exogym/runtime/manifest/seeds.h"
 #include "exogym/runtime/plugin/catalog.h"
 #include "exogym/runtime/plugin/plugin_loader.h"
 #include "exogym/runtime/run/command.h"
@@ -21,7 +22,7 @@ namespace rt = exogym::runtime;
 using exogym::sdk::ConfigError;
 
 struct Flags {
-  std::string manifest, resume;
+  std::string manifest, resume, seeds;
   int64_t from_step = -1;
   std::vector<std::string> overrides, only, plugin_dirs;
   bool list_plugins = false;
@@ -46,6 +47,11 @@ void add_flags(CLI::App& app, Flags& f) {
   app.add_option("--only", f.only, "run only this variant of \"runs\" (repeatable)")
       ->type_name("VARIANT")
       ->allow_extra_args(false)
+      ->group(runs);
+  app.add_option("--seeds", f.seeds,
+                 "run every variant once per seed, e.g. --seeds 1,2,3; replaces the manifest's seed and seeds "
+                 "(docs/manifest.md#seeds)")
+      ->type_name("S1,S2,...")
       ->group(runs);
   app.add_option("--plugin-path", f.plugin_dirs, "look for plugins in DIR first (repeatable)")
       ->type_name("DIR")
@@ -139,6 +145,7 @@ std::vector<std::string> child_arguments(const Flags& f, const exogym::tools::Lo
   if (f.from_step >= 0) args.push_back("--from-step=" + std::to_string(f.from_step));
   for (const auto& o : f.overrides) args.push_back("--set=" + o);
   for (const auto& o : f.only) args.push_back("--only=" + o);
+  if (!f.seeds.empty()) args.push_back("--seeds=" + f.seeds);
   for (const auto& d : f.plugin_dirs) args.push_back("--plugin-path=" + d);
   if (f.timeout > 0) args.push_back("--timeout=" + std::to_string(f.timeout));
   if (f.partial_reduce) args.emplace_back("--partial-reduce");
@@ -180,6 +187,8 @@ int main(int argc, char** argv) {
     }
     if (!flags.resume.empty() && !flags.manifest.empty())
       throw ConfigError("--resume", "takes the run folder instead of a manifest: leave out " + flags.manifest);
+    if (tool.app().count("--seeds") && !flags.resume.empty())
+      throw ConfigError("--seeds", "cannot change a run being resumed: resume each seed-N folder on its own");
     if (flags.from_step >= 0 && flags.resume.empty()) throw ConfigError("--from-step", "needs --resume RUN_FOLDER");
     if (flags.manifest.empty() && flags.resume.empty())
       throw CLI::RequiredError("a manifest (or --resume RUN_FOLDER, --list-plugins or --schema)");
@@ -190,6 +199,7 @@ int main(int argc, char** argv) {
     if (flags.from_step >= 0) command.from_step = flags.from_step;
     command.overrides = flags.overrides;
     command.only = flags.only;
+    if (tool.app().count("--seeds")) command.seeds = rt::manifest::parse_seed_list(flags.seeds);
     command.progress = progress_mode(flags.progress, tool.log_options().quiet);
     command.nproc = flags.nproc;
     command.explicit_master_port = flags.master_port > 0;

@@ -224,12 +224,16 @@ json manifest_object(const std::vector<PluginOptions>& plugins, bool partial) {
   for (const char* split : {"train", "val"})
     add_plugin_options(properties["data"]["properties"][split], "dataset", "dataset", plugins, partial);
   if (partial) {
-    properties.erase("runs");  // variants do not nest
+    properties.erase("runs");   // variants do not nest
+    properties.erase("seeds");  // every variant runs once per seed of the base
   } else {
     json& runs = properties["runs"];  // declared as Any: expanded before validation
     runs["type"] = "array";
     runs["minItems"] = 1;
     runs["items"] = {{"$ref", "#/definitions/variant"}};
+    // What the List type cannot say; the reader checks it too (seeds.h).
+    properties["seeds"]["minItems"] = 1;
+    properties["seeds"]["uniqueItems"] = true;
     properties["$schema"] = {{"type", "string"}, {"description", "this schema, for editors; exogym-run ignores it"}};
   }
   return s;

@@ -3,6 +3,7 @@
 #include "exogym/runtime/manifest/document.h"
 #include "exogym/runtime/manifest/overrides.h"
 #include "exogym/runtime/manifest/reader.h"
+#include "exogym/runtime/manifest/seeds.h"
 #include "exogym/runtime/manifest/variants.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/options.h"
@@ -23,7 +24,15 @@ fs::path absolute_dir(const fs::path& dir) {
 
 }  // namespace
 
-fs::path Manifest::run_dir() const { return variant.empty() ? output_dir / name : output_dir / name / variant; }
+fs::path Manifest::run_subdir() const {
+  fs::path dir = variant.empty() ? fs::path() : fs::path(variant);
+  return seeded ? dir / ("seed-" + std::to_string(seed)) : dir;
+}
+
+fs::path Manifest::run_dir() const {
+  const fs::path sub = run_subdir();
+  return sub.empty() ? output_dir / name : output_dir / name / sub;
+}
 
 ManifestSet parse_manifest(const json& doc, const fs::path& base_dir, const std::string& default_name,
                            const std::vector<std::string>& overrides) {
@@ -36,6 +45,7 @@ ManifestSet parse_manifest(const json& doc, const fs::path& base_dir, const std:
   base.erase("$schema");
   const json runs = base.value("runs", json());
   base.erase("runs");
+  const std::vector<uint64_t> seeds = take_seeds(base, runs);
 
   ManifestSet set;
   set.has_variants = !runs.is_null();
@@ -45,6 +55,10 @@ ManifestSet parse_manifest(const json& doc, const fs::path& base_dir, const std:
     set.runs.push_back(read_run(base, dir, default_name, ""));
   }
   set.name = set.runs.front().name;
+  if (!seeds.empty()) {
+    set.seeds = seeds;
+    set.runs = repeat_per_seed(set.runs, seeds);
+  }
   return set;
 }
 

@@ -65,6 +65,7 @@ struct Manifest {
   std::string name;     // run name (the base manifest's)
   std::string variant;  // empty for a single run
   uint64_t seed = 0;
+  bool seeded = false;  // one of the manifest's "seeds" (seeds.h): its folder is seed-<seed>
   int nodes = 0;
   std::string device;
   Precision precision = Precision::Fp32;
@@ -89,14 +90,23 @@ struct Manifest {
   // manifest, so a run can be repeated from its config.json.
   nlohmann::json resolved;
 
-  // output_dir/name, or output_dir/name/variant.
+  // output_dir/name, or output_dir/name/variant; a seeded run's has
+  // /seed-<seed> after that.
   std::filesystem::path run_dir() const;
+  // run_dir() inside output_dir/name: "", variant, seed-<seed> or
+  // variant/seed-<seed>.
+  std::filesystem::path run_subdir() const;
 };
 
 struct ManifestSet {
   std::string name;
-  std::vector<Manifest> runs;  // one entry for a plain manifest; one per variant otherwise
+  std::vector<Manifest> runs;  // one entry for a plain manifest; one per variant (and seed) otherwise
   bool has_variants = false;
+  std::vector<uint64_t> seeds;  // "seeds": each variant's runs follow one another, in this order
+
+  // Whether the runs share a comparison folder, output_dir/name (variants,
+  // or seeds).
+  bool compares() const { return has_variants || !seeds.empty(); }
 };
 
 // Reads and validates a manifest file; `overrides` are "--set a.b=v"

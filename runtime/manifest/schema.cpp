@@ -35,6 +35,11 @@ OptionSpec described_as(std::string noun, OptionSpec spec) {
   return spec;
 }
 
+OptionSpec named(std::string name, OptionSpec spec) {
+  spec.name = std::move(name);
+  return spec;
+}
+
 constexpr uint64_t kIntMax = std::numeric_limits<int>::max();
 
 OptionSpec section(std::string name, json default_value, std::string doc, OptionSpecs fields) {
@@ -128,6 +133,11 @@ OptionSpecs top_level() {
                    {"name", Type::String, nullptr, "the run's name and folder (default: the manifest file's name)"}),
       at_most(std::numeric_limits<uint64_t>::max(),
               {"seed", Type::NonNegativeInteger, 42, "the seed every random choice of the run derives from"}),
+      named("seeds", list_of("non-empty list of distinct non-negative integers",
+                             "run every variant once per seed, the seed replacing \"seed\" (set one of the two); "
+                             "the comparison shows the mean and standard deviation over the seeds",
+                             at_most(std::numeric_limits<uint64_t>::max(),
+                                     required({"", Type::NonNegativeInteger, nullptr, "a seed"})))),
       at_most(kIntMax, {"nodes", Type::PositiveInteger, 1, "virtual nodes: model replicas training together"}),
       {"device", Type::NonEmptyString, "cpu",
        "\"cpu\", \"auto\", \"cuda\", \"cuda:N\" or \"cuda:N,M,...\"; nodes go round-robin over the devices"},

@@ -129,6 +129,7 @@ std::vector<Manifest> read_variants(const json& base, const json& runs, const fs
   for (size_t i = 0; i < variants.size(); ++i) {
     json merged = merge(base, variants[i].patch);
     for (const auto& assignment : overrides) apply_override(merged, assignment);
+    merged.erase("seeds");  // an override's, already taken by the manifest set (seeds.h)
     try {
       out.push_back(read_run(merged, base_dir, default_name, variants[i].name));
     } catch (const ConfigError& error) {

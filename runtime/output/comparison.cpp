@@ -3,15 +3,21 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
+#include <optional>
 #include <sstream>
 
 #include "exogym/runtime/manifest/units.h"
+#include "exogym/runtime/util/mean_std.h"
 
 namespace exogym::runtime::output {
 
 namespace {
 
-std::vector<std::string> metric_union(const std::vector<train::RunResult>& results) {
+using Run = train::RunResult;
+using Group = std::vector<const Run*>;  // one variant's runs, one per seed
+
+std::vector<std::string> metric_union(const std::vector<Run>& results) {
   std::vector<std::string> names;
   for (const auto& r : results) {
     for (const auto& n : r.metric_names) {
@@ -28,83 +34,169 @@ std::string fixed(double v, int digits = 4) {
   return buffer;
 }
 
-double metric(const EvalValues& values, const train::RunResult& r, const std::string& name) {
+std::optional<double> metric(const EvalValues& values, const Run& r, const std::string& name) {
   for (size_t i = 0; i < r.metric_names.size(); ++i) {
     if (r.metric_names[i] == name && i < values.metrics.size()) return values.metrics[i];
   }
   return NAN;
 }
 
-std::vector<std::vector<std::string>> rows(const std::vector<train::RunResult>& results, bool pretty) {
-  const auto metrics = metric_union(results);
-  std::vector<std::string> header = {"variant", "strategy", "nodes", "steps"};
-  const bool any_skew =
-      std::any_of(results.begin(), results.end(), [](const train::RunResult& r) { return r.label_skew; });
-  if (any_skew) header.push_back("label_skew");
-  header.push_back("local_loss");
-  header.push_back("global_loss");
-  for (const auto& n : metrics) {
-    header.push_back("local_" + n);
-    header.push_back("global_" + n);
-  }
-  header.push_back("train_loss");
-  header.push_back(pretty ? "sent/node" : "bytes_sent_per_node");
-  header.push_back(pretty ? "sim_time" : "sim_time_s");
-  const bool any_target =
-      std::any_of(results.begin(), results.end(), [](const train::RunResult& r) { return r.target_loss; });
-  if (any_target) {
-    header.push_back("target_step");
-    header.push_back(pretty ? "target_sim" : "target_sim_time_s");
-  }
-  header.push_back("wall_s");
-  std::vector<std::vector<std::string>> table{header};
+// The runs of one variant follow one another (manifest/seeds.h).
+std::vector<Group> group_by_variant(const std::vector<Run>& results) {
+  std::vector<Group> groups;
   for (const auto& r : results) {
+    if (groups.empty() || groups.back().front()->variant != r.variant || groups.back().front()->name != r.name) {
+      groups.emplace_back();
+    }
+    groups.back().push_back(&r);
+  }
+  return groups;
+}
+
+// A number column: its value for one run (none: the run has no such value)
+// and how a value reads in the text table (pretty) or the CSV file.
+struct Column {
+  std::string pretty_header, csv_header;
+  std::function<std::optional<double>(const Run&)> value;
+  std::function<std::string(double, bool pretty)> format;
+};
+
+std::function<std::string(double, bool)> digits(int pretty_digits, int csv_digits) {
+  return [=](double v, bool pretty) { return fixed(v, pretty ? pretty_digits : csv_digits); };
+}
+
+std::string duration(double v, bool pretty) { return pretty ? manifest::format_duration(v) : fixed(v, 6); }
+
+std::vector<Column> number_columns(const std::vector<Run>& results) {
+  std::vector<Column> columns;
+  const auto any = [&](auto has) { return std::any_of(results.begin(), results.end(), has); };
+  const auto final_eval = [](auto get) {
+    return [get](const Run& r) -> std::optional<double> {
+      if (!r.final_eval) return std::nullopt;
+      return get(r, *r.final_eval);
+    };
+  };
+  if (any([](const Run& r) { return r.label_skew.has_value(); })) {
+    columns.push_back({"label_skew", "label_skew", [](const Run& r) { return r.label_skew; }, digits(3, 3)});
+  }
+  columns.push_back({"local_loss", "local_loss", final_eval([](const Run&, const train::EvalRecord& e) {
+                       return std::optional<double>(e.local.loss);
+                     }),
+                     digits(4, 4)});
+  columns.push_back({"global_loss", "global_loss", final_eval([](const Run&, const train::EvalRecord& e) {
+                       return std::optional<double>(e.global.loss);
+                     }),
+                     digits(4, 4)});
+  for (const auto& n : metric_union(results)) {
+    columns.push_back({"local_" + n, "local_" + n,
+                       final_eval([n](const Run& r, const train::EvalRecord& e) { return metric(e.local, r, n); }),
+                       digits(4, 4)});
+    columns.push_back({"global_" + n, "global_" + n,
+                       final_eval([n](const Run& r, const train::EvalRecord& e) { return metric(e.global, r, n); }),
+                       digits(4, 4)});
+  }
+  columns.push_back({"train_loss", "train_loss", [](const Run& r) { return r.last_train_loss; }, digits(4, 4)});
+  columns.push_back({"sent/node", "bytes_sent_per_node", [](const Run& r) { return r.simulated.bytes_sent_per_node; },
+                     [](double v, bool pretty) { return pretty ? manifest::format_bytes(v) : fixed(v, 0); }});
+  columns.push_back({"sim_time", "sim_time_s", [](const Run& r) { return r.simulated.time_s; }, duration});
+  if (any([](const Run& r) { return r.target_loss.has_value(); })) {
+    const auto step = [](const Run& r) -> std::optional<double> {
+      if (!r.target_hit) return std::nullopt;
+      return static_cast<double>(r.target_hit->step);
+    };
+    // A mean step need not be whole; one run's is.
+    const auto step_format = [](double v, bool) { return v == std::floor(v) ? fixed(v, 0) : fixed(v, 1); };
+    columns.push_back({"target_step", "target_step", step, step_format});
+    columns.push_back({"target_sim", "target_sim_time_s",
+                       [](const Run& r) -> std::optional<double> {
+                         if (!r.target_hit) return std::nullopt;
+                         return r.target_hit->sim_time_s;
+                       },
+                       duration});
+  }
+  columns.push_back({"wall_s", "wall_s", [](const Run& r) { return r.wall_seconds; }, digits(1, 3)});
+  return columns;
+}
+
+// The mean and sample standard deviation (none for one value) of the runs
+// that have a value; `count` says how many had one.
+struct Stats {
+  size_t count = 0;
+  double mean = NAN;
+  std::optional<double> std;
+};
+
+Stats stats(const Group& group, const Column& column) {
+  std::vector<double> values;
+  for (const Run* r : group) {
+    if (auto v = column.value(*r)) values.push_back(*v);
+  }
+  Stats s;
+  s.count = values.size();
+  if (values.empty()) return s;
+  const util::MeanStd m = util::mean_std(values);
+  s.mean = m.mean;
+  if (values.size() > 1) s.std = m.std;
+  return s;
+}
+
+bool is_target(const Column& column) { return column.csv_header.rfind("target_", 0) == 0; }
+
+std::vector<std::vector<std::string>> rows(const std::vector<Run>& results, bool pretty) {
+  const auto groups = group_by_variant(results);
+  const bool seeded = std::any_of(groups.begin(), groups.end(), [](const Group& g) { return g.size() > 1; });
+  const auto columns = number_columns(results);
+  std::vector<std::string> header = {"variant", "strategy", "nodes", "steps"};
+  if (seeded) header.push_back("seeds");
+  for (const auto& c : columns) {
+    header.push_back(pretty ? c.pretty_header : c.csv_header);
+    if (seeded && !pretty) header.push_back(c.csv_header + "_std");
+    if (seeded && !pretty && c.csv_header == "target_step") header.push_back("target_reached");
+  }
+  std::vector<std::vector<std::string>> table{header};
+  for (const auto& group : groups) {
+    const Run& r = *group.front();
     std::vector<std::string> row = {r.variant.empty() ? r.name : r.variant, r.strategy_plugin, std::to_string(r.nodes),
                                     std::to_string(r.steps)};
-    if (any_skew) row.push_back(r.label_skew ? fixed(*r.label_skew, 3) : "-");
-    const bool has = r.final_eval.has_value();
-    row.push_back(has ? fixed(r.final_eval->local.loss) : "-");
-    row.push_back(has ? fixed(r.final_eval->global.loss) : "-");
-    for (const auto& n : metrics) {
-      row.push_back(has ? fixed(metric(r.final_eval->local, r, n)) : "-");
-      row.push_back(has ? fixed(metric(r.final_eval->global, r, n)) : "-");
+    if (seeded) row.push_back(std::to_string(group.size()));
+    for (const auto& c : columns) {
+      const Stats s = stats(group, c);
+      std::string cell = s.count ? c.format(s.mean, pretty) : "-";
+      if (pretty && s.std) cell += " ± " + c.format(*s.std, pretty);
+      if (pretty && is_target(c) && s.count && s.count < group.size()) {
+        cell += " (" + std::to_string(s.count) + "/" + std::to_string(group.size()) + ")";
+      }
+      row.push_back(cell);
+      if (seeded && !pretty) row.push_back(s.std ? c.format(*s.std, false) : "-");
+      if (seeded && !pretty && c.csv_header == "target_step") row.push_back(std::to_string(s.count));
     }
-    row.push_back(fixed(r.last_train_loss));
-    const auto& sim = r.simulated;
-    row.push_back(pretty ? manifest::format_bytes(sim.bytes_sent_per_node) : fixed(sim.bytes_sent_per_node, 0));
-    row.push_back(pretty ? manifest::format_duration(sim.time_s) : fixed(sim.time_s, 6));
-    if (any_target) {
-      const bool hit = r.target_hit.has_value();
-      row.push_back(hit ? std::to_string(r.target_hit->step) : "-");
-      row.push_back(
-          hit ? (pretty ? manifest::format_duration(r.target_hit->sim_time_s) : fixed(r.target_hit->sim_time_s, 6))
-              : "-");
-    }
-    row.push_back(fixed(r.wall_seconds, pretty ? 1 : 3));
     table.push_back(row);
   }
   return table;
 }
 
+// Display width: "±" is one column but two bytes.
+size_t width_of(const std::string& cell) {
+  size_t width = 0;
+  for (unsigned char c : cell) width += (c & 0xC0) != 0x80;
+  return width;
+}
+
 }  // namespace
 
-std::string comparison_table(const std::vector<train::RunResult>& results) {
+std::string comparison_table(const std::vector<Run>& results) {
   auto table = rows(results, true);
   std::vector<size_t> width(table[0].size(), 0);
   for (const auto& row : table) {
-    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], width_of(row[i]));
   }
   std::ostringstream out;
   for (size_t r = 0; r < table.size(); ++r) {
     for (size_t i = 0; i < table[r].size(); ++i) {
       const auto& cell = table[r][i];
-      const bool left = i < 2;
+      const std::string pad(width[i] - width_of(cell), ' ');
       if (i) out << "  ";
-      if (left) {
-        out << cell << std::string(width[i] - cell.size(), ' ');
-      } else {
-        out << std::string(width[i] - cell.size(), ' ') << cell;
-      }
+      out << (i < 2 ? cell + pad : pad + cell);
     }
     out << '\n';
     if (r == 0) {
@@ -116,7 +208,7 @@ std::string comparison_table(const std::vector<train::RunResult>& results) {
   return out.str();
 }
 
-std::string comparison_csv(const std::vector<train::RunResult>& results) {
+std::string comparison_csv(const std::vector<Run>& results) {
   std::ostringstream out;
   for (const auto& row : rows(results, false)) {
     for (size_t i = 0; i < row.size(); ++i) out << (i ? "," : "") << (row[i] == "-" ? "" : row[i]);

@@ -9,6 +9,7 @@
 #include "exogym/runtime/dist/launcher.h"
 #include "exogym/runtime/dist/process_mesh.h"
 #include "exogym/runtime/manifest/manifest.h"
+#include "exogym/runtime/manifest/seeds.h"
 #include "exogym/runtime/run/resume.h"
 #include "exogym/runtime/run/runner.h"
 #include "exogym/runtime/train/training.h"
@@ -20,7 +21,9 @@ namespace {
 // The manifest, or the run folder's configuration when resuming.
 manifest::ManifestSet load(const RunCommand& command) {
   if (!command.resume.empty()) return resumed_manifest(command.resume, command.overrides);
-  return manifest::load_manifest(command.manifest, command.overrides);
+  std::vector<std::string> overrides = command.overrides;
+  for (auto& assignment : manifest::seed_overrides(command.seeds)) overrides.push_back(std::move(assignment));
+  return manifest::load_manifest(command.manifest, overrides);
 }
 
 // The table of a comparison, or a single run's final losses.

@@ -26,6 +26,7 @@ struct RunCommand {
   std::optional<int64_t> from_step;
   std::vector<std::string> overrides;  // --set KEY=VALUE
   std::vector<std::string> only;       // --only VARIANT
+  std::vector<uint64_t> seeds;         // --seeds: replace the manifest's "seed" and "seeds"
   output::Progress::Mode progress = output::Progress::Mode::Lines;
   dist::WorldSpec world;  // one process of several when world.size > 1
   // > 0: start this many processes on this host, each with `child_args`,

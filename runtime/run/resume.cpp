@@ -1,5 +1,6 @@
 #include "exogym/runtime/run/resume.h"
 
+#include <algorithm>
 #include <fstream>
 
 #include "exogym/runtime/manifest/document.h"
@@ -37,7 +38,6 @@ manifest::ManifestSet resumed_variants(const fs::path& folder, const std::vector
     throw sdk::DataError(file.string() + ": not a record of variants");
   }
   manifest::ManifestSet set;
-  set.has_variants = true;
   for (const json& entry : doc["variants"]) {
     if (!entry.is_object() || !entry.contains("variant") || !entry["variant"].is_string() ||
         !entry.contains("config")) {
@@ -52,8 +52,14 @@ manifest::ManifestSet resumed_variants(const fs::path& folder, const std::vector
     } catch (const sdk::ConfigError& e) {
       throw sdk::ConfigError(e.path(), e.message() + " (in variant \"" + variant + "\")");
     }
-    one.runs.front().variant = variant;
-    set.runs.push_back(std::move(one.runs.front()));
+    manifest::Manifest run = std::move(one.runs.front());
+    run.variant = variant;
+    run.seeded = entry.value("seeded", false);
+    set.has_variants = set.has_variants || !variant.empty();
+    if (run.seeded && std::find(set.seeds.begin(), set.seeds.end(), run.seed) == set.seeds.end()) {
+      set.seeds.push_back(run.seed);
+    }
+    set.runs.push_back(std::move(run));
   }
   set.name = set.runs.front().name;
   return set;
@@ -83,7 +89,9 @@ manifest::ManifestSet resumed_manifest(const fs::path& folder, const std::vector
 
 void write_variants_record(const fs::path& folder, const std::vector<const manifest::Manifest*>& runs) {
   json variants = json::array();
-  for (const auto* run : runs) variants.push_back({{"variant", run->variant}, {"config", run->resolved}});
+  for (const auto* run : runs) {
+    variants.push_back({{"variant", run->variant}, {"seeded", run->seeded}, {"config", run->resolved}});
+  }
   fs::create_directories(folder);
   output::write_file_atomically(folder / kVariantsFile, json{{"variants", variants}}.dump(2) + "\n");
 }

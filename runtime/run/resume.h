@@ -17,13 +17,14 @@ namespace exogym::runtime::run {
 // override (naming the variant).
 manifest::ManifestSet resumed_manifest(const std::filesystem::path& folder, const std::vector<std::string>& overrides);
 
-// variants.json: written into a folder of variants before its first variant
-// starts, so that an interrupted comparison can be resumed as a whole,
-// variants not yet started included. Each variant's resolved manifest, in
-// the order they run.
+// variants.json: written into a comparison's folder (variants, seeds)
+// before its first run starts, so that an interrupted comparison can be
+// resumed as a whole, runs not yet started included. Each run's variant,
+// whether it is one of "seeds", and its resolved manifest, in the order
+// they run.
 void write_variants_record(const std::filesystem::path& folder, const std::vector<const manifest::Manifest*>& runs);
 
-// Where each variant of a resumed folder of variants starts.
+// Where each run of a resumed comparison starts (`run_dir`: its folder).
 enum class VariantStart {
   Fresh,     // never started: trains from step 0 into its folder
   Resume,    // started and stopped: continues from its newest checkpoint

@@ -81,25 +81,25 @@ RunnerResult run_manifest_set(const manifest::ManifestSet& set, plugin::PluginLo
   std::map<std::string, std::shared_ptr<const sdk::Dataset>> datasets;
   const bool writes = !options.mesh || options.mesh->rank() == 0;
   const bool resumes = !options.resume_dir.empty();
-  if (resumes && set.has_variants && options.from_step) {
-    throw sdk::ConfigError("--from-step", "applies to one run; give the folder of the variant to take back, e.g. " +
-                                              (options.resume_dir / selected.front()->variant).string());
+  const bool compares = set.compares() && writes;
+  if (resumes && set.compares() && options.from_step) {
+    throw sdk::ConfigError("--from-step", "applies to one run; give the folder of the run to take back, e.g. " +
+                                              (options.resume_dir / selected.front()->run_subdir()).string());
   }
-  if (set.has_variants && resumes) {
+  if (set.compares() && resumes) {
     result.folder = options.resume_dir;
-  } else if (set.has_variants && writes) {
-    result.folder = output::unique_folder(selected.empty() ? fs::path() : selected.front()->run_dir().parent_path());
+  } else if (compares && !selected.empty()) {
+    result.folder = output::unique_folder(selected.front()->output_dir / selected.front()->name);
     write_variants_record(result.folder, selected);
   }
-  // Decided before any variant trains, so that every process of a run over
+  // Decided before any run trains, so that every process of a run over
   // several decides the same whatever the others have written meanwhile.
   std::vector<VariantStart> starts;
   for (const auto* run : selected) {
     VariantStart start = resumes ? VariantStart::Resume : VariantStart::Fresh;
-    if (set.has_variants && resumes) start = variant_start(result.folder / run->variant, *run);
+    if (set.compares() && resumes) start = variant_start(result.folder / run->run_subdir(), *run);
     starts.push_back(start);
   }
-  const bool compares = set.has_variants && writes;
   std::vector<fs::path> variant_dirs;  // of the variants started, for the comparison's report
   for (size_t i = 0; i < selected.size(); ++i) {
     const manifest::Manifest* run = selected[i];
@@ -109,7 +109,7 @@ RunnerResult run_manifest_set(const manifest::ManifestSet& set, plugin::PluginLo
     run_options.mesh = options.mesh;
     run_options.partial_reduce = options.partial_reduce;
     run_options.cores = options.cores;
-    if (set.has_variants && (writes || resumes)) run_options.run_dir = result.folder / run->variant;
+    if (set.compares() && (writes || resumes)) run_options.run_dir = result.folder / run->run_subdir();
     if (compares) variant_dirs.push_back(run_options.run_dir);
     if (starts[i] == VariantStart::Finished) {
       if (writes) result.runs.push_back(train::read_run_result(run_options.run_dir));
@@ -117,7 +117,7 @@ RunnerResult run_manifest_set(const manifest::ManifestSet& set, plugin::PluginLo
     }
     if (starts[i] == VariantStart::Resume) {
       run_options.resume = true;
-      if (!set.has_variants) run_options.run_dir = options.resume_dir;
+      if (!set.compares()) run_options.run_dir = options.resume_dir;
       run_options.from_step = options.from_step;
     }
     try {
@@ -126,7 +126,7 @@ RunnerResult run_manifest_set(const manifest::ManifestSet& set, plugin::PluginLo
       if (compares) write_stopped_comparison_report(set, result.folder, variant_dirs);
       throw;
     }
-    if (!set.has_variants) result.folder = result.runs.back().run_dir;
+    if (!set.compares()) result.folder = result.runs.back().run_dir;
   }
   if (compares && !result.runs.empty()) {
     result.table = output::comparison_table(result.runs);

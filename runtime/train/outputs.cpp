@@ -32,7 +32,10 @@ json resolved_config(const RunState& s, const cluster::ThreadPlan& plan, bool pa
   return config;
 }
 
-std::string run_title(const manifest::Manifest& m) { return m.variant.empty() ? m.name : m.name + "/" + m.variant; }
+std::string run_title(const manifest::Manifest& m) {
+  const std::string sub = m.run_subdir().generic_string();
+  return sub.empty() ? m.name : m.name + "/" + sub;
+}
 
 }  // namespace
 

@@ -26,10 +26,12 @@ struct Range {
     hi = std::max(hi, v);
   }
   bool empty() const { return lo > hi; }
-  // A flat series still gets a visible band around its value.
+  // A flat series still gets a visible band around its value; so does one
+  // that is flat but for rounding (a mean over seeds), whose ticks would be
+  // steps too small to add to the values.
   Range padded() const {
     if (empty()) return {0, 1};
-    if (hi > lo) return *this;
+    if (hi - lo > 1e-9 * std::max(std::abs(lo), std::abs(hi))) return *this;
     const double pad = lo == 0 ? 1 : std::abs(lo) * 0.05;
     return {lo - pad, hi + pad};
   }
@@ -55,6 +57,21 @@ std::string coordinate(double v) {
   char buffer[32];
   std::snprintf(buffer, sizeof buffer, "%.1f", v);
   return buffer;
+}
+
+// A band's edges, each down-sampled as a series is: y + spread, y - spread.
+struct Band {
+  std::vector<Point> upper, lower;
+};
+
+Band band_of(const Series& s, double x_min, double x_max) {
+  if (s.spread.empty()) return {};
+  std::vector<double> upper(s.y.size(), NAN), lower(s.y.size(), NAN);
+  for (size_t i = 0; i < s.y.size() && i < s.spread.size(); ++i) {
+    upper[i] = s.y[i] + s.spread[i];
+    lower[i] = s.y[i] - s.spread[i];
+  }
+  return {downsample(s.x, upper, x_min, x_max, kPlotWidth), downsample(s.x, lower, x_min, x_max, kPlotWidth)};
 }
 
 }  // namespace
@@ -104,9 +121,13 @@ std::string line_chart_svg(const ChartSpec& spec, const std::vector<Series>& ser
   }
   xr = xr.padded();
   std::vector<std::vector<Point>> drawn;
+  std::vector<Band> bands;
   for (const auto& s : series) {
     drawn.push_back(downsample(s.x, s.y, xr.lo, xr.hi, kPlotWidth));
     for (const auto& p : drawn.back()) yr.add(p.y);
+    bands.push_back(band_of(s, xr.lo, xr.hi));
+    for (const auto& p : bands.back().upper) yr.add(p.y);
+    for (const auto& p : bands.back().lower) yr.add(p.y);
   }
   yr = yr.padded();
   const auto px = [&](double x) { return kLeft + (x - xr.lo) / (xr.hi - xr.lo) * kPlotWidth; };
@@ -133,6 +154,19 @@ std::string line_chart_svg(const ChartSpec& spec, const std::vector<Series>& ser
       << "\" text-anchor=\"middle\">" << escape_html(spec.x.label) << "</text><text class=\"axis-label\" "
       << "transform=\"rotate(-90)\" x=\"" << -(kTop + kPlotHeight / 2) << "\" y=\"14\" text-anchor=\"middle\">"
       << escape_html(spec.y.label) << "</text></g>\n";
+  for (size_t i = 0; i < series.size(); ++i) {
+    const Band& band = bands[i];
+    if (band.upper.empty()) continue;
+    out << "<polygon class=\"band\" data-label=\"" << escape_html(series[i].label) << "\" data-points=\""
+        << band.upper.size() + band.lower.size() << "\" fill=\"" << escape_html(series[i].colour) << "\" points=\"";
+    for (size_t j = 0; j < band.upper.size(); ++j) {
+      out << (j ? " " : "") << coordinate(px(band.upper[j].x)) << ',' << coordinate(py(band.upper[j].y));
+    }
+    for (auto p = band.lower.rbegin(); p != band.lower.rend(); ++p) {
+      out << ' ' << coordinate(px(p->x)) << ',' << coordinate(py(p->y));
+    }
+    out << "\"><title>" << escape_html(series[i].label) << " ± 1 standard deviation over seeds</title></polygon>\n";
+  }
   for (size_t i = 0; i < series.size(); ++i) {
     out << "<polyline class=\"series\" data-label=\"" << escape_html(series[i].label) << "\" data-points=\""
         << drawn[i].size() << "\" stroke=\"" << escape_html(series[i].colour) << "\" points=\"";

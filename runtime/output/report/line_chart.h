@@ -18,6 +18,9 @@ struct Series {
   std::string label;   // the variant: the legend's text and the SVG's data-label
   std::string colour;  // a CSS colour
   std::vector<double> x, y;
+  // Over seeds: y's standard deviation at each point; the chart shades
+  // y ± spread. Empty: no band.
+  std::vector<double> spread = {};
 };
 
 struct ChartSpec {
@@ -30,7 +33,10 @@ inline constexpr int kPlotWidth = 560;
 
 // One <svg> with axes, ticks, grid lines and one <polyline class="series">
 // per series, in order, carrying data-label and data-points (the number of
-// points drawn after down-sampling).
+// points drawn after down-sampling). A series with a spread also has a
+// <polygon class="band"> (drawn first, under every line) with the same
+// data-label; its data-points counts the down-sampled upper edge's points
+// and the lower edge's.
 std::string line_chart_svg(const ChartSpec& spec, const std::vector<Series>& series);
 
 // The label of an axis tick or a table cell: "1.5 MB", "2.3s", "0.25".

@@ -7,6 +7,7 @@
 #include "exogym/runtime/output/atomic_file.h"
 #include "exogym/runtime/output/report/report_page.h"
 #include "exogym/runtime/output/report/run_folder.h"
+#include "exogym/runtime/output/report/seed_groups.h"
 #include "exogym/sdk/error.h"
 
 namespace exogym::runtime::output::report {
@@ -52,25 +53,56 @@ void note_different_validation(const std::vector<RunFolder>& runs, std::vector<s
   }
 }
 
-// The variant folders of a comparison folder, in the order of the first
-// column of its comparison.csv when it has one (the order they ran in).
+// The seed-N run folders in `dir` (a variant run over "seeds"), by seed.
+std::vector<fs::path> seed_folders(const fs::path& dir) {
+  std::vector<std::pair<uint64_t, fs::path>> seeds;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const bool numbered = name.size() > 5 && name.compare(0, 5, "seed-") == 0 &&
+                          name.find_first_not_of("0123456789", 5) == std::string::npos && name.size() < 25;
+    if (numbered && entry.is_directory() && fs::exists(entry.path() / "config.json")) {
+      seeds.emplace_back(std::stoull(name.substr(5)), entry.path());
+    }
+  }
+  std::sort(seeds.begin(), seeds.end());
+  std::vector<fs::path> folders;
+  for (auto& seed : seeds) folders.push_back(std::move(seed.second));
+  return folders;
+}
+
+// A variant's run folder, or its seed-N folders.
+void add_variant(const fs::path& dir, std::vector<fs::path>& runs) {
+  if (fs::exists(dir / "config.json")) {
+    runs.push_back(dir);
+    return;
+  }
+  const auto seeds = seed_folders(dir);
+  runs.insert(runs.end(), seeds.begin(), seeds.end());
+}
+
+// The run folders of a comparison folder: its variants (or their seeds), in
+// the order of the first column of its comparison.csv when it has one (the
+// order they ran in); a single run over seeds: its seed-N folders.
 std::vector<fs::path> variant_folders(const fs::path& dir) {
-  std::vector<fs::path> variants;
+  std::vector<fs::path> runs = seed_folders(dir);
+  if (!runs.empty()) return runs;
   std::ifstream table(dir / "comparison.csv");
   std::string line;
   if (table && std::getline(table, line)) {
     while (std::getline(table, line)) {
-      const fs::path variant = dir / line.substr(0, line.find(','));
-      if (!line.empty() && fs::exists(variant / "config.json")) variants.push_back(variant);
+      if (!line.empty()) add_variant(dir / line.substr(0, line.find(',')), runs);
     }
   }
-  if (!variants.empty()) return variants;
+  if (!runs.empty()) return runs;
+  std::vector<fs::path> variants;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    if (entry.is_directory() && fs::exists(entry.path() / "config.json")) variants.push_back(entry.path());
+    if (entry.is_directory()) variants.push_back(entry.path());
   }
   std::sort(variants.begin(), variants.end());
-  return variants;
+  for (const auto& variant : variants) add_variant(variant, runs);
+  return runs;
 }
 
 }  // namespace
@@ -105,6 +137,7 @@ ReportOutcome write_report(const std::vector<fs::path>& dirs, const fs::path& fi
     for (const auto& note : outcome.notes) message += "\n  " + note;
     throw sdk::DataError(message);
   }
+  runs = merge_seeds(std::move(runs));
   make_labels_unique(runs);
   for (const auto& run : runs) {
     if (!run.finished()) {

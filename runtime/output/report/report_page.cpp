@@ -28,19 +28,22 @@ figure{margin:0;break-inside:avoid;page-break-inside:avoid}figcaption{font-weigh
 ul.legend{list-style:none;padding:0;margin:4px 0 0 64px;display:flex;flex-wrap:wrap;gap:4px 14px;font-size:.85em}
 svg{max-width:100%;height:auto}svg text{font-size:11px;fill:#333}.axis-label{fill:#555}
 .grid{stroke:#ececec}.frame{fill:none;stroke:#999}.series{fill:none;stroke-width:1.5;stroke-linejoin:round}
+.band{stroke:none;fill-opacity:.18}
 pre{background:#f7f7f7;padding:8px;overflow:auto;font-size:.8em}
 @media print{body{margin:0;max-width:none}h2{break-after:avoid}}
 )";
 
-// (x, y) of one run for one chart, or false when the run lacks the data.
-using Extract = std::function<bool(const RunFolder&, std::vector<double>& x, std::vector<double>& y)>;
+// The points (x, y and, over seeds, spread) of one run for one chart, or
+// false when the run lacks the data.
+using Extract = std::function<bool(const RunFolder&, Series& series)>;
 
 Extract columns(const NumericTable RunFolder::*table, std::string x, std::string y) {
-  return [table, x, y](const RunFolder& run, std::vector<double>& xs, std::vector<double>& ys) {
+  return [table, x, y](const RunFolder& run, Series& series) {
     const NumericTable& t = run.*table;
     if (!t.has(x) || !t.has(y)) return false;
-    xs = t.at(x);
-    ys = t.at(y);
+    series.x = t.at(x);
+    series.y = t.at(y);
+    if (t.spread.count(y)) series.spread = t.spread.at(y);
     return true;
   };
 }
@@ -58,7 +61,7 @@ class Page {
     std::string missing;
     for (size_t i = 0; i < runs_.size(); ++i) {
       Series s{runs_[i].label, colours_[i], {}, {}};
-      if (extract(runs_[i], s.x, s.y)) {
+      if (extract(runs_[i], s)) {
         series.push_back(std::move(s));
       } else {
         missing += (missing.empty() ? "" : ", ") + runs_[i].label;
@@ -131,14 +134,14 @@ void strategy_metric_charts(Page& page, const std::vector<RunFolder>& runs) {
   page.out() << "<h2 id=\"strategy-metrics\">Strategy metrics</h2>\n<p class=\"meta\">What the strategies recorded "
              << "(metrics.csv), the mean over the nodes that recorded it at each step.</p>\n<div class=\"charts\">\n";
   for (const auto& name : names) {
-    page.chart("metric-" + name, name, kStep, {name},
-               [name](const RunFolder& run, std::vector<double>& x, std::vector<double>& y) {
-                 const auto it = run.metrics.find(name);
-                 if (it == run.metrics.end()) return false;
-                 x = it->second.step;
-                 y = it->second.value;
-                 return true;
-               });
+    page.chart("metric-" + name, name, kStep, {name}, [name](const RunFolder& run, Series& series) {
+      const auto it = run.metrics.find(name);
+      if (it == run.metrics.end()) return false;
+      series.x = it->second.step;
+      series.y = it->second.value;
+      series.spread = it->second.spread;
+      return true;
+    });
   }
   page.out() << "</div>\n";
 }
@@ -160,6 +163,10 @@ std::string report_html(const std::string& title, const std::vector<RunFolder>& 
       << "</title>\n<style>" << kStyle << "</style>\n</head>\n<body>\n<h1>" << escape_html(title)
       << "</h1>\n<p class=\"meta\">" << runs.size() << (runs.size() == 1 ? " run" : " runs") << ", reported by ExoGym "
       << EXOGYM_VERSION << ".</p>\n";
+  if (std::any_of(runs.begin(), runs.end(), [](const RunFolder& r) { return !r.seeds.empty(); })) {
+    out << "<p class=\"meta\" id=\"seeds\">A run over several seeds is drawn as its mean over the seeds, with a band "
+        << "of ±1 sample standard deviation; its numbers read mean ± standard deviation.</p>\n";
+  }
   if (!notes.empty()) {
     out << "<div class=\"notes\"><ul>\n";
     for (const auto& note : notes) out << "<li>" << escape_html(note) << "</li>\n";

@@ -100,10 +100,15 @@ RunFolder read_run_folder(const fs::path& dir) {
   }
   RunFolder run;
   run.dir = dir;
-  run.label = folder_path(dir).filename().string();
   auto config = read_json(dir / "config.json");
   if (!config) throw sdk::DataError((dir / "config.json").string() + ": not valid JSON");
   run.config = std::move(*config);
+  const fs::path folder = folder_path(dir);
+  run.label = folder.filename().string();
+  const json seed = run.config.value("seed", json());
+  if (seed.is_number_unsigned() && run.label == "seed-" + std::to_string(seed.get<uint64_t>())) {
+    run.label = folder.parent_path().filename().string();
+  }
   run.summary = read_json(dir / "summary.json");
   run.train = read_numeric_csv(dir / "train.csv");
   if (fs::exists(dir / "validation.csv")) run.validation = read_numeric_csv(dir / "validation.csv");

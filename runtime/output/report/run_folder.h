@@ -2,6 +2,7 @@
 // A finished (or stopped) run folder read back from its files, which is all
 // a report needs: the same report comes from the run that just ended, from a
 // resumed run and from folders copied from another machine.
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -12,10 +13,12 @@
 namespace exogym::runtime::output::report {
 
 // A CSV file of numbers, column by column. Empty cells and unparsable
-// values read as NaN.
+// values read as NaN. Of runs over several seeds (seed_groups.h): the mean
+// of each row over the seeds, and in `spread` the sample standard deviation.
 struct NumericTable {
   std::vector<std::string> header;
   std::map<std::string, std::vector<double>> columns;
+  std::map<std::string, std::vector<double>> spread;  // empty: one run
 
   size_t rows() const { return columns.empty() ? 0 : columns.begin()->second.size(); }
   bool has(const std::string& column) const { return columns.count(column) > 0; }
@@ -26,15 +29,22 @@ struct NumericTable {
 // it at each step, steps in increasing order.
 struct MetricSeries {
   std::vector<double> step, value;
+  std::vector<double> spread;  // over seeds, as NumericTable::spread
 };
 
 struct RunFolder {
   std::filesystem::path dir;
-  std::string label;                      // how the report names the run (the variant, or the run's name)
+  // How the report names the run: the variant, or the run's name (a
+  // seed-N folder's is its parent folder's name: the variant's).
+  std::string label;
   nlohmann::json config;                  // config.json
   std::optional<nlohmann::json> summary;  // summary.json: absent while running or after a stop
   NumericTable train, validation;
   std::map<std::string, MetricSeries> metrics;
+  // Of runs over several seeds (seed_groups.h): their seeds, and summary.json's
+  // numbers' standard deviations beside `summary`'s means.
+  std::vector<uint64_t> seeds;
+  std::optional<nlohmann::json> summary_spread;
 
   bool finished() const { return summary.has_value(); }
 };

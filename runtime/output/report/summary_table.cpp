@@ -13,33 +13,52 @@ using nlohmann::json;
 
 namespace {
 
-// summary.json's value at `path` (a JSON pointer), or NaN.
-double summary_number(const RunFolder& run, const std::string& path) {
-  if (!run.summary) return NAN;
+// A number of the table; over seeds, with its standard deviation.
+struct Number {
+  double value = NAN, spread = NAN;
+};
+
+double number_at(const std::optional<json>& doc, const std::string& path) {
+  if (!doc) return NAN;
   const json::json_pointer pointer(path);
-  if (!run.summary->contains(pointer)) return NAN;
-  const json& value = run.summary->at(pointer);
+  if (!doc->contains(pointer)) return NAN;
+  const json& value = doc->at(pointer);
   return value.is_number() ? value.get<double>() : NAN;
 }
 
+// summary.json's value at `path` (a JSON pointer), or NaN.
+Number summary_number(const RunFolder& run, const std::string& path) {
+  return {number_at(run.summary, path), number_at(run.summary_spread, path)};
+}
+
 // The last finite value of a CSV column, for runs that stopped early.
-double last_value(const NumericTable& table, const std::string& column) {
-  if (!table.has(column)) return NAN;
+Number last_value(const NumericTable& table, const std::string& column) {
+  if (!table.has(column)) return {};
   const auto& values = table.at(column);
-  for (auto it = values.rbegin(); it != values.rend(); ++it) {
-    if (std::isfinite(*it)) return *it;
+  for (size_t i = values.size(); i-- > 0;) {
+    if (!std::isfinite(values[i])) continue;
+    const auto spread = table.spread.find(column);
+    return {values[i], spread == table.spread.end() ? NAN : spread->second[i]};
   }
-  return NAN;
+  return {};
 }
 
 // A final number: summary.json's for a finished run, else the CSV's last.
-double final_number(const RunFolder& run, const std::string& summary_path, const NumericTable& table,
+Number final_number(const RunFolder& run, const std::string& summary_path, const NumericTable& table,
                     const std::string& column) {
   return run.finished() ? summary_number(run, summary_path) : last_value(table, column);
 }
 
-std::string cell(double value, AxisFormat format = AxisFormat::Number) {
-  return "<td>" + escape_html(format_value(value, format)) + "</td>";
+std::string cell(Number number, AxisFormat format = AxisFormat::Number) {
+  std::string text = format_value(number.value, format);
+  if (std::isfinite(number.value) && std::isfinite(number.spread)) text += " ± " + format_value(number.spread, format);
+  return "<td>" + escape_html(text) + "</td>";
+}
+
+std::string status(const RunFolder& run) {
+  std::string text = run.finished() ? "finished" : "did not finish";
+  if (!run.seeds.empty()) text += ", " + std::to_string(run.seeds.size()) + " seeds";
+  return text;
 }
 
 std::string ratio_cell(double ratio) {
@@ -74,11 +93,11 @@ std::string summary_table_html(const std::vector<RunFolder>& runs, const std::ve
       << "<th>communication</th><th>waiting</th><th>wall</th></tr></thead>\n<tbody>\n";
   for (size_t i = 0; i < runs.size(); ++i) {
     const RunFolder& run = runs[i];
-    const double steps = run.finished() ? summary_number(run, "/steps") : last_value(run.train, "step");
+    const Number steps = run.finished() ? summary_number(run, "/steps") : last_value(run.train, "step");
     out << "<tr><th scope=\"row\"><span class=\"swatch\" style=\"border-color:" << escape_html(colours[i])
-        << "\"></span>" << escape_html(run.label) << "</th><td>" << (run.finished() ? "finished" : "did not finish")
-        << "</td><td>" << escape_html(run.config.value(json::json_pointer("/strategy/plugin"), std::string("?")))
-        << "</td>" << cell(run.config.value(json::json_pointer("/nodes"), std::nan(""))) << cell(steps)
+        << "\"></span>" << escape_html(run.label) << "</th><td>" << status(run) << "</td><td>"
+        << escape_html(run.config.value(json::json_pointer("/strategy/plugin"), std::string("?"))) << "</td>"
+        << cell({run.config.value(json::json_pointer("/nodes"), std::nan(""))}) << cell({steps.value})
         << cell(final_number(run, "/final/global_loss", run.validation, "global_loss"))
         << cell(final_number(run, "/final/local_loss", run.validation, "local_loss"));
     for (const auto& m : metrics) {
@@ -86,7 +105,7 @@ std::string summary_table_html(const std::vector<RunFolder>& runs, const std::ve
     }
     out << cell(final_number(run, "/last_train_loss", run.train, "train_loss"))
         << cell(final_number(run, "/communication/bytes_sent_per_node", run.train, "bytes_sent"), AxisFormat::Bytes)
-        << ratio_cell(summary_number(run, "/communication/ratio_to_ddp"))
+        << ratio_cell(summary_number(run, "/communication/ratio_to_ddp").value)
         << cell(final_number(run, "/simulated/time_s", run.train, "sim_time_s"), AxisFormat::Seconds)
         << cell(summary_number(run, "/simulated/compute_s"), AxisFormat::Seconds)
         << cell(summary_number(run, "/simulated/communication_s"), AxisFormat::Seconds)
