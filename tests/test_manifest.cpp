@@ -79,7 +79,8 @@ TEST_CASE("a minimal manifest gets every default", "[manifest]") {
   CHECK(m.run_dir() == fs::path("/manifests/runs/minimal"));
 
   const json expected = json::parse(R"({
-    "name": "minimal", "seed": 42, "nodes": 1, "device": "cpu", "parallelism": 0, "threads": 0, "pin_threads": true,
+    "name": "minimal", "seed": 42, "nodes": 1, "device": "cpu", "precision": "fp32", "parallelism": 0, "threads": 0,
+    "pin_threads": true,
     "model": {"plugin": "mlp", "options": {}},
     "strategy": {"plugin": "ddp", "options": {}},
     "data": {"train": {"dataset": "mnist", "split": "train", "partition": "iid", "options": {}}},
@@ -174,8 +175,9 @@ TEST_CASE("unknown keys name their path and suggest the known key", "[manifest]"
   auto top = error_with({{"nodse", 4}});
   CHECK(top.path == "nodse");
   CHECK(top.what ==
-        "nodse: unknown option; did you mean \"nodes\"? known options: name, seed, seeds, nodes, device, parallelism, "
-        "threads, pin_threads, model, strategy, data, train, eval, output, checkpoint, network, compute, runs");
+        "nodse: unknown option; did you mean \"nodes\"? known options: name, seed, seeds, nodes, device, precision, "
+        "parallelism, threads, pin_threads, model, strategy, data, train, eval, output, checkpoint, network, compute, "
+        "runs");
 
   auto nested = error_with(json::parse(R"({"train": {"max_step": 5}})"));
   CHECK(nested.path == "train.max_step");
@@ -194,9 +196,8 @@ TEST_CASE("unknown keys name their path and suggest the known key", "[manifest]"
   CHECK_THAT(error_with({{"run", json::array()}}).what,
              Catch::StartsWith("run: unknown option; did you mean \"runs\"?"));
   CHECK(error_with({{"zzzzzz", 1}}).what ==
-        "zzzzzz: unknown option; known options: name, seed, seeds, nodes, device, parallelism, threads, pin_threads, "
-        "model, "
-        "strategy, data, train, eval, output, checkpoint, network, compute, runs");
+        "zzzzzz: unknown option; known options: name, seed, seeds, nodes, device, precision, parallelism, threads, "
+        "pin_threads, model, strategy, data, train, eval, output, checkpoint, network, compute, runs");
   // A typo is reported as a typo, not as the key it hides being "required".
   CHECK_THAT(error_with(json::parse(R"({"model": {"plugin": null, "plugn": "mlp"}})")).what,
              Catch::StartsWith("model.plugn: unknown option; did you mean \"plugin\"?"));
