@@ -1,17 +1,18 @@
 #pragma once
 // A run's output folder: config.json, train.csv, validation.csv, metrics.csv,
 // comm.csv, summary.json and model.pt (DESIGN §6). Rows are flushed as they are
-// written, so a crashed or interrupted run keeps everything up to its end.
+// written, so a crashed or interrupted run keeps everything up to its end; a
+// failed write throws sdk::Error naming the file (csv_file.h).
 #include <ATen/core/Tensor.h>
 
 #include <filesystem>
-#include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "exogym/runtime/output/csv_file.h"
 #include "exogym/runtime/sim/comm_row.h"
 #include "exogym/sdk/node.h"
 
@@ -24,6 +25,7 @@ struct EvalValues {
 
 class RunWriter final : public sdk::MetricSink {
  public:
+  // `dir` is the run folder (see run_folder.h); it is created if missing.
   RunWriter(std::filesystem::path dir, std::vector<std::string> metric_names);
 
   const std::filesystem::path& dir() const { return dir_; }
@@ -44,12 +46,8 @@ class RunWriter final : public sdk::MetricSink {
  private:
   std::filesystem::path dir_;
   std::vector<std::string> metric_names_;
-  std::ofstream train_, validation_, metrics_, comm_;
+  CsvFile train_, validation_, metrics_, comm_;
   std::mutex metrics_mutex_;
 };
-
-// `base`, or base-2, base-3, ... : the first that does not exist yet, so an
-// existing run folder is never overwritten.
-std::filesystem::path unique_folder(const std::filesystem::path& base);
 
 }  // namespace exogym::runtime::output

@@ -8,6 +8,7 @@
 #include "exogym/runtime/dist/process_mesh.h"
 #include "exogym/runtime/output/atomic_file.h"
 #include "exogym/runtime/output/comparison.h"
+#include "exogym/runtime/output/run_folder.h"
 #include "exogym/runtime/output/run_writer.h"
 #include "exogym/runtime/plugin/plugin_loader.h"
 #include "exogym/runtime/util/hash.h"
@@ -48,8 +49,8 @@ RunnerResult run_manifest_set(const manifest::ManifestSet& set, plugin::PluginLo
   RunnerResult result;
   std::map<std::string, std::shared_ptr<const sdk::Dataset>> datasets;
   const bool writes = !options.mesh || options.mesh->rank() == 0;
-  if (set.has_variants && writes) {
-    result.folder = output::unique_folder(selected.empty() ? fs::path() : selected.front()->run_dir().parent_path());
+  if (set.has_variants && writes && !selected.empty()) {
+    result.folder = output::create_run_folder(selected.front()->run_dir().parent_path());
   }
   for (const auto* run : selected) {
     train::RunOptions run_options;

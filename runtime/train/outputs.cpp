@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "exogym/runtime/output/run_folder.h"
+
 namespace exogym::runtime::train {
 
 using nlohmann::json;
@@ -35,7 +37,7 @@ void open_outputs(RunState& s, const cluster::ThreadPlan& plan, const RunOptions
   const manifest::Manifest& m = s.m;
   const bool writes = s.role.writes;
   if (writes) {
-    s.run_dir = options.run_dir.empty() ? output::unique_folder(m.run_dir()) : options.run_dir;
+    s.run_dir = options.run_dir.empty() ? output::create_run_folder(m.run_dir()) : options.run_dir;
     s.writer = std::make_unique<output::RunWriter>(s.run_dir, s.metric_names);
     s.writer->write_config(resolved_config(s, plan, options.partial_reduce));
   } else {

@@ -27,7 +27,7 @@ using DatasetCache = std::map<std::string, std::shared_ptr<const sdk::Dataset>>;
 struct RunOptions {
   output::Progress::Mode progress = output::Progress::Mode::Lines;
   // The folder to write into; empty: a fresh folder under the manifest's
-  // output.dir (see Manifest::run_dir and unique_folder).
+  // output.dir (see Manifest::run_dir and output::create_run_folder).
   std::filesystem::path run_dir;
   DatasetCache* dataset_cache = nullptr;
   // A run spread over several processes: this process's connection to the
