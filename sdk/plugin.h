@@ -1,11 +1,14 @@
 #pragma once
-// Exporting a plugin. A plugin .so exports, through Boost.DLL aliases:
-//   exogym_plugin_info     -> const PluginInfo*   (plain C data, read first)
+// Exporting a plugin. A plugin .so holds:
+//   section .exogym_plugin -> its record: plain text, "key=value" lines
+//                             (abi, kind, name, version, fingerprint)
+// and exports, through Boost.DLL aliases:
 //   exogym_plugin_options  -> OptionSpecs         (the options it accepts)
 //   exogym_create_<kind>   -> a factory taking the validated options
-// The loader reads the info and refuses the library, naming the file and both
-// versions, unless its ABI version and build fingerprint match the runtime's;
-// only then does it call any other code in the plugin.
+// The loader reads the record from the file, without loading the library,
+// and refuses the library, naming the file and both versions, unless its ABI
+// version and build fingerprint match the runtime's; only then does it load
+// the library (which runs its static constructors) and call its code.
 //
 // One macro exports a plugin:
 //   EXOGYM_MODEL_PLUGIN("mlp", "1.0.0", MlpModel, mlp_options)
@@ -23,7 +26,7 @@
 // Bumped whenever a type crossing the plugin boundary changes layout or
 // virtual functions (sdk/*.h). A test build may override it to check refusal.
 #ifndef EXOGYM_ABI_VERSION
-#define EXOGYM_ABI_VERSION 4
+#define EXOGYM_ABI_VERSION 5
 #endif
 
 #define EXOGYM_STRINGIFY_IMPL(x) #x
@@ -52,15 +55,6 @@ class Strategy;
 class Dataset;
 struct DatasetRequest;
 
-// Plain C data so that it can be read before anything else is trusted.
-struct PluginInfo {
-  int abi_version;
-  const char* kind;  // "model", "strategy" or "dataset"
-  const char* name;
-  const char* version;
-  const char* fingerprint;
-};
-
 // The runtime's own values, to compare a plugin's against.
 inline int runtime_abi_version() { return EXOGYM_ABI_VERSION; }
 const char* runtime_fingerprint();
@@ -72,15 +66,25 @@ using OptionsFunction = OptionSpecs (*)();
 
 }  // namespace exogym::sdk
 
-#define EXOGYM_PLUGIN_COMMON_(kind, name, version, options_fn)                                                      \
-  namespace exogym_plugin_exports {                                                                                 \
-  const ::exogym::sdk::PluginInfo* exogym_info() {                                                                  \
-    static const ::exogym::sdk::PluginInfo info{EXOGYM_ABI_VERSION, kind, name, version, EXOGYM_BUILD_FINGERPRINT}; \
-    return &info;                                                                                                   \
-  }                                                                                                                 \
-  ::exogym::sdk::OptionSpecs exogym_options() { return options_fn(); }                                              \
-  }                                                                                                                 \
-  BOOST_DLL_ALIAS(exogym_plugin_exports::exogym_info, exogym_plugin_info)                                           \
+// The record is data in a section of its own, so that the loader reads it
+// from the file without running anything (kind, name and version must be
+// string literals). `retain` keeps it from a linker's --gc-sections.
+#if defined(__has_attribute)
+#if __has_attribute(retain)
+#define EXOGYM_RETAIN_ __attribute__((retain))
+#endif
+#endif
+#ifndef EXOGYM_RETAIN_
+#define EXOGYM_RETAIN_
+#endif
+
+#define EXOGYM_PLUGIN_COMMON_(kind, name, version, options_fn)                                        \
+  namespace exogym_plugin_exports {                                                                   \
+  __attribute__((used, section(".exogym_plugin"))) EXOGYM_RETAIN_ const char exogym_plugin_record[] = \
+      "abi=" EXOGYM_STRINGIFY(EXOGYM_ABI_VERSION) "\nkind=" kind "\nname=" name "\nversion=" version  \
+                                                  "\nfingerprint=" EXOGYM_BUILD_FINGERPRINT "\n";     \
+  ::exogym::sdk::OptionSpecs exogym_options() { return options_fn(); }                                \
+  }                                                                                                   \
   BOOST_DLL_ALIAS(exogym_plugin_exports::exogym_options, exogym_plugin_options)
 
 #define EXOGYM_MODEL_PLUGIN(name, version, Class, options_fn)                                       \

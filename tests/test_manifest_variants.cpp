@@ -197,3 +197,15 @@ TEST_CASE("variant errors name the variant", "[manifest]") {
   no_strategy["runs"][1]["strategy"] = {{"plugin", "diloco"}};
   CHECK(parse(no_strategy).runs.size() == 2);
 }
+
+TEST_CASE("overrides (--set) refuse numbers beyond a double and deep nesting, naming the column", "[manifest]") {
+  json doc = json::object();
+  CHECK_THROWS_WITH(apply_override(doc, "strategy.options.lr=1e400"),
+                    "--set: \"strategy.options.lr=1e400\", column 21: the number 1e400 is beyond the range of a double "
+                    "(about 1.8e308)");
+  CHECK_THROWS_WITH(apply_override(doc, "x=" + std::string(100, '[')),
+                    Catch::Contains("column 67: nested deeper than 64 levels"));
+  // A value that is not JSON stays a string, whatever digits it holds.
+  apply_override(doc, "output.dir=runs/1e400");
+  CHECK(doc["output"]["dir"] == "runs/1e400");
+}

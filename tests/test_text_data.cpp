@@ -2,6 +2,7 @@
 // windows, splits), tokens (memory-mapped uint16 files) and the contiguous
 // partition.
 #include <ATen/ATen.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -281,6 +282,17 @@ TEST_CASE("tokens: a corrupt, short or out-of-vocabulary file is a clear error n
         (dir / "big.bin").string() +
             ": token id 50300 at token offset 21 is not below vocab_size 50257 (set the dataset option "
             "\"vocab_size\" to the tokenizer's vocabulary size)");
+}
+
+TEST_CASE("text-char and tokens refuse a FIFO or a device before opening it", "[lm][data]") {
+  TempDir dir("lm-special");
+  REQUIRE(::mkfifo((dir / "fifo").c_str(), 0600) == 0);  // opening it would block
+  TextCharOptions text_options;
+  TokensOptions token_options;
+  for (const fs::path& file : {dir / "fifo", fs::path("/dev/zero"), fs::path("/dev/urandom")}) {
+    CHECK(error_of([&] { TextCharDataset(file, "train", text_options); }) == file.string() + ": not a regular file");
+    CHECK(error_of([&] { TokensDataset(file, "train", token_options); }) == file.string() + ": not a regular file");
+  }
 }
 
 // ---------------------------------------------------------------------------

@@ -23,6 +23,7 @@ struct Flags {
   std::string manifest;
   std::vector<std::string> overrides, only, plugin_dirs;
   bool list_plugins = false;
+  bool with_options = false;
   std::string progress = "auto";
   // Several processes: flags win over the torchrun variables.
   int nproc = 0, world_size = 0, rank = -1, master_port = 0;
@@ -48,7 +49,10 @@ void add_flags(CLI::App& app, Flags& f) {
       ->type_name("DIR")
       ->allow_extra_args(false)
       ->group(runs);
-  app.add_flag("--list-plugins", f.list_plugins, "list the plugins found, with their options, and exit")->group(runs);
+  app.add_flag("--list-plugins", f.list_plugins, "list the plugins found (without loading them) and exit")->group(runs);
+  app.add_flag("--with-options", f.with_options,
+               "with --list-plugins: load each usable plugin (runs its code) and list its options")
+      ->group(runs);
   app.add_option("--progress", f.progress,
                  "auto (a live line on a terminal, else lines), live, lines, jsonl (one JSON object per event on "
                  "stdout) or none")
@@ -148,7 +152,7 @@ int main(int argc, char** argv) {
     }
     rt::plugin::PluginLoader loader({flags.plugin_dirs.begin(), flags.plugin_dirs.end()});
     if (flags.list_plugins) {
-      std::fputs(rt::plugin::plugin_catalog(loader).c_str(), stdout);
+      std::fputs(rt::plugin::plugin_catalog(loader, flags.with_options).c_str(), stdout);
       return 0;
     }
     if (flags.manifest.empty()) throw CLI::RequiredError("a manifest (or --list-plugins)");

@@ -14,7 +14,12 @@
 namespace exogym::runtime::data {
 
 MappedFile::MappedFile(const std::filesystem::path& file) : file_(file) {
-  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  // Checked before opening: opening a FIFO blocks until a writer comes.
+  struct stat before {};
+  if (::stat(file.c_str(), &before) == 0 && !S_ISREG(before.st_mode)) {
+    throw sdk::DataError(file.string() + ": not a regular file");
+  }
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) throw sdk::DataError(file.string() + ": cannot open: " + std::strerror(errno));
   struct stat info {};
   if (::fstat(fd, &info) != 0) {

@@ -65,6 +65,7 @@ void read_train(json& train, Manifest& m) {
   m.batch_size = train.at("batch_size");
   if (!train.contains("minibatch_size")) train["minibatch_size"] = m.batch_size;
   m.minibatch_size = train.at("minibatch_size");
+  m.stop_on_nonfinite = train.at("on_nonfinite") == "stop";
   if (m.batch_size % m.minibatch_size != 0) {
     throw ConfigError("train.minibatch_size", "must divide train.batch_size (" + std::to_string(m.batch_size) +
                                                   ") exactly, got " + std::to_string(m.minibatch_size));

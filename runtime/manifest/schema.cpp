@@ -116,6 +116,12 @@ OptionSpecs top_level() {
                            {"batch_size", Type::PositiveInteger, 64, "examples per node and step"},
                            {"minibatch_size", Type::PositiveInteger, nullptr,
                             "examples per forward and backward pass; divides batch_size (default: batch_size)"},
+                           {"on_nonfinite",
+                            Type::String,
+                            "stop",
+                            "a training loss or parameter that becomes NaN or infinite: stop the run (exit 1), or "
+                            "continue",
+                            {"stop", "continue"}},
                        })),
       section("eval", json::object(), "evaluation of node 0's and the averaged model on data.val",
               {

@@ -35,7 +35,7 @@ std::string option_lines(const sdk::OptionSpecs& options) {
 
 }  // namespace
 
-std::string plugin_catalog(PluginLoader& loader) {
+std::string plugin_catalog(PluginLoader& loader, bool with_options) {
   std::string out;
   for (const auto& name : data::builtin_dataset_names()) {
     out += format("%-8s %-14s built in\n", "dataset", name.c_str());
@@ -46,13 +46,25 @@ std::string plugin_catalog(PluginLoader& loader) {
   const auto found = loader.discover();
   if (found.empty()) out += "no plugins found\n";
   for (const auto& f : found) {
-    if (!f.plugin) {
-      out += "\n[unusable] " + f.file.string() + "\n  " + f.error + "\n";
+    std::string error = f.error;
+    std::shared_ptr<LoadedPlugin> plugin;
+    if (error.empty() && with_options) {
+      try {
+        plugin = loader.load_file(f.file);
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+    }
+    if (!error.empty()) {
+      out += "\n[unusable] " + f.file.string() + "\n  " + error + "\n";
       continue;
     }
-    const auto& d = f.plugin->description();
+    const auto& d = f.description;
     out += format("\n%-8s %-14s %s  %s\n", d.kind.c_str(), d.name.c_str(), d.version.c_str(), d.file.string().c_str());
-    out += option_lines(f.plugin->options());
+    if (plugin) out += option_lines(plugin->options());
+  }
+  if (!with_options && !found.empty()) {
+    out += "\n(plugins were not loaded; --with-options loads them and lists their options)\n";
   }
   return out;
 }

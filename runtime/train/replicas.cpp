@@ -9,6 +9,7 @@
 #include "exogym/runtime/cluster/devices.h"
 #include "exogym/runtime/cluster/work_crew.h"
 #include "exogym/runtime/plugin/plugin_loader.h"
+#include "exogym/runtime/util/exception_text.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/random.h"
 
@@ -33,7 +34,14 @@ std::shared_ptr<sdk::Model> build_model(const manifest::Manifest& m, const RunPl
     throw at_options(m.model, e);
   }
   // Only node 0's draws survive the initial broadcast (sdk::Model).
-  if (rank == 0) model->init_parameters();
+  if (rank == 0) {
+    try {
+      model->init_parameters();
+    } catch (...) {
+      throw sdk::Error(plugins.model->description().file.string() + ": init_parameters of the model \"" +
+                       m.model.plugin + "\" failed: " + util::current_exception_text());
+    }
+  }
   model->set_generator(at::detail::createCPUGenerator(sdk::derive_seed(m.seed, kModelStream, rank)));
   model->module().to(device);
   model->module().train();
@@ -54,11 +62,18 @@ Replicas build_replicas(const manifest::Manifest& m, const RunPlugins& plugins, 
   r.models.resize(m.nodes);
   r.strategies.resize(m.nodes);
   auto build = [&](int rank) {
-    r.models[rank] = build_model(m, plugins, cluster::device_for_node(devices, rank), rank);
     try {
-      r.strategies[rank] = plugins.strategy->create_strategy(plugins.strategy_options);
-    } catch (const sdk::ConfigError& e) {
-      throw at_options(m.strategy, e);
+      r.models[rank] = build_model(m, plugins, cluster::device_for_node(devices, rank), rank);
+      try {
+        r.strategies[rank] = plugins.strategy->create_strategy(plugins.strategy_options);
+      } catch (const sdk::ConfigError& e) {
+        throw at_options(m.strategy, e);
+      }
+    } catch (const sdk::ConfigError&) {
+      throw;
+    } catch (...) {
+      throw sdk::Error("node " + std::to_string(rank) +
+                       ", building its model and strategy: " + util::current_exception_text());
     }
   };
   at::manual_seed(m.seed);

@@ -56,6 +56,8 @@ struct RunResult {
   SimulationSummary simulated;
   std::optional<double> target_loss;
   std::optional<TargetHit> target_hit;
+  // Why the run stopped before max_steps (train.on_nonfinite), if it did.
+  std::optional<std::string> stopped;
 };
 
 }  // namespace exogym::runtime::train

@@ -185,6 +185,7 @@ void write_summary(RunState& s, RunResult& r, const NodeAccounts& accounts) {
   summary["communication"] = communication_json(r.simulated, s.simulation->meter(0), accounts.per_node);
   summary["simulated"] = simulated_json(s, r.simulated, ddp);
   if (r.target_loss) summary["target"] = target_json(*r.target_loss, r.target_hit);
+  if (r.stopped) summary["stopped"] = {{"reason", "nonfinite"}, {"message", *r.stopped}};
   s.writer->write_summary(summary);
 }
 

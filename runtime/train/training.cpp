@@ -7,6 +7,7 @@
 #include "exogym/runtime/cluster/devices.h"
 #include "exogym/runtime/cluster/malloc_tuning.h"
 #include "exogym/runtime/cluster/thread_plan.h"
+#include "exogym/runtime/train/divergence.h"
 #include "exogym/runtime/train/node_loop.h"
 #include "exogym/runtime/train/outputs.h"
 #include "exogym/runtime/train/run_state.h"
@@ -68,7 +69,22 @@ RunResult train_run(const manifest::Manifest& m, plugin::PluginLoader& loader, c
 
   open_outputs(s, plan, options);
   s.simulation = std::make_unique<Simulation>(m, s.role.block);
-  run_nodes(s, plan, !options.partial_reduce);
+  try {
+    run_nodes(s, plan, !options.partial_reduce);
+  } catch (const Diverged& diverged) {
+    s.progress->finish();
+    // One process alone has every node's account: it says in summary.json
+    // why and where the run stopped. (Over several processes the error
+    // reaches every process; gathering accounts needs them all.)
+    if (s.role.writes && !s.role.mesh) {
+      RunResult result = run_result(s);
+      result.steps = diverged.step();
+      result.examples_trained = diverged.step() * m.batch_size * m.nodes;
+      result.stopped = diverged.what();
+      write_summary(s, result, gather_accounts(s));
+    }
+    throw;
+  }
   s.progress->finish();
 
   // Every node's account, and the metrics other processes kept, go to the
