@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "exogym/runtime/dist/run_secret.h"
 #include "exogym/runtime/dist/tcp_ports.h"
 #include "exogym/sdk/error.h"
 
@@ -37,16 +38,20 @@ extern "C" void on_launcher_signal(int signal) {
 }
 
 // The environment of process `rank`: this one's, with the torchrun
-// variables replaced.
-std::vector<std::string> child_environment(const LaunchSpec& spec, int rank, int port) {
-  const std::vector<std::pair<std::string, std::string>> set = {
-      {"RANK", std::to_string(rank)},       {"WORLD_SIZE", std::to_string(spec.processes)},
-      {"LOCAL_RANK", std::to_string(rank)}, {"LOCAL_WORLD_SIZE", std::to_string(spec.processes)},
-      {"MASTER_ADDR", spec.master_addr},    {"MASTER_PORT", std::to_string(port)}};
+// variables and the run secret replaced (a secret file is dropped: the
+// children share the fresh secret).
+std::vector<std::string> child_environment(const LaunchSpec& spec, int rank, int port, const std::string& secret) {
+  const std::vector<std::pair<std::string, std::string>> set = {{"RANK", std::to_string(rank)},
+                                                                {"WORLD_SIZE", std::to_string(spec.processes)},
+                                                                {"LOCAL_RANK", std::to_string(rank)},
+                                                                {"LOCAL_WORLD_SIZE", std::to_string(spec.processes)},
+                                                                {"MASTER_ADDR", spec.master_addr},
+                                                                {"MASTER_PORT", std::to_string(port)},
+                                                                {kSecretVariable, secret}};
   std::vector<std::string> env;
   for (char** e = environ; *e; ++e) {
     const std::string entry = *e;
-    bool replaced = false;
+    bool replaced = entry.rfind(std::string(kSecretFileVariable) + "=", 0) == 0;
     for (const auto& [name, value] : set) replaced = replaced || entry.rfind(name + "=", 0) == 0;
     if (!replaced) env.push_back(entry);
   }
@@ -79,7 +84,8 @@ class ExecPlan {
     args_.insert(args_.begin(), self);
     for (auto& a : args_) argv_.push_back(a.data());
     argv_.push_back(nullptr);
-    for (int rank = 0; rank < spec.processes; ++rank) envs_.push_back(child_environment(spec, rank, port));
+    const std::string secret = generate_run_secret();
+    for (int rank = 0; rank < spec.processes; ++rank) envs_.push_back(child_environment(spec, rank, port, secret));
     for (auto& env : envs_) {
       std::vector<char*> envp;
       for (auto& e : env) envp.push_back(e.data());
