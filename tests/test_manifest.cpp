@@ -175,7 +175,7 @@ TEST_CASE("unknown keys name their path and suggest the known key", "[manifest]"
   CHECK(nested.path == "train.max_step");
   CHECK(nested.what ==
         "train.max_step: unknown option; did you mean \"max_steps\"? known options: max_steps, batch_size, "
-        "minibatch_size");
+        "minibatch_size, on_nonfinite");
 
   CHECK_THAT(error_with(json::parse(R"({"strategy": {"option": {}}})")).what,
              Catch::StartsWith("strategy.option: unknown option; did you mean \"options\"?"));

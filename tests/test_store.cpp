@@ -33,8 +33,9 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 struct Listener {
-  std::string address;  // as /proc/net/tcp writes it: hex IP, then ":" and hex port
+  std::string address;  // the local IP as /proc/net/tcp writes it, in hex
   int port = 0;
+  std::string inode;
 };
 
 // The TCP sockets in LISTEN state whose inode is in `inodes` (all if empty).
@@ -50,7 +51,7 @@ std::vector<Listener> listeners(const std::set<std::string>& inodes) {
       fields >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid >> timeout >> inode;
       if (state != "0A" || (!inodes.empty() && inodes.count(inode) == 0)) continue;
       const size_t colon = local.find(':');
-      found.push_back({local.substr(0, colon), std::stoi(local.substr(colon + 1), nullptr, 16)});
+      found.push_back({local.substr(0, colon), std::stoi(local.substr(colon + 1), nullptr, 16), inode});
     }
   }
   return found;
@@ -191,21 +192,27 @@ TEST_CASE("under --nproc every socket of the run listens on loopback only", "[di
   const auto started = Clock::now();
   const pid_t launcher = exogym::test::spawn({"--nproc", "2", "--quiet", file.string()}, {}, dir / "log.txt");
   // Process 0 listens for the store all along; Gloo listens while its pairs
-  // connect. Every listening socket the processes opened (not those they
-  // inherited from this test's environment) is kept, for a few seconds.
-  const std::set<std::string> inherited = socket_inodes(::getpid());
+  // connect. Every listening socket the processes opened (not those of this
+  // test's environment, listening before the run) is kept.
+  std::set<std::string> inherited = socket_inodes(::getpid());
+  for (const auto& l : listeners({})) inherited.insert(l.inode);  // listening before the run
   std::vector<Listener> found;
   std::set<std::pair<std::string, int>> seen;
-  while (Clock::now() - started < std::chrono::seconds(8)) {
+  // Until 3 s after the first one is seen (60 s at most: the processes load
+  // their data first).
+  auto deadline = started + std::chrono::seconds(60);
+  while (Clock::now() < deadline) {
     std::set<std::string> inodes;
     for (pid_t child : children_of(launcher)) {
       for (const auto& inode : socket_inodes(child)) {
         if (inherited.count(inode) == 0) inodes.insert(inode);
       }
     }
-    for (const auto& l : listeners(inodes)) {
+    // (An empty set would list every listening socket of the host.)
+    for (const auto& l : inodes.empty() ? std::vector<Listener>() : listeners(inodes)) {
       if (seen.insert({l.address, l.port}).second) found.push_back(l);
     }
+    if (!found.empty()) deadline = std::min(deadline, Clock::now() + std::chrono::seconds(3));
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   ::kill(launcher, SIGTERM);

@@ -79,7 +79,7 @@ void set_timeouts(int fd, std::chrono::milliseconds timeout) {
 
 }  // namespace
 
-// Gloo's store interface over the c10d store, under a key prefix of its own.
+// Gloo's store interface over the rendezvous store, under a key prefix of its own.
 class GlooStoreAdapter final : public gloo::rendezvous::Store {
  public:
   GlooStoreAdapter(RendezvousStore& store, std::chrono::milliseconds timeout) : store_(store), timeout_(timeout) {}
