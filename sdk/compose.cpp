@@ -6,6 +6,7 @@
 
 #include "exogym/sdk/model.h"
 #include "exogym/sdk/node.h"
+#include "exogym/sdk/optim_state.h"
 
 namespace exogym::sdk {
 
@@ -58,7 +59,7 @@ void CommunicateOptimizeStrategy::init(NodeContext& ctx, Model& model) {
 void CommunicateOptimizeStrategy::zero_grad() { optimizer_->zero_grad(); }
 
 void CommunicateOptimizeStrategy::step() {
-  if (local_.max_norm > 0) clip_grad_norm(params_, local_.max_norm);
+  if (local_.max_norm > 0) ctx_->record("grad_norm", clip_grad_norm(params_, local_.max_norm));
   lr_ = local_.lr_at(ctx_->step, ctx_->max_steps);
   set_lr(*optimizer_, lr_);
   optimizer_->step();
@@ -66,10 +67,12 @@ void CommunicateOptimizeStrategy::step() {
 }
 
 void CommunicateOptimizeStrategy::save_state(StateDict& out) const {
+  save_optimizer_state(*optimizer_, params_, out, "local.");
   for (size_t i = 0; i < modules_.size(); ++i) modules_[i]->save_state(out, "module" + std::to_string(i) + ".");
 }
 
 void CommunicateOptimizeStrategy::load_state(const StateDict& in) {
+  load_optimizer_state(*optimizer_, params_, in, "local.");
   for (size_t i = 0; i < modules_.size(); ++i) modules_[i]->load_state(in, "module" + std::to_string(i) + ".");
 }
 

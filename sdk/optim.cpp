@@ -12,7 +12,6 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <optional>
 
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/options.h"
@@ -147,18 +146,19 @@ OptimizerSpec OptimizerSpec::from_json(const json& value, const std::string& pat
   if (value.is_string()) return defaults_of(find_def(value, path));
   if (!value.is_object()) throw ConfigError(path, "expected an optimizer name or object, got " + json_excerpt(value));
 
-  std::optional<OptimizerSpec> base;
-  if (!fallback.is_null()) base = from_json(fallback, path, nullptr);
-
-  const OptimizerDef* def = nullptr;
+  // An object that names its optimizer is a complete spec: what it leaves
+  // out takes PyTorch's defaults, as it would in Python, even when the
+  // plugin's default is the same optimizer (DiLoCo's outer {"name": "sgd",
+  // "momentum": 0} must not inherit its Nesterov). Only an object without a
+  // name refines the plugin's default (DiLoCo's outer {"lr": 0.5}).
+  OptimizerSpec spec;
   if (auto it = value.find("name"); it != value.end())
-    def = &find_def(*it, path + ".name");
+    spec = defaults_of(find_def(*it, path + ".name"));
+  else if (!fallback.is_null())
+    spec = from_json(fallback, path, nullptr);
   else
-    def = &find_def(base ? json(base->name) : json("adamw"), path);
-
-  // Same optimizer as the fallback: the user's keys refine the plugin's
-  // choice (e.g. DiLoCo's outer Nesterov SGD with only "lr" changed).
-  OptimizerSpec spec = (base && base->name == def->name) ? *base : defaults_of(*def);
+    spec = defaults_of(find_def("adamw", path));
+  const OptimizerDef* def = &find_def(spec.name, path);
   std::vector<std::string> known;
   for (const auto& param : def->params) known.push_back(param.name);
   for (const auto& item : value.items()) {
@@ -183,6 +183,21 @@ OptimizerSpec OptimizerSpec::from_json(const json& value, const std::string& pat
                                                 json_excerpt(momentum) + " and dampening " + json_excerpt(dampening));
   }
   return spec;
+}
+
+json describe_optimizers() {
+  // In ParamKind's order.
+  static const char* const kTypes[] = {"positive number", "non-negative number", "boolean", "two numbers in [0, 1)"};
+  json out = json::object();
+  for (const auto& def : optimizer_defs()) {
+    json params = json::array();
+    for (const auto& param : def.params) {
+      params.push_back(
+          {{"name", param.name}, {"type", kTypes[static_cast<int>(param.kind)]}, {"default", param.default_value}});
+    }
+    out[def.name] = std::move(params);
+  }
+  return out;
 }
 
 json OptimizerSpec::to_json() const {

@@ -27,9 +27,11 @@ struct OptimizerSpec {
   std::string name = "adamw";
   nlohmann::json params;  // every hyper-parameter of `name`, defaults filled in
 
-  // Accepts "adamw" or {"name": "adamw", "lr": 3e-4, ...}. An object without
-  // "name", or with the same name as `fallback`, is merged over `fallback`
-  // (a plugin's default, e.g. DiLoCo's outer Nesterov SGD). Errors name `path`.
+  // Accepts "adamw" or {"name": "adamw", "lr": 3e-4, ...}. A name, alone or
+  // in an object, is a complete spec: what the object leaves out takes
+  // PyTorch's defaults. Only an object without "name" is merged over
+  // `fallback` (a plugin's default, e.g. DiLoCo's outer Nesterov SGD); null
+  // is `fallback` itself. Errors name `path`.
   static OptimizerSpec from_json(const nlohmann::json& json, const std::string& path,
                                  const nlohmann::json& fallback = nullptr);
   nlohmann::json to_json() const;  // {"name": ..., every hyper-parameter}
@@ -37,6 +39,12 @@ struct OptimizerSpec {
 
   std::unique_ptr<torch::optim::Optimizer> build(const std::vector<at::Tensor>& params) const;
 };
+
+// The optimizers from_json accepts, for documentation and schemas:
+// {"adamw": [{"name": "lr", "type": "positive number", "default": 0.001},
+// ...], ...}; types are "positive number", "non-negative number", "boolean"
+// and "two numbers in [0, 1)". Names are matched case-insensitively.
+nlohmann::json describe_optimizers();
 
 // Sets / reads the learning rate of every parameter group.
 void set_lr(torch::optim::Optimizer& optimizer, double lr);

@@ -38,6 +38,10 @@ const char* to_string(OptionType type) {
       return "non-empty string";
     case OptionType::IntegerList:
       return "list of positive integers";
+    case OptionType::List:
+      return "list";
+    case OptionType::ChoiceSet:
+      return "list of choices, or a boolean";
     case OptionType::Optimizer:
       return "optimizer";
     case OptionType::LrSchedule:
@@ -48,6 +52,8 @@ const char* to_string(OptionType type) {
       return "object";
     case OptionType::Table:
       return "table";
+    case OptionType::Tagged:
+      return "name, or object with a \"name\"";
     case OptionType::Any:
       return "any value";
   }
@@ -166,6 +172,22 @@ json check_string(const OptionSpec& spec, const json& value, const std::string& 
   return value;
 }
 
+json check_choice_set(const OptionSpec& spec, const json& value, const std::string& path) {
+  if (value.is_boolean()) return value;
+  std::string quoted;
+  for (const auto& choice : spec.choices) quoted += (quoted.empty() ? "\"" : ", \"") + choice + "\"";
+  const std::string expected = "true, false or a list of " + quoted;
+  if (!value.is_array()) type_error(path, expected, value);
+  const OptionSpec item{spec.name, OptionType::String, nullptr, spec.doc, spec.choices};
+  for (size_t i = 0; i < value.size(); ++i) {
+    const std::string item_path = path + "[" + std::to_string(i) + "]";
+    check_string(item, value[i], item_path);
+    for (size_t j = 0; j < i; ++j)
+      if (value[j] == value[i]) throw ConfigError(item_path, json_excerpt(value[i]) + " appears twice");
+  }
+  return value;
+}
+
 json check_value(const OptionSpec& spec, const json& value, const std::string& path, Unset unset);
 
 json check_table(const OptionSpec& spec, const json& value, const std::string& path, Unset unset) {
@@ -175,6 +197,46 @@ json check_table(const OptionSpec& spec, const json& value, const std::string& p
   for (const auto& item : value.items())
     out[item.key()] = check_value(spec.fields[0], item.value(), path + "." + item.key(), unset);
   return out;
+}
+
+json check_list(const OptionSpec& spec, const json& value, const std::string& path, Unset unset) {
+  if (!value.is_array()) type_error(path, expected_value(spec), value);
+  if (spec.fields.size() != 1) throw ConfigError(path, "declared as a list without the spec of its items (a bug)");
+  json out = json::array();
+  for (size_t i = 0; i < value.size(); ++i)
+    out.push_back(check_value(spec.fields[0], value[i], path + "[" + std::to_string(i) + "]", unset));
+  return out;
+}
+
+// The kind a Tagged value names, checked like a String option's choices.
+const OptionSpec& tagged_kind(const OptionSpec& spec, const json& name, const std::string& path) {
+  OptionSpec names{spec.name, OptionType::NonEmptyString, nullptr, spec.doc};
+  for (const auto& kind : spec.fields) names.choices.push_back(kind.name);
+  check_string(names, name, path);
+  for (const auto& kind : spec.fields)
+    if (kind.name == name.get_ref<const std::string&>()) return kind;
+  throw ConfigError(path, "declared as tagged without kinds (a bug)");
+}
+
+// A name alone stays a name, so that the resolved options read as written;
+// an object is resolved like a Section of its kind, "name" first.
+json check_tagged(const OptionSpec& spec, const json& value, const std::string& path, Unset unset) {
+  if (value.is_string()) {
+    const OptionSpec& kind = tagged_kind(spec, value, path);
+    for (const auto& field : kind.fields) {
+      if (!field.required) continue;
+      throw ConfigError(path, "\"" + kind.name + "\" needs \"" + field.name + "\" (" + field.doc +
+                                  "): write {\"name\": \"" + kind.name + "\", \"" + field.name + "\": ...}");
+    }
+    return value;
+  }
+  if (!value.is_object()) type_error(path, expected_value(spec), value);
+  const auto name = value.find("name");
+  if (name == value.end()) throw ConfigError(path + ".name", "required option missing (" + expected_value(spec) + ")");
+  const OptionSpec& kind = tagged_kind(spec, *name, path + ".name");
+  OptionSpecs fields = kind.fields;
+  fields.insert(fields.begin(), OptionSpec{"name", OptionType::NonEmptyString, nullptr, "the kind"});
+  return validate_options(value, fields, path, unset);
 }
 
 json check_value(const OptionSpec& spec, const json& value, const std::string& path, Unset unset) {
@@ -202,6 +264,8 @@ json check_value(const OptionSpec& spec, const json& value, const std::string& p
         out.push_back(check_integer(item, value[i], path + "[" + std::to_string(i) + "]"));
       return out;
     }
+    case OptionType::ChoiceSet:
+      return check_choice_set(spec, value, path);
     case OptionType::Optimizer:
       // The declared default is the fallback a partial object is merged over.
       return OptimizerSpec::from_json(value, path, spec.default_value).to_json();
@@ -215,6 +279,10 @@ json check_value(const OptionSpec& spec, const json& value, const std::string& p
       return validate_options(value, spec.fields, path, unset);
     case OptionType::Table:
       return check_table(spec, value, path, unset);
+    case OptionType::List:
+      return check_list(spec, value, path, unset);
+    case OptionType::Tagged:
+      return check_tagged(spec, value, path, unset);
     case OptionType::Any:
       return value;
   }

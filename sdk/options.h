@@ -24,12 +24,18 @@ enum class OptionType {
   String,          // see OptionSpec::choices
   NonEmptyString,  // a name or a path, where "" is always a mistake
   IntegerList,     // list of positive integers
+  List,            // a JSON array whose items follow OptionSpec::fields[0]
+  ChoiceSet,       // some of OptionSpec::choices: a list of them (each at most
+                   // once), true for all of them or false for none; kept as given
   Optimizer,       // "adamw" or {"name": "adamw", "lr": ...}; see optim.h
   LrSchedule,      // {"name": "cosine", "warmup_steps": 100}; see optim.h
   Object,          // any JSON object, validated by the plugin
   Section,         // a JSON object whose keys are OptionSpec::fields
   Table,           // a JSON object keyed by names the user chooses (e.g. node
                    // ranks); every value follows OptionSpec::fields[0]
+  Tagged,          // one of several kinds, each a Section of OptionSpec::fields
+                   // named by the kind: either the kind's name ("iid", when
+                   // the kind has no required key) or {"name": kind, ...keys}
   Any,
 };
 
@@ -46,7 +52,7 @@ struct OptionSpec {
   // default is always present, its own defaults filled in.
   nlohmann::json default_value = nullptr;
   std::string doc;
-  std::vector<std::string> choices = {};  // allowed values of a String option
+  std::vector<std::string> choices = {};  // allowed values of a String option, or a ChoiceSet's
   bool required = false;
   // Integer types: the largest value accepted. Values above INT64_MAX (only
   // seeds, read as uint64_t) need a larger maximum; an option read as an int
@@ -57,8 +63,9 @@ struct OptionSpec {
   // "bandwidth with a unit such as \"1Gbit/s\"" of a String that its reader
   // parses further.
   std::string noun = {};
-  // Section: the keys it accepts. Table: the one spec every value follows
-  // (its name is a placeholder for the key, e.g. "<node>").
+  // Section: the keys it accepts. Table and List: the one spec every value
+  // follows (its name is a placeholder for the key, e.g. "<node>"). Tagged:
+  // one Section per kind, named by the kind.
   OptionSpecs fields = {};
 };
 

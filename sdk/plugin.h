@@ -1,7 +1,8 @@
 #pragma once
 // Exporting a plugin. A plugin .so holds:
 //   section .exogym_plugin -> its record: plain text, "key=value" lines
-//                             (abi, kind, name, version, fingerprint)
+//                             (abi, kind, name, version, fingerprint;
+//                             per_node=1 for a per-node dataset)
 // and exports, through Boost.DLL aliases:
 //   exogym_plugin_options  -> OptionSpecs         (the options it accepts)
 //   exogym_create_<kind>   -> a factory taking the validated options
@@ -17,6 +18,9 @@
 // mlp_options is a function returning exogym::sdk::OptionSpecs. Likewise
 // EXOGYM_STRATEGY_PLUGIN, and EXOGYM_DATASET_PLUGIN whose class constructor
 // takes (const nlohmann::json& options, const exogym::sdk::DatasetRequest&).
+// EXOGYM_NODE_DATASET_PLUGIN exports a dataset built once per node (the
+// request's rank says which); its record's "per_node=1" line is how the
+// runtime tells the two kinds of dataset apart.
 #include <torch/version.h>
 
 #include <boost/dll/alias.hpp>
@@ -78,34 +82,41 @@ using OptionsFunction = OptionSpecs (*)();
 #define EXOGYM_RETAIN_
 #endif
 
-#define EXOGYM_PLUGIN_COMMON_(kind, name, version, options_fn)                                        \
-  namespace exogym_plugin_exports {                                                                   \
-  __attribute__((used, section(".exogym_plugin"))) EXOGYM_RETAIN_ const char exogym_plugin_record[] = \
-      "abi=" EXOGYM_STRINGIFY(EXOGYM_ABI_VERSION) "\nkind=" kind "\nname=" name "\nversion=" version  \
-                                                  "\nfingerprint=" EXOGYM_BUILD_FINGERPRINT "\n";     \
-  ::exogym::sdk::OptionSpecs exogym_options() { return options_fn(); }                                \
-  }                                                                                                   \
+// `record_extra`: more "key=value\n" lines of the record ("" for none).
+#define EXOGYM_PLUGIN_COMMON_(kind, name, version, options_fn, record_extra)                                   \
+  namespace exogym_plugin_exports {                                                                            \
+  __attribute__((used, section(".exogym_plugin"))) EXOGYM_RETAIN_ const char exogym_plugin_record[] =          \
+      "abi=" EXOGYM_STRINGIFY(EXOGYM_ABI_VERSION) "\nkind=" kind "\nname=" name "\nversion=" version           \
+                                                  "\nfingerprint=" EXOGYM_BUILD_FINGERPRINT "\n" record_extra; \
+  ::exogym::sdk::OptionSpecs exogym_options() { return options_fn(); }                                         \
+  }                                                                                                            \
   BOOST_DLL_ALIAS(exogym_plugin_exports::exogym_options, exogym_plugin_options)
 
 #define EXOGYM_MODEL_PLUGIN(name, version, Class, options_fn)                                       \
-  EXOGYM_PLUGIN_COMMON_("model", name, version, options_fn)                                         \
+  EXOGYM_PLUGIN_COMMON_("model", name, version, options_fn, "")                                     \
   namespace exogym_plugin_exports {                                                                 \
   ::exogym::sdk::Model* exogym_create(const nlohmann::json& options) { return new Class(options); } \
   }                                                                                                 \
   BOOST_DLL_ALIAS(exogym_plugin_exports::exogym_create, exogym_create_model)
 
 #define EXOGYM_STRATEGY_PLUGIN(name, version, Class, options_fn)                                       \
-  EXOGYM_PLUGIN_COMMON_("strategy", name, version, options_fn)                                         \
+  EXOGYM_PLUGIN_COMMON_("strategy", name, version, options_fn, "")                                     \
   namespace exogym_plugin_exports {                                                                    \
   ::exogym::sdk::Strategy* exogym_create(const nlohmann::json& options) { return new Class(options); } \
   }                                                                                                    \
   BOOST_DLL_ALIAS(exogym_plugin_exports::exogym_create, exogym_create_strategy)
 
-#define EXOGYM_DATASET_PLUGIN(name, version, Class, options_fn)                                                        \
-  EXOGYM_PLUGIN_COMMON_("dataset", name, version, options_fn)                                                          \
+#define EXOGYM_DATASET_PLUGIN_(name, version, Class, options_fn, record_extra)                                         \
+  EXOGYM_PLUGIN_COMMON_("dataset", name, version, options_fn, record_extra)                                            \
   namespace exogym_plugin_exports {                                                                                    \
   ::exogym::sdk::Dataset* exogym_create(const nlohmann::json& options, const ::exogym::sdk::DatasetRequest& request) { \
     return new Class(options, request);                                                                                \
   }                                                                                                                    \
   }                                                                                                                    \
   BOOST_DLL_ALIAS(exogym_plugin_exports::exogym_create, exogym_create_dataset)
+
+#define EXOGYM_DATASET_PLUGIN(name, version, Class, options_fn) \
+  EXOGYM_DATASET_PLUGIN_(name, version, Class, options_fn, "")
+
+#define EXOGYM_NODE_DATASET_PLUGIN(name, version, Class, options_fn) \
+  EXOGYM_DATASET_PLUGIN_(name, version, Class, options_fn, "per_node=1\n")

@@ -54,9 +54,18 @@ class Strategy {
   // step for train.csv and the progress line. Optional (default 0).
   virtual double lr() const { return 0.0; }
 
-  // Checkpoint hooks, reserved for checkpoints (the runtime does not call
-  // them yet): the state that, with the model's parameters, resumes the run
-  // exactly. Optional (default: no state).
+  // Checkpoints (docs/checkpoints.md): the state that, with the model's
+  // parameters and buffers, continues the run exactly as if it had not
+  // stopped: optimizer moments (sdk/optim_state.h), master copies, error
+  // feedback, generators. Nothing that follows from ctx.step and ctx.seed
+  // (an LR schedule's position, seeded selections) needs saving. save_state
+  // is called on the node's thread at a step boundary (after step() of the
+  // checkpoint's last step, before the next zero_grad()); the tensors it
+  // puts in `out` may alias live state, since they are written out before
+  // the next step. When a run resumes, the runtime restores the parameters
+  // and buffers, calls init(), then load_state with what save_state saved,
+  // on the node's thread, before the first resumed step. Neither may call
+  // collectives. Errors are sdk::Error. Optional (default: no state).
   virtual void save_state(StateDict& /*out*/) const {}
   virtual void load_state(const StateDict& /*in*/) {}
 };

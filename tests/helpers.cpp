@@ -1,8 +1,6 @@
 #include "helpers.h"
 
 #include <ATen/Parallel.h>
-#include <ATen/core/Dict.h>
-#include <torch/csrc/jit/serialization/pickle.h>
 
 #include <atomic>
 #include <chrono>
@@ -14,6 +12,7 @@
 #include <stdexcept>
 
 #include "exogym/runtime/cluster/cluster.h"
+#include "exogym/runtime/output/model_pt.h"
 #include "exogym/runtime/output/progress.h"
 #include "testing.h"
 
@@ -115,11 +114,8 @@ runtime::train::RunResult run_json(const nlohmann::json& manifest, const fs::pat
 }
 
 std::map<std::string, at::Tensor> load_model_pt(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  auto value = torch::jit::pickle_load(bytes);
   std::map<std::string, at::Tensor> out;
-  for (const auto& item : value.toGenericDict()) out[item.key().toStringRef()] = item.value().toTensor();
+  for (auto& [name, tensor] : runtime::output::read_model_pt(file)) out[name] = std::move(tensor);
   return out;
 }
 

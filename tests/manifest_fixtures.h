@@ -1,7 +1,6 @@
 #pragma once
 // Fixtures of the manifest tests: a minimal valid manifest, parsing
 // shortcuts, and the ConfigError a call raises.
-#include <catch2/catch.hpp>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -9,6 +8,7 @@
 
 #include "exogym/runtime/manifest/manifest.h"
 #include "exogym/sdk/error.h"
+#include "testing.h"
 
 namespace exogym::test::manifest {
 

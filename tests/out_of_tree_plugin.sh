@@ -1,20 +1,38 @@
 #!/usr/bin/env bash
-# A third party's view: install ExoGym, build examples/plugin-template against
-# the install with find_package(ExoGym), and train with both of its
-# strategies: one written from scratch, one composed with a built-in module
-# (ExoGym::modules).
+# A third party's view: install ExoGym, move the install elsewhere (an
+# install must be relocatable: no absolute paths in its CMake package),
+# build examples/plugin-template against it with find_package(ExoGym), and
+# train with both of its strategies: one written from scratch, one composed
+# with a built-in module (ExoGym::modules), and with its per-node dataset.
 set -euo pipefail
 source_dir=$1
 build_dir=$2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-cmake --install "$build_dir" --prefix "$work/prefix" > "$work/install.log"
+cmake --install "$build_dir" --prefix "$work/installed" > "$work/install.log"
+mv "$work/installed" "$work/prefix"
+# The package names no library by an absolute path (LibTorch comes through
+# find_dependency(Torch)'s targets) and nothing of this machine's build.
+if grep -nE "[\";]/[^\";]*\.so|$build_dir|$source_dir" "$work"/prefix/lib/cmake/ExoGym/*.cmake; then
+  echo "FAIL: absolute paths in the installed CMake package"; exit 1
+fi
+# The libraries carry the plugin ABI version as their SOVERSION.
+abi=$(sed -n 's/^#define EXOGYM_ABI_VERSION \([0-9]*\)$/\1/p' "$source_dir/sdk/plugin.h")
+for lib in exogym_sdk exogym_modules; do
+  objdump -p "$work/prefix/lib/lib$lib.so" | grep -q "SONAME *lib$lib.so.$abi\$" ||
+    { echo "FAIL: lib$lib.so has no SONAME lib$lib.so.$abi"; exit 1; }
+done
 cmake -S "$source_dir/examples/plugin-template" -B "$work/plugin" -G Ninja \
   -DCMAKE_PREFIX_PATH="$work/prefix" ${CMAKE_CXX_COMPILER_LAUNCHER:+-DCMAKE_CXX_COMPILER_LAUNCHER=$CMAKE_CXX_COMPILER_LAUNCHER} > "$work/configure.log"
 cmake --build "$work/plugin" > "$work/build.log"
-"$work/prefix/bin/exogym-run" --plugin-path "$work/plugin" --list-plugins > "$work/list.txt"
-# Only the shipped plugins are installed, not the test suite's.
+# Only the shipped plugins are installed, not the test suite's, and listing
+# them reports no error.
 diff <(ls "$build_dir/lib/exogym/plugins") <(ls "$work/prefix/lib/exogym/plugins")
+"$work/prefix/bin/exogym-run" --list-plugins > "$work/installed-list.txt" 2> "$work/list-errors.txt"
+if [ -s "$work/list-errors.txt" ] || grep -Eq "faulty|wrong_|counting|probe" "$work/installed-list.txt"; then
+  echo "FAIL: --list-plugins on the install:"; cat "$work/installed-list.txt" "$work/list-errors.txt"; exit 1
+fi
+"$work/prefix/bin/exogym-run" --plugin-path "$work/plugin" --list-plugins > "$work/list.txt"
 
 # Trains with `strategy` for 60 steps and checks the global loss is below 1.
 train() {
@@ -34,5 +52,21 @@ PY
 }
 train signum
 train sparta_lookahead
-# The installed exogym-generate finds its libraries.
+# The per-node dataset: listed as such, one instance per node, each node's
+# 60,000 rotated digits in data.csv, and it trains.
+grep -q "dataset  rotated-mnist .*(one per node)" "$work/list.txt"
+"$work/prefix/bin/exogym-run" --quiet --plugin-path "$work/plugin" \
+  --set "output.dir=$work/runs" --set train.max_steps=60 \
+  "$source_dir/examples/plugin-template/rotated_mnist.json" | tee "$work/out.txt"
+python3 - "$work/runs/rotated_mnist" <<'PY'
+import csv, json, sys
+rows = list(csv.DictReader(open(sys.argv[1] + "/data.csv")))
+assert [r["node"] for r in rows] == ["0", "1", "2", "3"], rows
+assert all(r["examples"] == "60000" and r["label_1"] == "6742" for r in rows), rows
+loss = json.load(open(sys.argv[1] + "/summary.json"))["final"]["global_loss"]
+print("rotated-mnist global loss", loss)
+assert loss < 2.0, loss
+PY
+# The installed exogym-generate and exogym-bench find their libraries.
 "$work/prefix/bin/exogym-generate" --help | grep -q "Usage: exogym-generate"
+"$work/prefix/bin/exogym-bench" --help | grep -q "exogym-bench"

@@ -48,7 +48,7 @@ fs::path write_manifest(const TempDir& dir, json manifest) {
 
 TEST_CASE("every tool prints its version from the build, with the plugin ABI", "[cli]") {
   TempDir dir("version");
-  for (const std::string tool : {"exogym-run", "exogym-generate"}) {
+  for (const std::string tool : {"exogym-run", "exogym-generate", "exogym-report"}) {
     const Outcome o = run_tool(tool, "--version", dir);
     INFO(tool << ": " << o.out << o.err);
     CHECK(o.code == 0);
@@ -117,7 +117,7 @@ TEST_CASE("verbosity: -q hides information, --log-level and -v show debug lines"
   CHECK_THAT(bad.err, Catch::Contains("--log-level"));
 }
 
-TEST_CASE("--progress=jsonl writes one JSON object per event on stdout", "[cli]") {
+TEST_CASE("JSON-lines progress (--progress=jsonl) writes one JSON object per event on stdout", "[cli]") {
   TempDir dir("jsonl");
   json m = small_manifest(2);
   m["train"]["max_steps"] = 20;
@@ -162,4 +162,35 @@ TEST_CASE("an internal check names the file and line and says it is a bug", "[cl
   }
   // Not an sdk::Error: nothing reports it as the user's mistake.
   CHECK_FALSE(std::is_base_of_v<exogym::sdk::Error, exogym::sdk::InternalError>);
+}
+
+TEST_CASE("exogym-run --schema prints the manifest's JSON Schema with every plugin's options", "[cli][manifest]") {
+  TempDir dir("schema");
+  const Outcome o = run_tool("exogym-run", "--schema", dir);
+  INFO(o.err);
+  REQUIRE(o.code == 0);
+  const json schema = json::parse(o.out);
+  CHECK(schema["$schema"] == "http://json-schema.org/draft-07/schema#");
+  CHECK(schema["required"] == json({"model", "strategy", "data", "train"}));
+  CHECK(schema["properties"]["nodes"]["default"] == 1);
+  // DiLoCo's options when "strategy" names it, with their types and defaults.
+  const json* diloco = nullptr;
+  for (const auto& branch : schema["properties"]["strategy"]["allOf"])
+    if (branch["if"]["properties"]["plugin"]["const"] == "diloco") diloco = &branch["then"]["properties"]["options"];
+  REQUIRE(diloco != nullptr);
+  CHECK((*diloco)["additionalProperties"] == false);
+  CHECK((*diloco)["properties"]["H"]["type"] == json({"integer", "null"}));
+  CHECK((*diloco)["properties"]["H"]["minimum"] == 1);
+  CHECK((*diloco)["properties"]["H"]["default"] == 100);
+  CHECK((*diloco)["properties"]["outer_optimizer"]["default"]["nesterov"] == true);
+  // Variants are partial manifests: nothing required.
+  CHECK(schema["properties"]["runs"]["items"] == json({{"$ref", "#/definitions/variant"}}));
+  CHECK_FALSE(schema["definitions"]["variant"].contains("required"));
+
+  const Outcome with_manifest = run_tool("exogym-run", "--schema m.json", dir);
+  CHECK(with_manifest.code == 2);
+  CHECK_THAT(with_manifest.err, Catch::Contains("manifest excludes --schema"));
+  const Outcome with_value = run_tool("exogym-run", "--schema=maybe", dir);
+  CHECK(with_value.code == 2);
+  CHECK_THAT(with_value.err, Catch::Contains("--schema"));
 }

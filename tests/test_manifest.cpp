@@ -66,7 +66,7 @@ TEST_CASE("a minimal manifest gets every default", "[manifest]") {
   CHECK(m.train_data.dataset == "mnist");
   CHECK(m.train_data.path.empty());
   CHECK(m.train_data.split == "train");
-  CHECK(m.train_data.partition == "iid");
+  CHECK(std::string(m.train_data.partition.name()) == "iid");
   CHECK(m.train_data.json_path == "data.train");
   CHECK_FALSE(m.val_data.has_value());
   CHECK(m.max_steps == 10);
@@ -76,7 +76,7 @@ TEST_CASE("a minimal manifest gets every default", "[manifest]") {
   CHECK(m.eval_size == 0);  // no data.val: evaluation is off
   CHECK(m.eval_batch_size == 64);
   CHECK(m.output_dir == fs::path("/manifests/runs"));
-  CHECK(m.save_model);
+  CHECK(m.model_formats == std::vector<std::string>({"pt", "safetensors"}));
   CHECK(m.base_dir == kBase);
   CHECK(m.run_dir() == fs::path("/manifests/runs/minimal"));
 
@@ -88,6 +88,7 @@ TEST_CASE("a minimal manifest gets every default", "[manifest]") {
     "train": {"max_steps": 10, "batch_size": 64, "minibatch_size": 64, "on_nonfinite": "stop"},
     "eval": {"interval": 100, "size": 0, "batch_size": 64},
     "output": {"dir": "/manifests/runs", "save_model": true},
+    "checkpoint": {"interval": 0, "keep": 2},
     "network": {"bandwidth": "1Gbit/s", "latency": "10ms"},
     "compute": {"step_time": "measured"}
   })");
@@ -125,7 +126,7 @@ TEST_CASE("validation data turns evaluation on with its own defaults", "[manifes
   CHECK(m.max_steps == 1000);  // integral floats are integers
   CHECK(m.eval_size == 1024);
   CHECK(m.eval_batch_size == 32);  // defaults to train.minibatch_size
-  CHECK_FALSE(m.save_model);
+  CHECK(m.model_formats.empty());
   CHECK(m.resolved["eval"] == json::parse(R"({"interval": 100, "size": 1024, "batch_size": 32})"));
   CHECK(m.resolved["train"]["max_steps"] == 1000);
   CHECK(m.resolved["data"]["val"]["path"] == "/data/mnist");
@@ -139,6 +140,13 @@ TEST_CASE("the resolved manifest is itself a manifest that resolves to itself", 
   // Paths are absolute now, so another base folder changes nothing.
   const Manifest again = parse_manifest(first.resolved, "/elsewhere", "other").runs.front();
   CHECK(again.resolved == first.resolved);
+}
+
+TEST_CASE("the $schema key (for editors) is accepted and left out of the resolved manifest", "[manifest]") {
+  json with_schema = minimal();
+  with_schema["$schema"] = "../examples/manifest.schema.json";
+  CHECK(parse_one(with_schema).resolved == parse_one(minimal()).resolved);
+  CHECK_FALSE(parse_one(with_schema).resolved.contains("$schema"));
 }
 
 TEST_CASE("relative paths resolve against the manifest's folder", "[manifest]") {
@@ -169,7 +177,7 @@ TEST_CASE("unknown keys name their path and suggest the known key", "[manifest]"
   CHECK(top.path == "nodse");
   CHECK(top.what ==
         "nodse: unknown option; did you mean \"nodes\"? known options: name, seed, nodes, device, parallelism, "
-        "threads, pin_threads, model, strategy, data, train, eval, output, network, compute, runs");
+        "threads, pin_threads, model, strategy, data, train, eval, output, checkpoint, network, compute, runs");
 
   auto nested = error_with(json::parse(R"({"train": {"max_step": 5}})"));
   CHECK(nested.path == "train.max_step");
@@ -189,7 +197,7 @@ TEST_CASE("unknown keys name their path and suggest the known key", "[manifest]"
              Catch::StartsWith("run: unknown option; did you mean \"runs\"?"));
   CHECK(error_with({{"zzzzzz", 1}}).what ==
         "zzzzzz: unknown option; known options: name, seed, nodes, device, parallelism, threads, pin_threads, model, "
-        "strategy, data, train, eval, output, network, compute, runs");
+        "strategy, data, train, eval, output, checkpoint, network, compute, runs");
   // A typo is reported as a typo, not as the key it hides being "required".
   CHECK_THAT(error_with(json::parse(R"({"model": {"plugin": null, "plugn": "mlp"}})")).what,
              Catch::StartsWith("model.plugn: unknown option; did you mean \"plugin\"?"));
@@ -213,13 +221,19 @@ TEST_CASE("ill-typed values name their path and the value", "[manifest]") {
   CHECK(error_with(json::parse(R"({"eval": {"batch_size": 0}})")).what ==
         "eval.batch_size: expected a positive integer, got 0");
   CHECK(error_with(json::parse(R"({"output": {"save_model": "yes"}})")).what ==
-        "output.save_model: expected a boolean, got \"yes\"");
+        "output.save_model: expected true, false or a list of \"pt\", \"safetensors\", got \"yes\"");
+  CHECK(error_with(json::parse(R"({"output": {"save_model": ["pt", "onnx"]}})")).what ==
+        "output.save_model[1]: expected one of \"pt\", \"safetensors\", got \"onnx\"");
+  CHECK(error_with(json::parse(R"({"output": {"save_model": ["pt", "pt"]}})")).what ==
+        "output.save_model[1]: \"pt\" appears twice");
   CHECK(error_with(json::parse(R"({"model": {"options": [1]}})")).what == "model.options: expected an object, got [1]");
   CHECK(error_with(json::parse(R"({"strategy": "diloco"})")).what == "strategy: expected an object, got \"diloco\"");
-  CHECK(error_with(json::parse(R"({"data": {"train": {"partition": "dirichlet"}}})")).what ==
-        "data.train.partition: expected one of \"iid\", \"contiguous\", got \"dirichlet\"");
+  CHECK(error_with(json::parse(R"({"data": {"train": {"partition": "sorted"}}})")).what ==
+        "data.train.partition: expected one of \"iid\", \"contiguous\", \"dirichlet\", \"shards\", \"labels\", got "
+        "\"sorted\"");
   CHECK(error_with(json::parse(R"({"data": {"train": {"partition": "IID"}}})")).what ==
-        "data.train.partition: expected one of \"iid\", \"contiguous\", got \"IID\"; did you mean \"iid\"?");
+        "data.train.partition: expected one of \"iid\", \"contiguous\", \"dirichlet\", \"shards\", \"labels\", got "
+        "\"IID\"; did you mean \"iid\"?");
   CHECK(error_with(json::parse(R"({"data": {"train": {"dataset": ""}}})")).what ==
         "data.train.dataset: expected a non-empty string, got \"\"");
 

@@ -40,7 +40,7 @@ TEST_CASE("overrides (--set) parse JSON values and create objects", "[manifest]"
   CHECK(m.nodes == 8);
   CHECK(m.strategy.plugin == "diloco");
   CHECK(m.strategy.options == json({{"H", 20}}));
-  CHECK_FALSE(m.save_model);
+  CHECK(m.model_formats.empty());
   CHECK(m.val_data.has_value());
   // Overridden values are validated like the file's.
   CHECK(config_error([] { parse(minimal(), {"nodes=0"}); }).what == "nodes: expected a positive integer, got 0");

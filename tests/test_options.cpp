@@ -4,31 +4,22 @@
 #include <string>
 
 #include "exogym/sdk/error.h"
+#include "exogym/sdk/optim.h"
 #include "exogym/sdk/options.h"
+#include "sdk_fixtures.h"
 #include "testing.h"
 
 using exogym::sdk::closest_name;
 using exogym::sdk::ConfigError;
+using exogym::sdk::OptimizerSpec;
 using exogym::sdk::OptionSpec;
 using exogym::sdk::OptionSpecs;
 using exogym::sdk::OptionType;
+using exogym::test::config_error;
+using exogym::test::kDilocoOuter;
 using nlohmann::json;
 
 namespace {
-
-// The ConfigError `fn` throws (fails the test if it throws nothing).
-template <typename Fn>
-ConfigError config_error(Fn&& fn) {
-  try {
-    fn();
-  } catch (const ConfigError& error) {
-    return error;
-  }
-  FAIL("expected a ConfigError");
-  return ConfigError("", "");
-}
-
-const json kDilocoOuter = {{"name", "sgd"}, {"lr", 0.7}, {"momentum", 0.9}, {"nesterov", true}};
 
 OptionSpecs strategy_specs() {
   return {
@@ -203,6 +194,38 @@ TEST_CASE("validate_options resolves sections and tables with the same rules", "
         "train: required option missing (an object: the loop)");
 }
 
+TEST_CASE("validate_options: lists follow their item spec, tagged values name their kind", "[sdk][options]") {
+  OptionSpec list{"labels", OptionType::List, nullptr, "labels"};
+  list.fields = {{"<item>", OptionType::NonNegativeInteger, nullptr, "a label"}};
+  OptionSpec kinds{"partition", OptionType::Tagged, "plain", "how"};
+  kinds.fields = {{"plain", OptionType::Section, nullptr, "no keys"}, {"skewed", OptionType::Section, nullptr, "skew"}};
+  kinds.fields[1].fields = {{"alpha", OptionType::PositiveNumber, nullptr, "the concentration", {}, true},
+                            {"floor", OptionType::Number, 0, "a key with a default"}};
+  const OptionSpecs specs = {list, kinds};
+  const auto resolve = [&](const char* text) { return exogym::sdk::validate_options(json::parse(text), specs, "m"); };
+  auto what = [&](const char* text) { return std::string(config_error([&] { resolve(text); }).what()); };
+
+  CHECK(resolve("{}") == json::parse(R"({"labels": null, "partition": "plain"})"));
+  CHECK(resolve(R"({"labels": [0, 3.0]})")["labels"] == json::parse("[0, 3]"));
+  CHECK(what(R"({"labels": [0, -1]})") == "m.labels[1]: expected a non-negative integer, got -1");
+  CHECK(what(R"({"labels": 3})") == "m.labels: expected a list, got 3");
+  // A name stays a name; an object is resolved like a section, defaults filled in.
+  CHECK(resolve(R"({"partition": "plain"})")["partition"] == "plain");
+  CHECK(resolve(R"({"partition": {"name": "skewed", "alpha": 0.5}})")["partition"] ==
+        json::parse(R"({"name": "skewed", "alpha": 0.5, "floor": 0})"));
+  CHECK(what(R"({"partition": "skewd"})") ==
+        "m.partition: expected one of \"plain\", \"skewed\", got \"skewd\"; did you mean \"skewed\"?");
+  CHECK(what(R"({"partition": "skewed"})") ==
+        "m.partition: \"skewed\" needs \"alpha\" (the concentration): write {\"name\": \"skewed\", \"alpha\": ...}");
+  CHECK(what(R"({"partition": {"alpha": 1}})") ==
+        "m.partition.name: required option missing (a name, or object with a \"name\")");
+  CHECK(what(R"({"partition": {"name": "skewed", "alpha": 0}})") ==
+        "m.partition.alpha: expected a positive number, got 0");
+  CHECK(what(R"({"partition": {"name": "skewed", "alpha": 1, "beta": 2}})") ==
+        "m.partition.beta: unknown option; known options: name, alpha, floor");
+  CHECK(what(R"({"partition": 3})") == "m.partition: expected a name, or object with a \"name\", got 3");
+}
+
 TEST_CASE("validate_options: integer maximum, nouns and non-empty strings", "[sdk][options]") {
   OptionSpec count{"nodes", OptionType::PositiveInteger, 1, "nodes"};
   count.maximum = 2147483647;
@@ -270,4 +293,45 @@ TEST_CASE("describe_options and to_string", "[sdk][options]") {
   CHECK(std::string(exogym::sdk::to_string(OptionType::Table)) == "table");
   CHECK(std::string(exogym::sdk::to_string(OptionType::PositiveInteger)) == "positive integer");
   CHECK(std::string(exogym::sdk::to_string(OptionType::IntegerList)) == "list of positive integers");
+}
+
+TEST_CASE("only optimizer objects without a name merge over the plugin's fallback", "[sdk][optim]") {
+  // DiLoCo's outer optimizer with only the learning rate changed.
+  auto merged = OptimizerSpec::from_json({{"lr", 0.5}}, "o", kDilocoOuter);
+  CHECK(merged.name == "sgd");
+  CHECK(merged.lr() == 0.5);
+  CHECK(merged.params["momentum"] == 0.9);
+  CHECK(merged.params["nesterov"] == true);
+  CHECK(merged.params["dampening"] == 0.0);
+  // Named, even the fallback's own optimizer: a complete spec with PyTorch's
+  // defaults, so momentum 0 no longer inherits the fallback's Nesterov.
+  auto named = OptimizerSpec::from_json({{"name", "SGD"}, {"lr", 0.5}}, "o", kDilocoOuter);
+  CHECK(named.to_json() == OptimizerSpec::from_json({{"name", "sgd"}, {"lr", 0.5}}, "o").to_json());
+  CHECK(named.params["momentum"] == 0.0);
+  CHECK(named.params["nesterov"] == false);
+  auto plain = OptimizerSpec::from_json({{"name", "sgd"}, {"lr", 1.0}, {"momentum", 0.0}}, "o", kDilocoOuter);
+  CHECK(plain.params["nesterov"] == false);
+  // Another optimizer: PyTorch's defaults of that one, nothing inherited.
+  auto other = OptimizerSpec::from_json({{"name", "adamw"}, {"lr", 0.5}}, "o", kDilocoOuter);
+  CHECK(other.name == "adamw");
+  CHECK(other.lr() == 0.5);
+  CHECK(other.params["weight_decay"] == 0.01);
+  // A bare name means that optimizer's defaults; null means the fallback.
+  CHECK(OptimizerSpec::from_json("sgd", "o", kDilocoOuter).params["momentum"] == 0.0);
+  CHECK(OptimizerSpec::from_json(nullptr, "o", kDilocoOuter).to_json() ==
+        OptimizerSpec::from_json(kDilocoOuter, "o").to_json());
+  // Through validate_options, with the declared default as the fallback.
+  const json resolved =
+      exogym::sdk::validate_options({{"outer_optimizer", {{"lr", 0.5}}}}, strategy_specs(), "strategy.options");
+  CHECK(resolved["outer_optimizer"] == json({{"name", "sgd"},
+                                             {"lr", 0.5},
+                                             {"momentum", 0.9},
+                                             {"dampening", 0.0},
+                                             {"weight_decay", 0.0},
+                                             {"nesterov", true}}));
+  auto error = config_error([] {
+    exogym::sdk::validate_options({{"outer_optimizer", {{"lrr", 1}}}}, strategy_specs(), "strategy.options");
+  });
+  CHECK(error.path() == "strategy.options.outer_optimizer.lrr");
+  CHECK_THAT(error.what(), Catch::Contains("unknown hyper-parameter of sgd; did you mean \"lr\"?"));
 }

@@ -1,7 +1,9 @@
-// Files written once (runtime/output/atomic_file.h) and the safetensors
-// format (runtime/output/safetensors.h).
+// Files written once (runtime/output/atomic_file.h), the safetensors format
+// (runtime/output/safetensors.h) and model.pt (runtime/output/model_pt.h;
+// tests/model_files_python.sh loads both with the real PyTorch).
 #include <ATen/ops/arange.h>
 #include <ATen/ops/equal.h>
+#include <ATen/ops/ones.h>
 #include <ATen/ops/tensor.h>
 
 #include <filesystem>
@@ -11,12 +13,14 @@
 #include <string>
 
 #include "exogym/runtime/output/atomic_file.h"
+#include "exogym/runtime/output/model_pt.h"
 #include "exogym/runtime/output/safetensors.h"
 #include "exogym/sdk/error.h"
 #include "helpers.h"
 #include "testing.h"
 
 namespace fs = std::filesystem;
+using exogym::runtime::output::read_model_pt;
 using exogym::runtime::output::read_safetensors;
 using exogym::runtime::output::safetensors_bytes;
 using exogym::runtime::output::write_file_atomically;
@@ -69,7 +73,7 @@ TEST_CASE("safetensors files round-trip every dtype, with the header aligned and
       {"b", at::arange(3, at::kDouble)},
       {"steps", at::tensor({int64_t{5}, int64_t{-3}})},
       {"half", at::arange(4, at::kFloat).to(at::kBFloat16)},
-      {"mask", at::tensor({true, false})},
+      {"mask", at::arange(2, at::kLong).eq(0)},  // [true, false]
       {"scalar", at::tensor(2.5f).reshape({})},
   };
   write_safetensors(file, tensors, {{"format", "pt"}, {"step", "100"}});
@@ -105,4 +109,47 @@ TEST_CASE("a damaged safetensors file is a data error naming the file", "[output
   CHECK_THROWS_WITH(read_safetensors(file), Catch::Contains(file.string()) && Catch::Contains("\"w\""));
   std::ofstream(file, std::ios::binary) << std::string("\xff\xff\xff\xff\xff\xff\xff\x7f{}", 10);
   CHECK_THROWS_WITH(read_safetensors(file), Catch::Contains("header length exceeds"));
+}
+
+TEST_CASE("model.pt round-trips every dtype bit for bit, in order, as a plain dict", "[output]") {
+  exogym::test::TempDir dir("output-files");
+  const fs::path file = dir.path() / "model.pt";
+  const at::Tensor wide = at::arange(12, at::kFloat).reshape({3, 4}).div(7);
+  exogym::runtime::output::NamedTensors tensors{
+      {"w", wide.t()},  // not contiguous: stored as its values, contiguous
+      {"b", at::arange(3, at::kDouble).sub(1.0 / 3)},
+      {"steps", at::tensor({int64_t{5}, int64_t{-3}, int64_t{1} << 40})},
+      {"counts", at::tensor({7, -8}, at::kInt)},
+      {"half", at::arange(4, at::kFloat).div(3).to(at::kHalf)},
+      {"bf16", at::arange(4, at::kFloat).div(3).to(at::kBFloat16)},
+      {"mask", at::arange(2, at::kLong).eq(0)},  // [true, false]
+      {"bytes", at::tensor({0, 200, 255}, at::kByte)},
+      {"scalar", at::tensor(2.5f).reshape({})},
+      {"empty", at::arange(0, at::kFloat).reshape({0, 5})},
+  };
+  exogym::runtime::output::write_model_pt(file, tensors);
+  const auto back = read_model_pt(file);
+  REQUIRE(back.size() == tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    INFO(tensors[i].first);
+    CHECK(back[i].first == tensors[i].first);
+    CHECK(back[i].second.scalar_type() == tensors[i].second.scalar_type());
+    CHECK(back[i].second.sizes() == tensors[i].second.sizes());
+    CHECK(at::equal(back[i].second, tensors[i].second));
+  }
+  // The pickle names nothing but what torch.load(weights_only=True) allows.
+  const std::string bytes = read_all(file);
+  CHECK(bytes.find("restore_type_tag") == std::string::npos);
+  CHECK(bytes.find("torch._utils\n_rebuild_tensor_v2\n") != std::string::npos);
+}
+
+TEST_CASE("a model.pt that is not a dict of tensors is a data error naming the file", "[output]") {
+  exogym::test::TempDir dir("output-files");
+  const fs::path file = dir.path() / "model.pt";
+  std::ofstream(file, std::ios::binary) << "not a zip archive";
+  CHECK_THROWS_AS(read_model_pt(file), exogym::sdk::DataError);
+  CHECK_THROWS_WITH(read_model_pt(file), Catch::StartsWith(file.string() + ": not a {name: tensor} dict"));
+  CHECK_THROWS_WITH(read_model_pt(dir.path() / "none.pt"), Catch::StartsWith((dir.path() / "none.pt").string()));
+  CHECK_THROWS_WITH(exogym::runtime::output::model_pt_bytes({{"z", at::ones({2}, at::kComplexFloat)}}),
+                    Catch::Contains("\"z\"") && Catch::Contains("cannot store"));
 }

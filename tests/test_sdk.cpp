@@ -24,28 +24,18 @@
 #include "exogym/sdk/options.h"
 #include "exogym/sdk/plugin.h"
 #include "exogym/sdk/random.h"
+#include "sdk_fixtures.h"
 #include "testing.h"
 
 using exogym::sdk::ConfigError;
 using exogym::sdk::LrSchedule;
 using exogym::sdk::OptimizerSpec;
+using exogym::sdk::OptionSpecs;
+using exogym::test::config_error;
+using exogym::test::kDilocoOuter;
 using nlohmann::json;
 
 namespace {
-
-// The ConfigError `fn` throws (fails the test if it throws nothing).
-template <typename Fn>
-ConfigError config_error(Fn&& fn) {
-  try {
-    fn();
-  } catch (const ConfigError& error) {
-    return error;
-  }
-  FAIL("expected a ConfigError");
-  return ConfigError("", "");
-}
-
-const json kDilocoOuter = {{"name", "sgd"}, {"lr", 0.7}, {"momentum", 0.9}, {"nesterov", true}};
 
 at::Tensor param_with_grad(std::initializer_list<float> values, std::initializer_list<float> grad) {
   at::Tensor p = at::tensor(values);
@@ -133,42 +123,6 @@ TEST_CASE("nesterov needs momentum and no dampening", "[sdk][optim]") {
   CHECK_NOTHROW(OptimizerSpec::from_json({{"name", "sgd"}, {"nesterov", true}, {"momentum", 0.9}}, "o"));
   // Overriding the fallback's momentum to 0 breaks its nesterov: caught too.
   CHECK_THROWS_AS(OptimizerSpec::from_json({{"momentum", 0.0}}, "o", kDilocoOuter), ConfigError);
-}
-
-TEST_CASE("optimizer objects merge over the plugin's fallback", "[sdk][optim]") {
-  // DiLoCo's outer optimizer with only the learning rate changed.
-  auto merged = OptimizerSpec::from_json({{"lr", 0.5}}, "o", kDilocoOuter);
-  CHECK(merged.name == "sgd");
-  CHECK(merged.lr() == 0.5);
-  CHECK(merged.params["momentum"] == 0.9);
-  CHECK(merged.params["nesterov"] == true);
-  CHECK(merged.params["dampening"] == 0.0);
-  // Same name as the fallback: still merged.
-  merged = OptimizerSpec::from_json({{"name", "SGD"}, {"lr", 0.5}}, "o", kDilocoOuter);
-  CHECK(merged.params["momentum"] == 0.9);
-  // Another optimizer: PyTorch's defaults of that one, nothing inherited.
-  auto other = OptimizerSpec::from_json({{"name", "adamw"}, {"lr", 0.5}}, "o", kDilocoOuter);
-  CHECK(other.name == "adamw");
-  CHECK(other.lr() == 0.5);
-  CHECK(other.params["weight_decay"] == 0.01);
-  // A bare name means that optimizer's defaults; null means the fallback.
-  CHECK(OptimizerSpec::from_json("sgd", "o", kDilocoOuter).params["momentum"] == 0.0);
-  CHECK(OptimizerSpec::from_json(nullptr, "o", kDilocoOuter).to_json() ==
-        OptimizerSpec::from_json(kDilocoOuter, "o").to_json());
-  // Through validate_options, with the declared default as the fallback.
-  const json resolved =
-      exogym::sdk::validate_options({{"outer_optimizer", {{"lr", 0.5}}}}, strategy_specs(), "strategy.options");
-  CHECK(resolved["outer_optimizer"] == json({{"name", "sgd"},
-                                             {"lr", 0.5},
-                                             {"momentum", 0.9},
-                                             {"dampening", 0.0},
-                                             {"weight_decay", 0.0},
-                                             {"nesterov", true}}));
-  auto error = config_error([] {
-    exogym::sdk::validate_options({{"outer_optimizer", {{"lrr", 1}}}}, strategy_specs(), "strategy.options");
-  });
-  CHECK(error.path() == "strategy.options.outer_optimizer.lrr");
-  CHECK_THAT(error.what(), Catch::Contains("unknown hyper-parameter of sgd; did you mean \"lr\"?"));
 }
 
 TEST_CASE("built SGD with Nesterov momentum matches a hand computation", "[sdk][optim]") {

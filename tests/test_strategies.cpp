@@ -109,7 +109,9 @@ TEST_CASE("FedAvg with H=1 and plain SGD equals all-reduce (DDP) with the same S
 
 TEST_CASE("DiLoCo with outer SGD lr 1 and no momentum equals FedAvg with the same H", "[strategies]") {
   TempDir dir("diloco-fedavg");
-  const json plain_outer = {{"name", "sgd"}, {"lr", 1.0}, {"momentum", 0.0}, {"nesterov", false}};
+  // Named, so a complete spec: nesterov is PyTorch's false, not inherited
+  // from DiLoCo's default (which would refuse momentum 0).
+  const json plain_outer = {{"name", "sgd"}, {"lr", 1.0}, {"momentum", 0.0}};
   auto fedavg = train(with_strategy(4, "fedavg", {{"H", 5}, {"optimizer", kSgd}}), dir, "fedavg");
   auto diloco = train(with_strategy(4, "diloco", {{"H", 5}, {"optimizer", kSgd}, {"outer_optimizer", plain_outer}}),
                       dir, "diloco");

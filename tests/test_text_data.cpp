@@ -345,9 +345,12 @@ TEST_CASE("contiguous partition: node r stays inside its slice rN/K to (r+1)N/K 
     CHECK(seen.size() == 103);
   }
   SECTION("factory and errors") {
-    CHECK(dynamic_cast<ContiguousSampler*>(exogym::runtime::data::make_sampler("contiguous", 100, 4, 5, 1).get()));
+    exogym::runtime::data::PartitionSpec iid, contiguous;
+    contiguous.kind = exogym::runtime::data::PartitionSpec::Kind::Contiguous;
+    CHECK(
+        dynamic_cast<ContiguousSampler*>(exogym::runtime::data::make_sampler(contiguous, 100, nullptr, 4, 5, 1).get()));
     CHECK(dynamic_cast<exogym::runtime::data::IidSampler*>(
-        exogym::runtime::data::make_sampler("iid", 100, 4, 5, 1).get()));
+        exogym::runtime::data::make_sampler(iid, 100, nullptr, 4, 5, 1).get()));
     CHECK(error_of([] { ContiguousSampler(100, 4, 26, 0); }) ==
           "train.batch_size: with \"partition\": \"contiguous\" each node owns 25 or more of the 100 training "
           "examples, fewer than batch_size = 26");

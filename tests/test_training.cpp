@@ -10,6 +10,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "exogym/runtime/output/safetensors.h"
 #include "exogym/sdk/error.h"
 #include "helpers.h"
 #include "testing.h"
@@ -181,7 +182,7 @@ TEST_CASE("only node 0's replica is initialised, and every node starts from it",
   CHECK(model.at("linear.bias").eq(-0.5).all().item<bool>());
 }
 
-TEST_CASE("a run writes config, train and validation CSVs, summary and model.pt", "[training]") {
+TEST_CASE("a run writes config, train and validation CSVs, summary, model.pt and model.safetensors", "[training]") {
   TempDir dir("outputs");
   json m = small_manifest(2);
   auto r = run_json(m, dir.path());
@@ -234,6 +235,40 @@ TEST_CASE("a run writes config, train and validation CSVs, summary and model.pt"
   auto model = load_model_pt(run / "model.pt");
   REQUIRE(model.size() == 4);
   for (const auto& [name, tensor] : model) REQUIRE(tensor.scalar_type() == at::kFloat);
+  // The same tensors, bit for bit, in model.safetensors.
+  const auto safetensors = exogym::runtime::output::read_safetensors(run / "model.safetensors");
+  REQUIRE(safetensors.tensors.size() == model.size());
+  for (const auto& [name, tensor] : safetensors.tensors) {
+    INFO(name);
+    REQUIRE(model.count(name) == 1);
+    REQUIRE(exogym::test::bit_identical({{name, model[name]}}, {{name, tensor}}));
+  }
+  REQUIRE(safetensors.metadata.at("format") == "pt");
+}
+
+TEST_CASE("output.save_model picks the model files: a list of formats, true or false", "[training]") {
+  TempDir dir("save-model");
+  const std::pair<json, std::vector<std::string>> cases[] = {
+      {json::array({"safetensors"}), {"model.safetensors"}},
+      {json::array({"pt"}), {"model.pt"}},
+      {false, {}},
+  };
+  int n = 0;
+  for (const auto& [save_model, files] : cases) {
+    INFO(save_model.dump());
+    json m = small_manifest(2);
+    m["train"]["max_steps"] = 2;
+    m["output"] = {{"save_model", save_model}};
+    const fs::path sub = dir / std::to_string(n++);
+    fs::create_directories(sub);
+    run_json(m, sub);
+    std::vector<std::string> written;
+    for (const auto& entry : fs::directory_iterator(sub / "run"))
+      if (entry.path().stem() == "model") written.push_back(entry.path().filename().string());
+    REQUIRE(written == files);
+    // config.json keeps the value as given.
+    REQUIRE(json::parse(read_text(sub / "run" / "config.json"))["output"]["save_model"] == save_model);
+  }
 }
 
 TEST_CASE("with one node, the global evaluation equals the local one", "[training]") {
@@ -404,7 +439,7 @@ TEST_CASE("\"runs\" variants each get a folder and a side-by-side comparison", "
   REQUIRE(csv.size() == 3);
 }
 
-TEST_CASE("Ctrl-C stops a run cleanly: exit 130, rows written so far kept", "[cli]") {
+TEST_CASE("Ctrl-C stops a run cleanly: exit 130, rows written so far kept, a report of them", "[cli]") {
   TempDir dir("cli-interrupt");
   json m = small_manifest(4);
   m["train"]["max_steps"] = 100000000;  // would run for hours
@@ -428,4 +463,6 @@ TEST_CASE("Ctrl-C stops a run cleanly: exit 130, rows written so far kept", "[cl
   REQUIRE(read_text(dir / "rc.txt") == "130\n");
   REQUIRE_THAT(read_text(dir / "log.txt"), Catch::Contains("interrupted by a signal (Ctrl-C)"));
   REQUIRE(read_lines(csv).size() > 5);
+  // The report shows what the run reached, and says it did not finish.
+  REQUIRE_THAT(read_text(dir / "out" / "test" / "report.html"), Catch::Contains("did not finish"));
 }

@@ -9,6 +9,7 @@
 
 #include "cli/tool.h"
 #include "exogym/runtime/dist/world.h"
+#include "exogym/runtime/manifest/json_schema.h"
 #include "exogym/runtime/plugin/catalog.h"
 #include "exogym/runtime/plugin/plugin_loader.h"
 #include "exogym/runtime/run/command.h"
@@ -20,10 +21,12 @@ namespace rt = exogym::runtime;
 using exogym::sdk::ConfigError;
 
 struct Flags {
-  std::string manifest;
+  std::string manifest, resume;
+  int64_t from_step = -1;
   std::vector<std::string> overrides, only, plugin_dirs;
   bool list_plugins = false;
   bool with_options = false;
+  bool schema = false;
   std::string progress = "auto";
   // Several processes: flags win over the torchrun variables.
   int nproc = 0, world_size = 0, rank = -1, master_port = 0;
@@ -33,7 +36,7 @@ struct Flags {
 };
 
 void add_flags(CLI::App& app, Flags& f) {
-  app.add_option("manifest", f.manifest, "the manifest (JSON) to run")->type_name("MANIFEST.json");
+  auto* manifest = app.add_option("manifest", f.manifest, "the manifest (JSON) to run")->type_name("MANIFEST.json");
   const std::string runs = "Runs";
   app.add_option("--set", f.overrides,
                  "override a manifest field, e.g. --set train.max_steps=50 (VALUE is JSON "
@@ -49,9 +52,26 @@ void add_flags(CLI::App& app, Flags& f) {
       ->type_name("DIR")
       ->allow_extra_args(false)
       ->group(runs);
-  app.add_flag("--list-plugins", f.list_plugins, "list the plugins found (without loading them) and exit")->group(runs);
+  app.add_option("--resume", f.resume,
+                 "continue the run in RUN_FOLDER from its newest checkpoint, instead of a manifest; --set may change "
+                 "train.max_steps, eval.*, checkpoint.* and output.* (docs/checkpoints.md)")
+      ->type_name("RUN_FOLDER")
+      ->group(runs);
+  app.add_option("--from-step", f.from_step, "with --resume: the checkpoint of step N instead of the newest")
+      ->type_name("N")
+      ->check(CLI::NonNegativeNumber)
+      ->group(runs);
+  auto* list = app.add_flag("--list-plugins", f.list_plugins, "list the plugins found (without loading them) and exit")
+                   ->group(runs);
   app.add_flag("--with-options", f.with_options,
                "with --list-plugins: load each usable plugin (runs its code) and list its options")
+      ->needs(list)
+      ->group(runs);
+  app.add_flag("--schema", f.schema,
+               "print the JSON Schema of manifests, with the options of the plugins found (loading them), and exit "
+               "(docs/manifest.md#the-schema-in-editors)")
+      ->excludes(manifest)
+      ->excludes(list)
       ->group(runs);
   app.add_option("--progress", f.progress,
                  "auto (a live line on a terminal, else lines), live, lines, jsonl (one JSON object per event on "
@@ -118,7 +138,10 @@ rt::dist::WorldSpec world_of(const Flags& f) {
 // What each process started by --nproc runs: this command without the
 // launcher's own flags (the launcher sets RANK, WORLD_SIZE, ... for each).
 std::vector<std::string> child_arguments(const Flags& f, const exogym::tools::LogOptions& log) {
-  std::vector<std::string> args = {f.manifest, "--progress=" + f.progress};
+  std::vector<std::string> args = {"--progress=" + f.progress};
+  if (!f.manifest.empty()) args.insert(args.begin(), f.manifest);
+  if (!f.resume.empty()) args.push_back("--resume=" + f.resume);
+  if (f.from_step >= 0) args.push_back("--from-step=" + std::to_string(f.from_step));
   for (const auto& o : f.overrides) args.push_back("--set=" + o);
   for (const auto& o : f.only) args.push_back("--only=" + o);
   for (const auto& d : f.plugin_dirs) args.push_back("--plugin-path=" + d);
@@ -155,9 +178,21 @@ int main(int argc, char** argv) {
       std::fputs(rt::plugin::plugin_catalog(loader, flags.with_options).c_str(), stdout);
       return 0;
     }
-    if (flags.manifest.empty()) throw CLI::RequiredError("a manifest (or --list-plugins)");
-    tool.set_input(flags.manifest);
+    if (flags.schema) {
+      const auto schema = rt::manifest::manifest_json_schema(rt::plugin::plugin_options(loader));
+      std::fputs((schema.dump(2) + "\n").c_str(), stdout);
+      return 0;
+    }
+    if (!flags.resume.empty() && !flags.manifest.empty())
+      throw ConfigError("--resume", "takes the run folder instead of a manifest: leave out " + flags.manifest);
+    if (flags.from_step >= 0 && flags.resume.empty()) throw ConfigError("--from-step", "needs --resume RUN_FOLDER");
+    if (flags.manifest.empty() && flags.resume.empty())
+      throw CLI::RequiredError("a manifest (or --resume RUN_FOLDER, --list-plugins or --schema)");
+    // Resuming, errors name the run folder's files themselves.
+    if (flags.resume.empty()) tool.set_input(flags.manifest);
     command.manifest = flags.manifest;
+    command.resume = flags.resume;
+    if (flags.from_step >= 0) command.from_step = flags.from_step;
     command.overrides = flags.overrides;
     command.only = flags.only;
     command.progress = progress_mode(flags.progress, tool.log_options().quiet);

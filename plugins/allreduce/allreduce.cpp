@@ -10,6 +10,7 @@
 #include "exogym/sdk/model.h"
 #include "exogym/sdk/node.h"
 #include "exogym/sdk/optim.h"
+#include "exogym/sdk/optim_state.h"
 #include "exogym/sdk/plugin.h"
 #include "exogym/sdk/strategy.h"
 
@@ -49,13 +50,21 @@ class AllReduceStrategy final : public sdk::Strategy {
       grads.push_back(p.grad());
     }
     ctx_->communicator().all_reduce(grads, sdk::ReduceOp::Avg);
-    if (local_.max_norm > 0) sdk::clip_grad_norm(params_, local_.max_norm);
+    if (local_.max_norm > 0) ctx_->record("grad_norm", sdk::clip_grad_norm(params_, local_.max_norm));
     lr_ = local_.lr_at(ctx_->step, ctx_->max_steps);
     sdk::set_lr(*optimizer_, lr_);
     optimizer_->step();
   }
 
   double lr() const override { return lr_; }
+
+  // The optimizer's moments; the LR schedule follows from ctx.step.
+  void save_state(sdk::StateDict& out) const override {
+    sdk::save_optimizer_state(*optimizer_, params_, out, "optimizer.");
+  }
+  void load_state(const sdk::StateDict& in) override {
+    sdk::load_optimizer_state(*optimizer_, params_, in, "optimizer.");
+  }
 
  private:
   sdk::LocalStepOptions local_;

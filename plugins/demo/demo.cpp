@@ -83,12 +83,13 @@ class DemoStrategy final : public sdk::Strategy {
   void step() override {
     at::NoGradGuard no_grad;
     lr_ = base_lr_ * schedule_.factor(ctx_->step, ctx_->max_steps);
-    if (max_norm_ > 0) sdk::clip_grad_norm(params_, max_norm_);
+    if (max_norm_ > 0) ctx_->record("grad_norm", sdk::clip_grad_norm(params_, max_norm_));
 
     // Local half: update δ, pick what to send, keep the residual.
     std::vector<at::Tensor> message;  // idx_0, val_0, idx_1, val_1, ...
     std::vector<std::vector<int64_t>> encoded_shapes(params_.size());
     message.reserve(2 * params_.size());
+    double dense_bytes = 0, sent_bytes = 0;
     for (size_t i = 0; i < params_.size(); ++i) {
       at::Tensor& p = params_[i];
       at::Tensor& delta = deltas_[i];
@@ -100,9 +101,15 @@ class DemoStrategy final : public sdk::Strategy {
       encoded_shapes[i] = encoded.sizes().vec();
       demo::Compressed sent = demo::compress(encoded, topk_);
       delta.sub_(transform_.decode(demo::decompress(sent.idx, sent.val, encoded.sizes()), p.sizes()));
+      dense_bytes += static_cast<double>(p.numel() * p.element_size());
+      sent_bytes +=
+          static_cast<double>(sent.idx.numel() * sent.idx.element_size() + sent.val.numel() * sent.val.element_size());
       message.push_back(sent.idx);
       message.push_back(sent.val);
     }
+    // Bytes of the dense update over the bytes this node sends (indices
+    // included): how much the DCT top-k compresses.
+    if (sent_bytes > 0) ctx_->record("compression_ratio", dense_bytes / sent_bytes);
 
     // One all-gather for every parameter's indices and values.
     std::vector<std::vector<at::Tensor>> gathered = ctx_->communicator().all_gather(message);

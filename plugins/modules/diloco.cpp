@@ -1,33 +1,19 @@
 #include "exogym/modules/diloco.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <torch/optim/optimizer.h>
-#include <torch/optim/sgd.h>
 
+#include <cmath>
 #include <string>
-#include <type_traits>
 
 #include "exogym/sdk/comm.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/node.h"
+#include "exogym/sdk/optim.h"
+#include "exogym/sdk/optim_state.h"
 
 namespace exogym::modules {
-
-namespace {
-
-// The optimizer's state key of a parameter: a string in LibTorch 1.x, the
-// TensorImpl pointer in 2.x.
-template <class Optimizer>
-auto state_key(Optimizer& optimizer, const at::Tensor& param) {
-  using Key = typename std::decay_t<decltype(optimizer.state())>::key_type;
-  if constexpr (std::is_same_v<Key, std::string>) {
-    return c10::guts::to_string(param.unsafeGetTensorImpl());
-  } else {
-    return static_cast<Key>(param.unsafeGetTensorImpl());
-  }
-}
-
-}  // namespace
 
 using sdk::OptionSpec;
 using sdk::OptionType;
@@ -81,11 +67,17 @@ void DiLoCoModule::communicate(sdk::NodeContext& ctx, sdk::Model& /*model*/, int
   at::NoGradGuard no_grad;
   std::vector<at::Tensor> list = params_;
   ctx.communicator().all_reduce(list, sdk::ReduceOp::Avg);  // params_ now hold the average
+  double squared_norm = 0;
   for (size_t i = 0; i < master_.size(); ++i) {
     // Pseudo-gradient: old global minus new average (the negative of the
     // average update), a fresh tensor each round.
     master_[i].mutable_grad() = master_[i].detach() - params_[i];
+    squared_norm += master_[i].grad().square().sum().item<double>();
   }
+  // Once per outer step: how far the nodes moved together, and the step
+  // taken on it (read only: the trained values do not depend on them).
+  ctx.record("pseudo_grad_norm", std::sqrt(squared_norm));
+  ctx.record("outer_lr", sdk::get_lr(*outer_));
   outer_->step();
   // A copy, never the master itself: the reference aliased the master's
   // storage on CPU (bug B7), so later inner steps moved the master and every
@@ -94,18 +86,8 @@ void DiLoCoModule::communicate(sdk::NodeContext& ctx, sdk::Model& /*model*/, int
 }
 
 void DiLoCoModule::save_state(sdk::StateDict& out, const std::string& prefix) const {
-  for (size_t i = 0; i < master_.size(); ++i) {
-    out[prefix + "master." + std::to_string(i)] = master_[i].detach().clone();
-  }
-  // The outer momentum of the default (SGD) outer optimizer.
-  if (auto* sgd = dynamic_cast<torch::optim::SGD*>(outer_.get())) {
-    for (size_t i = 0; i < master_.size(); ++i) {
-      auto it = sgd->state().find(state_key(*sgd, master_[i]));
-      if (it == sgd->state().end()) continue;
-      auto& state = static_cast<torch::optim::SGDParamState&>(*it->second);
-      out[prefix + "momentum." + std::to_string(i)] = state.momentum_buffer().clone();
-    }
-  }
+  for (size_t i = 0; i < master_.size(); ++i) out[prefix + "master." + std::to_string(i)] = master_[i].detach();
+  sdk::save_optimizer_state(*outer_, master_, out, prefix + "outer.");
 }
 
 void DiLoCoModule::load_state(const sdk::StateDict& in, const std::string& prefix) {
@@ -115,15 +97,7 @@ void DiLoCoModule::load_state(const sdk::StateDict& in, const std::string& prefi
     if (it == in.end()) throw sdk::Error("DiLoCo state: missing " + prefix + "master." + std::to_string(i));
     master_[i].detach().copy_(it->second);
   }
-  if (auto* sgd = dynamic_cast<torch::optim::SGD*>(outer_.get())) {
-    for (size_t i = 0; i < master_.size(); ++i) {
-      auto it = in.find(prefix + "momentum." + std::to_string(i));
-      if (it == in.end()) continue;
-      auto state = std::make_unique<torch::optim::SGDParamState>();
-      state->momentum_buffer(it->second.clone().to(master_[i].device()));
-      sgd->state()[state_key(*sgd, master_[i])] = std::move(state);
-    }
-  }
+  sdk::load_optimizer_state(*outer_, master_, in, prefix + "outer.");
 }
 
 }  // namespace exogym::modules

@@ -9,9 +9,8 @@
 // Communicates: one all_reduce (Avg) of every trainable parameter after
 // steps H-1, 2H-1, ... (0-based); nothing with one node (local training).
 // Options: "H" and "outer_optimizer" (specs()).
-// State: the master parameters ("<prefix>master.<i>") and, for an SGD outer
-// optimizer, its momentum buffers ("<prefix>momentum.<i>"); another outer
-// optimizer's moments are not saved.
+// State: the master parameters ("<prefix>master.<i>") and the outer
+// optimizer's state ("<prefix>outer.<i>.<field>", sdk::save_optimizer_state).
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>

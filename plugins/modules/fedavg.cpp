@@ -1,6 +1,7 @@
 #include "exogym/modules/fedavg.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 
 #include <algorithm>
 
@@ -68,6 +69,7 @@ void FedAvgModule::communicate(sdk::NodeContext& ctx, sdk::Model& /*model*/, int
   auto& comm = ctx.communicator();
 
   if (!island_size_ || *island_size_ >= K) {
+    ctx.record("island_size", K);
     std::vector<at::Tensor> list = params_;
     comm.all_reduce(list, sdk::ReduceOp::Avg);
     return;
@@ -82,6 +84,8 @@ void FedAvgModule::communicate(sdk::NodeContext& ctx, sdk::Model& /*model*/, int
     if (std::find(island.begin(), island.end(), ctx.rank) != island.end()) members = island;
   }
   std::sort(members.begin(), members.end());
+  // The last island is smaller when island_size does not divide the nodes.
+  ctx.record("island_size", static_cast<double>(members.size()));
   auto gathered = comm.all_gather(params_);
   for (size_t i = 0; i < params_.size(); ++i) {
     at::Tensor sum = gathered[members[0]][i].clone();

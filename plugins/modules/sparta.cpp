@@ -1,6 +1,7 @@
 #include "exogym/modules/sparta.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 
 #include "exogym/sdk/comm.h"
 #include "exogym/sdk/node.h"
@@ -49,9 +50,12 @@ void SpartaModule::communicate(sdk::NodeContext& ctx, sdk::Model& /*model*/, int
   // the selected values line up without exchanging a mask.
   std::vector<size_t> selected;
   std::vector<at::Tensor> flats, indices, values;
+  int64_t elements = 0, sent = 0;
   for (size_t i = 0; i < params_.size(); ++i) {
     const at::Tensor& param = params_[i];
     at::Tensor index = selector_->select(i, param.numel(), call);
+    elements += param.numel();
+    sent += index.numel();
     if (index.numel() == 0) continue;  // the same on every node: skipped by all
     index = index.to(param.device());
     // Parameters are contiguous in practice; otherwise work on a copy.
@@ -61,6 +65,9 @@ void SpartaModule::communicate(sdk::NodeContext& ctx, sdk::Model& /*model*/, int
     indices.push_back(std::move(index));
     selected.push_back(i);
   }
+  // What the selector drew this call (p on average; exact for the
+  // sequential selectors).
+  if (elements > 0) ctx.record("fraction_sent", static_cast<double>(sent) / static_cast<double>(elements));
   if (values.empty()) return;
   ctx.communicator().all_reduce(values, sdk::ReduceOp::Avg);
   for (size_t k = 0; k < selected.size(); ++k) {

@@ -35,6 +35,13 @@ std::pair<int64_t, int64_t> ContiguousSampler::slice(int rank) const {
   return {bound(rank), bound(rank + 1)};
 }
 
+std::vector<int64_t> ContiguousSampler::node_examples(int rank) const {
+  const auto [begin, end] = slice(rank);
+  std::vector<int64_t> examples(static_cast<size_t>(end - begin));
+  for (int64_t i = begin; i < end; ++i) examples[i - begin] = i;
+  return examples;
+}
+
 std::shared_ptr<const std::vector<int64_t>> ContiguousSampler::epoch_permutation(int rank, int64_t epoch) const {
   std::lock_guard<std::mutex> lock(mutex_);
   const auto key = std::make_pair(rank, epoch);

@@ -27,6 +27,7 @@ class ContiguousSampler : public Sampler {
 
   std::vector<int64_t> batch_indices(int rank, int64_t step) const override;
   int64_t steps_per_epoch() const override { return steps_per_epoch_; }
+  std::vector<int64_t> node_examples(int rank) const override;
 
   // Node `rank`'s slice [begin, end).
   std::pair<int64_t, int64_t> slice(int rank) const;

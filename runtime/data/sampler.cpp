@@ -8,6 +8,8 @@
 #include <string>
 
 #include "exogym/runtime/data/contiguous_sampler.h"
+#include "exogym/runtime/data/label_partition.h"
+#include "exogym/runtime/data/node_set_sampler.h"
 #include "exogym/sdk/error.h"
 
 namespace exogym::runtime::data {
@@ -74,11 +76,26 @@ std::vector<int64_t> IidSampler::batch_indices(int rank, int64_t step) const {
   return indices;
 }
 
-std::unique_ptr<Sampler> make_sampler(const std::string& partition, int64_t dataset_size, int num_nodes,
-                                      int64_t batch_size, uint64_t seed) {
-  if (partition == "iid") return std::make_unique<IidSampler>(dataset_size, num_nodes, batch_size, seed);
-  EXOGYM_CHECK_INTERNAL(partition == "contiguous", "make_sampler: unknown partition \"" + partition + "\"");
-  return std::make_unique<ContiguousSampler>(dataset_size, num_nodes, batch_size, seed);
+std::vector<int64_t> IidSampler::node_examples(int rank) const {
+  std::vector<int64_t> examples;
+  examples.reserve(static_cast<size_t>(steps_per_epoch_ * batch_size_));
+  for (int64_t t = 0; t < steps_per_epoch_; ++t) {
+    const auto batch = batch_indices(rank, t);
+    examples.insert(examples.end(), batch.begin(), batch.end());
+  }
+  return examples;
+}
+
+std::unique_ptr<Sampler> make_sampler(const PartitionSpec& partition, int64_t dataset_size,
+                                      const std::vector<int64_t>* labels, int num_nodes, int64_t batch_size,
+                                      uint64_t seed) {
+  using Kind = PartitionSpec::Kind;
+  if (partition.kind == Kind::Iid) return std::make_unique<IidSampler>(dataset_size, num_nodes, batch_size, seed);
+  if (partition.kind == Kind::Contiguous)
+    return std::make_unique<ContiguousSampler>(dataset_size, num_nodes, batch_size, seed);
+  EXOGYM_CHECK_INTERNAL(labels && static_cast<int64_t>(labels->size()) == dataset_size,
+                        std::string("make_sampler: \"") + partition.name() + "\" without the examples' labels");
+  return std::make_unique<NodeSetSampler>(partition_by_label(partition, *labels, num_nodes, seed), batch_size, seed);
 }
 
 std::vector<int64_t> validation_indices(int64_t dataset_size, int64_t size) {

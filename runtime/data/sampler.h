@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "exogym/runtime/data/partition.h"
+
 namespace exogym::runtime::data {
 
 // Which dataset indices each node trains on at each step.
@@ -18,6 +20,10 @@ class Sampler {
   // Thread-safe; microbatch j of size b is the slice [j·b, (j+1)·b).
   virtual std::vector<int64_t> batch_indices(int rank, int64_t step) const = 0;
   virtual int64_t steps_per_epoch() const = 0;
+  // The examples node `rank` trains on, for data.csv: the set it owns, or
+  // with IID sharding, where every node draws from the whole dataset, those
+  // it draws in the first epoch.
+  virtual std::vector<int64_t> node_examples(int rank) const = 0;
 
  protected:
   // Throws std::invalid_argument, naming the sampler, unless dataset_size >= 0,
@@ -25,11 +31,12 @@ class Sampler {
   static void check_shape(const char* sampler, int64_t dataset_size, int num_nodes, int64_t batch_size);
 };
 
-// The sampler of data.train.partition `partition` ("iid" or "contiguous").
-// Throws like the sampler's constructor, std::invalid_argument for an
-// unknown partition (the manifest has validated it).
-std::unique_ptr<Sampler> make_sampler(const std::string& partition, int64_t dataset_size, int num_nodes,
-                                      int64_t batch_size, uint64_t seed);
+// The sampler of data.train.partition. The label partitions read `labels`
+// (example_labels.h), which the caller must have found; the others ignore
+// it. Throws like the sampler's constructor or partition_by_label.
+std::unique_ptr<Sampler> make_sampler(const PartitionSpec& partition, int64_t dataset_size,
+                                      const std::vector<int64_t>* labels, int num_nodes, int64_t batch_size,
+                                      uint64_t seed);
 
 // Each epoch e shuffles the whole dataset with one permutation perm_e, drawn
 // from a generator seeded with seed + e: it depends on neither the number of
@@ -58,6 +65,7 @@ class IidSampler : public Sampler {
   std::vector<int64_t> batch_indices(int rank, int64_t step) const override;
 
   int64_t steps_per_epoch() const override { return steps_per_epoch_; }
+  std::vector<int64_t> node_examples(int rank) const override;
   int64_t epoch_of(int64_t step) const { return step / steps_per_epoch_; }
 
   int64_t dataset_size() const { return dataset_size_; }

@@ -1,14 +1,12 @@
 #include "exogym/runtime/lm/text_generator.h"
 
 #include <ATen/CPUGeneratorImpl.h>
-#include <ATen/core/Dict.h>
 #include <ATen/core/grad_mode.h>
 #include <ATen/ops/argmax.h>
 #include <ATen/ops/from_blob.h>
 #include <ATen/ops/multinomial.h>
 #include <ATen/ops/softmax.h>
 #include <ATen/ops/topk.h>
-#include <torch/csrc/jit/serialization/pickle.h>
 #include <torch/nn/module.h>
 
 #include <fstream>
@@ -19,6 +17,7 @@
 #include <vector>
 
 #include "exogym/runtime/data/text_char.h"
+#include "exogym/runtime/output/model_pt.h"
 #include "exogym/runtime/plugin/plugin_loader.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/model.h"
@@ -75,15 +74,8 @@ void load_weights(torch::nn::Module& module, const fs::path& file) {
                          ": no such file (the run stopped before its end, or had output.save_model "
                          "false)");
   }
-  std::ifstream in(file, std::ios::binary);
-  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   std::map<std::string, at::Tensor> saved;
-  try {
-    const auto value = torch::jit::pickle_load(bytes);
-    for (const auto& item : value.toGenericDict()) saved[item.key().toStringRef()] = item.value().toTensor();
-  } catch (const std::exception& e) {
-    throw sdk::DataError(file.string() + ": not a {name: tensor} dict written by exogym-run: " + e.what());
-  }
+  for (auto& [name, tensor] : output::read_model_pt(file)) saved[name] = std::move(tensor);
   at::NoGradGuard no_grad;
   auto restore = [&](const std::string& name, at::Tensor target) {
     auto it = saved.find(name);

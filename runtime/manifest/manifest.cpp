@@ -31,6 +31,9 @@ ManifestSet parse_manifest(const json& doc, const fs::path& base_dir, const std:
   const fs::path dir = absolute_dir(base_dir);
   json base = doc;
   for (const auto& assignment : overrides) apply_override(base, assignment);
+  // Where an editor finds the manifest's JSON Schema (json_schema.h): not a
+  // setting of the run.
+  base.erase("$schema");
   const json runs = base.value("runs", json());
   base.erase("runs");
 

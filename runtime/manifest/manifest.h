@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "exogym/runtime/data/partition.h"
 #include "exogym/runtime/sim/network_model.h"
 
 namespace exogym::runtime::manifest {
@@ -30,7 +31,7 @@ struct DataSpec {
   std::string dataset;
   std::filesystem::path path;  // absolute; empty when the manifest gives none
   std::string split;
-  std::string partition;
+  data::PartitionSpec partition;
   nlohmann::json options = nlohmann::json::object();
   std::string json_path;  // "data.train" or "data.val"
 };
@@ -45,6 +46,12 @@ struct NetworkSpec {
 struct ComputeSpec {
   std::optional<double> step_time;  // seconds at speed 1; nullopt = "measured"
   std::map<int, double> speed;      // per-node speed factors (default 1)
+};
+
+// "checkpoint": when a run saves what resuming it needs (checkpoint/).
+struct CheckpointSpec {
+  int64_t interval = 0;  // steps between checkpoints; 0: none
+  int keep = 2;          // newest checkpoints kept
 };
 
 // One fully resolved run. The defaults and meanings of the fields are
@@ -68,9 +75,10 @@ struct Manifest {
   std::optional<double> target_loss;
   NetworkSpec network;
   ComputeSpec compute;
-  std::filesystem::path output_dir;  // absolute
-  bool save_model = false;
-  std::filesystem::path base_dir;  // the manifest's folder (absolute)
+  CheckpointSpec checkpoint;
+  std::filesystem::path output_dir;        // absolute
+  std::vector<std::string> model_formats;  // output.save_model: model.<format> files to write
+  std::filesystem::path base_dir;          // the manifest's folder (absolute)
   // This run's manifest with every default filled in and paths resolved
   // (written as config.json). It has no "runs" key and is itself a valid
   // manifest, so a run can be repeated from its config.json.

@@ -44,7 +44,39 @@ PluginRef read_plugin(const json& section, const std::string& path) {
   return {section.at("plugin"), section.at("options"), path};
 }
 
-DataSpec read_data(json& section, const std::string& path, const fs::path& base_dir) {
+data::PartitionSpec read_partition(const json& value, const std::string& path, int nodes) {
+  using Kind = data::PartitionSpec::Kind;
+  data::PartitionSpec spec;
+  spec.json_path = path;
+  const std::string name = value.is_string() ? value.get<std::string>() : value.at("name").get<std::string>();
+  if (name == "contiguous") spec.kind = Kind::Contiguous;
+  if (name == "dirichlet") {
+    spec.kind = Kind::Dirichlet;
+    spec.alpha = value.at("alpha");
+  }
+  if (name == "shards") {
+    spec.kind = Kind::Shards;
+    spec.shards_per_node = value.at("shards_per_node");
+  }
+  if (name == "labels") {
+    spec.kind = Kind::Labels;
+    for (const auto& item : value.at("nodes").items()) {
+      const std::string node_path = path + ".nodes." + item.key();
+      const int node = node_rank(item.key(), node_path, nodes);
+      if (item.value().empty()) throw ConfigError(node_path, "an empty list leaves the node without any example");
+      spec.node_labels[node] = item.value().get<std::vector<int64_t>>();
+    }
+    for (int r = 0; r < nodes; ++r) {
+      if (spec.node_labels.count(r)) continue;
+      throw ConfigError(path + ".nodes", "node " + std::to_string(r) +
+                                             " has no labels: list the labels of every node, " +
+                                             (nodes == 1 ? "\"0\"" : "\"0\" to \"" + std::to_string(nodes - 1) + "\""));
+    }
+  }
+  return spec;
+}
+
+DataSpec read_data(json& section, const std::string& path, const fs::path& base_dir, int nodes) {
   DataSpec spec;
   spec.json_path = path;
   spec.dataset = section.at("dataset");
@@ -55,7 +87,7 @@ DataSpec read_data(json& section, const std::string& path, const fs::path& base_
   spec.split = section.at("split");
   // Validation data is not sharded, but its partition is still validated:
   // a bad value is a typo worth reporting rather than ignoring.
-  spec.partition = section.at("partition");
+  spec.partition = read_partition(section.at("partition"), path + ".partition", nodes);
   spec.options = section.at("options");
   return spec;
 }
@@ -144,16 +176,22 @@ Manifest read_run(const json& doc, const fs::path& base_dir, const std::string& 
   m.model = read_plugin(top.at("model"), "model");
   m.strategy = read_plugin(top.at("strategy"), "strategy");
   json& data = top.at("data");
-  m.train_data = read_data(data.at("train"), "data.train", base_dir);
-  if (data.contains("val")) m.val_data = read_data(data.at("val"), "data.val", base_dir);
+  m.train_data = read_data(data.at("train"), "data.train", base_dir, m.nodes);
+  if (data.contains("val")) m.val_data = read_data(data.at("val"), "data.val", base_dir, m.nodes);
   read_train(top.at("train"), m);
   read_eval(top.at("eval"), m);
   m.network = read_network(top.at("network"), m.nodes);
   m.compute = read_compute(top.at("compute"), m.nodes);
+  m.checkpoint.interval = top.at("checkpoint").at("interval");
+  m.checkpoint.keep = top.at("checkpoint").at("keep");
   json& output = top.at("output");
   m.output_dir = resolve_path(base_dir, output.at("dir"));
   output["dir"] = m.output_dir.string();
-  m.save_model = output.at("save_model");
+  const json& save_model = output.at("save_model");
+  if (save_model.is_boolean())
+    m.model_formats = save_model.get<bool>() ? model_file_formats() : std::vector<std::string>{};
+  else
+    m.model_formats = save_model.get<std::vector<std::string>>();
   m.resolved = std::move(top);
   return m;
 }

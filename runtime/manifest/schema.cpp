@@ -62,17 +62,49 @@ OptionSpec plugin(const std::string& kind) {
       }));
 }
 
+OptionSpec list_of(std::string noun, std::string doc, OptionSpec item) {
+  OptionSpec spec{"", Type::List, nullptr, std::move(doc)};
+  spec.noun = std::move(noun);
+  item.name = "<item>";
+  spec.fields = {std::move(item)};
+  return spec;
+}
+
+// data.*.partition: a name, or an object naming the kind and its keys.
+OptionSpec partition() {
+  OptionSpec spec{"partition", Type::Tagged, "iid", "how the training examples are shared out among the nodes"};
+  spec.noun = "partition: \"iid\", \"contiguous\", or an object such as {\"name\": \"dirichlet\", \"alpha\": 0.1}";
+  spec.fields = {
+      section("iid", nullptr, "every node draws from the whole set, a new shuffle each epoch", {}),
+      section("contiguous", nullptr, "node r owns the r-th of K contiguous slices of the examples", {}),
+      section("dirichlet", nullptr,
+              "label skew: each label's examples cut among the nodes in proportions drawn from Dir(alpha) "
+              "(Hsu, Qi and Brown, 2019)",
+              {required({"alpha", Type::PositiveNumber, nullptr,
+                         "the concentration: small values give each node few labels, large ones approach IID"})}),
+      section(
+          "shards", nullptr,
+          "label skew: the examples sorted by label, cut into nodes × shards_per_node shards, each node "
+          "given shards_per_node of them at random (McMahan et al., 2017)",
+          {required(at_most(kIntMax, {"shards_per_node", Type::PositiveInteger, nullptr, "shards each node gets"}))}),
+      section("labels", nullptr, "explicit label sets: each node trains on the examples of the labels it lists",
+              {required(node_table("nodes", "every node's labels (a label listed by several nodes is split among them)",
+                                   list_of("list of labels (integers)", "this node's labels",
+                                           {"", Type::Integer, nullptr, "a label"})))}),
+  };
+  return spec;
+}
+
 OptionSpec data_split(std::string name, const char* default_split, std::string doc) {
-  return section(
-      std::move(name), nullptr, std::move(doc),
-      {
-          required({"dataset", Type::NonEmptyString, nullptr,
-                    "a built-in dataset (mnist, synthetic, text-char, tokens) or a dataset plugin"}),
-          {"path", Type::NonEmptyString, nullptr, "where the data is, relative to the manifest's folder"},
-          {"split", Type::NonEmptyString, default_split, "the dataset's split"},
-          {"partition", Type::String, "iid", "how the examples are shared out among the nodes", {"iid", "contiguous"}},
-          {"options", Type::Object, json::object(), "the dataset's options"},
-      });
+  return section(std::move(name), nullptr, std::move(doc),
+                 {
+                     required({"dataset", Type::NonEmptyString, nullptr,
+                               "a built-in dataset (mnist, synthetic, text-char, tokens) or a dataset plugin"}),
+                     {"path", Type::NonEmptyString, nullptr, "where the data is, relative to the manifest's folder"},
+                     {"split", Type::NonEmptyString, default_split, "the dataset's split"},
+                     partition(),
+                     {"options", Type::Object, json::object(), "the dataset's options"},
+                 });
 }
 
 OptionSpecs link(json bandwidth, json latency) {
@@ -136,7 +168,17 @@ OptionSpecs top_level() {
       section("output", json::object(), "where the run's outputs go",
               {
                   {"dir", Type::NonEmptyString, "runs", "the folder of the run folders, relative to the manifest's"},
-                  {"save_model", Type::Boolean, true, "write the final averaged model (model.pt, model.safetensors)"},
+                  {"save_model", Type::ChoiceSet, true,
+                   "the files of the final averaged model: true (all), false (none) or a list of formats, "
+                   "\"pt\" (model.pt) and \"safetensors\" (model.safetensors)",
+                   model_file_formats()},
+              }),
+      section("checkpoint", json::object(), "checkpoints a stopped run resumes from (exogym-run --resume)",
+              {
+                  {"interval", Type::NonNegativeInteger, 0,
+                   "steps between checkpoints (0: none); with checkpoints on, the last step and a run stopped by "
+                   "Ctrl-C or SIGTERM are saved too"},
+                  at_most(kIntMax, {"keep", Type::PositiveInteger, 2, "how many of the newest checkpoints to keep"}),
               }),
       network(),
       section("compute", json::object(), "the simulated cluster's compute",
@@ -156,6 +198,11 @@ OptionSpecs top_level() {
 }
 
 }  // namespace
+
+const std::vector<std::string>& model_file_formats() {
+  static const std::vector<std::string> formats = {"pt", "safetensors"};
+  return formats;
+}
 
 const sdk::OptionSpecs& manifest_schema() {
   static const OptionSpecs schema = top_level();

@@ -71,16 +71,16 @@ void write_all(int fd, std::string_view bytes, const fs::path& file) {
   }
 }
 
-// Makes the rename itself durable. Best effort: some file systems refuse to
-// sync a directory, and the file's own data is already on the disk.
+}  // namespace
+
+// Best effort: some file systems refuse to sync a directory, and the
+// files' own data is already on the disk.
 void sync_folder(const fs::path& folder) {
   const int fd = ::open(folder.empty() ? "." : folder.c_str(), O_RDONLY | O_DIRECTORY);
   if (fd < 0) return;
   ::fsync(fd);
   ::close(fd);
 }
-
-}  // namespace
 
 void write_file_atomically(const fs::path& file, std::string_view bytes) {
   TemporaryFile temporary(file);

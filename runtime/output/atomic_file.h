@@ -14,4 +14,7 @@ namespace exogym::runtime::output {
 // sdk::Error names `file` and the reason (a failure while running: exit 1).
 void write_file_atomically(const std::filesystem::path& file, std::string_view bytes);
 
+// Makes renames in `folder` durable (a folder renamed into it, say).
+void sync_folder(const std::filesystem::path& folder);
+
 }  // namespace exogym::runtime::output

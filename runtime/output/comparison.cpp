@@ -37,7 +37,12 @@ double metric(const EvalValues& values, const train::RunResult& r, const std::st
 
 std::vector<std::vector<std::string>> rows(const std::vector<train::RunResult>& results, bool pretty) {
   const auto metrics = metric_union(results);
-  std::vector<std::string> header = {"variant", "strategy", "nodes", "steps", "local_loss", "global_loss"};
+  std::vector<std::string> header = {"variant", "strategy", "nodes", "steps"};
+  const bool any_skew =
+      std::any_of(results.begin(), results.end(), [](const train::RunResult& r) { return r.label_skew; });
+  if (any_skew) header.push_back("label_skew");
+  header.push_back("local_loss");
+  header.push_back("global_loss");
   for (const auto& n : metrics) {
     header.push_back("local_" + n);
     header.push_back("global_" + n);
@@ -56,6 +61,7 @@ std::vector<std::vector<std::string>> rows(const std::vector<train::RunResult>& 
   for (const auto& r : results) {
     std::vector<std::string> row = {r.variant.empty() ? r.name : r.variant, r.strategy_plugin, std::to_string(r.nodes),
                                     std::to_string(r.steps)};
+    if (any_skew) row.push_back(r.label_skew ? fixed(*r.label_skew, 3) : "-");
     const bool has = r.final_eval.has_value();
     row.push_back(has ? fixed(r.final_eval->local.loss) : "-");
     row.push_back(has ? fixed(r.final_eval->global.loss) : "-");

@@ -11,7 +11,14 @@
 
 namespace exogym::runtime::output {
 
-CsvFile::CsvFile(std::filesystem::path file, std::string_view header) : file_(std::move(file)) {
+CsvFile::CsvFile(std::filesystem::path file, std::string_view header, Mode mode) : file_(std::move(file)) {
+  if (mode == Mode::Append) {
+    fd_ = ::open(file_.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd_ < 0) fail("cannot append to it", errno);
+    complete_ = ::lseek(fd_, 0, SEEK_END);
+    if (complete_ < 0) fail("cannot append to it", errno);
+    return;
+  }
   fd_ = ::open(file_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
   if (fd_ < 0) fail("cannot create it", errno);
   append(header);

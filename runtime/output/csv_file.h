@@ -12,9 +12,13 @@ namespace exogym::runtime::output {
 
 class CsvFile {
  public:
+  enum class Mode {
+    Create,  // creates (or truncates) the file and writes the header and a newline
+    Append,  // rows go after what the file holds (a resumed run's CSVs); no header
+  };
+
   CsvFile() = default;
-  // Creates (or truncates) `file` and writes `header` and a newline to it.
-  CsvFile(std::filesystem::path file, std::string_view header);
+  CsvFile(std::filesystem::path file, std::string_view header, Mode mode = Mode::Create);
   // Writes what was appended and not flushed yet, if it can.
   ~CsvFile();
   CsvFile(CsvFile&& other) noexcept;
@@ -32,6 +36,8 @@ class CsvFile {
   // flush(), then fsync(2): a delayed write error (a disk that filled up
   // after the data was accepted) surfaces here rather than never.
   void sync();
+  // Bytes of complete rows in the file: what flush() has written.
+  off_t bytes() const { return complete_; }
 
  private:
   [[noreturn]] void fail(const std::string& what, int error);

@@ -31,10 +31,10 @@ Progress::Mode Progress::mode_for_stderr(bool quiet) {
   return isatty(STDERR_FILENO) ? Mode::Live : Mode::Lines;
 }
 
-Progress::Progress(std::string label, int64_t max_steps, Mode mode)
-    : label_(std::move(label)), max_steps_(max_steps), mode_(mode) {
+Progress::Progress(std::string label, int64_t max_steps, Mode mode, int64_t first_step)
+    : label_(std::move(label)), max_steps_(max_steps), mode_(mode), first_step_(first_step), steps_done_(first_step) {
   start_ = last_print_ = std::chrono::steady_clock::now();
-  next_line_step_ = std::max<int64_t>(1, max_steps_ / 10);
+  next_line_step_ = first_step_ + std::max<int64_t>(1, max_steps_ / 10);
   if (mode_ == Mode::Jsonl) emit({{"event", "start"}, {"run", label_}, {"max_steps", max_steps_}});
 }
 
@@ -46,7 +46,7 @@ double Progress::elapsed_seconds() const {
 
 void Progress::print_json(const char* event, bool final) {
   const double elapsed = elapsed_seconds();
-  const double rate = elapsed > 0 ? steps_done_ / elapsed : 0;
+  const double rate = elapsed > 0 ? (steps_done_ - first_step_) / elapsed : 0;
   nlohmann::json line = {
       {"event", event},        {"run", label_},     {"step", steps_done_},      {"max_steps", max_steps_},
       {"loss", number(loss_)}, {"lr", number(lr_)}, {"steps_per_second", rate}, {"elapsed_seconds", elapsed}};
@@ -56,7 +56,7 @@ void Progress::print_json(const char* event, bool final) {
 
 void Progress::print_line(bool final) {
   const double elapsed = elapsed_seconds();
-  const double rate = elapsed > 0 ? steps_done_ / elapsed : 0;
+  const double rate = elapsed > 0 ? (steps_done_ - first_step_) / elapsed : 0;
   const double eta = rate > 0 ? (max_steps_ - steps_done_) / rate : -1;
   char line[256];
   std::snprintf(line, sizeof line, "%s step %lld/%lld  loss %.4f  lr %.3g  %.1f steps/s  %s %s", label_.c_str(),

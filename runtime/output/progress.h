@@ -18,7 +18,9 @@ class Progress {
   // A metric's name and value ("accuracy", 0.97).
   using Metrics = std::vector<std::pair<std::string, double>>;
 
-  Progress(std::string label, int64_t max_steps, Mode mode);
+  // `first_step`: the steps already done when this process started (a
+  // resumed run), left out of the rate and the ETA.
+  Progress(std::string label, int64_t max_steps, Mode mode, int64_t first_step = 0);
   ~Progress();
 
   // Called by node 0 after each step (steps completed so far).
@@ -39,7 +41,7 @@ class Progress {
   int64_t max_steps_;
   Mode mode_;
   std::chrono::steady_clock::time_point start_, last_print_;
-  int64_t steps_done_ = 0;
+  int64_t first_step_ = 0, steps_done_ = 0;
   double loss_ = 0, lr_ = 0;
   int64_t next_line_step_ = 0;
   bool line_open_ = false;

@@ -1,15 +1,14 @@
 #include "exogym/runtime/output/run_writer.h"
 
-#include <ATen/ATen.h>
-#include <ATen/core/Dict.h>
-#include <torch/csrc/jit/serialization/pickle.h>
-
 #include <cmath>
 #include <iomanip>
 #include <limits>
+#include <set>
 #include <sstream>
 
 #include "exogym/runtime/output/atomic_file.h"
+#include "exogym/runtime/output/model_pt.h"
+#include "exogym/runtime/output/safetensors.h"
 #include "exogym/sdk/error.h"
 
 namespace exogym::runtime::output {
@@ -30,23 +29,44 @@ static double perplexity(double loss) { return std::exp(loss); }
 // strategies may record a value per node per step.
 constexpr size_t kMetricsBlock = 1 << 16;
 
-RunWriter::RunWriter(fs::path dir, std::vector<std::string> metric_names)
+RunWriter::RunWriter(fs::path dir, std::vector<std::string> metric_names, bool append)
     : dir_(std::move(dir)), metric_names_(std::move(metric_names)) {
   std::error_code ec;
   fs::create_directories(dir_, ec);
   if (ec) throw sdk::Error(dir_.string() + ": cannot create the run folder: " + ec.message());
-  train_ = CsvFile(dir_ / "train.csv", "step,examples_trained,train_loss,train_perplexity,lr,bytes_sent,sim_time_s");
+  const auto open = append ? CsvFile::Mode::Append : CsvFile::Mode::Create;
+  train_ =
+      CsvFile(dir_ / "train.csv", "step,examples_trained,train_loss,train_perplexity,lr,bytes_sent,sim_time_s", open);
   std::string header = "step,local_loss,local_perplexity,global_loss,global_perplexity";
   for (const auto& m : metric_names_) header += ",local_" + m;
   for (const auto& m : metric_names_) header += ",global_" + m;
   header += ",bytes_sent,sim_time_s";
-  validation_ = CsvFile(dir_ / "validation.csv", header);
-  metrics_ = CsvFile(dir_ / "metrics.csv", "step,node,name,value");
-  comm_ = CsvFile(dir_ / "comm.csv", "step,source,collective,calls,bytes_sent,time_s");
+  validation_ = CsvFile(dir_ / "validation.csv", header, open);
+  metrics_ = CsvFile(dir_ / "metrics.csv", "step,node,name,value", open);
+  comm_ = CsvFile(dir_ / "comm.csv", "step,source,collective,calls,bytes_sent,time_s", open);
 }
 
 void RunWriter::write_config(const nlohmann::json& config) {
   write_file_atomically(dir_ / "config.json", config.dump(2) + "\n");
+}
+
+void RunWriter::write_data(const std::vector<data::NodeData>& nodes) {
+  std::set<int64_t> labels;
+  for (const auto& node : nodes)
+    for (const auto& entry : node.label_counts) labels.insert(entry.first);
+  std::ostringstream out;
+  out << "node,examples";
+  for (int64_t label : labels) out << ",label_" << label;
+  out << '\n';
+  for (size_t r = 0; r < nodes.size(); ++r) {
+    out << r << ',' << nodes[r].examples;
+    for (int64_t label : labels) {
+      const auto found = nodes[r].label_counts.find(label);
+      out << ',' << (found == nodes[r].label_counts.end() ? 0 : found->second);
+    }
+    out << '\n';
+  }
+  write_file_atomically(dir_ / "data.csv", out.str());
 }
 
 void RunWriter::train_row(int64_t step, int64_t examples_trained, double loss, double lr, double bytes_sent,
@@ -90,11 +110,29 @@ void RunWriter::write_summary(const nlohmann::json& summary) {
   write_file_atomically(dir_ / "summary.json", summary.dump(2) + "\n");
 }
 
-void RunWriter::save_model(const std::vector<std::pair<std::string, at::Tensor>>& tensors) {
-  c10::Dict<std::string, at::Tensor> dict;
-  for (const auto& [name, tensor] : tensors) dict.insert(name, tensor.detach().to(at::kCPU).contiguous());
-  std::vector<char> bytes = torch::jit::pickle_save(dict);
-  write_file_atomically(dir_ / "model.pt", std::string(bytes.begin(), bytes.end()));
+nlohmann::json RunWriter::flush_csvs() {
+  std::lock_guard<std::mutex> lock(metrics_mutex_);
+  nlohmann::json sizes;
+  const std::pair<const char*, CsvFile*> csvs[] = {
+      {"train.csv", &train_}, {"validation.csv", &validation_}, {"metrics.csv", &metrics_}, {"comm.csv", &comm_}};
+  for (const auto& [name, csv] : csvs) {
+    csv->flush();
+    sizes[name] = static_cast<int64_t>(csv->bytes());
+  }
+  return sizes;
+}
+
+void RunWriter::save_model(const NamedTensors& tensors, const std::vector<std::string>& formats) {
+  for (const auto& format : formats) {
+    if (format == "pt") {
+      write_model_pt(dir_ / "model.pt", tensors);
+    } else if (format == "safetensors") {
+      // "format": "pt" tells Hugging Face's loaders the tensors are PyTorch's.
+      write_safetensors(dir_ / "model.safetensors", tensors, {{"format", "pt"}});
+    } else {
+      EXOGYM_CHECK_INTERNAL(false, "unknown model format \"" + format + "\" (the manifest's schema allows it)");
+    }
+  }
 }
 
 }  // namespace exogym::runtime::output

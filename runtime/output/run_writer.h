@@ -1,8 +1,9 @@
 #pragma once
-// A run's output folder: config.json, train.csv, validation.csv, metrics.csv,
-// comm.csv, summary.json and model.pt (DESIGN §6). Rows are flushed as they are
-// written, so a crashed or interrupted run keeps everything up to its end; a
-// failed write throws sdk::Error naming the file (csv_file.h).
+// A run's output folder: config.json, data.csv, train.csv, validation.csv,
+// metrics.csv, comm.csv, summary.json, model.pt and model.safetensors
+// (DESIGN §6). Rows are flushed as they are written, so a crashed or
+// interrupted run keeps everything up to its end; a failed write throws
+// sdk::Error naming the file (csv_file.h).
 #include <ATen/core/Tensor.h>
 
 #include <filesystem>
@@ -12,7 +13,9 @@
 #include <utility>
 #include <vector>
 
+#include "exogym/runtime/data/node_data.h"
 #include "exogym/runtime/output/csv_file.h"
+#include "exogym/runtime/output/safetensors.h"
 #include "exogym/runtime/sim/comm_row.h"
 #include "exogym/sdk/node.h"
 
@@ -26,11 +29,16 @@ struct EvalValues {
 class RunWriter final : public sdk::MetricSink {
  public:
   // `dir` is the run folder (see run_folder.h); it is created if missing.
-  RunWriter(std::filesystem::path dir, std::vector<std::string> metric_names);
+  // `append`: a resumed run, whose CSVs are there (cut back to its
+  // checkpoint): rows are appended to them.
+  RunWriter(std::filesystem::path dir, std::vector<std::string> metric_names, bool append = false);
 
   const std::filesystem::path& dir() const { return dir_; }
 
   void write_config(const nlohmann::json& config);
+  // data.csv: "node,examples", then one "label_<l>" column per label any
+  // node has (ascending; none without labels), one row per node.
+  void write_data(const std::vector<data::NodeData>& nodes);
   // step: steps completed (this row is the step that brought it there).
   // bytes_sent: cumulative strategy bytes per node; sim_time_s: node 0's
   // simulated clock.
@@ -40,8 +48,12 @@ class RunWriter final : public sdk::MetricSink {
   void comm_rows(const std::vector<sim::CommRow>& rows);
   void record(int node, int64_t step, const std::string& name, double value) override;
   void write_summary(const nlohmann::json& summary);
-  // Saves {name: tensor} so that Python's torch.load returns a plain dict.
-  void save_model(const std::vector<std::pair<std::string, at::Tensor>>& tensors);
+  // Flushes the CSVs and returns their sizes, {"train.csv": bytes, ...}:
+  // where a resumed run cuts them back to.
+  nlohmann::json flush_csvs();
+  // Writes model.<format> for each of `formats` ("pt": model_pt.h,
+  // "safetensors": safetensors.h), the same tensors bit for bit in each.
+  void save_model(const NamedTensors& tensors, const std::vector<std::string>& formats);
 
  private:
   std::filesystem::path dir_;

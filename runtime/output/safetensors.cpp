@@ -11,6 +11,7 @@
 #include <set>
 
 #include "exogym/runtime/output/atomic_file.h"
+#include "exogym/runtime/output/tensor_dtypes.h"
 #include "exogym/sdk/error.h"
 
 namespace exogym::runtime::output {
@@ -19,33 +20,16 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct DtypeName {
-  at::ScalarType type;
-  const char* name;
-};
-
-// The dtypes of the format that LibTorch has.
-constexpr DtypeName kDtypes[] = {
-    {at::kDouble, "F64"}, {at::kFloat, "F32"}, {at::kHalf, "F16"}, {at::kBFloat16, "BF16"}, {at::kLong, "I64"},
-    {at::kInt, "I32"},    {at::kShort, "I16"}, {at::kChar, "I8"},  {at::kByte, "U8"},       {at::kBool, "BOOL"},
-};
-
 const char* dtype_name(at::ScalarType type, const std::string& tensor) {
-  for (const auto& d : kDtypes) {
-    if (d.type == type) return d.name;
-  }
+  if (const TensorDtype* dtype = find_dtype(type)) return dtype->safetensors;
   throw sdk::Error("safetensors: tensor \"" + tensor + "\" has dtype " + std::string(c10::toString(type)) +
                    ", which the format cannot store");
 }
 
 bool dtype_of(const std::string& name, at::ScalarType& type) {
-  for (const auto& d : kDtypes) {
-    if (name == d.name) {
-      type = d.type;
-      return true;
-    }
-  }
-  return false;
+  const TensorDtype* dtype = find_safetensors_dtype(name.c_str());
+  if (dtype) type = dtype->type;
+  return dtype != nullptr;
 }
 
 void put_u64_le(std::string& out, uint64_t value) {

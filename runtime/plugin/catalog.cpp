@@ -1,5 +1,7 @@
 #include "exogym/runtime/plugin/catalog.h"
 
+#include <spdlog/spdlog.h>
+
 #include <cstdio>
 
 #include "exogym/runtime/data/registry.h"
@@ -33,6 +35,18 @@ std::string option_lines(const sdk::OptionSpecs& options) {
   return out;
 }
 
+// Loads a plugin discover() found usable (its code runs); on failure, sets
+// `error` and returns null. `error` is discover()'s, if any.
+std::shared_ptr<LoadedPlugin> load_found(PluginLoader& loader, const PluginLoader::Found& f, std::string& error) {
+  if (!error.empty()) return nullptr;
+  try {
+    return loader.load_file(f.file);
+  } catch (const std::exception& e) {
+    error = e.what();
+    return nullptr;
+  }
+}
+
 }  // namespace
 
 std::string plugin_catalog(PluginLoader& loader, bool with_options) {
@@ -47,24 +61,34 @@ std::string plugin_catalog(PluginLoader& loader, bool with_options) {
   if (found.empty()) out += "no plugins found\n";
   for (const auto& f : found) {
     std::string error = f.error;
-    std::shared_ptr<LoadedPlugin> plugin;
-    if (error.empty() && with_options) {
-      try {
-        plugin = loader.load_file(f.file);
-      } catch (const std::exception& e) {
-        error = e.what();
-      }
-    }
+    const auto plugin = with_options ? load_found(loader, f, error) : nullptr;
     if (!error.empty()) {
       out += "\n[unusable] " + f.file.string() + "\n  " + error + "\n";
       continue;
     }
     const auto& d = f.description;
-    out += format("\n%-8s %-14s %s  %s\n", d.kind.c_str(), d.name.c_str(), d.version.c_str(), d.file.string().c_str());
+    out += format("\n%-8s %-14s %s  %s%s\n", d.kind.c_str(), d.name.c_str(), d.version.c_str(), d.file.string().c_str(),
+                  d.per_node ? "  (one per node)" : "");
     if (plugin) out += option_lines(plugin->options());
   }
   if (!with_options && !found.empty()) {
     out += "\n(plugins were not loaded; --with-options loads them and lists their options)\n";
+  }
+  return out;
+}
+
+std::vector<manifest::PluginOptions> plugin_options(PluginLoader& loader) {
+  std::vector<manifest::PluginOptions> out;
+  for (const auto& name : data::builtin_dataset_names())
+    out.push_back({"dataset", name, *data::builtin_dataset_options(name)});
+  for (const auto& f : loader.discover()) {
+    std::string error = f.error;
+    const auto plugin = load_found(loader, f, error);
+    if (!plugin) {
+      spdlog::warn("{}: left out of the schema: {}", f.file.string(), error);
+      continue;
+    }
+    out.push_back({f.description.kind, f.description.name, plugin->options()});
   }
   return out;
 }

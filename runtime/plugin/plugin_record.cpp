@@ -130,6 +130,7 @@ PluginDescription read_plugin_record(const fs::path& file) {
     if (key == "name") d.name = value;
     if (key == "version") d.version = value;
     if (key == "fingerprint") d.fingerprint = value;
+    if (key == "per_node") d.per_node = value == "1";
   }
   if (!has_abi) elf.fail(std::string("its ") + kSection + " section holds no ABI version");
   return d;

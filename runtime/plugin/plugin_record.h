@@ -11,6 +11,8 @@ struct PluginDescription {
   std::filesystem::path file;
   int abi_version = 0;
   std::string kind, name, version, fingerprint;
+  // A dataset exported with EXOGYM_NODE_DATASET_PLUGIN: built once per node.
+  bool per_node = false;
 };
 
 // Reads `file`'s .exogym_plugin section (a 64-bit little-endian ELF shared

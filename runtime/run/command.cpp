@@ -9,12 +9,19 @@
 #include "exogym/runtime/dist/launcher.h"
 #include "exogym/runtime/dist/process_mesh.h"
 #include "exogym/runtime/manifest/manifest.h"
+#include "exogym/runtime/run/resume.h"
 #include "exogym/runtime/run/runner.h"
 #include "exogym/runtime/train/training.h"
 
 namespace exogym::runtime::run {
 
 namespace {
+
+// The manifest, or the run folder's configuration when resuming.
+manifest::ManifestSet load(const RunCommand& command) {
+  if (!command.resume.empty()) return resumed_manifest(command.resume, command.overrides);
+  return manifest::load_manifest(command.manifest, command.overrides);
+}
 
 // The table of a comparison, or a single run's final losses.
 void print_result(const manifest::ManifestSet& set, const RunnerResult& result, output::Progress::Mode progress) {
@@ -41,7 +48,7 @@ void print_result(const manifest::ManifestSet& set, const RunnerResult& result, 
 // Checks the manifest once here, so that a mistake is reported once rather
 // than by every process, then starts and supervises the processes.
 int launch(const RunCommand& command, plugin::PluginLoader& loader) {
-  const auto set = manifest::load_manifest(command.manifest, command.overrides);
+  const auto set = load(command);
   for (const auto& run : set.runs) train::check_run(run, loader, command.nproc);
   dist::LaunchSpec spec;
   spec.processes = command.nproc;
@@ -84,10 +91,12 @@ int run_in_mesh(const RunCommand& command, const manifest::ManifestSet& set, plu
 int run_command(const RunCommand& command, plugin::PluginLoader& loader) {
   if (command.nproc > 0) return launch(command, loader);
   cluster::install_interrupt_handlers();
-  const auto set = manifest::load_manifest(command.manifest, command.overrides);
+  const auto set = load(command);
   RunnerOptions options;
   options.progress = command.progress;
   options.only = command.only;
+  options.resume_dir = command.resume;
+  options.from_step = command.from_step;
   if (command.world.distributed()) return run_in_mesh(command, set, loader, options);
   print_result(set, run_manifest_set(set, loader, options), command.progress);
   return 0;

@@ -3,7 +3,9 @@
 // then run it in this process, as one process of several (torchrun-style
 // WORLD_SIZE/RANK), or by starting --nproc processes on this host and
 // supervising them. The tool itself only parses flags into a RunCommand.
+#include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +20,10 @@ namespace exogym::runtime::run {
 
 struct RunCommand {
   std::filesystem::path manifest;
+  // Non-empty instead of `manifest`: continue the run in this folder from
+  // its newest checkpoint, or the one of step from_step (run/resume.h).
+  std::filesystem::path resume;
+  std::optional<int64_t> from_step;
   std::vector<std::string> overrides;  // --set KEY=VALUE
   std::vector<std::string> only;       // --only VARIANT
   output::Progress::Mode progress = output::Progress::Mode::Lines;

@@ -1,13 +1,15 @@
 #include "exogym/runtime/run/runner.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
-#include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
 
 #include "exogym/runtime/dist/process_mesh.h"
 #include "exogym/runtime/output/atomic_file.h"
 #include "exogym/runtime/output/comparison.h"
+#include "exogym/runtime/output/report/report.h"
 #include "exogym/runtime/output/run_folder.h"
 #include "exogym/runtime/output/run_writer.h"
 #include "exogym/runtime/plugin/plugin_loader.h"
@@ -17,6 +19,29 @@
 namespace exogym::runtime::run {
 
 namespace fs = std::filesystem;
+
+namespace {
+
+std::string comparison_title(const manifest::ManifestSet& set) {
+  return set.runs.empty() ? std::string("comparison") : set.runs.front().name + ": comparison";
+}
+
+// After a variant failed or was interrupted: the report of the variants that
+// ran, the stopped one included. Never throws over the run's own error.
+void write_stopped_comparison_report(const manifest::ManifestSet& set, const fs::path& folder,
+                                     const std::vector<fs::path>& variant_dirs) noexcept {
+  try {
+    std::vector<fs::path> started;
+    for (const auto& dir : variant_dirs) {
+      if (fs::exists(dir / "config.json")) started.push_back(dir);
+    }
+    if (!started.empty()) output::report::write_report(started, folder / "report.html", comparison_title(set));
+  } catch (const std::exception& e) {
+    if (auto log = spdlog::get("exogym")) log->warn("no report.html for {}: {}", folder.string(), e.what());
+  }
+}
+
+}  // namespace
 
 RunnerResult run_manifest_set(const manifest::ManifestSet& set, plugin::PluginLoader& loader,
                               const RunnerOptions& options) {
@@ -52,6 +77,8 @@ RunnerResult run_manifest_set(const manifest::ManifestSet& set, plugin::PluginLo
   if (set.has_variants && writes && !selected.empty()) {
     result.folder = output::create_run_folder(selected.front()->run_dir().parent_path());
   }
+  const bool compares = set.has_variants && writes;
+  std::vector<fs::path> variant_dirs;  // of the variants started, for the comparison's report
   for (const auto* run : selected) {
     train::RunOptions run_options;
     run_options.progress = options.progress;
@@ -59,14 +86,25 @@ RunnerResult run_manifest_set(const manifest::ManifestSet& set, plugin::PluginLo
     run_options.mesh = options.mesh;
     run_options.partial_reduce = options.partial_reduce;
     run_options.cores = options.cores;
-    if (set.has_variants && writes) run_options.run_dir = result.folder / run->variant;
-    result.runs.push_back(train::train_run(*run, loader, run_options));
+    if (compares) variant_dirs.push_back(run_options.run_dir = result.folder / run->variant);
+    if (!options.resume_dir.empty()) {
+      run_options.resume = true;
+      run_options.run_dir = options.resume_dir;
+      run_options.from_step = options.from_step;
+    }
+    try {
+      result.runs.push_back(train::train_run(*run, loader, run_options));
+    } catch (...) {
+      if (compares) write_stopped_comparison_report(set, result.folder, variant_dirs);
+      throw;
+    }
     if (!set.has_variants) result.folder = result.runs.back().run_dir;
   }
-  if (set.has_variants && writes && !result.runs.empty()) {
+  if (compares && !result.runs.empty()) {
     result.table = output::comparison_table(result.runs);
     output::write_file_atomically(result.folder / "comparison.csv", output::comparison_csv(result.runs));
     output::write_file_atomically(result.folder / "comparison.txt", result.table);
+    output::report::write_report(variant_dirs, result.folder / "report.html", comparison_title(set));
   }
   return result;
 }
@@ -86,9 +124,7 @@ std::string run_fingerprint(const manifest::ManifestSet& set, const std::vector<
   }
   util::Fnv1a hash;
   hash.add(runs.dump());
-  char text[17];
-  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(hash.digest()));
-  return text;
+  return hash.hex();
 }
 
 }  // namespace exogym::runtime::run

@@ -1,7 +1,9 @@
 #pragma once
 // Runs every run of a manifest (one, or each variant of "runs") and, for
 // variants, writes the side-by-side comparison.
+#include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +19,9 @@ struct RunnerOptions {
   dist::ProcessMesh* mesh = nullptr;
   bool partial_reduce = false;
   int cores = 0;
+  // Non-empty: continue the run in this folder (RunOptions::resume).
+  std::filesystem::path resume_dir;
+  std::optional<int64_t> from_step;
 };
 
 struct RunnerResult {

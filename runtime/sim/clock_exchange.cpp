@@ -36,4 +36,9 @@ void ClockExchange::share_latest(uint64_t sequence, double latest) {
   shared_sequence_[sequence % 2] = sequence;
 }
 
+void ClockExchange::restore(uint64_t sequence) {
+  std::fill(posted_.begin(), posted_.end(), sequence);
+  taken_ = sequence;
+}
+
 }  // namespace exogym::runtime::sim

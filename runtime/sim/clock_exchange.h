@@ -39,6 +39,10 @@ class ClockExchange {
   // The latest arrival at `sequence` over every process.
   void share_latest(uint64_t sequence, double latest);
 
+  // A resumed run, before its nodes start: every node has taken part in
+  // `sequence` strategy collectives, all of them completed.
+  void restore(uint64_t sequence);
+
  private:
   std::vector<double> slots_[2];
   std::vector<uint64_t> posted_;  // per rank: 1 + the last sequence it posted (0: none)

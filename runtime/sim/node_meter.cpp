@@ -91,4 +91,35 @@ std::vector<CommRow> NodeMeter::take_rows() {
   return rows;
 }
 
+nlohmann::json NodeMeter::state() const {
+  auto pair = [](const double(&v)[2]) { return nlohmann::json::array({v[0], v[1]}); };
+  const double sent[2] = {traffic_[0].sent, traffic_[1].sent};
+  const double received[2] = {traffic_[0].received, traffic_[1].received};
+  return {{"clock", clock_},
+          {"compute", compute_},
+          {"communication", communication_},
+          {"waiting", waiting_},
+          {"sequence", sequence_},
+          {"sent", pair(sent)},
+          {"received", pair(received)},
+          {"cluster_sent", pair(cluster_sent_)},
+          {"calls", {calls_[0], calls_[1]}}};
+}
+
+void NodeMeter::restore(const nlohmann::json& state) {
+  clock_ = state.at("clock");
+  compute_ = state.at("compute");
+  communication_ = state.at("communication");
+  waiting_ = state.at("waiting");
+  sequence_ = state.at("sequence");
+  for (int i = 0; i < 2; ++i) {
+    traffic_[i].sent = state.at("sent").at(i);
+    traffic_[i].received = state.at("received").at(i);
+    cluster_sent_[i] = state.at("cluster_sent").at(i);
+    calls_[i] = state.at("calls").at(i);
+  }
+  pending_compute_ = 0;
+  rows_.clear();
+}
+
 }  // namespace exogym::runtime::sim

@@ -9,6 +9,7 @@
 // (traffic_source.h).
 #include <chrono>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "exogym/runtime/sim/clock_exchange.h"
@@ -53,6 +54,14 @@ class NodeMeter {
   // node sees every collective, so all nodes agree).
   double cluster_sent(TrafficSource source) const { return cluster_sent_[index(source)]; }
   int64_t collectives(TrafficSource source) const { return calls_[index(source)]; }
+
+  // Checkpoints: the counters, clocks and collective sequence number at a
+  // step boundary (no rows pending), and putting them back when a run
+  // resumes, before its first resumed step (the clock exchange is restored
+  // apart, ClockExchange::restore). Doubles round-trip exactly.
+  nlohmann::json state() const;
+  void restore(const nlohmann::json& state);
+  uint64_t sequence() const { return sequence_; }
 
   // The comm.csv rows gathered since the last call, in the order of each
   // row's first collective.

@@ -3,7 +3,9 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,6 +15,7 @@
 #include "exogym/runtime/cluster/interrupt.h"
 #include "exogym/runtime/plugin/plugin_loader.h"
 #include "exogym/runtime/sim/metered_communicator.h"
+#include "exogym/runtime/train/checkpointing.h"
 #include "exogym/runtime/train/divergence.h"
 #include "exogym/runtime/train/evaluation.h"
 #include "exogym/runtime/train/model_state.h"
@@ -37,7 +40,12 @@ class NodeRun {
 
  private:
   void start();
+  void restore();
   void train_step(int64_t t);
+  // After the last step before boundary `step` (steps done): a checkpoint
+  // when one is due or a stop was requested; then, if stopping, stops.
+  void boundary(int64_t step);
+  void write_checkpoint(int64_t step);
   // The step's loss: the mean over its micro-batches, whose mean gradients
   // are averaged too.
   double forward_backward(const std::vector<int64_t>& indices);
@@ -90,7 +98,10 @@ void NodeRun::run() {
   try {
     start();
     s_.loop.note_start();
-    for (int64_t t = 0; t < m_.max_steps; ++t) train_step(t);
+    for (int64_t t = s_.first_step; t < m_.max_steps; ++t) {
+      train_step(t);
+      boundary(t + 1);
+    }
     s_.loop.note_end();
     finish();
   } catch (const sdk::AbortedError&) {
@@ -108,6 +119,7 @@ void NodeRun::run() {
 
 void NodeRun::start() {
   slot_.acquire();
+  if (s_.resume) return restore();
   {
     // Every node starts from node 0's parameters and buffers.
     at::NoGradGuard no_grad;
@@ -120,11 +132,56 @@ void NodeRun::start() {
   strategy_.init(ctx_, model_);
 }
 
+// A resumed run: every node restores its own state, so no broadcast.
+void NodeRun::restore() {
+  phase_ = "restoring the checkpoint";
+  ctx_.step = s_.first_step;
+  auto node = s_.resume->nodes.find(rank_);
+  EXOGYM_CHECK_INTERNAL(node != s_.resume->nodes.end(), "no checkpoint state loaded for this node");
+  const std::string file = (s_.resume->folder / checkpoint::node_file_name(rank_)).string();
+  checkpoint::restore_model(model_, node->second, file);
+  phase_ = "init of " + strategy_name_;
+  strategy_.init(ctx_, model_);
+  phase_ = "restoring the state of " + strategy_name_ + " from " + file;
+  checkpoint::restore_strategy(strategy_, node->second);
+  meter_.restore(node->second.meter);
+  // Only this thread touches its node's entry.
+  node->second = checkpoint::NodeState();
+}
+
+void NodeRun::boundary(int64_t step) {
+  const bool stop = s_.stop_point && s_.stop_point->stop_here(rank_, step, cluster::interrupt_requested());
+  if (stop || checkpoint_due(s_, step)) write_checkpoint(step);
+  if (stop) {
+    throw cluster::Interrupted("interrupted by a signal (Ctrl-C) after " + std::to_string(step) +
+                               " steps; resume with exogym-run --resume " +
+                               s_.checkpoints->folder().parent_path().string());
+  }
+}
+
+// Collective: every node writes its file, they meet, node 0 commits, they
+// meet again (so that a failed commit stops every node). The meetings are
+// the runtime's, unmetered: a checkpoint changes no count and no clock.
+void NodeRun::write_checkpoint(int64_t step) {
+  phase_ = "writing the checkpoint of step " + std::to_string(step);
+  const auto started = std::chrono::steady_clock::now();
+  checkpoint::write_node_state(s_.checkpoints->partial_folder(step), rank_, step, model_, strategy_, meter_.state());
+  backend_->barrier();
+  std::filesystem::path folder;
+  if (rank_ == 0) folder = commit_checkpoint(s_, step);
+  backend_->barrier();
+  if (rank_ != 0) return;
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  ++s_.checkpoints_written;
+  s_.checkpoint_seconds += seconds;
+  s_.log->debug("checkpoint {} written in {:.3f} s", folder.string(), seconds);
+}
+
 void NodeRun::train_step(int64_t t) {
   ctx_.step = t;
   // Every node checks, so the first to see the request stops the others at
-  // their next collective.
-  if (cluster::interrupt_requested()) {
+  // their next collective. With checkpoints, boundary() stops them instead.
+  if (!s_.stop_point && cluster::interrupt_requested()) {
     throw cluster::Interrupted("interrupted by a signal (Ctrl-C) after " + std::to_string(t) + " steps");
   }
   meter_.set_completed_steps(t);
@@ -153,7 +210,7 @@ double NodeRun::forward_backward(const std::vector<int64_t>& indices) {
   for (int64_t j = 0; j < s_.accumulation; ++j) {
     std::vector<int64_t> micro(indices.begin() + j * b, indices.begin() + (j + 1) * b);
     phase_ = "loading the training batch";
-    sdk::Batch batch = cluster::to_device(s_.data.train->get(micro), device_);
+    sdk::Batch batch = cluster::to_device(s_.data.train_of(rank_).get(micro), device_);
     phase_ = "forward/backward of " + model_name_;
     at::Tensor loss = model_.loss(batch);
     if (loss.numel() != 1)
@@ -199,9 +256,9 @@ void NodeRun::finish() {
     throw Diverged(rank_, m_.max_steps, "a parameter of the averaged model");
   }
   s_.writer->comm_rows(meter_.take_rows());
-  if (m_.save_model) {
-    phase_ = "saving model.pt";
-    s_.writer->save_model(saved_model(state, averaged, model_.module()));
+  if (!m_.model_formats.empty()) {
+    phase_ = "saving the model";
+    s_.writer->save_model(saved_model(state, averaged, model_.module()), m_.model_formats);
   }
 }
 

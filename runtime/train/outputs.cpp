@@ -4,7 +4,9 @@
 
 #include <string>
 
+#include "exogym/runtime/output/report/report.h"
 #include "exogym/runtime/output/run_folder.h"
+#include "exogym/runtime/train/checkpointing.h"
 
 namespace exogym::runtime::train {
 
@@ -31,26 +33,53 @@ json resolved_config(const RunState& s, const cluster::ThreadPlan& plan, bool pa
   return config;
 }
 
+std::string run_title(const manifest::Manifest& m) { return m.variant.empty() ? m.name : m.name + "/" + m.variant; }
+
 }  // namespace
 
-void open_outputs(RunState& s, const cluster::ThreadPlan& plan, const RunOptions& options) {
+void choose_run_folder(RunState& s, const cluster::ThreadPlan& plan, const RunOptions& options) {
+  if (options.resume)
+    s.run_dir = options.run_dir;
+  else if (s.role.writes)
+    s.run_dir = options.run_dir.empty() ? output::create_run_folder(s.m.run_dir()) : options.run_dir;
+  s.config = resolved_config(s, plan, options.partial_reduce);
+}
+
+void open_outputs(RunState& s, const RunOptions& options) {
   const manifest::Manifest& m = s.m;
   const bool writes = s.role.writes;
   if (writes) {
-    s.run_dir = options.run_dir.empty() ? output::create_run_folder(m.run_dir()) : options.run_dir;
-    s.writer = std::make_unique<output::RunWriter>(s.run_dir, s.metric_names);
-    s.writer->write_config(resolved_config(s, plan, options.partial_reduce));
+    if (s.resume) cut_outputs_to_checkpoint(s);
+    s.writer = std::make_unique<output::RunWriter>(s.run_dir, s.metric_names, /*append=*/s.resume.has_value());
+    s.writer->write_config(s.config);
+    s.writer->write_data(s.data.node_data);
   } else {
     s.metric_buffer = std::make_unique<MetricBuffer>();
   }
-  const std::string label = m.variant.empty() ? m.name : m.name + "/" + m.variant;
-  s.progress =
-      std::make_unique<output::Progress>(label, m.max_steps, writes ? options.progress : output::Progress::Mode::Quiet);
+  const std::string label = run_title(m);
+  s.progress = std::make_unique<output::Progress>(
+      label, m.max_steps, writes ? options.progress : output::Progress::Mode::Quiet, s.first_step);
   if (writes) {
-    s.log->info("{}: {} nodes of {} ({} parameters) with strategy {}, {} steps{}; writing {}", label, m.nodes,
+    s.log->info("{}: {} nodes of {} ({} parameters) with strategy {}, {} steps{}; {} {}", label, m.nodes,
                 m.model.plugin, s.parameters, m.strategy.plugin, m.max_steps,
                 s.role.mesh ? " over " + std::to_string(s.role.processes) + " processes" : std::string(),
+                s.resume ? "resuming from " + s.resume->folder.string() + ", in" : std::string("writing"),
                 s.run_dir.string());
+  }
+}
+
+void write_run_report(RunState& s) {
+  if (!s.role.writes || !s.writer) return;
+  output::report::write_report({s.run_dir}, s.run_dir / "report.html", run_title(s.m));
+}
+
+void write_stopped_run_report(RunState& s) noexcept {
+  if (!s.role.writes || !s.writer) return;
+  try {
+    s.writer.reset();  // closes (and so flushes) every CSV file
+    output::report::write_report({s.run_dir}, s.run_dir / "report.html", run_title(s.m));
+  } catch (const std::exception& e) {
+    if (s.log) s.log->warn("no report.html for {}: {}", s.run_dir.string(), e.what());
   }
 }
 

@@ -1,14 +1,30 @@
 #pragma once
-// Opening a run's outputs, before its nodes start: the run folder with its
-// config.json (process 0), the progress line, and the log line announcing
-// the run.
+// A run's outputs: opening them before its nodes start (the run folder with
+// its config.json on process 0, the progress line, the log line announcing
+// the run), and report.html once it ended.
 #include "exogym/runtime/cluster/thread_plan.h"
 #include "exogym/runtime/train/run_state.h"
 #include "exogym/runtime/train/training.h"
 
 namespace exogym::runtime::train {
 
-// Sets s.run_dir, s.writer or s.metric_buffer, and s.progress.
-void open_outputs(RunState& s, const cluster::ThreadPlan& plan, const RunOptions& options);
+// Sets s.run_dir (process 0: options.run_dir, or a fresh folder; a resumed
+// run's in every process) and s.config, what config.json will hold. Creates
+// nothing.
+void choose_run_folder(RunState& s, const cluster::ThreadPlan& plan, const RunOptions& options);
+
+// Sets s.writer or s.metric_buffer, and s.progress; writes config.json. A
+// resumed run's CSVs are cut back to its checkpoint and continued.
+void open_outputs(RunState& s, const RunOptions& options);
+
+// report.html in the run folder, drawn from the folder's files (so a
+// resumed run or exogym-report draws the same), on the process that writes
+// the folder. Throws sdk::Error naming the file when it cannot be written.
+void write_run_report(RunState& s);
+
+// The same after the run failed or was interrupted, with what the files
+// reached. Never throws: a report that cannot be written is logged, and the
+// run's own error is what the user sees.
+void write_stopped_run_report(RunState& s) noexcept;
 
 }  // namespace exogym::runtime::train

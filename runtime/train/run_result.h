@@ -52,7 +52,14 @@ struct RunResult {
   // included), and the training loop from that first step to the end of its
   // nodes' last step (evaluations included).
   double dataset_seconds = 0, startup_seconds = 0, loop_seconds = 0;
+  // Checkpoints this run wrote, the wall time node 0 spent in them (its
+  // file, the meetings, the commit), and the size of the last one.
+  int64_t checkpoints = 0;
+  double checkpoint_seconds = 0, checkpoint_bytes = 0;
   std::optional<EvalRecord> final_eval;
+  // Mean over nodes of the largest label fraction of a node's training
+  // examples (data/node_data.h); none when the data has no labels.
+  std::optional<double> label_skew;
   SimulationSummary simulated;
   std::optional<double> target_loss;
   std::optional<TargetHit> target_hit;

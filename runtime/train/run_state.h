@@ -16,6 +16,10 @@
 #include <string>
 #include <vector>
 
+#include "exogym/runtime/checkpoint/checkpoint_index.h"
+#include "exogym/runtime/checkpoint/checkpoint_reader.h"
+#include "exogym/runtime/checkpoint/checkpoint_writer.h"
+#include "exogym/runtime/checkpoint/stop_point.h"
 #include "exogym/runtime/output/progress.h"
 #include "exogym/runtime/output/run_writer.h"
 #include "exogym/runtime/train/metric_buffer.h"
@@ -72,6 +76,20 @@ struct RunState {
 
   std::unique_ptr<Simulation> simulation;
   LoopSpan loop;
+
+  // Checkpoints (checkpointing.h). A resumed run starts at first_step, from
+  // `resume` (each node's state is dropped once restored).
+  int64_t first_step = 0;
+  std::optional<checkpoint::LoadedCheckpoint> resume;
+  // When checkpoint.interval > 0: the writer, where nodes stop on Ctrl-C
+  // (one process only), and the index fields every checkpoint shares.
+  std::unique_ptr<checkpoint::CheckpointWriter> checkpoints;
+  std::unique_ptr<checkpoint::StopPoint> stop_point;
+  checkpoint::CheckpointIndex checkpoint_index;
+  nlohmann::json config;  // config.json's contents
+  // Written by node 0 only (RunResult::checkpoints, ...).
+  int64_t checkpoints_written = 0;
+  double checkpoint_seconds = 0, checkpoint_bytes = 0;
 
   // Written by node 0 only.
   std::optional<EvalRecord> last_eval;

@@ -1,8 +1,13 @@
 #include "exogym/runtime/train/setup.h"
 
 #include <chrono>
+#include <map>
+#include <numeric>
+#include <optional>
 #include <string>
 
+#include "exogym/runtime/data/example_labels.h"
+#include "exogym/runtime/data/node_set_sampler.h"
 #include "exogym/runtime/data/registry.h"
 #include "exogym/runtime/dist/process_mesh.h"
 #include "exogym/runtime/plugin/plugin_loader.h"
@@ -16,22 +21,25 @@ namespace {
 
 // What defines a dataset: a run whose datasets have the same key reuses them.
 std::string dataset_key(const manifest::DataSpec& spec, const json& resolved_options, const manifest::Manifest& m,
-                        const dist::NodeBlock& block) {
+                        const sdk::DatasetRequest& request) {
   return spec.dataset + "|" + spec.path.string() + "|" + spec.split + "|" + resolved_options.dump() + "|" +
-         std::to_string(m.seed) + "|" + std::to_string(m.nodes) + "|" + std::to_string(block.first) + "+" +
-         std::to_string(block.count);
+         std::to_string(m.seed) + "|" + std::to_string(m.nodes) + "|" + std::to_string(request.first_node) + "+" +
+         std::to_string(request.local_nodes) + "|" + std::to_string(request.rank);
 }
 
+// The dataset of `spec` for the nodes of `block`, or for node `rank` alone
+// (a per-node dataset's training set).
 std::shared_ptr<const sdk::Dataset> make_dataset(const manifest::DataSpec& spec, plugin::PluginLoader& loader,
                                                  const manifest::Manifest& m, json& resolved_options,
-                                                 const dist::NodeBlock& block, DatasetCache* cache) {
+                                                 const dist::NodeBlock& block, DatasetCache* cache, int rank = -1) {
   sdk::DatasetRequest request;
   request.path = spec.path;
   request.split = spec.split;
   request.seed = m.seed;
-  request.first_node = block.first;
-  request.local_nodes = block.count;
+  request.first_node = rank < 0 ? block.first : rank;
+  request.local_nodes = rank < 0 ? block.count : 1;
   request.num_nodes = m.nodes;
+  request.rank = rank;
   const std::string options_path = spec.json_path + ".options";
   try {
     std::shared_ptr<plugin::LoadedPlugin> plugin;
@@ -41,7 +49,7 @@ std::shared_ptr<const sdk::Dataset> make_dataset(const manifest::DataSpec& spec,
       plugin = loader.load("dataset", spec.dataset, spec.json_path + ".dataset", m.base_dir);
       resolved_options = plugin->validate(spec.options, options_path);
     }
-    const std::string key = dataset_key(spec, resolved_options, m, block);
+    const std::string key = dataset_key(spec, resolved_options, m, request);
     if (cache) {
       if (auto it = cache->find(key); it != cache->end()) return it->second;
     }
@@ -57,6 +65,96 @@ std::shared_ptr<const sdk::Dataset> make_dataset(const manifest::DataSpec& spec,
     if (e.path().rfind(spec.json_path, 0) == 0) throw;
     throw sdk::ConfigError(spec.json_path + (e.path().empty() ? ".split" : ".options." + e.path()), e.message());
   }
+}
+
+// The training set's labels, and the sampler of its partition. A label
+// partition of a dataset without labels is an error at the partition.
+void prepare_sampling(const manifest::Manifest& m, RunData& d) {
+  const manifest::DataSpec& spec = m.train_data;
+  std::optional<std::vector<int64_t>> labels;
+  try {
+    labels = data::example_labels(*d.train);
+  } catch (const sdk::DataError& e) {
+    throw sdk::ConfigError(spec.json_path + ".path", e.what());
+  }
+  if (spec.partition.by_label() && !labels) {
+    throw sdk::ConfigError(spec.partition.json_path,
+                           std::string("\"") + spec.partition.name() +
+                               "\" shares out the examples by label, but the batches of dataset \"" + spec.dataset +
+                               "\" have no \"target\" holding one integer per example");
+  }
+  const std::vector<int64_t>* label_list = labels ? &*labels : nullptr;
+  d.sampler = data::make_sampler(spec.partition, d.train->size(), label_list, m.nodes, m.batch_size, m.seed);
+  for (int r = 0; r < m.nodes; ++r) d.node_data.push_back(data::node_data(*d.sampler, r, label_list));
+}
+
+// Whether data.train names a dataset plugin exported with
+// EXOGYM_NODE_DATASET_PLUGIN (built-in datasets are shared).
+bool per_node_dataset(const manifest::DataSpec& spec, plugin::PluginLoader& loader, const manifest::Manifest& m) {
+  if (data::builtin_dataset_options(spec.dataset)) return false;
+  return loader.load("dataset", spec.dataset, spec.json_path + ".dataset", m.base_dir)->description().per_node;
+}
+
+// This process's nodes' data rows, as JSON for the other processes.
+json local_node_rows(const manifest::Manifest& m, const RunData& d, const dist::NodeBlock& block) {
+  json rows = json::array();
+  for (int r = block.first; r < block.first + block.count; ++r) {
+    const sdk::Dataset& dataset = *d.node_train[r];
+    if (dataset.size() == 0) {
+      throw sdk::ConfigError(m.train_data.json_path + ".dataset",
+                             "the dataset plugin built an empty training set for node " + std::to_string(r));
+    }
+    std::optional<std::vector<int64_t>> labels;
+    try {
+      labels = data::example_labels(dataset);
+    } catch (const sdk::DataError& e) {
+      throw sdk::ConfigError(m.train_data.json_path + ".path", "node " + std::to_string(r) + ": " + e.what());
+    }
+    json counts = json::array();
+    if (labels) {
+      std::map<int64_t, int64_t> histogram;
+      for (int64_t label : *labels) ++histogram[label];
+      for (const auto& [label, count] : histogram) counts.push_back({label, count});
+    }
+    rows.push_back({{"node", r}, {"examples", dataset.size()}, {"labels", counts}});
+  }
+  return rows;
+}
+
+// Each node its own dataset: one instance per node of this process, read
+// whole by its own sampler; every process learns every node's sizes and
+// label counts (data.csv) from the others.
+void load_node_datasets(const manifest::Manifest& m, plugin::PluginLoader& loader, const ProcessRole& role,
+                        DatasetCache* cache, RunData& d) {
+  const manifest::DataSpec& spec = m.train_data;
+  if (spec.partition.kind != data::PartitionSpec::Kind::Iid) {
+    throw sdk::ConfigError(spec.partition.json_path,
+                           "dataset \"" + spec.dataset +
+                               "\" is built once per node, each node training on its own: "
+                               "leave the partition out (it only shares out a shared dataset)");
+  }
+  d.node_train.resize(static_cast<size_t>(m.nodes));
+  for (int r = role.block.first; r < role.block.first + role.block.count; ++r)
+    d.node_train[r] = make_dataset(spec, loader, m, d.train_options, role.block, cache, r);
+  d.train = d.node_train[role.block.first];
+  json rows = local_node_rows(m, d, role.block);
+  if (role.mesh) {
+    const std::vector<std::string> parts = role.mesh->all_gather_text(rows.dump());
+    rows = json::array();
+    for (const auto& text : parts)
+      for (auto& row : json::parse(text)) rows.push_back(std::move(row));
+  }
+  std::vector<std::vector<int64_t>> examples(static_cast<size_t>(m.nodes));
+  d.node_data.assign(static_cast<size_t>(m.nodes), {});
+  for (const auto& row : rows) {
+    const int r = row.at("node");
+    d.node_data[r].examples = row.at("examples");
+    for (const auto& count : row.at("labels"))
+      d.node_data[r].label_counts[count.at(0).get<int64_t>()] = count.at(1).get<int64_t>();
+    examples[r].resize(static_cast<size_t>(d.node_data[r].examples));
+    std::iota(examples[r].begin(), examples[r].end(), 0);
+  }
+  d.sampler = std::make_unique<data::NodeSetSampler>(std::move(examples), m.batch_size, m.seed);
 }
 
 }  // namespace
@@ -90,12 +188,17 @@ RunPlugins load_plugins(const manifest::Manifest& m, plugin::PluginLoader& loade
 
 bool eval_enabled(const manifest::Manifest& m) { return m.val_data.has_value() && m.eval_size > 0; }
 
-RunData load_data(const manifest::Manifest& m, plugin::PluginLoader& loader, const dist::NodeBlock& block,
+RunData load_data(const manifest::Manifest& m, plugin::PluginLoader& loader, const ProcessRole& role,
                   DatasetCache* cache) {
   const auto started = std::chrono::steady_clock::now();
+  const dist::NodeBlock& block = role.block;
   RunData d;
-  d.train = make_dataset(m.train_data, loader, m, d.train_options, block, cache);
-  d.sampler = data::make_sampler(m.train_data.partition, d.train->size(), m.nodes, m.batch_size, m.seed);
+  if (per_node_dataset(m.train_data, loader, m)) {
+    load_node_datasets(m, loader, role, cache, d);
+  } else {
+    d.train = make_dataset(m.train_data, loader, m, d.train_options, block, cache);
+    prepare_sampling(m, d);
+  }
   if (eval_enabled(m)) {
     d.val = make_dataset(*m.val_data, loader, m, d.val_options, block, cache);
     d.val_indices = data::validation_indices(d.val->size(), m.eval_size);

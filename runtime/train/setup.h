@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "exogym/runtime/data/node_data.h"
 #include "exogym/runtime/data/sampler.h"
 #include "exogym/runtime/dist/world.h"
 #include "exogym/runtime/manifest/manifest.h"
@@ -46,16 +47,27 @@ bool eval_enabled(const manifest::Manifest& m);
 
 // The run's data as this process's nodes see it.
 struct RunData {
-  std::shared_ptr<const sdk::Dataset> train, val;  // val: null when the run does not evaluate
-  nlohmann::json train_options, val_options;       // validated, for config.json
-  std::unique_ptr<data::Sampler> sampler;          // which training examples each node draws
-  std::vector<int64_t> val_indices;                // the validation subset, the same for every run
-  double seconds = 0;                              // wall time spent loading
+  // train: shared by the nodes, or with a per-node dataset plugin the first
+  // node's of this process. val: null when the run does not evaluate.
+  std::shared_ptr<const sdk::Dataset> train, val;
+  // A per-node dataset plugin's training sets, by global rank (this
+  // process's nodes only); empty for a shared dataset.
+  std::vector<std::shared_ptr<const sdk::Dataset>> node_train;
+  nlohmann::json train_options, val_options;  // validated, for config.json
+  std::unique_ptr<data::Sampler> sampler;     // which training examples each node draws
+  std::vector<int64_t> val_indices;           // the validation subset, the same for every run
+  std::vector<data::NodeData> node_data;      // what each node trains on, by rank (data.csv)
+  double seconds = 0;                         // wall time spent loading
+
+  // The training set node `rank` reads.
+  const sdk::Dataset& train_of(int rank) const { return node_train.empty() ? *train : *node_train[rank]; }
 };
 
 // Loads the datasets (or takes them from `cache`, when an earlier run of this
-// process loaded the same ones) and prepares sampling.
-RunData load_data(const manifest::Manifest& m, plugin::PluginLoader& loader, const dist::NodeBlock& block,
+// process loaded the same ones) and prepares sampling. With a per-node
+// dataset plugin over several processes, a collective: the processes
+// exchange their nodes' data sizes and label counts.
+RunData load_data(const manifest::Manifest& m, plugin::PluginLoader& loader, const ProcessRole& role,
                   DatasetCache* cache);
 
 }  // namespace exogym::runtime::train

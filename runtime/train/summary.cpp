@@ -5,6 +5,7 @@
 #include <cmath>
 #include <string>
 
+#include "exogym/runtime/data/node_data.h"
 #include "exogym/runtime/dist/process_mesh.h"
 #include "exogym/runtime/sim/network_model.h"
 
@@ -169,8 +170,12 @@ RunResult run_result(const RunState& s) {
   if (s.loop.started()) {  // this process's nodes
     r.startup_seconds = seconds_between(s.started, s.loop.start());
     r.loop_seconds = seconds_between(s.loop.start(), s.loop.end());
+    r.checkpoints = s.checkpoints_written;
+    r.checkpoint_seconds = s.checkpoint_seconds;
+    r.checkpoint_bytes = s.checkpoint_bytes;
   }
   r.final_eval = s.last_eval;
+  r.label_skew = data::label_skew(s.data.node_data);
   r.target_loss = m.target_loss;
   r.target_hit = s.target_hit;
   return r;
@@ -185,6 +190,8 @@ void write_summary(RunState& s, RunResult& r, const NodeAccounts& accounts) {
   summary["communication"] = communication_json(r.simulated, s.simulation->meter(0), accounts.per_node);
   summary["simulated"] = simulated_json(s, r.simulated, ddp);
   if (r.target_loss) summary["target"] = target_json(*r.target_loss, r.target_hit);
+  summary["data"] = {{"partition", s.m.resolved["data"]["train"]["partition"]},
+                     {"label_skew", r.label_skew ? json(*r.label_skew) : json(nullptr)}};
   if (r.stopped) summary["stopped"] = {{"reason", "nonfinite"}, {"message", *r.stopped}};
   s.writer->write_summary(summary);
 }

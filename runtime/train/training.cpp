@@ -7,6 +7,7 @@
 #include "exogym/runtime/cluster/devices.h"
 #include "exogym/runtime/cluster/malloc_tuning.h"
 #include "exogym/runtime/cluster/thread_plan.h"
+#include "exogym/runtime/train/checkpointing.h"
 #include "exogym/runtime/train/divergence.h"
 #include "exogym/runtime/train/node_loop.h"
 #include "exogym/runtime/train/outputs.h"
@@ -43,6 +44,19 @@ int64_t parameter_count(sdk::Model& model) {
   return count;
 }
 
+// summary.json of a run that stopped on divergence, saying why and where.
+// One process alone has every node's account; over several processes the
+// error reaches every process, and gathering the accounts needs them all, so
+// only the error says it.
+void write_diverged_summary(RunState& s, const Diverged& diverged) {
+  if (!s.role.writes || s.role.mesh) return;
+  RunResult result = run_result(s);
+  result.steps = diverged.step();
+  result.examples_trained = diverged.step() * s.m.batch_size * s.m.nodes;
+  result.stopped = diverged.what();
+  write_summary(s, result, gather_accounts(s));
+}
+
 }  // namespace
 
 void check_run(const manifest::Manifest& m, plugin::PluginLoader& loader, int processes) {
@@ -58,7 +72,7 @@ RunResult train_run(const manifest::Manifest& m, plugin::PluginLoader& loader, c
   // Everything that can be wrong with the manifest is found before training.
   s.devices = cluster::resolve_devices(m.device);
   s.plugins = load_plugins(m, loader);
-  s.data = load_data(m, loader, s.role.block, options.dataset_cache);
+  s.data = load_data(m, loader, s.role, options.dataset_cache);
   s.accumulation = m.batch_size / m.minibatch_size;
 
   const cluster::ThreadPlan plan = prepare_cores(s, options.cores);
@@ -67,32 +81,35 @@ RunResult train_run(const manifest::Manifest& m, plugin::PluginLoader& loader, c
   s.metric_names = first_model.metric_names();
   s.parameters = parameter_count(first_model);
 
-  open_outputs(s, plan, options);
   s.simulation = std::make_unique<Simulation>(m, s.role.block);
+  choose_run_folder(s, plan, options);
+  // A resumed run is checked against its checkpoint before anything in its
+  // folder changes.
+  if (options.resume) load_resume_point(s, options);
+  open_outputs(s, options);
   try {
-    run_nodes(s, plan, !options.partial_reduce);
-  } catch (const Diverged& diverged) {
-    s.progress->finish();
-    // One process alone has every node's account: it says in summary.json
-    // why and where the run stopped. (Over several processes the error
-    // reaches every process; gathering accounts needs them all.)
-    if (s.role.writes && !s.role.mesh) {
-      RunResult result = run_result(s);
-      result.steps = diverged.step();
-      result.examples_trained = diverged.step() * m.batch_size * m.nodes;
-      result.stopped = diverged.what();
-      write_summary(s, result, gather_accounts(s));
+    prepare_checkpoints(s);
+    try {
+      run_nodes(s, plan, !options.partial_reduce);
+    } catch (const Diverged& diverged) {
+      s.progress->finish();
+      write_diverged_summary(s, diverged);
+      throw;
     }
+    s.progress->finish();
+
+    // Every node's account, and the metrics other processes kept, go to the
+    // process that writes the run folder.
+    const NodeAccounts accounts = gather_accounts(s);
+    RunResult result = run_result(s);
+    if (s.role.writes) write_summary(s, result, accounts);
+    write_run_report(s);
+    return result;
+  } catch (...) {
+    // A stopped or failed run keeps a report of what it reached.
+    write_stopped_run_report(s);
     throw;
   }
-  s.progress->finish();
-
-  // Every node's account, and the metrics other processes kept, go to the
-  // process that writes the run folder.
-  const NodeAccounts accounts = gather_accounts(s);
-  RunResult result = run_result(s);
-  if (s.role.writes) write_summary(s, result, accounts);
-  return result;
 }
 
 }  // namespace exogym::runtime::train

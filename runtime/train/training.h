@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "exogym/runtime/manifest/manifest.h"
@@ -38,6 +39,10 @@ struct RunOptions {
   // The cores this process may use (0: all it can see); processes sharing a
   // host split its cores.
   int cores = 0;
+  // Continue the run in `run_dir` from its newest checkpoint that loads, or
+  // from the one of step `from_step` (docs/checkpoints.md).
+  bool resume = false;
+  std::optional<int64_t> from_step;
 };
 
 // Loads the model and strategy plugins and validates their options, without

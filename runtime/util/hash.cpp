@@ -1,5 +1,7 @@
 #include "exogym/runtime/util/hash.h"
 
+#include <cstdio>
+
 namespace exogym::runtime::util {
 
 namespace {
@@ -20,6 +22,12 @@ void Fnv1a::add_integer(int64_t value) {
     hash_ ^= static_cast<uint64_t>(value >> (8 * i)) & 0xff;
     hash_ *= kPrime;
   }
+}
+
+std::string Fnv1a::hex() const {
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(hash_));
+  return text;
 }
 
 }  // namespace exogym::runtime::util

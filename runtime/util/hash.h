@@ -3,6 +3,7 @@
 // (std::hash does not), for values that the processes of one run compare:
 // the run's fingerprint, the signature of a collective's tensors.
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 namespace exogym::runtime::util {
@@ -15,6 +16,8 @@ class Fnv1a {
   // either byte order agree.
   void add_integer(int64_t value);
   uint64_t digest() const { return hash_; }
+  // The digest as 16 lowercase hex digits.
+  std::string hex() const;
 
  private:
   uint64_t hash_ = 0xcbf29ce484222325ULL;  // the FNV offset basis

@@ -25,4 +25,4 @@ exogym::sdk::OptionSpecs no_options() { return {}; }
 }  // namespace
 
 // Only the record and the options: nothing creates this strategy.
-EXOGYM_PLUGIN_COMMON_("strategy", EXOGYM_STRINGIFY(MARKER_NAME), "0.0.1", no_options)
+EXOGYM_PLUGIN_COMMON_("strategy", EXOGYM_STRINGIFY(MARKER_NAME), "0.0.1", no_options, "")

@@ -15,4 +15,4 @@ struct NeverBuilt {
 }  // namespace
 
 // Only the record and the options are exported; the check reads only the record.
-EXOGYM_PLUGIN_COMMON_("strategy", "wrong_abi", "0.0.1", no_options)
+EXOGYM_PLUGIN_COMMON_("strategy", "wrong_abi", "0.0.1", no_options, "")

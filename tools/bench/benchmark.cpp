@@ -4,6 +4,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "bench/report_cost.h"
 #include "bench/sections.h"
 #include "bench/targets.h"
 #include "exogym/runtime/cluster/cluster.h"
@@ -23,6 +24,8 @@ int run_benchmark(const BenchOptions& o) {
   }
   if (o.wants("sweep")) report["node_sweep"] = node_sweep_section(o, dataset);
   if (o.wants("parallelism")) report["parallelism_sweep"] = parallelism_section(o);
+  if (o.wants("report")) report["report"] = report_section(o);
+  if (o.wants("checkpoint")) report["checkpoint"] = checkpoint_section(o);
   report["targets"] = check_targets(o, report, dataset);
   if (!o.json_file.empty()) {
     std::ofstream(o.json_file) << report.dump(2) << '\n';

@@ -75,6 +75,7 @@ json simulator_manifest(const json& spec, const fs::path& dir) {
       {"data", {{"train", spec["data"]}}},
       {"train", {{"max_steps", spec["steps"]}, {"batch_size", spec["batch_size"]}}},
       {"output", {{"dir", dir.string()}, {"save_model", false}}},
+      {"checkpoint", {{"interval", spec.value("checkpoint_interval", 0)}}},
   };
 }
 
@@ -96,6 +97,9 @@ json child_simulator(const json& spec, double age_at_main) {
           {"dataset_seconds", r.dataset_seconds},
           {"parameters", r.parameters},
           {"last_loss", r.last_train_loss},
+          {"checkpoints", r.checkpoints},
+          {"checkpoint_seconds", r.checkpoint_seconds},
+          {"checkpoint_bytes", r.checkpoint_bytes},
           {"base_rss", base_rss},
           {"peak_rss", peak_rss_bytes()}};
 }

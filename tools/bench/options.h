@@ -1,21 +1,23 @@
 #pragma once
-// exogym-bench's command line.
+// exogym-bench's command line, on the flags every tool shares
+// (tools/cli/tool.h).
 #include <filesystem>
 #include <string>
 #include <vector>
 
+namespace CLI {
+class App;
+}
+
 namespace exogym::bench {
 
-extern const char* const kUsage;
-
 struct BenchOptions {
-  bool help = false;
   // A few steps of small configurations: checks that the harness works, not
   // how fast anything is.
   bool quick = false;
   int repeat = 1;          // runs of each overhead measurement
   std::vector<int> nodes;  // the overhead table's node counts; empty: the default
-  std::vector<std::string> sections = {"overhead", "sweep", "parallelism", "memory"};
+  std::vector<std::string> sections = {"overhead", "sweep", "parallelism", "memory", "report", "checkpoint"};
   std::vector<std::string> models = {"mlp", "cnn", "nanogpt"};
   int max_nodes = 1024;  // the node-count sweep's largest K
   std::filesystem::path data_dir;
@@ -25,7 +27,17 @@ struct BenchOptions {
   bool wants(const std::string& section) const;
 };
 
-// Throws std::runtime_error naming the argument at fault.
-BenchOptions parse_options(const std::vector<std::string>& args, const std::filesystem::path& default_data_dir);
+// What the benchmark does, the first lines of --help.
+extern const char* const kDescription;
+
+// Declares exogym-bench's flags on `app`, each writing into `options`; a
+// value CLI11 refuses (an unknown model or section, a count below 1) is a
+// usage error naming the flag.
+void add_options(CLI::App& app, BenchOptions& options);
+
+// After parsing: the data folder (`default_data_dir` unless --data gave
+// one) must hold mnist/, else an sdk::DataError naming it; --plugin-path
+// becomes absolute.
+void finish_options(BenchOptions& options, const std::filesystem::path& default_data_dir);
 
 }  // namespace exogym::bench

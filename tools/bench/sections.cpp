@@ -157,4 +157,42 @@ json parallelism_section(const BenchOptions& o) {
   return parallel;
 }
 
+json checkpoint_section(const BenchOptions& o) {
+  std::cout << "Checkpoints: nanoGPT small (allreduce, AdamW), the files on this machine's disk\n\n";
+  const ModelCase gpt = o.quick ? mlp_case(o) : nanogpt_case(o);
+  // One checkpoint: 16 nodes, saved twice (the fastest counts less than
+  // the mean, which the table shows).
+  const int nodes = o.quick ? 2 : 16;
+  json spec = training_spec(gpt, nodes, 4, gpt.batch_size, "allreduce", adamw_options());
+  spec["kind"] = "simulator";
+  spec["checkpoint_interval"] = 2;
+  const json one = measure(o, spec);
+  const double per_checkpoint = one["checkpoint_seconds"].get<double>() / one["checkpoints"].get<double>();
+  // Every 100 steps: the share of the loop spent saving (4 nodes: the
+  // share does not depend on the node count, both scale with it).
+  const int run_nodes = o.quick ? 2 : 4;
+  const int64_t steps = o.quick ? 20 : 300, interval = o.quick ? 10 : 100;
+  spec = training_spec(gpt, run_nodes, steps, gpt.batch_size, "allreduce", adamw_options());
+  spec["kind"] = "simulator";
+  spec["checkpoint_interval"] = interval;
+  const json run = measure(o, spec);
+  const double share = run["checkpoint_seconds"].get<double>() / run["loop_seconds"].get<double>();
+  print_table({"model", "K", "checkpoint_s", "size", "every", "steps", "loop_s", "saving_share"},
+              {{gpt.name, std::to_string(nodes), fmt(per_checkpoint, 3), format_bytes(one["checkpoint_bytes"]), "-",
+                "-", "-", "-"},
+               {gpt.name, std::to_string(run_nodes),
+                fmt(run["checkpoint_seconds"].get<double>() / run["checkpoints"].get<double>(), 3),
+                format_bytes(run["checkpoint_bytes"]), std::to_string(interval), std::to_string(steps),
+                fmt(run["loop_seconds"], 2), fmt(100 * share, 2) + " %"}});
+  return {{"model", gpt.name},
+          {"one", {{"nodes", nodes}, {"seconds", per_checkpoint}, {"bytes", one["checkpoint_bytes"]}}},
+          {"periodic",
+           {{"nodes", run_nodes},
+            {"steps", steps},
+            {"interval", interval},
+            {"loop_seconds", run["loop_seconds"]},
+            {"checkpoint_seconds", run["checkpoint_seconds"]},
+            {"share", share}}}};
+}
+
 }  // namespace exogym::bench

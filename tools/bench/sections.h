@@ -21,4 +21,8 @@ nlohmann::json node_sweep_section(const BenchOptions& options, double dataset);
 // 16 MLP nodes (allreduce) at several parallelisms.
 nlohmann::json parallelism_section(const BenchOptions& options);
 
+// Checkpoints: the time one checkpoint of 16 nanoGPT-small nodes takes,
+// and the share of a run's loop spent saving every 100 steps.
+nlohmann::json checkpoint_section(const BenchOptions& options);
+
 }  // namespace exogym::bench

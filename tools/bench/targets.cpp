@@ -68,6 +68,31 @@ void check_k1024(Targets& targets, const json& sweep) {
                 k1024 ? "completed" : "not run (--max-nodes below 1024)");
 }
 
+// report.html: 5 variants of 600 steps written in under 0.2 s; a
+// 100,000-step run's page under 2 MB.
+void check_report(Targets& targets, const json& rows) {
+  for (const auto& row : rows) {
+    const double seconds = row["write_seconds"], bytes = row["bytes"];
+    const std::string what =
+        std::to_string(row["runs"].get<int>()) + " x " + std::to_string(row["steps"].get<int64_t>()) + " steps";
+    if (row["case"] == "comparison") {
+      targets.check("report.html of " + what + " written in < 0.2 s", seconds, 0.2, seconds < 0.2,
+                    fmt(seconds, 3) + " s");
+    } else {
+      targets.check("report.html of " + what + " < 2 MB", bytes, 2e6, bytes < 2e6, format_bytes(bytes));
+    }
+  }
+}
+
+// One checkpoint of 16 nanoGPT-small nodes within a second; saving every
+// 100 steps at most 2 % of the run.
+void check_checkpoints(Targets& targets, const json& section) {
+  const double one = section["one"]["seconds"], share = section["periodic"]["share"];
+  targets.check("one checkpoint of 16 nanoGPT-small nodes", one, 1.0, one <= 1.0, fmt(one, 3) + " s <= 1 s");
+  targets.check("checkpoints every 100 steps (nanoGPT small)", share, 0.02, share <= 0.02,
+                fmt(100 * share, 2) + " % of the loop <= 2 %");
+}
+
 }  // namespace
 
 json check_targets(const BenchOptions& o, const json& report, double dataset) {
@@ -77,7 +102,9 @@ json check_targets(const BenchOptions& o, const json& report, double dataset) {
   check_overhead(targets, overhead, o.quick);
   if (!overhead.empty()) check_startup(targets, overhead);
   if (!o.quick && o.wants("memory")) check_memory(targets, o, dataset);
+  if (o.wants("report")) check_report(targets, report.at("report").at("reports"));
   if (!o.quick && o.wants("sweep")) check_k1024(targets, report.value("node_sweep", json::array()));
+  if (!o.quick && o.wants("checkpoint")) check_checkpoints(targets, report.at("checkpoint"));
   return targets.checked();
 }
 

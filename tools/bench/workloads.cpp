@@ -10,19 +10,21 @@ std::vector<ModelCase> model_cases(const BenchOptions& options) {
   for (const auto& name : options.models) {
     if (name == "mlp") cases.push_back(mlp_case(options));
     if (name == "cnn") cases.push_back({"cnn", json::object(), mnist, 32, 0, 20, 2});
-    if (name == "nanogpt") {
-      cases.push_back({"nanogpt",
-                       {{"size", "small"}, {"block_size", 128}, {"vocab_size", 66}},
-                       {{"dataset", "text-char"},
-                        {"path", (options.data_dir / "shakespeare" / "input.txt").string()},
-                        {"options", {{"block_size", 128}}}},
-                       16,
-                       128,
-                       40,
-                       2});
-    }
+    if (name == "nanogpt") cases.push_back(nanogpt_case(options));
   }
   return cases;
+}
+
+ModelCase nanogpt_case(const BenchOptions& options) {
+  return {"nanogpt",
+          {{"size", "small"}, {"block_size", 128}, {"vocab_size", 66}},
+          {{"dataset", "text-char"},
+           {"path", (options.data_dir / "shakespeare" / "input.txt").string()},
+           {"options", {{"block_size", 128}}}},
+          16,
+          128,
+          40,
+          2};
 }
 
 ModelCase mlp_case(const BenchOptions& options) {

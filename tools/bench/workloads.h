@@ -25,6 +25,9 @@ std::vector<ModelCase> model_cases(const BenchOptions& options);
 // The MLP (784-256-10) on MNIST, which every sweep trains.
 ModelCase mlp_case(const BenchOptions& options);
 
+// nanoGPT small (4 layers, width 128, block 128) on Tiny Shakespeare.
+ModelCase nanogpt_case(const BenchOptions& options);
+
 // A measurement (child.h) of `nodes` nodes training `model` with `strategy`;
 // the caller sets its "kind".
 nlohmann::json training_spec(const ModelCase& model, int nodes, int64_t steps, int64_t batch_size,

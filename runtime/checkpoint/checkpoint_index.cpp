@@ -1,0 +1,62 @@
+#include "exogym/runtime/checkpoint/checkpoint_index.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "exogym/sdk/error.h"
+
+namespace exogym::runtime::checkpoint {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const char* const kIndexFile = "index.json";
+
+namespace {
+const char* const kFormat = "exogym-checkpoint-1";
+}
+
+json CheckpointIndex::to_json() const {
+  return {{"format", kFormat},   {"step", step},
+          {"nodes", nodes},      {"processes", processes},
+          {"abi", abi},          {"exogym_version", exogym_version},
+          {"plugins", plugins},  {"manifest", {{"hash", manifest_hash}, {"settings", settings}}},
+          {"sections", sections}};
+}
+
+CheckpointIndex CheckpointIndex::from_json(const json& j, const fs::path& file) {
+  try {
+    if (j.at("format").get<std::string>() != kFormat)
+      throw sdk::DataError(file.string() + ": unknown checkpoint format " + j.at("format").dump());
+    CheckpointIndex index;
+    index.step = j.at("step").get<int64_t>();
+    index.nodes = j.at("nodes").get<int>();
+    index.processes = j.at("processes").get<int>();
+    index.abi = j.at("abi").get<int>();
+    index.exogym_version = j.at("exogym_version").get<std::string>();
+    index.plugins = j.at("plugins");
+    index.manifest_hash = j.at("manifest").at("hash").get<std::string>();
+    index.settings = j.at("manifest").at("settings");
+    index.sections = j.at("sections");
+    return index;
+  } catch (const json::exception& e) {
+    throw sdk::DataError(file.string() + ": not a valid checkpoint index: " + e.what());
+  }
+}
+
+CheckpointIndex CheckpointIndex::read(const fs::path& folder) {
+  const fs::path file = folder / kIndexFile;
+  std::ifstream in(file);
+  if (!in) throw sdk::DataError(file.string() + ": cannot read (an incomplete checkpoint?)");
+  std::stringstream text;
+  text << in.rdbuf();
+  json j;
+  try {
+    j = json::parse(text.str());
+  } catch (const json::exception& e) {
+    throw sdk::DataError(file.string() + ": damaged: " + e.what());
+  }
+  return from_json(j, file);
+}
+
+}  // namespace exogym::runtime::checkpoint

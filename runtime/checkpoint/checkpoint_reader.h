@@ -1,0 +1,38 @@
+#pragma once
+// Finding and loading the checkpoint a run resumes from.
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+
+#include "exogym/runtime/checkpoint/checkpoint_index.h"
+#include "exogym/runtime/checkpoint/node_state.h"
+
+namespace spdlog {
+class logger;
+}
+
+namespace exogym::runtime::checkpoint {
+
+// The folders of run_dir/checkpoints named step-<N> that hold an index.json,
+// by step (whether they load is not checked here).
+std::map<int64_t, std::filesystem::path> list_checkpoints(const std::filesystem::path& run_dir);
+
+struct LoadedCheckpoint {
+  std::filesystem::path folder;
+  CheckpointIndex index;
+  std::map<int, NodeState> nodes;  // by rank: the nodes asked for
+};
+
+// Reads and checks the index and the files of nodes [first, first + count)
+// that the checkpoint has: sdk::DataError naming the file at fault.
+LoadedCheckpoint load_checkpoint(const std::filesystem::path& folder, int first, int count);
+
+// The checkpoint of step `from_step`, or without it the newest that loads;
+// a newer one that does not load is skipped with a warning naming what is
+// wrong. sdk::DataError when the run folder has no checkpoint (or none that
+// loads); sdk::ConfigError at "--from-step" when there is none at that step.
+LoadedCheckpoint find_checkpoint(const std::filesystem::path& run_dir, std::optional<int64_t> from_step, int first,
+                                 int count, spdlog::logger& log);
+
+}  // namespace exogym::runtime::checkpoint

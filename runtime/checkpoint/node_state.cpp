@@ -1,0 +1,127 @@
+#include "exogym/runtime/checkpoint/node_state.h"
+
+#include <ATen/ATen.h>
+#include <torch/nn/module.h>
+
+#include <mutex>
+#include <string_view>
+
+#include "exogym/runtime/util/hash.h"
+#include "exogym/sdk/error.h"
+#include "exogym/sdk/model.h"
+#include "exogym/sdk/strategy.h"
+
+namespace exogym::runtime::checkpoint {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* const kFormat = "exogym-node-state-1";
+const std::string kModel = "model.", kBuffer = "buffer.", kStrategy = "strategy.", kGenerator = "rng.model";
+
+// FNV-1a over the tensors' bytes in file order: what the file's data
+// section holds. CPU tensors, contiguous.
+std::string data_digest(const output::NamedTensors& tensors) {
+  util::Fnv1a hash;
+  for (const auto& [name, tensor] : tensors) {
+    hash.add(name);
+    hash.add(std::string_view(static_cast<const char*>(tensor.data_ptr()), tensor.nbytes()));
+  }
+  return hash.hex();
+}
+
+at::Tensor on_cpu(const at::Tensor& tensor) { return tensor.detach().to(at::kCPU).contiguous(); }
+
+const at::Tensor* find(const output::NamedTensors& tensors, const std::string& name) {
+  for (const auto& [key, tensor] : tensors)
+    if (key == name) return &tensor;
+  return nullptr;
+}
+
+void copy_into(at::Tensor& target, const output::NamedTensors& tensors, const std::string& name,
+               const std::string& what) {
+  const at::Tensor* saved = find(tensors, name);
+  if (!saved) throw sdk::DataError(what + ": no tensor \"" + name + "\" (a checkpoint of another model?)");
+  if (saved->sizes() != target.sizes())
+    throw sdk::DataError(what + ": \"" + name + "\" has shape " + sdk::shape_of(*saved) + ", the model's is " +
+                         sdk::shape_of(target));
+  target.detach().copy_(*saved);
+}
+
+}  // namespace
+
+std::string node_file_name(int rank) { return "node-" + std::to_string(rank) + ".safetensors"; }
+
+void write_node_state(const fs::path& folder, int rank, int64_t step, sdk::Model& model, const sdk::Strategy& strategy,
+                      const nlohmann::json& meter) {
+  output::NamedTensors tensors;
+  for (const auto& item : model.module().named_parameters(/*recurse=*/true))
+    tensors.emplace_back(kModel + item.key(), on_cpu(item.value()));
+  for (const auto& item : model.module().named_buffers(/*recurse=*/true))
+    tensors.emplace_back(kBuffer + item.key(), on_cpu(item.value()));
+  if (model.generator().defined()) {
+    at::Generator generator = model.generator();
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    tensors.emplace_back(kGenerator, generator.get_state());
+  }
+  sdk::StateDict strategy_state;
+  strategy.save_state(strategy_state);
+  for (const auto& [key, tensor] : strategy_state) tensors.emplace_back(kStrategy + key, on_cpu(tensor));
+
+  const std::map<std::string, std::string> metadata = {{"format", kFormat},
+                                                       {"node", std::to_string(rank)},
+                                                       {"step", std::to_string(step)},
+                                                       {"meter", meter.dump()},
+                                                       {"data_fnv1a", data_digest(tensors)}};
+  output::write_safetensors(folder / node_file_name(rank), tensors, metadata);
+}
+
+NodeState read_node_state(const fs::path& folder, int rank, int64_t step) {
+  const fs::path file = folder / node_file_name(rank);
+  if (!fs::exists(file)) throw sdk::DataError(file.string() + ": missing");
+  NodeState state;
+  state.file = output::read_safetensors(file);
+  const auto& meta = state.file.metadata;
+  auto field = [&](const char* key) {
+    auto it = meta.find(key);
+    if (it == meta.end()) throw sdk::DataError(file.string() + ": not an ExoGym node state (no \"" + key + "\")");
+    return it->second;
+  };
+  if (field("format") != kFormat)
+    throw sdk::DataError(file.string() + ": unknown node state format \"" + field("format") + "\"");
+  if (field("node") != std::to_string(rank) || field("step") != std::to_string(step))
+    throw sdk::DataError(file.string() + ": holds node " + field("node") + " at step " + field("step") +
+                         ", expected node " + std::to_string(rank) + " at step " + std::to_string(step));
+  if (field("data_fnv1a") != data_digest(state.file.tensors))
+    throw sdk::DataError(file.string() + ": damaged (its data does not match its digest)");
+  try {
+    state.meter = nlohmann::json::parse(field("meter"));
+  } catch (const nlohmann::json::exception& e) {
+    throw sdk::DataError(file.string() + ": damaged meter state: " + e.what());
+  }
+  return state;
+}
+
+void restore_model(sdk::Model& model, const NodeState& state, const std::string& what) {
+  at::NoGradGuard no_grad;
+  const auto& tensors = state.file.tensors;
+  for (auto& item : model.module().named_parameters(/*recurse=*/true))
+    copy_into(item.value(), tensors, kModel + item.key(), what);
+  for (auto& item : model.module().named_buffers(/*recurse=*/true))
+    copy_into(item.value(), tensors, kBuffer + item.key(), what);
+  if (const at::Tensor* saved = find(tensors, kGenerator); saved && model.generator().defined()) {
+    at::Generator generator = model.generator();
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    generator.set_state(*saved);
+  }
+}
+
+void restore_strategy(sdk::Strategy& strategy, const NodeState& state) {
+  sdk::StateDict saved;
+  for (const auto& [key, tensor] : state.file.tensors)
+    if (key.compare(0, kStrategy.size(), kStrategy) == 0) saved.emplace(key.substr(kStrategy.size()), tensor);
+  strategy.load_state(saved);
+}
+
+}  // namespace exogym::runtime::checkpoint

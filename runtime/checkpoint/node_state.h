@@ -1,0 +1,45 @@
+#pragma once
+// One node's part of a checkpoint, one safetensors file per node
+// ("node-<rank>.safetensors"): its model's parameters ("model.<name>") and
+// buffers ("buffer.<name>"), its model's random generator ("rng.model"), its
+// strategy's state ("strategy.<key>", sdk::Strategy::save_state), and in the
+// metadata its meter ("meter", sim::NodeMeter::state) and a digest of the
+// tensor data, so that a damaged file is found before it is used.
+#include <cstdint>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "exogym/runtime/output/safetensors.h"
+
+namespace exogym::sdk {
+class Model;
+class Strategy;
+}  // namespace exogym::sdk
+
+namespace exogym::runtime::checkpoint {
+
+std::string node_file_name(int rank);
+
+// Writes node `rank`'s state at `step` (steps completed) into `folder`
+// (write_file_atomically). On the node's thread, at a step boundary.
+void write_node_state(const std::filesystem::path& folder, int rank, int64_t step, sdk::Model& model,
+                      const sdk::Strategy& strategy, const nlohmann::json& meter);
+
+// A node's file, read and checked: sdk::DataError naming the file when it is
+// not valid safetensors, belongs to another node or step, or its digest
+// does not match its data.
+struct NodeState {
+  output::SafetensorsFile file;
+  nlohmann::json meter;
+};
+NodeState read_node_state(const std::filesystem::path& folder, int rank, int64_t step);
+
+// Puts a node's state back: the model's parameters, buffers and generator
+// (before the strategy's init), then the strategy's (after it). Throw
+// sdk::DataError naming `what` (the file) when a tensor is missing or its
+// shape differs.
+void restore_model(sdk::Model& model, const NodeState& state, const std::string& what);
+void restore_strategy(sdk::Strategy& strategy, const NodeState& state);
+
+}  // namespace exogym::runtime::checkpoint

@@ -1,0 +1,184 @@
+#include "exogym/runtime/output/report/report_page.h"
+
+#include <algorithm>
+#include <functional>
+#include <sstream>
+
+#include "exogym/build_config.h"
+#include "exogym/runtime/output/report/line_chart.h"
+#include "exogym/runtime/output/report/summary_table.h"
+#include "exogym/runtime/output/report/time_split.h"
+
+namespace exogym::runtime::output::report {
+
+namespace {
+
+constexpr const char* kStyle = R"(
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,Helvetica,Arial,sans-serif;color:#222;margin:24px auto;
+max-width:1440px;padding:0 16px;line-height:1.4}
+h1{font-size:1.5em;margin-bottom:4px}h2{font-size:1.2em;margin-top:32px;border-bottom:1px solid #ddd}
+.meta{color:#666;font-size:.9em}.notes{background:#fff6e0;border:1px solid #e8c66b;padding:8px 24px}
+table.summary{border-collapse:collapse;font-size:.9em}
+table.summary th,table.summary td{border-bottom:1px solid #e5e5e5;padding:4px 8px;text-align:right;white-space:nowrap}
+table.summary th[scope=row],table.summary td:nth-child(2),table.summary td:nth-child(3){text-align:left}
+.swatch{display:inline-block;width:14px;height:0;border-top:4px solid;margin-right:6px;vertical-align:middle}
+.table-wrap{overflow-x:auto}
+.charts{display:flex;flex-wrap:wrap;gap:16px}
+figure{margin:0;break-inside:avoid;page-break-inside:avoid}figcaption{font-weight:600;margin-bottom:4px}
+ul.legend{list-style:none;padding:0;margin:4px 0 0 64px;display:flex;flex-wrap:wrap;gap:4px 14px;font-size:.85em}
+svg{max-width:100%;height:auto}svg text{font-size:11px;fill:#333}.axis-label{fill:#555}
+.grid{stroke:#ececec}.frame{fill:none;stroke:#999}.series{fill:none;stroke-width:1.5;stroke-linejoin:round}
+pre{background:#f7f7f7;padding:8px;overflow:auto;font-size:.8em}
+@media print{body{margin:0;max-width:none}h2{break-after:avoid}}
+)";
+
+// (x, y) of one run for one chart, or false when the run lacks the data.
+using Extract = std::function<bool(const RunFolder&, std::vector<double>& x, std::vector<double>& y)>;
+
+Extract columns(const NumericTable RunFolder::*table, std::string x, std::string y) {
+  return [table, x, y](const RunFolder& run, std::vector<double>& xs, std::vector<double>& ys) {
+    const NumericTable& t = run.*table;
+    if (!t.has(x) || !t.has(y)) return false;
+    xs = t.at(x);
+    ys = t.at(y);
+    return true;
+  };
+}
+
+class Page {
+ public:
+  explicit Page(const std::vector<RunFolder>& runs) : runs_(runs) {
+    for (size_t i = 0; i < runs.size(); ++i) colours_.push_back(series_colour(i));
+  }
+
+  // A figure with its title, the chart and the legend; runs without the
+  // data are named under it.
+  void chart(const std::string& id, const std::string& title, Axis x, Axis y, const Extract& extract) {
+    std::vector<Series> series;
+    std::string missing;
+    for (size_t i = 0; i < runs_.size(); ++i) {
+      Series s{runs_[i].label, colours_[i], {}, {}};
+      if (extract(runs_[i], s.x, s.y)) {
+        series.push_back(std::move(s));
+      } else {
+        missing += (missing.empty() ? "" : ", ") + runs_[i].label;
+      }
+    }
+    if (series.empty()) return;
+    out_ << "<figure class=\"chart\" data-chart=\"" << escape_html(id) << "\"><figcaption>" << escape_html(title)
+         << "</figcaption>\n"
+         << line_chart_svg({id, std::move(x), std::move(y)}, series) << "\n<ul class=\"legend\">";
+    for (const auto& s : series) {
+      out_ << "<li><span class=\"swatch\" style=\"border-color:" << escape_html(s.colour) << "\"></span>"
+           << escape_html(s.label) << "</li>";
+    }
+    out_ << "</ul>";
+    if (!missing.empty()) out_ << "<p class=\"meta\">Not recorded by " << escape_html(missing) << ".</p>";
+    out_ << "</figure>\n";
+  }
+
+  std::ostringstream& out() { return out_; }
+  const std::vector<std::string>& colours() const { return colours_; }
+
+ private:
+  const std::vector<RunFolder>& runs_;
+  std::vector<std::string> colours_;
+  std::ostringstream out_;
+};
+
+const Axis kStep{"step"}, kSimTime{"simulated time", AxisFormat::Seconds};
+const Axis kBytes{"bytes sent per node", AxisFormat::Bytes};
+
+void training_charts(Page& page) {
+  const auto train = &RunFolder::train;
+  const Axis loss{"train loss"};
+  page.out() << "<h2 id=\"training\">Training</h2>\n<div class=\"charts\">\n";
+  page.chart("train-loss-step", "Train loss by step", kStep, loss, columns(train, "step", "train_loss"));
+  page.chart("train-loss-time", "Train loss by simulated time", kSimTime, loss,
+             columns(train, "sim_time_s", "train_loss"));
+  page.chart("train-loss-bytes", "Train loss by bytes sent", kBytes, loss, columns(train, "bytes_sent", "train_loss"));
+  page.chart("lr-step", "Learning rate", kStep, {"learning rate"}, columns(train, "step", "lr"));
+  page.out() << "</div>\n";
+}
+
+void validation_charts(Page& page, const std::vector<RunFolder>& runs) {
+  const auto val = &RunFolder::validation;
+  page.out() << "<h2 id=\"validation\">Validation</h2>\n<p class=\"meta\">Global: the parameter-averaged model; "
+             << "local: node 0's model, on the same validation batches.</p>\n<div class=\"charts\">\n";
+  const Axis global{"global validation loss"};
+  page.chart("val-global-step", "Global validation loss by step", kStep, global, columns(val, "step", "global_loss"));
+  page.chart("val-global-time", "Global validation loss by simulated time", kSimTime, global,
+             columns(val, "sim_time_s", "global_loss"));
+  page.chart("val-global-bytes", "Global validation loss by bytes sent", kBytes, global,
+             columns(val, "bytes_sent", "global_loss"));
+  page.chart("val-local-step", "Local validation loss by step", kStep, {"local validation loss"},
+             columns(val, "step", "local_loss"));
+  for (const auto& m : model_metric_names(runs)) {
+    page.chart("val-global-" + m + "-step", "Global validation " + m + " by step", kStep, {"global " + m},
+               columns(val, "step", "global_" + m));
+  }
+  page.out() << "</div>\n";
+}
+
+void strategy_metric_charts(Page& page, const std::vector<RunFolder>& runs) {
+  std::vector<std::string> names;
+  for (const auto& run : runs) {
+    for (const auto& entry : run.metrics) {
+      if (std::find(names.begin(), names.end(), entry.first) == names.end()) names.push_back(entry.first);
+    }
+  }
+  if (names.empty()) return;
+  page.out() << "<h2 id=\"strategy-metrics\">Strategy metrics</h2>\n<p class=\"meta\">What the strategies recorded "
+             << "(metrics.csv), the mean over the nodes that recorded it at each step.</p>\n<div class=\"charts\">\n";
+  for (const auto& name : names) {
+    page.chart("metric-" + name, name, kStep, {name},
+               [name](const RunFolder& run, std::vector<double>& x, std::vector<double>& y) {
+                 const auto it = run.metrics.find(name);
+                 if (it == run.metrics.end()) return false;
+                 x = it->second.step;
+                 y = it->second.value;
+                 return true;
+               });
+  }
+  page.out() << "</div>\n";
+}
+
+}  // namespace
+
+std::string series_colour(size_t i) {
+  // Tableau 10: distinct on screen and in grey print, for colour-blind readers too.
+  static const char* palette[] = {"#4e79a7", "#e15759", "#59a14f", "#f28e2b", "#b07aa1",
+                                  "#76b7b2", "#edc948", "#ff9da7", "#9c755f", "#17becf"};
+  return palette[i % (sizeof palette / sizeof *palette)];
+}
+
+std::string report_html(const std::string& title, const std::vector<RunFolder>& runs,
+                        const std::vector<std::string>& notes) {
+  Page page(runs);
+  auto& out = page.out();
+  out << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>" << escape_html(title)
+      << "</title>\n<style>" << kStyle << "</style>\n</head>\n<body>\n<h1>" << escape_html(title)
+      << "</h1>\n<p class=\"meta\">" << runs.size() << (runs.size() == 1 ? " run" : " runs") << ", reported by ExoGym "
+      << EXOGYM_VERSION << ".</p>\n";
+  if (!notes.empty()) {
+    out << "<div class=\"notes\"><ul>\n";
+    for (const auto& note : notes) out << "<li>" << escape_html(note) << "</li>\n";
+    out << "</ul></div>\n";
+  }
+  out << "<h2 id=\"summary\">Summary</h2>\n<div class=\"table-wrap\">\n"
+      << summary_table_html(runs, page.colours()) << "</div>\n";
+  training_charts(page);
+  validation_charts(page, runs);
+  strategy_metric_charts(page, runs);
+  out << "<h2 id=\"time\">Simulated time per node</h2>\n" << time_split_svg(runs);
+  out << "<h2 id=\"config\">Configuration</h2>\n";
+  for (const auto& run : runs) {
+    out << "<details" << (runs.size() == 1 ? " open" : "") << "><summary>" << escape_html(run.label) << " — "
+        << escape_html(run.dir.string()) << "</summary>\n<pre>" << escape_html(run.config.dump(2))
+        << "</pre></details>\n";
+  }
+  out << "</body>\n</html>\n";
+  return out.str();
+}
+
+}  // namespace exogym::runtime::output::report

@@ -1,0 +1,238 @@
+#include "exogym/runtime/train/checkpointing.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "exogym/build_config.h"
+#include "exogym/runtime/checkpoint/resume_rules.h"
+#include "exogym/runtime/dist/process_mesh.h"
+#include "exogym/runtime/plugin/plugin_loader.h"
+#include "exogym/sdk/error.h"
+#include "exogym/sdk/options.h"
+#include "exogym/sdk/plugin.h"
+
+namespace exogym::runtime::train {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// JSON has no NaN or infinity; a loss can be either.
+json number_json(double value) {
+  if (std::isfinite(value)) return value;
+  return std::isnan(value) ? "nan" : value > 0 ? "inf" : "-inf";
+}
+
+double json_number(const json& value) {
+  if (value.is_number()) return value.get<double>();
+  const std::string text = value.get<std::string>();
+  if (text == "nan") return std::numeric_limits<double>::quiet_NaN();
+  return text == "inf" ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity();
+}
+
+json values_json(const output::EvalValues& v) {
+  json metrics = json::array();
+  for (double x : v.metrics) metrics.push_back(number_json(x));
+  return {{"loss", number_json(v.loss)}, {"metrics", metrics}};
+}
+
+output::EvalValues values_from(const json& j) {
+  output::EvalValues v;
+  v.loss = json_number(j.at("loss"));
+  for (const auto& x : j.at("metrics")) v.metrics.push_back(json_number(x));
+  return v;
+}
+
+// The run folder's part of a checkpoint: how long each CSV was, and what
+// node 0 keeps for the progress, the summary and the target.
+json outputs_section(RunState& s) {
+  json section = {{"csv_bytes", s.writer->flush_csvs()}, {"last_train_loss", number_json(s.last_train_loss)}};
+  section["last_eval"] = nullptr;
+  if (s.last_eval) {
+    const EvalRecord& r = *s.last_eval;
+    section["last_eval"] = {{"step", r.step},
+                            {"local", values_json(r.local)},
+                            {"global", values_json(r.global)},
+                            {"bytes_sent", r.bytes_sent},
+                            {"sim_time_s", r.sim_time_s}};
+  }
+  section["target_hit"] = nullptr;
+  if (s.target_hit) {
+    const TargetHit& t = *s.target_hit;
+    section["target_hit"] = {
+        {"step", t.step}, {"sim_time_s", t.sim_time_s}, {"bytes_sent", t.bytes_sent}, {"wall_seconds", t.wall_seconds}};
+  }
+  return section;
+}
+
+void restore_outputs(RunState& s, const json& section) {
+  s.last_train_loss = json_number(section.at("last_train_loss"));
+  if (const json& e = section.at("last_eval"); !e.is_null()) {
+    s.last_eval = EvalRecord{e.at("step"), values_from(e.at("local")), values_from(e.at("global")), e.at("bytes_sent"),
+                             e.at("sim_time_s")};
+  }
+  if (const json& t = section.at("target_hit"); !t.is_null())
+    s.target_hit = TargetHit{t.at("step").get<int64_t>(), t.at("sim_time_s").get<double>(),
+                             t.at("bytes_sent").get<double>(), t.at("wall_seconds").get<double>()};
+}
+
+json plugins_json(const RunState& s) {
+  json plugins = json::array();
+  for (const auto* loaded : {s.plugins.model.get(), s.plugins.strategy.get()}) {
+    const plugin::PluginDescription& d = loaded->description();
+    plugins.push_back({{"kind", d.kind},
+                       {"name", d.name},
+                       {"version", d.version},
+                       {"abi", d.abi_version},
+                       {"file", d.file.string()}});
+  }
+  return plugins;
+}
+
+std::string plugin_text(const json& p) {
+  return p.at("kind").get<std::string>() + " plugin \"" + p.at("name").get<std::string>() + "\" " +
+         p.at("version").get<std::string>() + " (ABI " + std::to_string(p.at("abi").get<int>()) + ", " +
+         p.at("file").get<std::string>() + ")";
+}
+
+// The run must load the plugins, versions and ABI that wrote the checkpoint.
+void check_plugins(const RunState& s, const checkpoint::CheckpointIndex& index, const fs::path& index_file) {
+  if (index.abi != EXOGYM_ABI_VERSION) {
+    throw sdk::DataError(index_file.string() + ": written by a runtime with plugin ABI " + std::to_string(index.abi) +
+                         ", this one has ABI " + std::to_string(EXOGYM_ABI_VERSION));
+  }
+  const json now = plugins_json(s);
+  for (size_t i = 0; i < now.size(); ++i) {
+    const json& was = i < index.plugins.size() ? index.plugins[i] : json();
+    auto same = [&](const char* key) { return was.is_object() && was.at(key) == now[i].at(key); };
+    if (!same("kind") || !same("name") || !same("version") || !same("abi")) {
+      throw sdk::DataError(index_file.string() + ": written with " +
+                           (was.is_object() ? plugin_text(was) : std::string("other plugins")) + ", this run loads " +
+                           plugin_text(now[i]));
+    }
+  }
+}
+
+// Every CSV must hold at least the rows the checkpoint had written.
+void check_csvs(const fs::path& run_dir, const checkpoint::CheckpointIndex& index) {
+  for (const auto& [name, bytes] : index.sections.at("outputs").at("csv_bytes").items()) {
+    std::error_code ec;
+    const auto size = fs::file_size(run_dir / name, ec);
+    if (ec || size < bytes.get<uintmax_t>()) {
+      throw sdk::DataError((run_dir / name).string() + ": shorter than when the checkpoint of step " +
+                           std::to_string(index.step) + " was written (" + std::to_string(bytes.get<int64_t>()) +
+                           " bytes)");
+    }
+  }
+}
+
+}  // namespace
+
+void load_resume_point(RunState& s, const RunOptions& options) {
+  const manifest::Manifest& m = s.m;
+  const dist::NodeBlock& block = s.role.block;
+  s.resume = checkpoint::find_checkpoint(options.run_dir, options.from_step, block.first, block.count, *s.log);
+  if (s.role.mesh) {
+    // Each process checked only its own nodes' files: all take the oldest
+    // step any of them could load.
+    int64_t oldest = s.resume->index.step;
+    for (const auto& step : s.role.mesh->all_gather_text(std::to_string(oldest)))
+      oldest = std::min<int64_t>(oldest, std::stoll(step));
+    if (oldest != s.resume->index.step)
+      s.resume = checkpoint::find_checkpoint(options.run_dir, oldest, block.first, block.count, *s.log);
+  }
+  const checkpoint::CheckpointIndex& index = s.resume->index;
+  const fs::path index_file = s.resume->folder / checkpoint::kIndexFile;
+  check_plugins(s, index, index_file);
+  if (auto d = checkpoint::first_difference(index.settings, checkpoint::exact_settings(s.config))) {
+    std::string changeable;
+    for (const auto& field : checkpoint::changeable_fields()) changeable += (changeable.empty() ? "" : ", ") + field;
+    throw sdk::ConfigError(
+        d->path, "was " + sdk::json_excerpt(d->before) + " when the checkpoint of step " + std::to_string(index.step) +
+                     " was written, now " + sdk::json_excerpt(d->after) +
+                     "; a resumed run must keep it to continue exactly (fields that may change: " + changeable + ")");
+  }
+  if (index.step > m.max_steps) {
+    throw sdk::ConfigError("train.max_steps", std::to_string(m.max_steps) + " is before the checkpoint's step " +
+                                                  std::to_string(index.step));
+  }
+  if (index.step == m.max_steps && fs::exists(options.run_dir / "summary.json")) {
+    throw sdk::ConfigError("train.max_steps", "the run already finished its " + std::to_string(m.max_steps) +
+                                                  " steps; to train further, raise it (--set train.max_steps=" +
+                                                  std::to_string(2 * m.max_steps) + ")");
+  }
+  s.first_step = index.step;
+  if (s.role.writes) {
+    check_csvs(options.run_dir, index);
+    restore_outputs(s, index.sections.at("outputs"));
+  }
+  // Every node has taken part in the same strategy collectives.
+  s.simulation->clocks().restore(s.resume->nodes.begin()->second.meter.at("sequence").get<uint64_t>());
+}
+
+void cut_outputs_to_checkpoint(const RunState& s) {
+  for (const auto& [name, bytes] : s.resume->index.sections.at("outputs").at("csv_bytes").items()) {
+    std::error_code ec;
+    fs::resize_file(s.run_dir / name, bytes.get<uintmax_t>(), ec);
+    if (ec) throw sdk::Error((s.run_dir / name).string() + ": cannot cut back to the checkpoint: " + ec.message());
+  }
+  // The run is not finished any more; the end writes it again.
+  std::error_code ec;
+  fs::remove(s.run_dir / "summary.json", ec);
+}
+
+void prepare_checkpoints(RunState& s) {
+  const manifest::Manifest& m = s.m;
+  if (m.checkpoint.interval <= 0) return;
+  fs::path run_dir = s.run_dir;
+  if (s.role.mesh) {
+    // Every process writes its nodes' files into process 0's run folder,
+    // which must therefore be on a filesystem they share.
+    run_dir = s.role.mesh->all_gather_text(s.run_dir.string()).front();
+    if (!fs::exists(run_dir / "config.json")) {
+      throw sdk::Error("checkpoints over several processes need the run folder on a filesystem they share: " +
+                       run_dir.string() + " is not there on this host");
+    }
+  }
+  s.checkpoints = std::make_unique<checkpoint::CheckpointWriter>(run_dir, m.checkpoint.keep);
+  if (!s.role.mesh)
+    s.stop_point = std::make_unique<checkpoint::StopPoint>(s.role.block.first, s.role.block.count, s.first_step);
+  checkpoint::CheckpointIndex& index = s.checkpoint_index;
+  index.nodes = m.nodes;
+  index.processes = s.role.processes;
+  index.abi = EXOGYM_ABI_VERSION;
+  index.exogym_version = EXOGYM_VERSION;
+  index.settings = checkpoint::exact_settings(s.config);
+  index.manifest_hash = checkpoint::settings_hash(index.settings);
+  index.plugins = plugins_json(s);
+  // Resumed from an older checkpoint: the newer ones belong to a run that
+  // no longer exists (its rows were cut).
+  if (s.resume && s.role.writes) {
+    for (const auto& [step, folder] : checkpoint::list_checkpoints(run_dir)) {
+      if (step <= s.first_step) continue;
+      s.log->info("removing checkpoint {}: resumed from step {}", folder.string(), s.first_step);
+      fs::remove_all(folder);
+    }
+  }
+}
+
+bool checkpoint_due(const RunState& s, int64_t step) {
+  return s.checkpoints && (step % s.m.checkpoint.interval == 0 || step == s.m.max_steps);
+}
+
+fs::path commit_checkpoint(RunState& s, int64_t step) {
+  checkpoint::CheckpointIndex index = s.checkpoint_index;
+  index.step = step;
+  index.sections["outputs"] = outputs_section(s);
+  const fs::path folder = s.checkpoints->commit(index);
+  double bytes = 0;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(folder, ec)) bytes += static_cast<double>(entry.file_size(ec));
+  s.checkpoint_bytes = bytes;
+  return folder;
+}
+
+}  // namespace exogym::runtime::train

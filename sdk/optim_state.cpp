@@ -1,0 +1,124 @@
+// Saving and restoring LibTorch optimizers' per-parameter state for
+// checkpoints (optim.h).
+#include "exogym/sdk/optim_state.h"
+
+#include <ATen/ATen.h>
+#include <torch/optim/adagrad.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/rmsprop.h>
+#include <torch/optim/sgd.h>
+
+#include <memory>
+#include <sstream>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "exogym/sdk/error.h"
+#include "exogym/sdk/model.h"
+
+namespace exogym::sdk {
+
+namespace {
+
+using torch::optim::OptimizerParamState;
+
+// The optimizer's state key of a parameter: a string in LibTorch 1.x, the
+// TensorImpl pointer in 2.x.
+template <class State>
+auto state_key(State& /*state*/, const at::Tensor& param) {
+  using Key = typename std::decay_t<State>::key_type;
+  if constexpr (std::is_same_v<Key, std::string>) {
+    std::ostringstream key;  // how LibTorch 1.x prints the pointer (c10::guts::to_string, gone in 2.x)
+    key << param.unsafeGetTensorImpl();
+    return key.str();
+  } else {
+    return static_cast<Key>(param.unsafeGetTensorImpl());
+  }
+}
+
+// One parameter's state, field by field: its tensors (some undefined, e.g.
+// max_exp_avg_sq without amsgrad) and, for optimizers that count, the step.
+struct Fields {
+  std::vector<std::pair<const char*, at::Tensor*>> tensors;
+  int64_t* step = nullptr;
+};
+
+Fields fields_of(OptimizerParamState& state) {
+  if (auto* s = dynamic_cast<torch::optim::AdamParamState*>(&state))
+    return {{{"exp_avg", &s->exp_avg()}, {"exp_avg_sq", &s->exp_avg_sq()}, {"max_exp_avg_sq", &s->max_exp_avg_sq()}},
+            &s->step()};
+  if (auto* s = dynamic_cast<torch::optim::AdamWParamState*>(&state))
+    return {{{"exp_avg", &s->exp_avg()}, {"exp_avg_sq", &s->exp_avg_sq()}, {"max_exp_avg_sq", &s->max_exp_avg_sq()}},
+            &s->step()};
+  if (auto* s = dynamic_cast<torch::optim::SGDParamState*>(&state))
+    return {{{"momentum_buffer", &s->momentum_buffer()}}, nullptr};
+  if (auto* s = dynamic_cast<torch::optim::RMSpropParamState*>(&state))
+    return {
+        {{"square_avg", &s->square_avg()}, {"momentum_buffer", &s->momentum_buffer()}, {"grad_avg", &s->grad_avg()}},
+        &s->step()};
+  if (auto* s = dynamic_cast<torch::optim::AdagradParamState*>(&state)) return {{{"sum", &s->sum()}}, &s->step()};
+  throw Error("cannot checkpoint this optimizer's state: only adam, adamw, sgd, rmsprop and adagrad are supported");
+}
+
+std::unique_ptr<OptimizerParamState> fresh_state(torch::optim::Optimizer& optimizer) {
+  if (dynamic_cast<torch::optim::Adam*>(&optimizer)) return std::make_unique<torch::optim::AdamParamState>();
+  if (dynamic_cast<torch::optim::AdamW*>(&optimizer)) return std::make_unique<torch::optim::AdamWParamState>();
+  if (dynamic_cast<torch::optim::SGD*>(&optimizer)) return std::make_unique<torch::optim::SGDParamState>();
+  if (dynamic_cast<torch::optim::RMSprop*>(&optimizer)) return std::make_unique<torch::optim::RMSpropParamState>();
+  if (dynamic_cast<torch::optim::Adagrad*>(&optimizer)) return std::make_unique<torch::optim::AdagradParamState>();
+  throw Error("cannot restore this optimizer's state: only adam, adamw, sgd, rmsprop and adagrad are supported");
+}
+
+bool has_key_with_prefix(const StateDict& in, const std::string& prefix) {
+  auto it = in.lower_bound(prefix);
+  return it != in.end() && it->first.compare(0, prefix.size(), prefix) == 0;
+}
+
+}  // namespace
+
+void save_optimizer_state(torch::optim::Optimizer& optimizer, const std::vector<at::Tensor>& params, StateDict& out,
+                          const std::string& prefix) {
+  auto& state = optimizer.state();
+  for (size_t i = 0; i < params.size(); ++i) {
+    auto it = state.find(state_key(state, params[i]));
+    if (it == state.end()) continue;
+    const std::string base = prefix + std::to_string(i) + ".";
+    Fields fields = fields_of(*it->second);
+    for (const auto& [name, tensor] : fields.tensors)
+      if (tensor->defined()) out[base + name] = *tensor;
+    if (fields.step) out[base + "step"] = at::scalar_tensor(*fields.step, at::kLong);
+  }
+}
+
+void load_optimizer_state(torch::optim::Optimizer& optimizer, const std::vector<at::Tensor>& params,
+                          const StateDict& in, const std::string& prefix) {
+  auto& state = optimizer.state();
+  for (size_t i = 0; i < params.size(); ++i) {
+    const std::string base = prefix + std::to_string(i) + ".";
+    const auto key = state_key(state, params[i]);
+    if (!has_key_with_prefix(in, base)) {
+      state.erase(key);
+      continue;
+    }
+    std::unique_ptr<OptimizerParamState> restored = fresh_state(optimizer);
+    Fields fields = fields_of(*restored);
+    for (const auto& [name, tensor] : fields.tensors) {
+      auto it = in.find(base + name);
+      if (it == in.end()) continue;
+      if (it->second.sizes() != params[i].sizes())
+        throw Error("optimizer state " + base + name + ": shape " + shape_of(it->second) +
+                    " does not match its parameter's " + shape_of(params[i]));
+      *tensor = it->second.to(params[i].device()).clone();
+    }
+    if (fields.step) {
+      auto it = in.find(base + "step");
+      if (it != in.end()) *fields.step = it->second.item<int64_t>();
+    }
+    state[key] = std::move(restored);
+  }
+}
+
+}  // namespace exogym::sdk

@@ -1,0 +1,79 @@
+#include "checkpoint_fixtures.h"
+
+#include <algorithm>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "exogym/runtime/manifest/manifest.h"
+#include "exogym/runtime/run/resume.h"
+#include "exogym/runtime/train/training.h"
+#include "helpers.h"
+#include "testing.h"
+
+namespace exogym::test {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+json checkpointed_manifest(int nodes, int64_t interval) {
+  json m = small_manifest(nodes);
+  m["checkpoint"] = {{"interval", interval}};
+  m["compute"] = {{"step_time", "10ms"}};
+  return m;
+}
+
+runtime::train::RunResult train_into(const json& manifest, const fs::path& run_dir) {
+  auto set = runtime::manifest::parse_manifest(manifest, run_dir.parent_path(), "test");
+  runtime::train::RunOptions options;
+  options.progress = runtime::output::Progress::Mode::Quiet;
+  options.run_dir = run_dir;
+  return runtime::train::train_run(set.runs.at(0), test_loader(), options);
+}
+
+runtime::train::RunResult resume_in(const fs::path& run_dir, const std::vector<std::string>& overrides,
+                                    std::optional<int64_t> from_step) {
+  auto set = runtime::run::resumed_manifest(run_dir, overrides);
+  runtime::train::RunOptions options;
+  options.progress = runtime::output::Progress::Mode::Quiet;
+  options.run_dir = run_dir;
+  options.resume = true;
+  options.from_step = from_step;
+  return runtime::train::train_run(set.runs.at(0), test_loader(), options);
+}
+
+namespace {
+
+// summary.json without what depends on the wall clock or the folder.
+json deterministic_summary(const fs::path& run_dir) {
+  json summary = json::parse(read_text(run_dir / "summary.json"));
+  for (const char* key : {"wall_seconds", "steps_per_second", "tokens_per_second", "timing", "run_dir"})
+    summary.erase(key);
+  if (summary.contains("target") && summary["target"].is_object()) summary["target"].erase("wall_seconds");
+  return summary;
+}
+
+// metrics.csv's rows: within a step, nodes record from their own threads in
+// whatever order they get there, so the rows are compared as a sorted list.
+std::vector<std::string> sorted_lines(const fs::path& file) {
+  std::vector<std::string> lines;
+  std::istringstream text(read_text(file));
+  for (std::string line; std::getline(text, line);) lines.push_back(line);
+  std::sort(lines.begin(), lines.end());
+  return lines;
+}
+
+}  // namespace
+
+void require_same_run(const fs::path& expected, const fs::path& actual) {
+  REQUIRE(fs::exists(actual / "model.pt"));
+  CHECK(read_text(expected / "model.pt") == read_text(actual / "model.pt"));
+  for (const char* csv : {"train.csv", "validation.csv", "comm.csv"}) {
+    INFO(csv);
+    CHECK(read_text(expected / csv) == read_text(actual / csv));
+  }
+  CHECK(sorted_lines(expected / "metrics.csv") == sorted_lines(actual / "metrics.csv"));
+  CHECK(deterministic_summary(expected).dump(2) == deterministic_summary(actual).dump(2));
+}
+
+}  // namespace exogym::test

@@ -1,0 +1,34 @@
+#pragma once
+// Shared by the checkpoint tests: training and resuming runs in this
+// process, and comparing two run folders the way the issue defines "the
+// same run": model.pt byte for byte, every CSV byte for byte (the manifests
+// fix compute.step_time, so simulated times are deterministic too), and
+// summary.json but for its wall-clock fields.
+#include <cstdint>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "exogym/runtime/train/run_result.h"
+
+namespace exogym::test {
+
+// small_manifest(nodes) with checkpoints every `interval` steps and a fixed
+// simulated step time.
+nlohmann::json checkpointed_manifest(int nodes, int64_t interval);
+
+// Trains `manifest` (base folder run_dir's parent) quietly into `run_dir`.
+runtime::train::RunResult train_into(const nlohmann::json& manifest, const std::filesystem::path& run_dir);
+
+// Resumes the run in `run_dir` as exogym-run --resume does, with --set
+// `overrides` and --from-step `from_step`.
+runtime::train::RunResult resume_in(const std::filesystem::path& run_dir,
+                                    const std::vector<std::string>& overrides = {},
+                                    std::optional<int64_t> from_step = std::nullopt);
+
+// REQUIREs that the two run folders hold the same run (see above).
+void require_same_run(const std::filesystem::path& expected, const std::filesystem::path& actual);
+
+}  // namespace exogym::test

@@ -1,0 +1,255 @@
+#!/usr/bin/python3
+"""A comparison's report.html, opened in headless Chromium (Debian's) over
+the DevTools protocol: no console message or page error, no network request
+but the page itself, one series per variant in each chart with as many points
+as the run's CSV files hold, and a screenshot that is not blank.
+
+Before trusting it, the same checks run on a canary page that logs an error,
+fetches an image over the network and is blank: each check must catch it.
+If the browser cannot run, the test says so and FAILS.
+
+Usage: report_browser.py SOURCE_DIR BUILD_DIR
+"""
+import base64
+import csv
+import io
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+try:
+    import websocket  # Debian's python3-websocket
+    from PIL import Image  # Debian's python3-pil
+except ImportError as e:
+    sys.exit(f"FAILED: {e}: install python3-websocket and python3-pil (tools/dev deps)")
+
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars",
+                  "--remote-debugging-port=0", "--remote-allow-origins=*"]
+
+VARIANTS = ["ddp", "diloco", "sparta"]
+OPTIMIZER = {"name": "adamw", "lr": 1e-3}
+MANIFEST = {
+    "name": "browser", "seed": 3, "nodes": 2, "threads": 1,
+    "model": {"plugin": "mlp", "options": {"hidden": [32]}},
+    "strategy": {"plugin": "allreduce", "options": {"optimizer": OPTIMIZER, "max_norm": 1.0}},
+    "data": {"train": {"dataset": "mnist", "path": "", "split": "train"},
+             "val": {"dataset": "mnist", "path": "", "split": "test"}},
+    "train": {"max_steps": 30, "batch_size": 16},
+    "eval": {"interval": 10, "size": 128},
+    "output": {"dir": ""},
+    "runs": [{"name": "ddp"},
+             {"name": "diloco", "strategy": {"plugin": "diloco", "options": {"H": 5, "optimizer": OPTIMIZER}}},
+             {"name": "sparta", "strategy": {"plugin": "sparta", "options": {"p": 0.05, "optimizer": OPTIMIZER}}}],
+}
+
+# Read from the live page: every line chart, its series and their points.
+CHARTS_JS = """JSON.stringify([...document.querySelectorAll('svg.line-chart')].map(svg => ({
+  id: svg.id,
+  series: [...svg.querySelectorAll('polyline.series')].map(p => ({
+    label: p.dataset.label,
+    points: p.points.numberOfItems}))})))"""
+
+
+class Browser:
+    def __init__(self, work):
+        self.profile = tempfile.mkdtemp(dir=work)
+        chromium = shutil.which("chromium") or shutil.which("chromium-headless-shell")
+        if not chromium:
+            sys.exit("FAILED: chromium not found: install Debian's chromium (tools/dev deps)")
+        self.process = subprocess.Popen([chromium, *CHROMIUM_FLAGS, f"--user-data-dir={self.profile}",
+                                         "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        port_file = os.path.join(self.profile, "DevToolsActivePort")
+        deadline = time.time() + 60
+        while not os.path.exists(port_file) or len(open(port_file).read().split()) < 2:
+            if self.process.poll() is not None or time.time() > deadline:
+                sys.exit("FAILED: chromium did not start: " + self.process.stderr.read().decode()[-2000:])
+            time.sleep(0.1)
+        port, path = open(port_file).read().split()[:2]
+        self.ws = websocket.create_connection(f"ws://127.0.0.1:{port}{path}", timeout=60)
+        self.next_id = 0
+        self.events = []
+
+    def send(self, method, params=None, session=None):
+        self.next_id += 1
+        message = {"id": self.next_id, "method": method, "params": params or {}}
+        if session:
+            message["sessionId"] = session
+        self.ws.send(json.dumps(message))
+        while True:
+            reply = json.loads(self.ws.recv())
+            if reply.get("id") == self.next_id:
+                if "error" in reply:
+                    raise RuntimeError(f"{method}: {reply['error']}")
+                return reply.get("result", {})
+            self.events.append(reply)
+
+    def wait_for(self, method, session, seconds=60):
+        deadline = time.time() + seconds
+        while time.time() < deadline:
+            for event in self.events:
+                if event.get("method") == method and event.get("sessionId") == session:
+                    return
+            self.events.append(json.loads(self.ws.recv()))
+        raise RuntimeError(f"no {method} within {seconds} s")
+
+    def open(self, url):
+        """Loads `url` in a new tab; returns what the checks need."""
+        target = self.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+        session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+        for domain in ("Page", "Runtime", "Log", "Network"):
+            self.send(domain + ".enable", session=session)
+        self.send("Emulation.setDeviceMetricsOverride",
+                  {"width": 1280, "height": 1000, "deviceScaleFactor": 1, "mobile": False}, session)
+        self.events.clear()
+        self.send("Page.navigate", {"url": url}, session)
+        self.wait_for("Page.loadEventFired", session)
+        time.sleep(0.5)  # let late requests and messages arrive
+        charts = self.send("Runtime.evaluate", {"expression": CHARTS_JS, "returnByValue": True}, session)
+        shot = self.send("Page.captureScreenshot", {"format": "png"}, session)["data"]
+        mine = [e for e in self.events if e.get("sessionId") == session]
+        console = [e["params"] for e in mine if e["method"] in ("Runtime.consoleAPICalled", "Runtime.exceptionThrown")]
+        console += [e["params"]["entry"] for e in mine
+                    if e["method"] == "Log.entryAdded" and e["params"]["entry"]["level"] in ("error", "warning")]
+        requests = [e["params"]["request"]["url"] for e in mine if e["method"] == "Network.requestWillBeSent"]
+        self.send("Target.closeTarget", {"targetId": target})
+        return {"charts": json.loads(charts["result"]["value"]), "console": console,
+                "requests": [r for r in requests if r != url], "ink": ink(shot)}
+
+    def close(self):
+        try:
+            self.send("Browser.close")
+        except Exception:
+            self.process.kill()
+        self.process.wait(timeout=30)
+
+
+def ink(png_base64):
+    """The fraction of the screenshot's pixels that are not (nearly) white."""
+    image = Image.open(io.BytesIO(base64.b64decode(png_base64))).convert("L")
+    histogram = image.histogram()
+    return sum(histogram[:240]) / (image.width * image.height)
+
+
+def csv_rows(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+PLOT_WIDTH = 560  # runtime/output/report/line_chart.h: kPlotWidth, the columns series are down-sampled to
+
+
+def drawn_points(series):
+    """{variant: points drawn} for one chart's {variant: (x, y)}: per pixel
+    column over the chart's x range, the first smallest and the first largest
+    value (docs/reports.md); points with a non-finite value are not drawn."""
+    finite = {v: [(x, y) for x, y in zip(*xy) if math.isfinite(x) and math.isfinite(y)] for v, xy in series.items()}
+    xs = [x for points in finite.values() for x, _ in points]
+    lo, hi = (min(xs), max(xs)) if xs else (0.0, 1.0)
+    if hi == lo:  # a flat range is widened as the chart widens it
+        pad = 1.0 if lo == 0 else abs(lo) * 0.05
+        lo, hi = lo - pad, hi + pad
+    width = hi - lo
+    counts = {}
+    for v, points in finite.items():
+        columns = {}
+        for i, (x, y) in enumerate(points):
+            c = min(max(int((x - lo) / width * PLOT_WIDTH), 0), PLOT_WIDTH - 1)
+            low, high = columns.get(c, (i, i))
+            columns[c] = (i if y < points[low][1] else low, i if y > points[high][1] else high)
+        counts[v] = sum(1 if low == high else 2 for low, high in columns.values())
+    return counts
+
+
+def expected_charts(comparison):
+    """{chart id: {variant: points}} from the variants' CSV files."""
+    series = {}
+
+    def add(chart, variant, rows, x, y):
+        series.setdefault(chart, {})[variant] = ([float(r[x]) for r in rows], [float(r[y]) for r in rows])
+
+    for v in VARIANTS:
+        train = csv_rows(os.path.join(comparison, v, "train.csv"))
+        val = csv_rows(os.path.join(comparison, v, "validation.csv"))
+        for chart, x, y in (("train-loss-step", "step", "train_loss"), ("train-loss-time", "sim_time_s", "train_loss"),
+                            ("train-loss-bytes", "bytes_sent", "train_loss"), ("lr-step", "step", "lr")):
+            add(chart, v, train, x, y)
+        for chart, x, y in (("val-global-step", "step", "global_loss"), ("val-global-time", "sim_time_s", "global_loss"),
+                            ("val-global-bytes", "bytes_sent", "global_loss"), ("val-local-step", "step", "local_loss"),
+                            ("val-global-accuracy-step", "step", "global_accuracy")):
+            add(chart, v, val, x, y)
+        metrics = {}
+        for row in csv_rows(os.path.join(comparison, v, "metrics.csv")):
+            metrics.setdefault(row["name"], {}).setdefault(int(row["step"]), []).append(float(row["value"]))
+        for name, by_step in metrics.items():
+            steps = sorted(by_step)
+            series.setdefault("metric-" + name, {})[v] = (steps, [sum(by_step[s]) / len(by_step[s]) for s in steps])
+    return {chart: drawn_points(s) for chart, s in series.items()}
+
+
+def check_canary(browser, work):
+    canary = os.path.join(work, "canary.html")
+    with open(canary, "w") as f:
+        f.write('<!DOCTYPE html><body><img src="http://192.0.2.1/x.png"><script>console.error("x")</script>')
+    seen = browser.open("file://" + canary)
+    problems = []
+    if not seen["console"]:
+        problems.append("a console error went unseen")
+    if not any(r.startswith("http://192.0.2.1/") for r in seen["requests"]):
+        problems.append("a network request went unseen")
+    if seen["ink"] > 0.001:
+        problems.append(f"a blank page has ink {seen['ink']:.4f}")
+    if problems:
+        sys.exit("FAILED: the checks cannot fail: " + "; ".join(problems))
+
+
+def main():
+    source, build = sys.argv[1], sys.argv[2]
+    work = tempfile.mkdtemp(prefix="exogym-report-browser-")
+    try:
+        manifest = json.loads(json.dumps(MANIFEST))
+        for split in ("train", "val"):
+            manifest["data"][split]["path"] = os.path.join(source, "examples", "data", "mnist")
+        manifest["output"]["dir"] = os.path.join(work, "runs")
+        with open(os.path.join(work, "m.json"), "w") as f:
+            json.dump(manifest, f)
+        run = subprocess.run([os.path.join(build, "bin", "exogym-run"), "--quiet", os.path.join(work, "m.json")],
+                             capture_output=True, text=True, timeout=300)
+        if run.returncode != 0:
+            sys.exit(f"FAILED: exogym-run exited {run.returncode}: {run.stderr[-2000:]}")
+        comparison = os.path.join(work, "runs", "browser")
+        report = os.path.join(comparison, "report.html")
+
+        browser = Browser(work)
+        try:
+            check_canary(browser, work)
+            seen = browser.open("file://" + report)
+        finally:
+            browser.close()
+
+        problems = [f"console: {c}" for c in seen["console"]]
+        problems += [f"network request: {r}" for r in seen["requests"]]
+        if seen["ink"] < 0.02:
+            problems.append(f"the screenshot is blank ({seen['ink']:.4f} of its pixels are not white)")
+        drawn = {c["id"]: {s["label"]: s["points"] for s in c["series"]} for c in seen["charts"]}
+        expected = expected_charts(comparison)
+        for chart in drawn.keys() - expected.keys():
+            problems.append(f"chart {chart}: not expected")
+        for chart, series in expected.items():
+            if drawn.get(chart) != series:
+                problems.append(f"chart {chart}: drew {drawn.get(chart)}, expected {series}")
+        if problems:
+            sys.exit("FAILED:\n  " + "\n  ".join(problems))
+        print(f"{len(drawn)} charts as expected, no console message, no request, "
+              f"{seen['ink']:.1%} of the screenshot drawn")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,163 @@
+// Checkpoints in one process: the optimizer state, the folder layout, and
+// resuming every built-in strategy and model exactly (docs/checkpoints.md).
+#include <ATen/ATen.h>
+#include <torch/optim/adam.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/sgd.h>
+
+#include <fstream>
+
+#include "checkpoint_fixtures.h"
+#include "exogym/runtime/checkpoint/checkpoint_reader.h"
+#include "exogym/sdk/optim.h"
+#include "exogym/sdk/optim_state.h"
+#include "exogym/sdk/plugin.h"
+#include "helpers.h"
+#include "lm_fixtures.h"
+#include "testing.h"
+
+namespace exogym::test {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// Steps `optimizer` on `param` with the gradient of sum(param^2) n times.
+void take_steps(torch::optim::Optimizer& optimizer, at::Tensor& param, int n) {
+  for (int i = 0; i < n; ++i) {
+    optimizer.zero_grad();
+    param.mutable_grad() = param.detach() * 2;
+    optimizer.step();
+  }
+}
+
+// Trains `manifest` for `total` steps in one go into dir/whole; then for
+// `stop` steps into dir/parts and resumes it up to `total`; the two runs
+// must be the same. Returns the resumed run's folder.
+fs::path require_exact_resume(json manifest, const TempDir& dir, int64_t stop, int64_t total) {
+  manifest["train"]["max_steps"] = total;
+  train_into(manifest, dir / "whole");
+  manifest["train"]["max_steps"] = stop;
+  train_into(manifest, dir / "parts");
+  resume_in(dir / "parts", {"train.max_steps=" + std::to_string(total)});
+  require_same_run(dir / "whole", dir / "parts");
+  return dir / "parts";
+}
+
+}  // namespace
+
+TEST_CASE("optimizer state survives save and load: adam and adamw steps, sgd momentum, rmsprop", "[checkpoint]") {
+  for (const char* name : {"adam", "adamw", "sgd", "rmsprop", "adagrad"}) {
+    INFO(name);
+    sdk::OptimizerSpec spec = sdk::OptimizerSpec::from_json(json{{"name", name}, {"lr", 0.01}}, "optimizer");
+    if (std::string(name) == "sgd") spec.params["momentum"] = 0.9;
+    at::Tensor a = at::arange(6, at::kFloat).reshape({2, 3}).set_requires_grad(true);
+    at::Tensor b = a.detach().clone().set_requires_grad(true);
+    auto first = spec.build({a});
+    take_steps(*first, a, 3);
+
+    // b takes the same 3 steps, is saved, and continues in a new optimizer.
+    auto before = spec.build({b});
+    take_steps(*before, b, 3);
+    sdk::StateDict saved;
+    sdk::save_optimizer_state(*before, {b}, saved, "opt.");
+    if (std::string(name) != "sgd") CHECK(saved.at("opt.0.step").item<int64_t>() == 3);
+    if (std::string(name) == "sgd") CHECK(saved.count("opt.0.momentum_buffer") == 1);
+    auto after = spec.build({b});
+    sdk::load_optimizer_state(*after, {b}, saved, "opt.");
+
+    take_steps(*first, a, 4);
+    take_steps(*after, b, 4);
+    CHECK(at::equal(a, b));
+  }
+}
+
+TEST_CASE("checkpoint.interval writes complete step folders with an index and keeps the newest", "[checkpoint]") {
+  TempDir dir("checkpoint-layout");
+  json m = checkpointed_manifest(3, 5);
+  m["train"]["max_steps"] = 17;
+  m["checkpoint"]["keep"] = 3;
+  train_into(m, dir / "run");
+  // 5, 10, 15 and the last step, 17; the 3 newest are kept.
+  const auto found = runtime::checkpoint::list_checkpoints(dir / "run");
+  REQUIRE(found.size() == 3);
+  CHECK(found.begin()->first == 10);
+  CHECK(found.rbegin()->first == 17);
+  for (const auto& entry : fs::directory_iterator(dir / "run" / "checkpoints"))
+    CHECK(entry.path().filename().string().rfind("step-", 0) == 0);  // no partial folder left
+  const json index = json::parse(read_text(dir / "run" / "checkpoints" / "step-15" / "index.json"));
+  CHECK(index.at("step") == 15);
+  CHECK(index.at("nodes") == 3);
+  CHECK(index.at("abi").get<int>() == EXOGYM_ABI_VERSION);
+  CHECK(index.at("plugins").at(1).at("name") == "allreduce");
+  CHECK(index.at("manifest").at("settings").at("strategy").at("plugin") == "allreduce");
+  CHECK(!index.at("manifest").at("settings").at("train").contains("max_steps"));
+  for (int rank = 0; rank < 3; ++rank)
+    CHECK(fs::exists(dir / "run" / "checkpoints" / "step-15" / ("node-" + std::to_string(rank) + ".safetensors")));
+}
+
+TEST_CASE("without checkpoint keys a run writes no checkpoints", "[checkpoint]") {
+  TempDir dir("checkpoint-none");
+  json m = small_manifest(2);
+  train_into(m, dir / "run");
+  CHECK(!fs::exists(dir / "run" / "checkpoints"));
+  CHECK(json::parse(read_text(dir / "run" / "config.json")).at("checkpoint").at("interval") == 0);
+}
+
+TEST_CASE("every built-in strategy resumes bit for bit", "[checkpoint]") {
+  const std::vector<std::pair<std::string, json>> strategies = {
+      {"allreduce", {{"optimizer", {{"name", "adamw"}, {"lr", 0.01}}}, {"max_norm", 1.0}}},
+      {"fedavg", {{"H", 3}, {"island_size", 2}, {"optimizer", {{"name", "sgd"}, {"lr", 0.05}, {"momentum", 0.9}}}}},
+      {"diloco", {{"H", 4}, {"optimizer", {{"name", "adam"}, {"lr", 0.01}}}}},
+      {"sparta", {{"p", 0.2}, {"selector", "partitioned"}, {"optimizer", {{"name", "adamw"}, {"lr", 0.01}}}}},
+      {"sparta_diloco", {{"p", 0.2}, {"selector", "shuffled_sequential"}, {"H", 3}, {"sparta_interval", 2}}},
+      {"demo", {{"compression_topk", 4}, {"compression_chunk", 8}, {"lr", 0.01}}},
+  };
+  for (const auto& [plugin, options] : strategies) {
+    SECTION(plugin) {
+      TempDir dir("resume-" + plugin);
+      json m = checkpointed_manifest(4, 3);
+      m["strategy"] = {{"plugin", plugin}, {"options", options}};
+      m["eval"]["interval"] = 4;
+      // Stopped at 7 (not a multiple of H, nor of the interval): the final
+      // checkpoint of the shorter run is where the longer one continues.
+      require_exact_resume(m, dir, 7, 16);
+    }
+  }
+}
+
+TEST_CASE("the CNN with BatchNorm and dropout resumes bit for bit", "[checkpoint]") {
+  TempDir dir("resume-cnn");
+  json m = checkpointed_manifest(2, 4);
+  m["model"] = {{"plugin", "cnn"}, {"options", {{"channels", {4, 8}}, {"hidden", 16}, {"dropout", true}}}};
+  m["data"] = {{"train", {{"dataset", "mnist"}, {"path", mnist_dir().string()}}},
+               {"val", {{"dataset", "mnist"}, {"path", mnist_dir().string()}}}};
+  m["strategy"] = {{"plugin", "diloco"}, {"options", {{"H", 3}}}};
+  m["eval"] = {{"interval", 5}, {"size", 64}};
+  require_exact_resume(m, dir, 5, 9);
+}
+
+TEST_CASE("nanoGPT with dropout resumes bit for bit", "[checkpoint]") {
+  TempDir dir("resume-gpt");
+  json m = text_manifest(2, 10);
+  m["model"]["options"]["dropout"] = 0.2;
+  m["checkpoint"] = {{"interval", 3}};
+  m["compute"] = {{"step_time", "10ms"}};
+  m["eval"]["interval"] = 4;
+  require_exact_resume(m, dir, 5, 10);
+}
+
+TEST_CASE("resuming from an older checkpoint with --from-step cuts the run back to it", "[checkpoint]") {
+  TempDir dir("resume-from-step");
+  json m = checkpointed_manifest(2, 4);
+  m["checkpoint"]["keep"] = 5;
+  m["train"]["max_steps"] = 12;
+  train_into(m, dir / "whole");
+  train_into(m, dir / "again");
+  // Resuming a finished run from step 4 redoes steps 4..12 and ends equal.
+  resume_in(dir / "again", {}, 4);
+  require_same_run(dir / "whole", dir / "again");
+}
+
+}  // namespace exogym::test

@@ -1,0 +1,220 @@
+// report.html: down-sampling, charts, reading run folders, the page a run
+// and exogym-report write, and the metrics the strategies record for it.
+// The page in a real browser: tests/report_browser.py.
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <set>
+
+#include "exogym/runtime/output/report/downsample.h"
+#include "exogym/runtime/output/report/line_chart.h"
+#include "exogym/runtime/output/report/report.h"
+#include "exogym/runtime/output/report/run_folder.h"
+#include "exogym/sdk/error.h"
+#include "helpers.h"
+#include "testing.h"
+
+namespace fs = std::filesystem;
+namespace report = exogym::runtime::output::report;
+using exogym::test::read_csv;
+using exogym::test::read_text;
+using exogym::test::run_json;
+using exogym::test::small_manifest;
+using exogym::test::TempDir;
+using nlohmann::json;
+
+namespace {
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// metrics.csv's values of `name` as {step: [value per row]}.
+std::map<int, std::vector<double>> metric_rows(const fs::path& run, const std::string& name) {
+  std::map<int, std::vector<double>> rows;
+  for (const auto& row : read_csv(run / "metrics.csv")) {
+    if (row.at("name") == name) rows[std::stoi(row.at("step"))].push_back(std::stod(row.at("value")));
+  }
+  return rows;
+}
+
+json with_strategy(json m, const std::string& plugin, const json& options) {
+  m["strategy"] = {{"plugin", plugin}, {"options", options}};
+  return m;
+}
+
+int run_report_tool(const std::string& args, const TempDir& dir) {
+  const std::string command =
+      std::string(EXOGYM_BINARY_DIR) + "/bin/exogym-report " + args + " > " + (dir / "out.txt").string() + " 2>&1";
+  const int status = std::system(command.c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+}  // namespace
+
+TEST_CASE("down-sampling keeps each pixel column's smallest and largest value, in order", "[report]") {
+  std::vector<double> x, y;
+  for (int i = 0; i < 100000; ++i) {
+    x.push_back(i);
+    y.push_back(i == 51234 ? 50.0 : i == 70000 ? -7.0 : 1.0 + 0.001 * (i % 7));
+  }
+  y[10] = NAN;
+  const auto points = report::downsample(x, y, 0, 99999, 600);
+  REQUIRE(points.size() <= 1200);
+  REQUIRE(points.size() >= 600);
+  bool spike = false, dip = false;
+  for (size_t i = 0; i < points.size(); ++i) {
+    REQUIRE(std::isfinite(points[i].y));
+    if (i) REQUIRE(points[i].x > points[i - 1].x);
+    spike = spike || (points[i].x == 51234 && points[i].y == 50.0);
+    dip = dip || (points[i].x == 70000 && points[i].y == -7.0);
+  }
+  REQUIRE(spike);
+  REQUIRE(dip);
+  // At most one point per column: the series comes back whole.
+  const auto few = report::downsample({0, 1, 2, 3}, {4, 3, 2, 1}, 0, 3, 600);
+  REQUIRE(few.size() == 4);
+  REQUIRE(few[3].x == 3);
+  REQUIRE(few[3].y == 1);
+}
+
+TEST_CASE("a line chart draws one polyline per series with its points, labels escaped", "[report]") {
+  report::Series a{"ddp", "#123456", {0, 1, 2}, {3, 2, 1}};
+  report::Series b{"<b>&", "#654321", {0, 2}, {1, NAN}};
+  const std::string svg = report::line_chart_svg({"loss", {"step"}, {"loss"}}, {a, b});
+  REQUIRE(count(svg, "<polyline class=\"series\"") == 2);
+  REQUIRE_THAT(svg, Catch::Contains("data-label=\"ddp\" data-points=\"3\""));
+  REQUIRE_THAT(svg, Catch::Contains("data-label=\"&lt;b&gt;&amp;\" data-points=\"1\""));
+  REQUIRE(svg.find("<b>") == std::string::npos);
+  REQUIRE(report::format_value(1.5e6, report::AxisFormat::Bytes) == "1.50 MB");
+}
+
+TEST_CASE("a folder that is not a run is a data error naming it, and exogym-report needs one run", "[report]") {
+  TempDir dir("report-notrun");
+  fs::create_directories(dir / "empty");
+  REQUIRE_THROWS_MATCHES(
+      report::read_run_folder(dir / "empty"), exogym::sdk::DataError,
+      Catch::Matchers::Message((dir / "empty").string() + ": not a run folder (it has no config.json and train.csv)"));
+  REQUIRE_THROWS_AS(report::write_report({dir / "empty"}, dir / "r.html", "t"), exogym::sdk::DataError);
+  REQUIRE_FALSE(fs::exists(dir / "r.html"));
+  REQUIRE(run_report_tool((dir / "empty").string() + " -o " + (dir / "r.html").string(), dir) == 2);
+  REQUIRE_THAT(read_text(dir / "out.txt"), Catch::Contains("not a run folder"));
+}
+
+TEST_CASE("a run writes report.html from its files: curves, summary, node times, config", "[report]") {
+  TempDir dir("report-run");
+  json m = with_strategy(small_manifest(2), "diloco",
+                         {{"H", 5}, {"optimizer", {{"name", "sgd"}, {"lr", 0.1}}}, {"max_norm", 1.0}});
+  run_json(m, dir.path());
+  const std::string page = read_text(dir / "run" / "report.html");
+  for (const std::string id : {"train-loss-step", "train-loss-time", "train-loss-bytes", "lr-step", "val-global-step",
+                               "val-global-time", "val-global-bytes", "val-local-step", "val-global-accuracy-step",
+                               "metric-pseudo_grad_norm", "metric-outer_lr", "metric-grad_norm"}) {
+    INFO(id);
+    REQUIRE_THAT(page, Catch::Contains("id=\"" + id + "\""));
+  }
+  // 20 steps: every train row drawn; evaluations at 0, 10 and the end.
+  REQUIRE_THAT(page, Catch::Contains("data-label=\"run\" data-points=\"20\""));
+  REQUIRE_THAT(page, Catch::Contains("data-label=\"run\" data-points=\"3\""));
+  REQUIRE_THAT(page, Catch::Contains("<td>finished</td><td>diloco</td><td>2</td><td>20</td>"));
+  REQUIRE_THAT(page, Catch::Contains("run · node 1"));
+  REQUIRE_THAT(page, Catch::Contains("&quot;H&quot;: 5"));
+  REQUIRE(page.find("<script") == std::string::npos);
+  REQUIRE(count(page, "http") == count(page, "http://www.w3.org/2000/svg"));  // no address but the SVG namespace
+
+  // The same page from the folder alone, and, without summary.json, a note
+  // that the run did not finish.
+  report::write_report({dir / "run"}, dir / "again.html", "test");
+  REQUIRE(read_text(dir / "again.html") == page);
+  fs::remove(dir / "run" / "summary.json");
+  const auto outcome = report::write_report({dir / "run"}, dir / "stopped.html", "test");
+  REQUIRE(outcome.notes.size() == 1);
+  REQUIRE_THAT(outcome.notes[0], Catch::Contains("has no summary.json"));
+  REQUIRE_THAT(read_text(dir / "stopped.html"), Catch::Contains("<td>did not finish</td>"));
+}
+
+TEST_CASE("exogym-report: runs of different manifests together, comparison folders, bad folders", "[report]") {
+  TempDir dir("report-tool");
+  run_json(small_manifest(2), dir / "a");
+  run_json(with_strategy(small_manifest(2), "sparta", {{"p", 0.1}, {"optimizer", {{"name", "sgd"}, {"lr", 0.1}}}}),
+           dir / "b");
+  fs::create_directories(dir / "cmp");
+  fs::rename(dir / "b" / "run", dir / "cmp" / "sparta");
+  fs::create_directories(dir / "junk");
+  const std::string out = (dir / "r.html").string();
+  REQUIRE(run_report_tool((dir / "a" / "run").string() + " " + (dir / "cmp").string() + " -o " + out, dir) == 0);
+  const std::string page = read_text(out);
+  REQUIRE(count(page, "<polyline class=\"series\" data-label=\"run\"") >= 8);
+  REQUIRE(count(page, "<polyline class=\"series\" data-label=\"sparta\"") >= 8);
+  // Only SPARTA records fraction_sent: its chart says which run lacks it.
+  REQUIRE_THAT(page, Catch::Contains("id=\"metric-fraction_sent\""));
+  REQUIRE_THAT(page, Catch::Contains("Not recorded by run."));
+
+  // A model without accuracy: its validation.csv lacks the column.
+  fs::copy(dir / "a" / "run", dir / "other", fs::copy_options::recursive);
+  std::ofstream(dir / "other" / "validation.csv")
+      << "step,local_loss,local_perplexity,global_loss,global_perplexity,bytes_sent,sim_time_s\n0,1,2.7,1,2.7,0,0\n";
+  const auto outcome = report::write_report({dir / "a" / "run", dir / "other"}, dir / "r2.html", "t");
+  REQUIRE(outcome.notes ==
+          std::vector<std::string>{
+              "other's validation.csv has no global_accuracy, local_accuracy: its charts leave it out."});
+  REQUIRE_THAT(read_text(dir / "r2.html"), Catch::Contains("data-label=\"other\" data-points=\"1\""));
+
+  REQUIRE(run_report_tool((dir / "a" / "run").string() + " " + (dir / "junk").string() + " -o " + out, dir) == 2);
+  REQUIRE_THAT(read_text(dir / "out.txt"), Catch::Contains("junk: not a run folder"));
+  REQUIRE_THAT(read_text(out),
+               Catch::Contains("junk: not a run folder (it has no config.json and train.csv): left out"));
+}
+
+TEST_CASE("strategies record their metrics: DiLoCo, SPARTA, FedAvg, DeMo, clipping", "[report]") {
+  const json sgd = {{"name", "sgd"}, {"lr", 0.1}};
+  SECTION("DiLoCo: pseudo-gradient norm and outer LR after every H-th step; grad norm before clipping") {
+    TempDir dir("metrics-diloco");
+    run_json(with_strategy(small_manifest(2), "diloco", {{"H", 5}, {"optimizer", sgd}, {"max_norm", 0.5}}), dir.path());
+    const auto norms = metric_rows(dir / "run", "pseudo_grad_norm");
+    REQUIRE(norms.size() == 4);
+    for (int step : {4, 9, 14, 19}) {
+      REQUIRE(norms.at(step).size() == 2);  // every node
+      REQUIRE(norms.at(step)[0] > 0);
+      REQUIRE(norms.at(step)[0] == norms.at(step)[1]);  // the nodes share the average
+    }
+    for (const auto& [step, values] : metric_rows(dir / "run", "outer_lr")) REQUIRE(values == std::vector{0.7, 0.7});
+    const auto grad = metric_rows(dir / "run", "grad_norm");
+    REQUIRE(grad.size() == 20);
+    REQUIRE(grad.at(0).size() == 2);
+    REQUIRE(grad.at(0)[0] > 0);
+  }
+  SECTION("SPARTA: the fraction of elements averaged") {
+    TempDir dir("metrics-sparta");
+    run_json(with_strategy(small_manifest(2), "sparta",
+                           {{"p", 0.25}, {"selector", "shuffled_sequential"}, {"optimizer", sgd}}),
+             dir.path());
+    const auto fraction = metric_rows(dir / "run", "fraction_sent");
+    REQUIRE(fraction.size() == 20);
+    REQUIRE(fraction.at(0)[0] == Approx(0.25).margin(0.02));
+  }
+  SECTION("FedAvg: each node's island size") {
+    TempDir dir("metrics-fedavg");
+    run_json(with_strategy(small_manifest(3), "fedavg", {{"H", 2}, {"island_size", 2}, {"optimizer", sgd}}),
+             dir.path());
+    const auto sizes = metric_rows(dir / "run", "island_size");
+    REQUIRE(sizes.size() == 10);
+    auto round = sizes.at(1);
+    std::sort(round.begin(), round.end());
+    REQUIRE(round == std::vector<double>{1, 2, 2});
+  }
+  SECTION("DeMo: the compression ratio") {
+    TempDir dir("metrics-demo");
+    run_json(
+        with_strategy(small_manifest(2), "demo", {{"lr", 0.01}, {"compression_topk", 4}, {"compression_chunk", 16}}),
+        dir.path());
+    const auto ratio = metric_rows(dir / "run", "compression_ratio");
+    REQUIRE(ratio.size() == 20);
+    REQUIRE(ratio.at(0)[0] > 1.0);
+  }
+}

@@ -1,0 +1,227 @@
+// exogym-run --resume: runs stopped by SIGKILL, Ctrl-C or a full disk, a
+// damaged newest checkpoint, several processes, and every bad input
+// (docs/checkpoints.md).
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <thread>
+
+#include "checkpoint_fixtures.h"
+#include "cli_helpers.h"
+#include "exogym/runtime/checkpoint/checkpoint_reader.h"
+#include "helpers.h"
+#include "testing.h"
+
+namespace exogym::test {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// Long enough (a few seconds) that a signal reaches it mid-run.
+json long_manifest() {
+  json m = checkpointed_manifest(4, 100);
+  m["model"]["options"]["hidden"] = {128};
+  m["strategy"] = {{"plugin", "diloco"}, {"options", {{"H", 7}, {"optimizer", {{"name", "adamw"}, {"lr", 0.003}}}}}};
+  m["train"]["max_steps"] = 3000;
+  m["eval"]["interval"] = 250;
+  return m;
+}
+
+// Starts exogym-run on `manifest`, sends `signal` once `marker` exists, and
+// waits for it to end.
+Outcome signal_after(const fs::path& manifest, const fs::path& marker, int signal, const fs::path& log) {
+  const auto started = Clock::now();
+  const pid_t pid = spawn({manifest.string(), "--progress=none"}, {}, log);
+  while (!fs::exists(marker)) {
+    int status = 0;
+    if (::waitpid(pid, &status, WNOHANG) == pid) FAIL("the run ended before " << marker << ":\n" << read_text(log));
+    if (Clock::now() - started > std::chrono::seconds(120)) ::kill(pid, SIGKILL);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ::kill(pid, signal);
+  return wait_for(pid, log, started, 120);
+}
+
+// Flips one byte of `file` near its end (tensor data).
+void damage(const fs::path& file) {
+  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(-5, std::ios::end);
+  const char c = static_cast<char>(f.get() ^ 0x5a);
+  f.seekp(-5, std::ios::end);
+  f.put(c);
+}
+
+// exogym-run --resume `run` must succeed and end as `whole`.
+void require_resumes_to(const fs::path& run, const fs::path& whole, const fs::path& log) {
+  const Outcome resumed = run_cli({"--resume", run.string(), "--progress=none"}, log);
+  INFO(resumed.output);
+  REQUIRE(resumed.code == 0);
+  require_same_run(whole, run);
+}
+
+}  // namespace
+
+TEST_CASE("a run killed with SIGKILL after a checkpoint resumes to the run that never stopped", "[checkpoint][slow]") {
+  TempDir dir("resume-kill");
+  json m = long_manifest();
+  m["output"]["dir"] = "whole";
+  REQUIRE(run_cli({write_manifest(dir, "whole", m).string(), "--progress=none"}, dir / "whole.log").code == 0);
+  m["output"]["dir"] = "killed";
+  const fs::path run = run_folder(dir, "killed");
+  const Outcome killed = signal_after(write_manifest(dir, "killed", m), run / "checkpoints" / "step-200" / "index.json",
+                                      SIGKILL, dir / "killed.log");
+  REQUIRE(killed.code == 128 + SIGKILL);
+  require_resumes_to(run, run_folder(dir, "whole"), dir / "resumed.log");
+}
+
+TEST_CASE("Ctrl-C writes a checkpoint where the run stopped, exits 130, and the run resumes exactly",
+          "[checkpoint][slow]") {
+  TempDir dir("resume-ctrl-c");
+  json m = long_manifest();
+  m["checkpoint"]["interval"] = 500;
+  m["output"]["dir"] = "whole";
+  REQUIRE(run_cli({write_manifest(dir, "whole", m).string(), "--progress=none"}, dir / "whole.log").code == 0);
+  m["output"]["dir"] = "stopped";
+  const fs::path run = run_folder(dir, "stopped");
+  const Outcome stopped = signal_after(write_manifest(dir, "stopped", m),
+                                       run / "checkpoints" / "step-500" / "index.json", SIGINT, dir / "stopped.log");
+  INFO(stopped.output);
+  REQUIRE(stopped.code == 130);
+  CHECK(stopped.output.find("--resume " + run.string()) != std::string::npos);
+  // The stop's checkpoint is the newest, past the one of step 500.
+  const int64_t step = runtime::checkpoint::list_checkpoints(run).rbegin()->first;
+  CHECK(step > 500);
+  CHECK(step < 3000);
+  CHECK(read_lines(run / "train.csv").size() == static_cast<size_t>(step + 1));
+  require_resumes_to(run, run_folder(dir, "whole"), dir / "resumed.log");
+}
+
+TEST_CASE("a damaged or truncated newest checkpoint is skipped with a warning and the previous one used",
+          "[checkpoint]") {
+  TempDir dir("resume-damaged");
+  json m = checkpointed_manifest(2, 5);
+  m["train"]["max_steps"] = 20;
+  m["checkpoint"]["keep"] = 3;
+  train_into(m, dir / "whole");
+  for (const bool truncate : {false, true}) {
+    INFO((truncate ? "truncated" : "damaged"));
+    const fs::path run = dir / (truncate ? "truncated" : "damaged");
+    train_into(m, run);
+    const fs::path newest = run / "checkpoints" / "step-20" / "node-1.safetensors";
+    if (truncate)
+      fs::resize_file(newest, fs::file_size(newest) / 2);
+    else
+      damage(newest);
+    const Outcome resumed = run_cli({"--resume", run.string(), "--progress=none"}, dir / "resumed.log");
+    INFO(resumed.output);
+    REQUIRE(resumed.code == 0);
+    CHECK(resumed.output.find("skipping checkpoint " + (run / "checkpoints" / "step-20").string()) !=
+          std::string::npos);
+    CHECK(resumed.output.find(newest.string()) != std::string::npos);
+    require_same_run(dir / "whole", run);
+  }
+}
+
+TEST_CASE("a full disk while saving stops with an error naming the file and the previous checkpoint loads",
+          "[checkpoint]") {
+  TempDir dir("resume-full-disk");
+  json m = checkpointed_manifest(2, 10);
+  m["model"]["options"]["hidden"] = {512};  // node files of ~80 kB
+  m["train"]["max_steps"] = 40;
+  m["output"]["dir"] = "whole";
+  train_into(m, dir / "whole");
+  m["train"]["max_steps"] = 20;
+  const fs::path run = dir / "run";
+  train_into(m, run);
+  // Files may not grow beyond 50 kB: the CSVs still can, a node file cannot.
+  const fs::path log = dir / "full.log";
+  const std::string command = "ulimit -f 50; trap '' XFSZ; exec " + exogym_run().string() + " --resume " +
+                              run.string() + " --set train.max_steps=40 --progress=none > " + log.string() + " 2>&1";
+  const int status = std::system(("bash -c \"" + command + "\"").c_str());
+  const std::string output = read_text(log);
+  INFO(output);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 1);
+  CHECK(output.find("node-") != std::string::npos);
+  CHECK(output.find(".safetensors") != std::string::npos);
+  CHECK(!fs::exists(run / "checkpoints" / "step-30"));
+  for (const auto& entry : fs::directory_iterator(run / "checkpoints"))
+    CHECK(entry.path().filename().string().rfind("step-", 0) == 0);  // no partial folder left
+  resume_in(run, {"train.max_steps=40"});
+  require_same_run(dir / "whole", run);
+}
+
+TEST_CASE("bad resume input is a clear error with exit status 2 that changes nothing", "[checkpoint]") {
+  TempDir dir("resume-bad");
+  json m = checkpointed_manifest(2, 5);
+  m["train"]["max_steps"] = 10;
+  const fs::path run = dir / "run";
+  train_into(m, run);
+  const std::string train_csv = read_text(run / "train.csv");
+  auto resume = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {"--resume", run.string()});
+    return run_cli(args, dir / "bad.log");
+  };
+  auto expect = [&](const Outcome& outcome, const std::string& words) {
+    INFO(outcome.output);
+    CHECK(outcome.code == 2);
+    CHECK(outcome.output.find(words) != std::string::npos);
+    CHECK(read_text(run / "train.csv") == train_csv);
+  };
+  fs::create_directories(dir / "empty");
+  expect(run_cli({"--resume", (dir / "empty").string()}, dir / "bad.log"), "not a run folder");
+  expect(resume({"--set", "strategy.options.optimizer.lr=0.5"}), "strategy.options.optimizer.lr: was 0.1");
+  expect(resume({"--set", "nodes=3"}), "nodes: was 2");
+  expect(resume({}), "the run already finished its 10 steps");
+  expect(resume({"--from-step", "3"}), "--from-step: no checkpoint at step 3; there are: 5, 10");
+  expect(run_cli({"m.json", "--resume", run.string()}, dir / "bad.log"), "--resume: takes the run folder");
+
+  // A checkpoint written by other plugins or another ABI.
+  const fs::path index_file = run / "checkpoints" / "step-10" / "index.json";
+  const json index = json::parse(read_text(index_file));
+  json other = index;
+  other["plugins"][1]["version"] = "9.9.9";
+  std::ofstream(index_file) << other.dump();
+  expect(resume({"--set", "train.max_steps=12"}), "written with strategy plugin \"allreduce\" 9.9.9");
+  other = index;
+  other["abi"] = 1;
+  std::ofstream(index_file) << other.dump();
+  expect(resume({"--set", "train.max_steps=12"}), "written by a runtime with plugin ABI 1");
+
+  // A run without checkpoints.
+  m["checkpoint"]["interval"] = 0;
+  train_into(m, dir / "plain");
+  expect(run_cli({"--resume", (dir / "plain").string()}, dir / "bad.log"), "no checkpoint to resume from");
+}
+
+TEST_CASE("a run saved over --nproc 2 resumes over 2 processes and in one", "[checkpoint][slow]") {
+  TempDir dir("resume-nproc");
+  json m = checkpointed_manifest(4, 5);
+  m["train"]["max_steps"] = 20;
+  train_into(m, dir / "whole");
+  m["train"]["max_steps"] = 10;
+  for (const int processes : {2, 1}) {
+    const std::string out = "p" + std::to_string(processes);
+    m["output"]["dir"] = out;
+    const Outcome saved =
+        run_cli({write_manifest(dir, out, m).string(), "--nproc", "2", "--progress=none"}, dir / (out + ".log"));
+    INFO(saved.output);
+    REQUIRE(saved.code == 0);
+    const fs::path run = run_folder(dir, out);
+    CHECK(json::parse(read_text(run / "checkpoints" / "step-10" / "index.json")).at("processes") == 2);
+    std::vector<std::string> args = {"--resume", run.string(), "--set", "train.max_steps=20", "--progress=none"};
+    if (processes > 1) args.insert(args.end(), {"--nproc", std::to_string(processes)});
+    const Outcome resumed = run_cli(args, dir / (out + "-resumed.log"));
+    INFO(resumed.output);
+    REQUIRE(resumed.code == 0);
+    require_same_run(dir / "whole", run);
+  }
+}
+
+}  // namespace exogym::test
