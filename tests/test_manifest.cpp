@@ -347,11 +347,14 @@ TEST_CASE("device strings are checked for syntax", "[manifest]") {
 
 TEST_CASE("run names must be folder names", "[manifest]") {
   CHECK(error_with({{"name", "my run"}}).what ==
-        "name: expected a folder name (letters, digits, '-', '_' and '.'), got \"my run\"");
+        "name: expected a folder name (letters, digits, '-', '_' and '.'; at most 200 of them), got \"my run\"");
+  // Longer fails at mkdir, after the data loaded: refused with the manifest.
+  CHECK(error_with({{"name", std::string(201, 'a')}}).path == "name");
+  CHECK(error_with({{"name", std::string(200, 'a')}, {"nodes", 0}}).path == "nodes");  // 200 is accepted
   CHECK(error_with({{"name", "../up"}}).path == "name");
   CHECK(config_error([] { parse_manifest(minimal(), kBase, "my manifest"); }).what ==
         "name: not set, and the manifest file's name \"my manifest\" is not a folder name (letters, digits, '-', "
-        "'_' and '.'); set \"name\"");
+        "'_' and '.'; at most 200 of them); set \"name\"");
   CHECK(config_error([] { parse_manifest(minimal(), kBase, ""); }).what ==
         "name: not set, and there is no manifest file to name the run after");
   json named = minimal();

@@ -177,7 +177,13 @@ TEST_CASE("variant errors name the variant", "[manifest]") {
              Catch::StartsWith("runs[0].nodse: unknown option; did you mean \"nodes\"?"));
   CHECK_THAT(with_runs(R"([{"model": null}])").what, Catch::StartsWith("runs[0].model: required option missing"));
   CHECK(with_runs(R"([{"name": "a b"}])").what ==
-        "runs[0].name: expected a folder name (letters, digits, '-', '_' and '.'), got \"a b\"");
+        "runs[0].name: expected a folder name (letters, digits, '-', '_' and '.'; at most 200 of them), got \"a b\"");
+  // The comparison's own files beside the variants' folders.
+  for (const char* reserved : {"comparison.csv", "comparison.txt", "report.html"}) {
+    CHECK(with_runs((R"([{"name": ")" + std::string(reserved) + R"("}])").c_str()).what ==
+          "runs[0].name: \"" + std::string(reserved) +
+              "\" is reserved: the comparison writes a file of that name beside the variants' folders");
+  }
   CHECK(with_runs(R"([{"runs": []}])").what == "runs[0].runs: a variant cannot have variants of its own");
   CHECK(with_runs(R"([3])").what == "runs[0]: expected an object (a partial manifest), got 3");
   CHECK(with_runs(R"([])").what == "runs: expected at least one variant, got []");

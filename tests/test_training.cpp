@@ -299,6 +299,12 @@ TEST_CASE("manifest problems found at run time name their field", "[training]") 
     m["data"]["train"]["options"]["num_examples"] = 20;
     REQUIRE_THROWS_WITH(run_json(m, dir.path()), Catch::StartsWith("train.batch_size"));
   }
+  SECTION("a training label the model has no class for, found as the data loads") {
+    m["model"]["options"]["num_classes"] = 3;  // the synthetic data has 4 classes
+    REQUIRE_THROWS_WITH(run_json(m, dir.path()),
+                        Catch::Matches("data.train.path: example [0-9]+ has label 3, but model.options.num_classes is "
+                                       "3: labels run from 0 to 2"));
+  }
   SECTION("CUDA on a machine without it") {
     if (!at::hasCUDA()) {
       m["device"] = "cuda";

@@ -27,6 +27,7 @@ struct Flags {
   bool list_plugins = false;
   bool with_options = false;
   bool schema = false;
+  bool force = false;
   std::string progress = "auto";
   // Several processes: flags win over the torchrun variables.
   int nproc = 0, world_size = 0, rank = -1, master_port = 0;
@@ -72,6 +73,9 @@ void add_flags(CLI::App& app, Flags& f) {
                "(docs/manifest.md#the-schema-in-editors)")
       ->excludes(manifest)
       ->excludes(list)
+      ->group(runs);
+  app.add_flag("--force", f.force,
+               "start even when the nodes' memory estimate exceeds the memory available (docs/failures.md)")
       ->group(runs);
   app.add_option("--progress", f.progress,
                  "auto (a live line on a terminal, else lines), live, lines, jsonl (one JSON object per event on "
@@ -147,6 +151,7 @@ std::vector<std::string> child_arguments(const Flags& f, const exogym::tools::Lo
   for (const auto& d : f.plugin_dirs) args.push_back("--plugin-path=" + d);
   if (f.timeout > 0) args.push_back("--timeout=" + std::to_string(f.timeout));
   if (f.partial_reduce) args.emplace_back("--partial-reduce");
+  if (f.force) args.emplace_back("--force");
   if (log.quiet) args.emplace_back("--quiet");
   for (int i = 0; i < log.verbose; ++i) args.emplace_back("--verbose");
   if (!log.level.empty()) args.push_back("--log-level=" + log.level);
@@ -194,6 +199,7 @@ int main(int argc, char** argv) {
     command.resume = flags.resume;
     if (flags.from_step >= 0) command.from_step = flags.from_step;
     command.overrides = flags.overrides;
+    command.force = flags.force;
     command.only = flags.only;
     command.progress = progress_mode(flags.progress, tool.log_options().quiet);
     command.nproc = flags.nproc;

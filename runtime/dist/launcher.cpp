@@ -27,11 +27,15 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 std::atomic<int> g_interrupts{0};
+std::atomic<int> g_sent_interrupts{0};  // SIGINTs sent by a process (kill -INT), not by the terminal
 std::atomic<int> g_terminates{0};
 
-extern "C" void on_launcher_signal(int signal) {
+extern "C" void on_launcher_signal(int signal, siginfo_t* info, void*) {
   if (signal == SIGINT) {
     g_interrupts.fetch_add(1);
+    // Ctrl-C reaches the whole process group from the kernel (SI_KERNEL);
+    // `kill -INT` reaches this process alone, so supervise() passes it on.
+    if (info && (info->si_code == SI_USER || info->si_code == SI_QUEUE)) g_sent_interrupts.fetch_add(1);
   } else {
     g_terminates.fetch_add(1);
   }
@@ -109,12 +113,14 @@ class ExecPlan {
 // Counts Ctrl-C and SIGTERM while the processes run (on_launcher_signal);
 // the previous handlers come back at the end. Ctrl-C reaches every process
 // of the terminal's group, children included, and they stop by themselves;
-// SIGTERM is usually sent to this process alone, so supervise() passes it on.
+// SIGTERM and `kill -INT` are usually sent to this process alone, so
+// supervise() passes them on.
 class LauncherSignals {
  public:
   LauncherSignals() {
     struct sigaction action {};
-    action.sa_handler = on_launcher_signal;
+    action.sa_sigaction = on_launcher_signal;
+    action.sa_flags = SA_SIGINFO;
     sigemptyset(&action.sa_mask);
     sigaction(SIGINT, &action, &old_int_);
     sigaction(SIGTERM, &action, &old_term_);
@@ -184,17 +190,21 @@ class Workers {
   std::vector<bool> running_;
 };
 
-// Waits for every worker, passing SIGTERM on; after the first failure the
+// Waits for every worker, passing SIGTERM and a sent SIGINT on; after the first failure the
 // others get `grace` to stop by themselves, then SIGTERM, then SIGKILL.
 // Returns launch_local's exit status.
 int supervise(Workers& workers, std::chrono::milliseconds grace) {
   int first_failed = -1, first_status = 0, left = workers.count();
-  int forwarded_terms = 0;
+  int forwarded_terms = 0, forwarded_interrupts = 0;
   Clock::time_point terminate_at = Clock::time_point::max(), kill_at = Clock::time_point::max();
   while (left > 0) {
     if (const int terms = g_terminates.load(); terms > forwarded_terms) {
       forwarded_terms = terms;
       workers.kill_all(terms > 1 ? SIGKILL : SIGTERM);
+    }
+    if (const int interrupts = g_sent_interrupts.load(); interrupts > forwarded_interrupts) {
+      forwarded_interrupts = interrupts;
+      workers.kill_all(SIGINT);
     }
     int status = 0;
     const pid_t pid = ::waitpid(-1, &status, WNOHANG);

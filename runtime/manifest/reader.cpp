@@ -171,6 +171,11 @@ Manifest read_run(const json& doc, const fs::path& base_dir, const std::string& 
   m.device = top.at("device");
   if (auto problem = device_problem(m.device)) throw ConfigError("device", *problem);
   m.parallelism = top.at("parallelism");
+  // More compute slots than nodes are never used; a huge number is a typo.
+  if (m.parallelism > m.nodes) {
+    throw ConfigError("parallelism", std::to_string(m.parallelism) + " nodes computing at once, but the run has " +
+                                         std::to_string(m.nodes) + " nodes; at most nodes (0: automatic)");
+  }
   m.threads = top.at("threads");
   m.pin_threads = top.at("pin_threads");
   m.model = read_plugin(top.at("model"), "model");

@@ -56,6 +56,8 @@ std::shared_ptr<T> LoadedPlugin::create(const char* alias, Args&&... args) const
   } catch (const sdk::Error&) {
     throw;  // the plugin's own words; the caller adds the JSON path or the node
   } catch (...) {
+    // An allocation that failed says the size is wrong: the caller names the field.
+    if (util::current_exception_is_out_of_memory()) throw;
     throw sdk::Error(description_.file.string() + ": the " + description_.kind + " \"" + description_.name +
                      "\" failed in its constructor: " + util::current_exception_text());
   }

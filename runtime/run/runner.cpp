@@ -86,6 +86,8 @@ RunnerResult run_manifest_set(const manifest::ManifestSet& set, plugin::PluginLo
     run_options.mesh = options.mesh;
     run_options.partial_reduce = options.partial_reduce;
     run_options.cores = options.cores;
+    run_options.host_processes = options.host_processes;
+    run_options.force = options.force;
     if (compares) variant_dirs.push_back(run_options.run_dir = result.folder / run->variant);
     if (!options.resume_dir.empty()) {
       run_options.resume = true;

@@ -39,6 +39,11 @@ struct RunOptions {
   // The cores this process may use (0: all it can see); processes sharing a
   // host split its cores.
   int cores = 0;
+  // Processes of this run on this host: they share its memory too.
+  int host_processes = 1;
+  // Start even when the nodes' memory estimate exceeds the available memory
+  // (memory_check.h), with a warning instead of the refusal.
+  bool force = false;
   // Continue the run in `run_dir` from its newest checkpoint that loads, or
   // from the one of step `from_step` (docs/checkpoints.md).
   bool resume = false;
