@@ -25,4 +25,8 @@ nlohmann::json parallelism_section(const BenchOptions& options);
 // and the share of a run's loop spent saving every 100 steps.
 nlohmann::json checkpoint_section(const BenchOptions& options);
 
+// The non-finite check: one pass over a replica's parameters (what checking
+// them every step would add per node), against a step of one node.
+nlohmann::json nonfinite_section(const BenchOptions& options);
+
 }  // namespace exogym::bench
