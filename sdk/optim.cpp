@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <limits>
 
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/options.h"
@@ -103,16 +104,24 @@ const OptimizerDef& find_def(const json& name, const std::string& path) {
                               " known optimizers: " + join(known));
 }
 
+// LibTorch converts a hyperparameter to the parameters' dtype when it
+// steps; beyond a float's range (lr 1e308) that fails at the first step, in
+// words that name no option.
+bool fits_a_float(double value) { return std::abs(value) <= std::numeric_limits<float>::max(); }
+
 json check_param(const ParamDef& def, const json& value, const std::string& path) {
   auto finite_number = [&](const json& v) { return v.is_number() && std::isfinite(v.get<double>()); };
+  const std::string too_large = "beyond a float's range (about 3.4e38), which the parameters' type cannot hold, got ";
   switch (def.kind) {
     case ParamKind::Positive:
       if (!finite_number(value) || value.get<double>() <= 0)
         throw ConfigError(path, "expected a positive number, got " + json_excerpt(value));
+      if (!fits_a_float(value.get<double>())) throw ConfigError(path, too_large + json_excerpt(value));
       return value.get<double>();
     case ParamKind::NonNegative:
       if (!finite_number(value) || value.get<double>() < 0)
         throw ConfigError(path, "expected a non-negative number, got " + json_excerpt(value));
+      if (!fits_a_float(value.get<double>())) throw ConfigError(path, too_large + json_excerpt(value));
       return value.get<double>();
     case ParamKind::Boolean:
       if (!value.is_boolean()) throw ConfigError(path, "expected a boolean, got " + json_excerpt(value));

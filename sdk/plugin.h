@@ -1,11 +1,15 @@
 #pragma once
-// Exporting a plugin. A plugin .so exports, through Boost.DLL aliases:
-//   exogym_plugin_info     -> const PluginInfo*   (plain C data, read first)
+// Exporting a plugin. A plugin .so holds:
+//   section .exogym_plugin -> its record: plain text, "key=value" lines
+//                             (abi, kind, name, version, fingerprint;
+//                             per_node=1 for a per-node dataset)
+// and exports, through Boost.DLL aliases:
 //   exogym_plugin_options  -> OptionSpecs         (the options it accepts)
 //   exogym_create_<kind>   -> a factory taking the validated options
-// The loader reads the info and refuses the library, naming the file and both
-// versions, unless its ABI version and build fingerprint match the runtime's;
-// only then does it call any other code in the plugin.
+// The loader reads the record from the file, without loading the library,
+// and refuses the library, naming the file and both versions, unless its ABI
+// version and build fingerprint match the runtime's; only then does it load
+// the library (which runs its static constructors) and call its code.
 //
 // One macro exports a plugin:
 //   EXOGYM_MODEL_PLUGIN("mlp", "1.0.0", MlpModel, mlp_options)
@@ -15,8 +19,8 @@
 // EXOGYM_STRATEGY_PLUGIN, and EXOGYM_DATASET_PLUGIN whose class constructor
 // takes (const nlohmann::json& options, const exogym::sdk::DatasetRequest&).
 // EXOGYM_NODE_DATASET_PLUGIN exports a dataset built once per node (the
-// request's rank says which); it also exports exogym_dataset_per_node, which
-// is how the runtime tells the two kinds of dataset apart.
+// request's rank says which); its record's "per_node=1" line is how the
+// runtime tells the two kinds of dataset apart.
 #include <torch/version.h>
 
 #include <boost/dll/alias.hpp>
@@ -55,15 +59,6 @@ class Strategy;
 class Dataset;
 struct DatasetRequest;
 
-// Plain C data so that it can be read before anything else is trusted.
-struct PluginInfo {
-  int abi_version;
-  const char* kind;  // "model", "strategy" or "dataset"
-  const char* name;
-  const char* version;
-  const char* fingerprint;
-};
-
 // The runtime's own values, to compare a plugin's against.
 inline int runtime_abi_version() { return EXOGYM_ABI_VERSION; }
 const char* runtime_fingerprint();
@@ -75,33 +70,44 @@ using OptionsFunction = OptionSpecs (*)();
 
 }  // namespace exogym::sdk
 
-#define EXOGYM_PLUGIN_COMMON_(kind, name, version, options_fn)                                                      \
-  namespace exogym_plugin_exports {                                                                                 \
-  const ::exogym::sdk::PluginInfo* exogym_info() {                                                                  \
-    static const ::exogym::sdk::PluginInfo info{EXOGYM_ABI_VERSION, kind, name, version, EXOGYM_BUILD_FINGERPRINT}; \
-    return &info;                                                                                                   \
-  }                                                                                                                 \
-  ::exogym::sdk::OptionSpecs exogym_options() { return options_fn(); }                                              \
-  }                                                                                                                 \
-  BOOST_DLL_ALIAS(exogym_plugin_exports::exogym_info, exogym_plugin_info)                                           \
+// The record is data in a section of its own, so that the loader reads it
+// from the file without running anything (kind, name and version must be
+// string literals). `retain` keeps it from a linker's --gc-sections.
+#if defined(__has_attribute)
+#if __has_attribute(retain)
+#define EXOGYM_RETAIN_ __attribute__((retain))
+#endif
+#endif
+#ifndef EXOGYM_RETAIN_
+#define EXOGYM_RETAIN_
+#endif
+
+// `record_extra`: more "key=value\n" lines of the record ("" for none).
+#define EXOGYM_PLUGIN_COMMON_(kind, name, version, options_fn, record_extra)                                   \
+  namespace exogym_plugin_exports {                                                                            \
+  __attribute__((used, section(".exogym_plugin"))) EXOGYM_RETAIN_ const char exogym_plugin_record[] =          \
+      "abi=" EXOGYM_STRINGIFY(EXOGYM_ABI_VERSION) "\nkind=" kind "\nname=" name "\nversion=" version           \
+                                                  "\nfingerprint=" EXOGYM_BUILD_FINGERPRINT "\n" record_extra; \
+  ::exogym::sdk::OptionSpecs exogym_options() { return options_fn(); }                                         \
+  }                                                                                                            \
   BOOST_DLL_ALIAS(exogym_plugin_exports::exogym_options, exogym_plugin_options)
 
 #define EXOGYM_MODEL_PLUGIN(name, version, Class, options_fn)                                       \
-  EXOGYM_PLUGIN_COMMON_("model", name, version, options_fn)                                         \
+  EXOGYM_PLUGIN_COMMON_("model", name, version, options_fn, "")                                     \
   namespace exogym_plugin_exports {                                                                 \
   ::exogym::sdk::Model* exogym_create(const nlohmann::json& options) { return new Class(options); } \
   }                                                                                                 \
   BOOST_DLL_ALIAS(exogym_plugin_exports::exogym_create, exogym_create_model)
 
 #define EXOGYM_STRATEGY_PLUGIN(name, version, Class, options_fn)                                       \
-  EXOGYM_PLUGIN_COMMON_("strategy", name, version, options_fn)                                         \
+  EXOGYM_PLUGIN_COMMON_("strategy", name, version, options_fn, "")                                     \
   namespace exogym_plugin_exports {                                                                    \
   ::exogym::sdk::Strategy* exogym_create(const nlohmann::json& options) { return new Class(options); } \
   }                                                                                                    \
   BOOST_DLL_ALIAS(exogym_plugin_exports::exogym_create, exogym_create_strategy)
 
-#define EXOGYM_DATASET_PLUGIN(name, version, Class, options_fn)                                                        \
-  EXOGYM_PLUGIN_COMMON_("dataset", name, version, options_fn)                                                          \
+#define EXOGYM_DATASET_PLUGIN_(name, version, Class, options_fn, record_extra)                                         \
+  EXOGYM_PLUGIN_COMMON_("dataset", name, version, options_fn, record_extra)                                            \
   namespace exogym_plugin_exports {                                                                                    \
   ::exogym::sdk::Dataset* exogym_create(const nlohmann::json& options, const ::exogym::sdk::DatasetRequest& request) { \
     return new Class(options, request);                                                                                \
@@ -109,9 +115,8 @@ using OptionsFunction = OptionSpecs (*)();
   }                                                                                                                    \
   BOOST_DLL_ALIAS(exogym_plugin_exports::exogym_create, exogym_create_dataset)
 
+#define EXOGYM_DATASET_PLUGIN(name, version, Class, options_fn) \
+  EXOGYM_DATASET_PLUGIN_(name, version, Class, options_fn, "")
+
 #define EXOGYM_NODE_DATASET_PLUGIN(name, version, Class, options_fn) \
-  EXOGYM_DATASET_PLUGIN(name, version, Class, options_fn)            \
-  namespace exogym_plugin_exports {                                  \
-  int exogym_per_node() { return 1; }                                \
-  }                                                                  \
-  BOOST_DLL_ALIAS(exogym_plugin_exports::exogym_per_node, exogym_dataset_per_node)
+  EXOGYM_DATASET_PLUGIN_(name, version, Class, options_fn, "per_node=1\n")

@@ -23,7 +23,8 @@ pid_t spawn(const std::vector<std::string>& args, const std::map<std::string, st
   std::vector<std::string> argv_s = {exogym_run().string()};
   argv_s.insert(argv_s.end(), args.begin(), args.end());
   std::vector<std::string> env_s;
-  static const char* kReset[] = {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOCAL_RANK", "LOCAL_WORLD_SIZE"};
+  static const char* kReset[] = {"RANK",       "WORLD_SIZE",       "MASTER_ADDR",       "MASTER_PORT",
+                                 "LOCAL_RANK", "LOCAL_WORLD_SIZE", "EXOGYM_RUN_SECRET", "EXOGYM_RUN_SECRET_FILE"};
   for (char** e = environ; *e; ++e) {
     const std::string entry = *e;
     bool drop = false;
@@ -34,6 +35,7 @@ pid_t spawn(const std::vector<std::string>& args, const std::map<std::string, st
   for (const auto& [name, value] : env) {
     if (!value.empty()) env_s.push_back(name + "=" + value);
   }
+  if (env.count("EXOGYM_RUN_SECRET") == 0) env_s.push_back("EXOGYM_RUN_SECRET=" + std::string(kTestSecret));
   std::vector<char*> argv, envp;
   for (auto& a : argv_s) argv.push_back(a.data());
   argv.push_back(nullptr);

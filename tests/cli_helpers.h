@@ -23,9 +23,13 @@ struct Outcome {
 // The build tree's exogym-run.
 std::filesystem::path exogym_run();
 
+// The run secret every process spawn() starts holds, unless `env` sets
+// EXOGYM_RUN_SECRET (an empty value: none).
+inline constexpr const char* kTestSecret = "exogym-tests";
+
 // Starts exogym-run with `args`; `env` replaces variables of this
-// environment (an empty value removes one), and the torchrun variables of
-// this environment are dropped. Output goes to `log`.
+// environment (an empty value removes one), and the torchrun variables and
+// run secret of this environment are dropped. Output goes to `log`.
 pid_t spawn(const std::vector<std::string>& args, const std::map<std::string, std::string>& env,
             const std::filesystem::path& log);
 

@@ -68,6 +68,12 @@ TEST_CASE("the benchmark harness in quick mode measures the simulator against a 
   CHECK(precision[0]["model"] == "mlp");
   CHECK(precision[0]["fp32_steps_per_second"].get<double>() > 0);
   CHECK(precision[0]["bf16_steps_per_second"].get<double>() > 0);
+  // The non-finite check: one pass over the MLP's parameters, and a step.
+  const json& nonfinite = report.at("nonfinite");
+  REQUIRE(nonfinite.size() == 1);
+  CHECK(nonfinite[0]["model"] == "mlp");
+  CHECK(nonfinite[0]["check_seconds"].get<double>() > 0);
+  CHECK(nonfinite[0]["step_seconds"].get<double>() > 0);
   REQUIRE(report["targets"].size() >= 4);
   CHECK_THAT(read_text(dir / "out.txt"), Catch::Contains("overhead") && Catch::Contains("Targets"));
 }

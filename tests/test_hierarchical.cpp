@@ -56,6 +56,7 @@ void run_meshes(int P, int K, bool exact, const std::function<void(int, exogym::
         world.rank = p;
         world.master_port = port;
         world.timeout = timeout;
+        world.secret = "test secret";
         ProcessMesh mesh(world, "test");
         {
           std::lock_guard<std::mutex> lock(mutex);

@@ -1,7 +1,12 @@
 // The plugin loader: lookup, version checks before any plugin code runs,
 // option validation, lifetime.
-#include <cstdlib>
+#include <sys/stat.h>
 
+#include <cstdlib>
+#include <fstream>
+#include <map>
+
+#include "cli_helpers.h"
 #include "exogym/runtime/plugin/plugin_loader.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/model.h"
@@ -74,13 +79,13 @@ TEST_CASE("EXOGYM_PLUGIN_PATH is searched", "[loader]") {
   REQUIRE(plugin->description().kind == "dataset");
 }
 
-TEST_CASE("discover lists the built plugins with their options", "[loader]") {
+TEST_CASE("discover lists the built plugins from their records", "[loader]") {
   PluginLoader loader;  // the build tree, next to the test binary
   auto found = loader.discover();
   std::map<std::string, std::string> kinds;
   for (const auto& f : found) {
-    REQUIRE(f.plugin);  // every shipped plugin loads
-    kinds[f.plugin->description().name] = f.plugin->description().kind;
+    REQUIRE(f.error.empty());  // every shipped plugin is usable
+    kinds[f.description.name] = f.description.kind;
   }
   REQUIRE(kinds["allreduce"] == "strategy");
   REQUIRE(kinds["mlp"] == "model");
@@ -111,4 +116,62 @@ TEST_CASE("objects made by a plugin keep its library loaded", "[loader]") {
   REQUIRE(model->module().parameters().size() == 4);
   REQUIRE(model->metric_names() == std::vector<std::string>{"accuracy"});
   model.reset();  // destroyed first, then the library unloads
+}
+
+TEST_CASE("no plugin code runs for --list-plugins, a misspelt name or a refused plugin", "[loader]") {
+  exogym::test::TempDir dir("plugin-marker");
+  const fs::path marker = dir / "marker";
+  const std::map<std::string, std::string> env{{"EXOGYM_TEST_MARKER", marker.string()}};
+  const std::vector<std::string> path{"--plugin-path", kTestPlugins.string()};
+  auto run = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), path.begin(), path.end());
+    return exogym::test::run_cli(args, dir / "log.txt", 60, env);
+  };
+  auto listed = run({"--list-plugins"});
+  CHECK(listed.code == 0);
+  CHECK_THAT(listed.output,
+             Catch::Contains("strategy marker ") &&
+                 Catch::Contains("[unusable] " + (kTestPlugins / "exogym_strategy_marker_wrong_abi.so").string()) &&
+                 Catch::Contains("built for plugin ABI version 999"));
+  CHECK_FALSE(fs::exists(marker));
+
+  auto manifest = exogym::test::small_manifest(2);
+  manifest["strategy"] = {{"plugin", "markr"}};
+  auto typo = run({exogym::test::write_manifest(dir, "typo", manifest).string()});
+  CHECK(typo.code == 2);
+  CHECK_THAT(typo.output, Catch::Contains("did you mean \"marker\"?"));
+  CHECK_FALSE(fs::exists(marker));
+
+  manifest["strategy"] = {{"plugin", (kTestPlugins / "exogym_strategy_marker_wrong_abi.so").string()}};
+  auto refused = run({exogym::test::write_manifest(dir, "refused", manifest).string()});
+  CHECK(refused.code == 2);
+  CHECK_THAT(refused.output, Catch::Contains("built for plugin ABI version 999"));
+  CHECK_FALSE(fs::exists(marker));
+
+  // The marker does appear once a usable plugin is loaded: the checks above can fail.
+  CHECK(run({"--list-plugins", "--with-options"}).code == 0);
+  CHECK(exogym::test::read_text(marker) == "marker");
+}
+
+TEST_CASE("a FIFO, a device or a non-library named like a plugin is refused without blocking", "[loader]") {
+  exogym::test::TempDir dir("plugin-special");
+  REQUIRE(::mkfifo((dir / "exogym_strategy_fifo.so").c_str(), 0600) == 0);
+  fs::create_symlink("/dev/zero", dir / "exogym_strategy_zero.so");
+  std::ofstream(dir / "exogym_strategy_garbage.so") << "not a library";
+  auto listed = exogym::test::run_cli({"--plugin-path", dir.path().string(), "--list-plugins"}, dir / "log.txt", 30);
+  CHECK(listed.code == 0);
+  CHECK_THAT(listed.output,
+             Catch::Contains("exogym_strategy_garbage.so\n  " + (dir / "exogym_strategy_garbage.so").string() +
+                             ": not a shared library (13 bytes that are not a 64-bit ELF file"));
+  CHECK_THAT(listed.output, !Catch::Contains("exogym_strategy_fifo.so") && !Catch::Contains("exogym_strategy_zero.so"));
+
+  PluginLoader loader({dir.path()});
+  for (const std::string name : {"fifo", "zero"}) {
+    // (The symlink to /dev/zero is named by its target.)
+    CHECK_THROWS_WITH(loader.load("strategy", name, "strategy.plugin"),
+                      Catch::Contains(": not a regular file (a plugin is a shared library)"));
+  }
+  // Suggestions come from the regular files' names.
+  CHECK_THROWS_WITH(loader.load("strategy", "fif", "strategy.plugin"),
+                    Catch::Contains("(available: garbage ") && !Catch::Contains("fifo") && !Catch::Contains("zero"));
 }

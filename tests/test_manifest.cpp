@@ -1,5 +1,7 @@
 // The manifest: its schema, defaults, path resolution, error messages naming
 // JSON paths, and reading the file. Variants and --set: test_manifest_variants.
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <fstream>
 #include <random>
@@ -84,7 +86,7 @@ TEST_CASE("a minimal manifest gets every default", "[manifest]") {
     "model": {"plugin": "mlp", "options": {}},
     "strategy": {"plugin": "ddp", "options": {}},
     "data": {"train": {"dataset": "mnist", "split": "train", "partition": "iid", "options": {}}},
-    "train": {"max_steps": 10, "batch_size": 64, "minibatch_size": 64},
+    "train": {"max_steps": 10, "batch_size": 64, "minibatch_size": 64, "on_nonfinite": "stop"},
     "eval": {"interval": 100, "size": 0, "batch_size": 64},
     "output": {"dir": "/manifests/runs", "save_model": true},
     "checkpoint": {"interval": 0, "keep": 2},
@@ -183,7 +185,7 @@ TEST_CASE("unknown keys name their path and suggest the known key", "[manifest]"
   CHECK(nested.path == "train.max_step");
   CHECK(nested.what ==
         "train.max_step: unknown option; did you mean \"max_steps\"? known options: max_steps, batch_size, "
-        "minibatch_size");
+        "minibatch_size, on_nonfinite");
 
   CHECK_THAT(error_with(json::parse(R"({"strategy": {"option": {}}})")).what,
              Catch::StartsWith("strategy.option: unknown option; did you mean \"options\"?"));
@@ -347,11 +349,14 @@ TEST_CASE("device strings are checked for syntax", "[manifest]") {
 
 TEST_CASE("run names must be folder names", "[manifest]") {
   CHECK(error_with({{"name", "my run"}}).what ==
-        "name: expected a folder name (letters, digits, '-', '_' and '.'), got \"my run\"");
+        "name: expected a folder name (letters, digits, '-', '_' and '.'; at most 200 of them), got \"my run\"");
+  // Longer fails at mkdir, after the data loaded: refused with the manifest.
+  CHECK(error_with({{"name", std::string(201, 'a')}}).path == "name");
+  CHECK(error_with({{"name", std::string(200, 'a')}, {"nodes", 0}}).path == "nodes");  // 200 is accepted
   CHECK(error_with({{"name", "../up"}}).path == "name");
   CHECK(config_error([] { parse_manifest(minimal(), kBase, "my manifest"); }).what ==
         "name: not set, and the manifest file's name \"my manifest\" is not a folder name (letters, digits, '-', "
-        "'_' and '.'); set \"name\"");
+        "'_' and '.'; at most 200 of them); set \"name\"");
   CHECK(config_error([] { parse_manifest(minimal(), kBase, ""); }).what ==
         "name: not set, and there is no manifest file to name the run after");
   json named = minimal();
@@ -375,6 +380,15 @@ TEST_CASE("load_manifest reports unreadable files and JSON syntax errors", "[man
              Catch::StartsWith("invalid JSON in manifest \"" + broken.string() + "\" at line 3, column 13: "));
   CHECK_THAT(syntax.what, Catch::Contains("syntax error"));
   CHECK_THAT(syntax.what, !Catch::Contains("json.exception"));
+
+  // Special files are refused before they are opened: a FIFO would block,
+  // /dev/zero never end.
+  const fs::path fifo = dir.path() / "fifo.json";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  for (const fs::path& special : {fifo, fs::path("/dev/zero"), fs::path("/dev/urandom")}) {
+    CHECK(config_error([&] { load_manifest(special); }).what ==
+          "manifest \"" + special.string() + "\" is not a regular file");
+  }
 
   const fs::path trailing = dir.write("trailing.json", "{\n  \"nodes\": 1,\n}\n");
   CHECK_THAT(config_error([&] { load_manifest(trailing); }).what, Catch::Contains("at line 3, column 1: "));
@@ -400,4 +414,32 @@ TEST_CASE("load_manifest rejects duplicate keys and allows comments", "[manifest
     "train": {"max_steps": 10}
   })");
   CHECK(load_manifest(commented, {"nodes=3"}).runs.front().nodes == 3);
+}
+
+TEST_CASE("deeply nested JSON and numbers beyond a double are refused with their line and column", "[manifest]") {
+  TempDir dir;
+  // 60,000 levels crashed the reader (stack overflow); one level per line
+  // puts the 65th opening on line 65.
+  std::string deep;
+  for (int i = 0; i < 60000; ++i) deep += "{\"a\":\n";
+  const fs::path nested = dir.write("nested.json", deep);
+  const auto too_deep = config_error([&] { load_manifest(nested); });
+  CHECK(too_deep.path.empty());
+  CHECK(too_deep.what == "invalid JSON in manifest \"" + nested.string() +
+                             "\" at line 65, column 1: nested deeper than 64 levels of objects and arrays");
+  // Brackets in strings and comments do not count.
+  std::string brackets(200, '[');
+  const fs::path quoted = dir.write(
+      "quoted.json", "{\"name\": \"" + brackets + "\", // " + brackets + "\n \"nodes\": 1 /* " + brackets + " */}");
+  CHECK(config_error([&] { load_manifest(quoted); }).what.find("nested deeper") == std::string::npos);
+
+  const fs::path huge = dir.write("huge.json", "{\n  \"seed\": 1,\n  \"train\": {\"lr\": 1e400}\n}\n");
+  CHECK(config_error([&] { load_manifest(huge); }).what ==
+        "invalid JSON in manifest \"" + huge.string() +
+            "\" at line 3, column 19: the number 1e400 is beyond the range of a double (about 1.8e308)");
+  CHECK_THAT(config_error([&] { load_manifest(dir.write("neg.json", "[-2e999]")); }).what,
+             Catch::Contains("at line 1, column 2: the number -2e999"));
+  // Within range: 1e308 reads, and is left to the field's own checks.
+  CHECK_THAT(config_error([&] { load_manifest(dir.write("big.json", R"({"nodes": 1e308})")); }).what,
+             !Catch::Contains("range of a double"));
 }

@@ -177,7 +177,13 @@ TEST_CASE("variant errors name the variant", "[manifest]") {
              Catch::StartsWith("runs[0].nodse: unknown option; did you mean \"nodes\"?"));
   CHECK_THAT(with_runs(R"([{"model": null}])").what, Catch::StartsWith("runs[0].model: required option missing"));
   CHECK(with_runs(R"([{"name": "a b"}])").what ==
-        "runs[0].name: expected a folder name (letters, digits, '-', '_' and '.'), got \"a b\"");
+        "runs[0].name: expected a folder name (letters, digits, '-', '_' and '.'; at most 200 of them), got \"a b\"");
+  // The comparison's own files beside the variants' folders.
+  for (const char* reserved : {"comparison.csv", "comparison.txt", "report.html", "variants.json"}) {
+    CHECK(with_runs((R"([{"name": ")" + std::string(reserved) + R"("}])").c_str()).what ==
+          "runs[0].name: \"" + std::string(reserved) +
+              "\" is reserved: the comparison writes a file of that name beside the variants' folders");
+  }
   CHECK(with_runs(R"([{"runs": []}])").what == "runs[0].runs: a variant cannot have variants of its own");
   CHECK(with_runs(R"([3])").what == "runs[0]: expected an object (a partial manifest), got 3");
   CHECK(with_runs(R"([])").what == "runs: expected at least one variant, got []");
@@ -196,4 +202,16 @@ TEST_CASE("variant errors name the variant", "[manifest]") {
   // A base that lacks what every variant supplies is fine.
   no_strategy["runs"][1]["strategy"] = {{"plugin", "diloco"}};
   CHECK(parse(no_strategy).runs.size() == 2);
+}
+
+TEST_CASE("overrides (--set) refuse numbers beyond a double and deep nesting, naming the column", "[manifest]") {
+  json doc = json::object();
+  CHECK_THROWS_WITH(apply_override(doc, "strategy.options.lr=1e400"),
+                    "--set: \"strategy.options.lr=1e400\", column 21: the number 1e400 is beyond the range of a double "
+                    "(about 1.8e308)");
+  CHECK_THROWS_WITH(apply_override(doc, "x=" + std::string(100, '[')),
+                    Catch::Contains("column 67: nested deeper than 64 levels"));
+  // A value that is not JSON stays a string, whatever digits it holds.
+  apply_override(doc, "output.dir=runs/1e400");
+  CHECK(doc["output"]["dir"] == "runs/1e400");
 }

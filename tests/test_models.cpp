@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 
+#include "exogym/runtime/plugin/plugin_record.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/model.h"
 #include "exogym/sdk/optim.h"
@@ -41,8 +42,8 @@ struct ModelPlugin {
 
   explicit ModelPlugin(const std::string& name) : library(plugin_file(name)) {}
 
-  const exogym::sdk::PluginInfo& info() {
-    return *library.get_alias<const exogym::sdk::PluginInfo*()>("exogym_plugin_info")();
+  exogym::runtime::plugin::PluginDescription info() const {
+    return exogym::runtime::plugin::read_plugin_record(library.location());
   }
 
   json options(const json& given = nullptr) {
@@ -87,9 +88,9 @@ float train_loss(Model& model, const Batch& batch, uint64_t seed) {
 TEST_CASE("mlp plugin: info, options, parameters", "[models][mlp]") {
   ModelPlugin plugin("mlp");
   CHECK(plugin.info().abi_version == exogym::sdk::runtime_abi_version());
-  CHECK(std::string(plugin.info().kind) == "model");
-  CHECK(std::string(plugin.info().name) == "mlp");
-  CHECK(std::string(plugin.info().fingerprint) == exogym::sdk::runtime_fingerprint());
+  CHECK(plugin.info().kind == "model");
+  CHECK(plugin.info().name == "mlp");
+  CHECK(plugin.info().fingerprint == exogym::sdk::runtime_fingerprint());
   CHECK(plugin.options() ==
         json({{"input_size", 784}, {"hidden", {256}}, {"num_classes", 10}, {"dropout", 0.0}, {"activation", "relu"}}));
 
@@ -187,7 +188,7 @@ TEST_CASE("mlp plugin: dropout comes from the model's generator", "[models][mlp]
 
 TEST_CASE("cnn plugin: the reference MNIST CNN", "[models][cnn]") {
   ModelPlugin plugin("cnn");
-  CHECK(std::string(plugin.info().name) == "cnn");
+  CHECK(plugin.info().name == "cnn");
   CHECK(plugin.options() == json({{"in_channels", 1},
                                   {"num_classes", 10},
                                   {"image_size", 28},

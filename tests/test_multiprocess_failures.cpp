@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -207,7 +208,11 @@ TEST_CASE("processes that disagree on the world or the manifest, or share a rank
   }
 }
 
-TEST_CASE("SIGTERM to the launcher stops every process it started, with exit status 130", "[multiprocess][cli]") {
+TEST_CASE("SIGTERM or kill -INT to the launcher stops every process it started, with exit status 130",
+          "[multiprocess][cli]") {
+  // SIGINT sent to the launcher alone, unlike Ctrl-C, which the terminal
+  // sends to every process of the group.
+  const int signal = GENERATE(SIGTERM, SIGINT);
   TempDir dir("mp-term");
   json m = small_manifest(4);
   m["train"]["max_steps"] = 1000000;  // runs until stopped
@@ -225,9 +230,9 @@ TEST_CASE("SIGTERM to the launcher stops every process it started, with exit sta
   }
   REQUIRE(workers.size() == 2);
   std::this_thread::sleep_for(std::chrono::seconds(2));  // training
-  ::kill(launcher, SIGTERM);
+  ::kill(launcher, signal);
   const Outcome o = wait_for(launcher, dir / "log.txt", started, 60);
-  INFO(o.output);
+  INFO(strsignal(signal) << "\n" << o.output);
   REQUIRE(o.code == 130);
   // Passed on at once, not after the grace period for failed processes.
   REQUIRE_THAT(o.output, !Catch::Contains("terminating"));

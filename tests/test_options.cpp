@@ -139,6 +139,10 @@ TEST_CASE("validate_options names the path and the offending value on type error
         "did you mean \"relu\"?");
   // Nested optimizer and schedule errors carry the full path.
   check({{"optimizer", {{"lr", -1}}}}, "strategy.options.optimizer.lr: expected a positive number, got -1");
+  // Would fail at the first step, converted to the parameters' float.
+  check({{"optimizer", {{"lr", 1e308}}}},
+        "strategy.options.optimizer.lr: beyond a float's range (about 3.4e38), which the parameters' type cannot "
+        "hold, got 1e+308");
   check({{"lr_schedule", {{"warmup_steps", -2}}}},
         "strategy.options.lr_schedule.warmup_steps: expected a non-negative integer, got -2");
 

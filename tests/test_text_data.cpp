@@ -2,6 +2,10 @@
 // windows, splits), tokens (memory-mapped uint16 files) and the contiguous
 // partition.
 #include <ATen/ATen.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -13,6 +17,7 @@
 
 #include "exogym/runtime/data/char_vocabulary.h"
 #include "exogym/runtime/data/contiguous_sampler.h"
+#include "exogym/runtime/data/mapped_file.h"
 #include "exogym/runtime/data/registry.h"
 #include "exogym/runtime/data/sampler.h"
 #include "exogym/runtime/data/text_char.h"
@@ -281,6 +286,45 @@ TEST_CASE("tokens: a corrupt, short or out-of-vocabulary file is a clear error n
         (dir / "big.bin").string() +
             ": token id 50300 at token offset 21 is not below vocab_size 50257 (set the dataset option "
             "\"vocab_size\" to the tokenizer's vocabulary size)");
+}
+
+TEST_CASE("text-char and tokens refuse a FIFO or a device before opening it", "[lm][data]") {
+  TempDir dir("lm-special");
+  REQUIRE(::mkfifo((dir / "fifo").c_str(), 0600) == 0);  // opening it would block
+  TextCharOptions text_options;
+  TokensOptions token_options;
+  for (const fs::path& file : {dir / "fifo", fs::path("/dev/zero"), fs::path("/dev/urandom")}) {
+    CHECK(error_of([&] { TextCharDataset(file, "train", text_options); }) == file.string() + ": not a regular file");
+    CHECK(error_of([&] { TokensDataset(file, "train", token_options); }) == file.string() + ": not a regular file");
+  }
+}
+
+TEST_CASE("a memory-mapped file truncated while it is read stops the process naming the file", "[lm][data]") {
+  TempDir dir("lm-sigbus");
+  const fs::path file = dir / "tokens.bin";
+  std::ofstream(file, std::ios::binary) << std::string(1 << 16, 'x');
+  const exogym::runtime::data::MappedFile mapped(file);
+  REQUIRE(mapped.size() == 1 << 16);
+  fs::resize_file(file, 0);  // the mapped pages have no file behind them any more
+  const fs::path errors = dir / "stderr.txt";
+  // The child only reads (async-signal-safe from here on); the SIGBUS of the
+  // read is answered by the handler the mapping installed.
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    const int fd = ::open(errors.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ::dup2(fd, 2);
+    volatile unsigned char byte = mapped.data()[mapped.size() - 1];
+    (void)byte;
+    ::_exit(0);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 1);
+  CHECK(read_text(errors) == "exogym-run: " + file.string() +
+                                 ": the memory-mapped file was truncated or became unreadable while the run read it "
+                                 "(SIGBUS); the run stopped\n");
 }
 
 // ---------------------------------------------------------------------------

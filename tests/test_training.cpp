@@ -85,6 +85,58 @@ TEST_CASE("the same manifest twice, and with any parallelism, gives a bit-identi
   REQUIRE_FALSE(exogym::test::bit_identical(models[0], load_model_pt(dir / "seed8" / "run" / "model.pt")));
 }
 
+TEST_CASE("anything a strategy throws, throw 42 included, stops the run naming node, step, phase and file",
+          "[training]") {
+  TempDir dir("throw42");
+  const std::string file = (fs::path(EXOGYM_TEST_PLUGIN_DIR) / "exogym_strategy_faulty.so").string();
+  const std::string not_standard = "threw an exception that is not a std::exception (e.g. `throw 42`)";
+  for (const auto& [where, step] :
+       std::vector<std::pair<std::string, int>>{{"init", 0}, {"zero_grad", 3}, {"step", 3}}) {
+    json m = small_manifest(2);
+    m["strategy"] = {
+        {"plugin", "faulty"},
+        {"options", {{"fail_node", 1}, {"fail_step", step}, {"fail_mode", "throw42"}, {"fail_in", where}}}};
+    INFO(where);
+    CHECK_THROWS_WITH(run_json(m, dir.path()), "node 1, step " + std::to_string(step) + ", " + where +
+                                                   " of strategy \"faulty\" (" + file + "): " + not_standard);
+  }
+  json m = small_manifest(2);
+  m["strategy"] = {{"plugin", "faulty"}, {"options", {{"fail_mode", "throw42"}, {"fail_in", "constructor"}}}};
+  CHECK_THROWS_WITH(run_json(m, dir.path()),
+                    Catch::Matches("node [01], building its model and strategy: " + file +
+                                   ": the strategy \"faulty\" failed in its constructor: .*") &&
+                        Catch::EndsWith(not_standard));
+}
+
+TEST_CASE("a diverging run stops at the first non-finite loss, naming node and step, unless told to continue",
+          "[training]") {
+  TempDir dir("diverge");
+  json m = small_manifest(2);
+  m["strategy"]["options"]["optimizer"]["lr"] = 1e30;
+  m["train"]["max_steps"] = 50;
+  std::string failure;
+  try {
+    run_json(m, dir.path());
+  } catch (const exogym::sdk::ConfigError&) {
+    FAIL("a divergence is not a configuration error");
+  } catch (const exogym::sdk::Error& e) {
+    failure = e.what();
+  }
+  CHECK_THAT(failure, Catch::Matches("node [01], step [0-9]+: the training loss is not finite: the training diverged "
+                                     "\\(lower the learning rate.*train.on_nonfinite.*"));
+  const json summary = json::parse(read_text(dir / "run" / "summary.json"));
+  CHECK(summary["stopped"]["reason"] == "nonfinite");
+  CHECK(summary["stopped"]["message"] == failure);
+  CHECK(summary["steps"].get<int>() < 50);
+  CHECK_FALSE(fs::exists(dir / "run" / "model.pt"));
+
+  m["train"]["on_nonfinite"] = "continue";
+  fs::remove_all(dir / "run");
+  REQUIRE_NOTHROW(run_json(m, dir.path()));
+  CHECK(json::parse(read_text(dir / "run" / "summary.json")).count("stopped") == 0);
+  CHECK(fs::exists(dir / "run" / "model.pt"));
+}
+
 TEST_CASE("a node failing mid-run aborts the run cleanly, naming the node and step", "[training]") {
   TempDir dir("abort");
   json m = small_manifest(4);
@@ -247,6 +299,12 @@ TEST_CASE("manifest problems found at run time name their field", "[training]") 
     m["data"]["train"]["options"]["num_examples"] = 20;
     REQUIRE_THROWS_WITH(run_json(m, dir.path()), Catch::StartsWith("train.batch_size"));
   }
+  SECTION("a training label the model has no class for, found as the data loads") {
+    m["model"]["options"]["num_classes"] = 3;  // the synthetic data has 4 classes
+    REQUIRE_THROWS_WITH(run_json(m, dir.path()),
+                        Catch::Matches("data.train.path: example [0-9]+ has label 3, but model.options.num_classes is "
+                                       "3: labels run from 0 to 2"));
+  }
   SECTION("CUDA on a machine without it") {
     if (!at::hasCUDA()) {
       m["device"] = "cuda";
@@ -354,9 +412,9 @@ TEST_CASE("exogym-run reports manifest errors with exit code 2", "[cli]") {
   REQUIRE_THAT(read_text(dir / "log.txt"), Catch::Contains("nodse") && Catch::Contains("did you mean \"nodes\""));
 }
 
-TEST_CASE("exogym-run --list-plugins shows allreduce, mlp and cnn with options", "[cli]") {
+TEST_CASE("exogym-run --list-plugins --with-options shows allreduce, mlp and cnn with options", "[cli]") {
   TempDir dir("cli-list");
-  REQUIRE(run_cli("--list-plugins", dir / "log.txt") == 0);
+  REQUIRE(run_cli("--list-plugins --with-options", dir / "log.txt") == 0);
   auto log = read_text(dir / "log.txt");
   REQUIRE_THAT(log, Catch::Contains("strategy allreduce") && Catch::Contains("model    mlp") &&
                         Catch::Contains("model    cnn") && Catch::Contains("max_norm") && Catch::Contains("hidden"));

@@ -26,7 +26,9 @@ struct Flags {
   int64_t from_step = -1;
   std::vector<std::string> overrides, only, plugin_dirs;
   bool list_plugins = false;
+  bool with_options = false;
   bool schema = false;
+  bool force = false;
   std::string progress = "auto";
   // Several processes: flags win over the torchrun variables.
   int nproc = 0, world_size = 0, rank = -1, master_port = 0;
@@ -35,50 +37,7 @@ struct Flags {
   bool partial_reduce = false;
 };
 
-void add_flags(CLI::App& app, Flags& f) {
-  auto* manifest = app.add_option("manifest", f.manifest, "the manifest (JSON) to run")->type_name("MANIFEST.json");
-  const std::string runs = "Runs";
-  app.add_option("--set", f.overrides,
-                 "override a manifest field, e.g. --set train.max_steps=50 (VALUE is JSON "
-                 "if it parses, else a string; repeatable)")
-      ->type_name("KEY=VALUE")
-      ->allow_extra_args(false)
-      ->group(runs);
-  app.add_option("--only", f.only, "run only this variant of \"runs\" (repeatable)")
-      ->type_name("VARIANT")
-      ->allow_extra_args(false)
-      ->group(runs);
-  app.add_option("--seeds", f.seeds,
-                 "run every variant once per seed, e.g. --seeds 1,2,3; replaces the manifest's seed and seeds "
-                 "(docs/manifest.md#seeds)")
-      ->type_name("S1,S2,...")
-      ->group(runs);
-  app.add_option("--plugin-path", f.plugin_dirs, "look for plugins in DIR first (repeatable)")
-      ->type_name("DIR")
-      ->allow_extra_args(false)
-      ->group(runs);
-  app.add_option("--resume", f.resume,
-                 "continue the run in RUN_FOLDER from its newest checkpoint, instead of a manifest; --set may change "
-                 "train.max_steps, eval.*, checkpoint.* and output.* (docs/checkpoints.md)")
-      ->type_name("RUN_FOLDER")
-      ->group(runs);
-  app.add_option("--from-step", f.from_step, "with --resume: the checkpoint of step N instead of the newest")
-      ->type_name("N")
-      ->check(CLI::NonNegativeNumber)
-      ->group(runs);
-  auto* list = app.add_flag("--list-plugins", f.list_plugins, "list the plugins found, with their options, and exit")
-                   ->group(runs);
-  app.add_flag("--schema", f.schema,
-               "print the JSON Schema of manifests, with the options of the plugins found, and exit "
-               "(docs/manifest.md#the-schema-in-editors)")
-      ->excludes(manifest)
-      ->excludes(list)
-      ->group(runs);
-  app.add_option("--progress", f.progress,
-                 "auto (a live line on a terminal, else lines), live, lines, jsonl (one JSON object per event on "
-                 "stdout) or none")
-      ->check(CLI::IsMember({"auto", "live", "lines", "jsonl", "none"}))
-      ->group("Output");
+void add_process_flags(CLI::App& app, Flags& f) {
   const std::string procs = "Several processes (docs/multiprocess.md)";
   app.add_option("--nproc", f.nproc, "start P processes on this host, each hosting a block of the nodes")
       ->type_name("P")
@@ -109,6 +68,61 @@ void add_flags(CLI::App& app, Flags& f) {
                "sum per process first: K/P times less traffic between "
                "processes, but not bit-identical to one process")
       ->group(procs);
+}
+
+void add_flags(CLI::App& app, Flags& f) {
+  auto* manifest = app.add_option("manifest", f.manifest, "the manifest (JSON) to run")->type_name("MANIFEST.json");
+  const std::string runs = "Runs";
+  app.add_option("--set", f.overrides,
+                 "override a manifest field, e.g. --set train.max_steps=50 (VALUE is JSON "
+                 "if it parses, else a string; repeatable)")
+      ->type_name("KEY=VALUE")
+      ->allow_extra_args(false)
+      ->group(runs);
+  app.add_option("--only", f.only, "run only this variant of \"runs\" (repeatable)")
+      ->type_name("VARIANT")
+      ->allow_extra_args(false)
+      ->group(runs);
+  app.add_option("--seeds", f.seeds,
+                 "run every variant once per seed, e.g. --seeds 1,2,3; replaces the manifest's seed and seeds "
+                 "(docs/manifest.md#seeds)")
+      ->type_name("S1,S2,...")
+      ->group(runs);
+  app.add_option("--plugin-path", f.plugin_dirs, "look for plugins in DIR first (repeatable)")
+      ->type_name("DIR")
+      ->allow_extra_args(false)
+      ->group(runs);
+  app.add_option("--resume", f.resume,
+                 "continue the run in RUN_FOLDER from its newest checkpoint (a comparison's folder: each run not "
+                 "finished), instead of a manifest; --set may change "
+                 "train.max_steps, eval.*, checkpoint.* and output.* (docs/checkpoints.md)")
+      ->type_name("RUN_FOLDER")
+      ->group(runs);
+  app.add_option("--from-step", f.from_step, "with --resume: the checkpoint of step N instead of the newest")
+      ->type_name("N")
+      ->check(CLI::NonNegativeNumber)
+      ->group(runs);
+  auto* list = app.add_flag("--list-plugins", f.list_plugins, "list the plugins found (without loading them) and exit")
+                   ->group(runs);
+  app.add_flag("--with-options", f.with_options,
+               "with --list-plugins: load each usable plugin (runs its code) and list its options")
+      ->needs(list)
+      ->group(runs);
+  app.add_flag("--schema", f.schema,
+               "print the JSON Schema of manifests, with the options of the plugins found (loading them), and exit "
+               "(docs/manifest.md#the-schema-in-editors)")
+      ->excludes(manifest)
+      ->excludes(list)
+      ->group(runs);
+  app.add_flag("--force", f.force,
+               "start even when the nodes' memory estimate exceeds the memory available (docs/failures.md)")
+      ->group(runs);
+  app.add_option("--progress", f.progress,
+                 "auto (a live line on a terminal, else lines), live, lines, jsonl (one JSON object per event on "
+                 "stdout) or none")
+      ->check(CLI::IsMember({"auto", "live", "lines", "jsonl", "none"}))
+      ->group("Output");
+  add_process_flags(app, f);
 }
 
 rt::output::Progress::Mode progress_mode(const std::string& name, bool quiet) {
@@ -149,6 +163,7 @@ std::vector<std::string> child_arguments(const Flags& f, const exogym::tools::Lo
   for (const auto& d : f.plugin_dirs) args.push_back("--plugin-path=" + d);
   if (f.timeout > 0) args.push_back("--timeout=" + std::to_string(f.timeout));
   if (f.partial_reduce) args.emplace_back("--partial-reduce");
+  if (f.force) args.emplace_back("--force");
   if (log.quiet) args.emplace_back("--quiet");
   for (int i = 0; i < log.verbose; ++i) args.emplace_back("--verbose");
   if (!log.level.empty()) args.push_back("--log-level=" + log.level);
@@ -177,7 +192,7 @@ int main(int argc, char** argv) {
     }
     rt::plugin::PluginLoader loader({flags.plugin_dirs.begin(), flags.plugin_dirs.end()});
     if (flags.list_plugins) {
-      std::fputs(rt::plugin::plugin_catalog(loader).c_str(), stdout);
+      std::fputs(rt::plugin::plugin_catalog(loader, flags.with_options).c_str(), stdout);
       return 0;
     }
     if (flags.schema) {
@@ -198,6 +213,7 @@ int main(int argc, char** argv) {
     command.resume = flags.resume;
     if (flags.from_step >= 0) command.from_step = flags.from_step;
     command.overrides = flags.overrides;
+    command.force = flags.force;
     command.only = flags.only;
     if (tool.app().count("--seeds")) command.seeds = rt::manifest::parse_seed_list(flags.seeds);
     command.progress = progress_mode(flags.progress, tool.log_options().quiet);

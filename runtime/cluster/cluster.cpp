@@ -12,6 +12,7 @@
 
 #include "exogym/runtime/comm/hierarchical_group.h"
 #include "exogym/runtime/dist/process_mesh.h"
+#include "exogym/runtime/util/exception_text.h"
 #include "exogym/sdk/error.h"
 
 namespace exogym::runtime::cluster {
@@ -72,13 +73,7 @@ void Cluster::run(const std::function<void(int, NodeSlot&)>& body) {
     } catch (const sdk::AbortedError&) {
       // A consequence of another node's failure, not a cause.
     } catch (...) {
-      std::string reason = "node " + std::to_string(rank) + " failed";
-      try {
-        throw;
-      } catch (const std::exception& e) {
-        reason = e.what();
-      } catch (...) {
-      }
+      const std::string reason = util::current_exception_text();
       std::lock_guard<std::mutex> lock(error_mutex);
       if (!first_error) first_error = std::current_exception();
       abort_.trigger(reason);

@@ -1,7 +1,9 @@
 #pragma once
 // A read-only memory mapping of a whole file: the pages are shared by every
 // node thread (and with the page cache), so a dataset of many gigabytes costs
-// no copy and is read only where examples are drawn.
+// no copy and is read only where examples are drawn. A file truncated while
+// it is mapped stops the process with exit status 1 and a message naming it,
+// instead of a bare SIGBUS.
 #include <cstddef>
 #include <filesystem>
 

@@ -23,6 +23,8 @@ std::string read_text_file(const fs::path& file) {
   if (!fs::exists(file, ec)) throw sdk::DataError(file.string() + ": no such file");
   if (fs::is_directory(file, ec))
     throw sdk::DataError(file.string() + ": is a folder; text-char reads one text file (e.g. input.txt)");
+  // A FIFO would block, /dev/zero never end.
+  if (!fs::is_regular_file(file, ec)) throw sdk::DataError(file.string() + ": not a regular file");
   std::ifstream in(file, std::ios::binary);
   if (!in) throw sdk::DataError(file.string() + ": cannot read: " + std::strerror(errno));
   std::stringstream buffer;

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "exogym/runtime/dist/run_secret.h"
 #include "exogym/runtime/dist/tcp_ports.h"
 #include "exogym/sdk/error.h"
 
@@ -26,27 +27,35 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 std::atomic<int> g_interrupts{0};
+std::atomic<int> g_sent_interrupts{0};  // SIGINTs sent by a process (kill -INT), not by the terminal
 std::atomic<int> g_terminates{0};
 
-extern "C" void on_launcher_signal(int signal) {
+extern "C" void on_launcher_signal(int signal, siginfo_t* info, void*) {
   if (signal == SIGINT) {
     g_interrupts.fetch_add(1);
+    // Ctrl-C reaches the whole process group from the kernel (SI_KERNEL);
+    // `kill -INT` reaches this process alone, so supervise() passes it on.
+    if (info && (info->si_code == SI_USER || info->si_code == SI_QUEUE)) g_sent_interrupts.fetch_add(1);
   } else {
     g_terminates.fetch_add(1);
   }
 }
 
 // The environment of process `rank`: this one's, with the torchrun
-// variables replaced.
-std::vector<std::string> child_environment(const LaunchSpec& spec, int rank, int port) {
-  const std::vector<std::pair<std::string, std::string>> set = {
-      {"RANK", std::to_string(rank)},       {"WORLD_SIZE", std::to_string(spec.processes)},
-      {"LOCAL_RANK", std::to_string(rank)}, {"LOCAL_WORLD_SIZE", std::to_string(spec.processes)},
-      {"MASTER_ADDR", spec.master_addr},    {"MASTER_PORT", std::to_string(port)}};
+// variables and the run secret replaced (a secret file is dropped: the
+// children share the fresh secret).
+std::vector<std::string> child_environment(const LaunchSpec& spec, int rank, int port, const std::string& secret) {
+  const std::vector<std::pair<std::string, std::string>> set = {{"RANK", std::to_string(rank)},
+                                                                {"WORLD_SIZE", std::to_string(spec.processes)},
+                                                                {"LOCAL_RANK", std::to_string(rank)},
+                                                                {"LOCAL_WORLD_SIZE", std::to_string(spec.processes)},
+                                                                {"MASTER_ADDR", spec.master_addr},
+                                                                {"MASTER_PORT", std::to_string(port)},
+                                                                {kSecretVariable, secret}};
   std::vector<std::string> env;
   for (char** e = environ; *e; ++e) {
     const std::string entry = *e;
-    bool replaced = false;
+    bool replaced = entry.rfind(std::string(kSecretFileVariable) + "=", 0) == 0;
     for (const auto& [name, value] : set) replaced = replaced || entry.rfind(name + "=", 0) == 0;
     if (!replaced) env.push_back(entry);
   }
@@ -79,7 +88,8 @@ class ExecPlan {
     args_.insert(args_.begin(), self);
     for (auto& a : args_) argv_.push_back(a.data());
     argv_.push_back(nullptr);
-    for (int rank = 0; rank < spec.processes; ++rank) envs_.push_back(child_environment(spec, rank, port));
+    const std::string secret = generate_run_secret();
+    for (int rank = 0; rank < spec.processes; ++rank) envs_.push_back(child_environment(spec, rank, port, secret));
     for (auto& env : envs_) {
       std::vector<char*> envp;
       for (auto& e : env) envp.push_back(e.data());
@@ -103,12 +113,14 @@ class ExecPlan {
 // Counts Ctrl-C and SIGTERM while the processes run (on_launcher_signal);
 // the previous handlers come back at the end. Ctrl-C reaches every process
 // of the terminal's group, children included, and they stop by themselves;
-// SIGTERM is usually sent to this process alone, so supervise() passes it on.
+// SIGTERM and `kill -INT` are usually sent to this process alone, so
+// supervise() passes them on.
 class LauncherSignals {
  public:
   LauncherSignals() {
     struct sigaction action {};
-    action.sa_handler = on_launcher_signal;
+    action.sa_sigaction = on_launcher_signal;
+    action.sa_flags = SA_SIGINFO;
     sigemptyset(&action.sa_mask);
     sigaction(SIGINT, &action, &old_int_);
     sigaction(SIGTERM, &action, &old_term_);
@@ -178,17 +190,21 @@ class Workers {
   std::vector<bool> running_;
 };
 
-// Waits for every worker, passing SIGTERM on; after the first failure the
+// Waits for every worker, passing SIGTERM and a sent SIGINT on; after the first failure the
 // others get `grace` to stop by themselves, then SIGTERM, then SIGKILL.
 // Returns launch_local's exit status.
 int supervise(Workers& workers, std::chrono::milliseconds grace) {
   int first_failed = -1, first_status = 0, left = workers.count();
-  int forwarded_terms = 0;
+  int forwarded_terms = 0, forwarded_interrupts = 0;
   Clock::time_point terminate_at = Clock::time_point::max(), kill_at = Clock::time_point::max();
   while (left > 0) {
     if (const int terms = g_terminates.load(); terms > forwarded_terms) {
       forwarded_terms = terms;
       workers.kill_all(terms > 1 ? SIGKILL : SIGTERM);
+    }
+    if (const int interrupts = g_sent_interrupts.load(); interrupts > forwarded_interrupts) {
+      forwarded_interrupts = interrupts;
+      workers.kill_all(SIGINT);
     }
     int status = 0;
     const pid_t pid = ::waitpid(-1, &status, WNOHANG);

@@ -1,7 +1,8 @@
 #pragma once
 // `exogym-run --nproc P`: starts P processes of this same program on this
 // host, with the torchrun variables (RANK, WORLD_SIZE, LOCAL_RANK,
-// LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT) set, and supervises them. If
+// LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT) and a fresh run secret
+// (EXOGYM_RUN_SECRET) set, and supervises them. If
 // one fails, the others stop by themselves (they notice the lost peer); any
 // still running after a grace period are terminated, then killed. The
 // launcher reports which process failed first and how (exit status or

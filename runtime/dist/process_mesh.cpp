@@ -21,7 +21,8 @@ ProcessMesh::ProcessMesh(const WorldSpec& world, const std::string& fingerprint)
   // this process.
   ::signal(SIGPIPE, SIG_IGN);
   period_ = std::clamp(world_.timeout / 4, std::chrono::milliseconds(20), std::chrono::milliseconds(1000));
-  store_ = std::make_unique<RendezvousStore>(world_.master_addr, world_.master_port, world_.rank == 0, world_.timeout);
+  store_ = std::make_unique<RendezvousStore>(world_.master_addr, world_.master_port, world_.rank == 0, world_.secret,
+                                             world_.timeout);
   try {
     rendezvous(fingerprint);
     connect_gloo();

@@ -1,9 +1,10 @@
 #pragma once
-// The key-value store the processes of a run meet through: LibTorch's c10d
-// TCPStore, hosted by process 0 on MASTER_PORT, with errors that say what to
-// fix (a port already in use, a master that cannot be reached). Gloo
-// exchanges its connection addresses through it, and the processes post
-// heartbeats and failure reasons in it. Thread-safe.
+// The key-value store the processes of a run meet through: a client of the
+// store process 0 hosts on MASTER_ADDR:MASTER_PORT (store_server.h), with
+// errors that say what to fix (a port already in use, a master that cannot
+// be reached, a secret that does not match). Gloo exchanges its connection
+// addresses through it, and the processes post heartbeats and failure
+// reasons in it. Thread-safe.
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -18,9 +19,11 @@ namespace exogym::runtime::dist {
 
 class RendezvousStore {
  public:
-  // host: host the store on `port` of this machine (process 0), else connect
-  // to addr:port, retrying until `timeout`. Throws sdk::Error.
-  RendezvousStore(const std::string& addr, int port, bool host, std::chrono::milliseconds timeout);
+  // host: host the store on addr:port (process 0; addr must be this host's),
+  // then connect to it as every process does, retrying until `timeout`. Both
+  // ends prove they hold `secret` (run_secret.h). Throws sdk::Error.
+  RendezvousStore(const std::string& addr, int port, bool host, const std::string& secret,
+                  std::chrono::milliseconds timeout);
   ~RendezvousStore();
   RendezvousStore(const RendezvousStore&) = delete;
   RendezvousStore& operator=(const RendezvousStore&) = delete;
@@ -40,8 +43,13 @@ class RendezvousStore {
   gloo::rendezvous::Store& gloo_store();
 
   const std::string& address() const { return address_; }  // "addr:port"
+  // On process 0: the connections refused for want of the secret.
+  int refused_clients() const;
 
  private:
+  void handshake(const std::string& secret);
+  std::string request(const std::string& message);
+
   struct Impl;
   std::unique_ptr<Impl> impl_;
   std::string address_;

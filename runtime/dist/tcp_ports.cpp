@@ -14,7 +14,7 @@ namespace exogym::runtime::dist {
 
 namespace {
 
-// Binds `port` on every interface the way c10d does (SO_REUSEADDR), then
+// Binds `port` on every interface (SO_REUSEADDR), as a store on any address would, then
 // lets go of it.
 bool can_bind(int family, int port) {
   const int fd = ::socket(family, SOCK_STREAM, 0);

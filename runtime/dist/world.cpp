@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "exogym/runtime/dist/run_secret.h"
 #include "exogym/sdk/error.h"
 
 namespace exogym::runtime::dist {
@@ -30,6 +31,7 @@ WorldSpec world_from_environment() {
   world.master_port = env_int("MASTER_PORT", world.master_port);
   world.local_size = env_int("LOCAL_WORLD_SIZE", 1);
   if (const char* addr = std::getenv("MASTER_ADDR"); addr && *addr) world.master_addr = addr;
+  world.secret = run_secret_from_environment();
   return world;
 }
 
@@ -46,6 +48,12 @@ void validate_world(const WorldSpec& world) {
                              "expected a TCP port (1 to 65535), got " + std::to_string(world.master_port));
     }
     if (world.master_addr.empty()) throw sdk::ConfigError("MASTER_ADDR", "is empty");
+    if (world.secret.empty()) {
+      throw sdk::ConfigError(kSecretVariable, std::string("a run over several processes needs a shared secret: set ") +
+                                                  kSecretVariable + " (or " + kSecretFileVariable +
+                                                  ", a file holding it) to the same value for every process; "
+                                                  "--nproc does it for you");
+    }
   }
   if (world.timeout.count() <= 0) throw sdk::ConfigError("--timeout", "must be positive");
   if (world.local_size < 1) {

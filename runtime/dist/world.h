@@ -28,16 +28,20 @@ struct WorldSpec {
   bool partial_reduce = false;
   // LOCAL_WORLD_SIZE: processes of this run on this host; they share its cores.
   int local_size = 1;
+  // What every process proves it holds at the rendezvous (run_secret.h);
+  // required with several processes. Never logged.
+  std::string secret;
 
   bool distributed() const { return size > 1; }
 };
 
-// Reads WORLD_SIZE, RANK, MASTER_ADDR, MASTER_PORT and LOCAL_WORLD_SIZE from
-// the environment (unset: a single process). Throws sdk::ConfigError naming
-// the variable when one is malformed.
+// Reads WORLD_SIZE, RANK, MASTER_ADDR, MASTER_PORT, LOCAL_WORLD_SIZE and the
+// run secret from the environment (unset: a single process). Throws
+// sdk::ConfigError naming the variable when one is malformed.
 WorldSpec world_from_environment();
 
-// Checks the ranges (RANK < WORLD_SIZE, a valid port, a positive timeout).
+// Checks the ranges (RANK < WORLD_SIZE, a valid port, a positive timeout)
+// and, with several processes, that there is a secret.
 // Throws sdk::ConfigError naming the setting.
 void validate_world(const WorldSpec& world);
 

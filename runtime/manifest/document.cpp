@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "exogym/runtime/manifest/json_limits.h"
 #include "exogym/sdk/error.h"
 
 namespace exogym::runtime::manifest {
@@ -109,6 +110,8 @@ std::string read_text(const fs::path& file) {
   std::error_code ec;
   if (!fs::exists(file, ec)) throw ConfigError("", "manifest file " + quoted(file) + " does not exist");
   if (fs::is_directory(file, ec)) throw ConfigError("", "manifest " + quoted(file) + " is a directory, not a file");
+  // A FIFO would block, /dev/zero or /dev/urandom never end.
+  if (!fs::is_regular_file(file, ec)) throw ConfigError("", "manifest " + quoted(file) + " is not a regular file");
   std::ifstream in(file, std::ios::binary);
   if (!in) throw ConfigError("", "cannot read manifest " + quoted(file) + ": " + std::strerror(errno));
   std::stringstream buffer;
@@ -121,6 +124,10 @@ std::string read_text(const fs::path& file) {
 
 json read_json_document(const fs::path& file) {
   const std::string text = read_text(file);
+  if (auto violation = find_json_limit_violation(text)) {
+    throw ConfigError("", "invalid JSON in manifest " + quoted(file) + " at line " + std::to_string(violation->line) +
+                              ", column " + std::to_string(violation->column) + ": " + violation->message);
+  }
   try {
     return json::parse(text, DuplicateKeyCheck(), /*allow_exceptions=*/true, /*ignore_comments=*/true);
   } catch (const json::parse_error& error) {

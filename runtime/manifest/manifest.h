@@ -75,6 +75,7 @@ struct Manifest {
   DataSpec train_data;
   std::optional<DataSpec> val_data;
   int64_t max_steps = 0, batch_size = 0, minibatch_size = 0;
+  bool stop_on_nonfinite = true;  // train.on_nonfinite
   int64_t eval_interval = 0, eval_size = 0, eval_batch_size = 0;
   // The global validation loss a run aims for: the summary reports when it
   // was first reached.

@@ -1,9 +1,11 @@
 #include "exogym/runtime/manifest/overrides.h"
 
 #include <algorithm>
+#include <cstring>
 #include <sstream>
 #include <vector>
 
+#include "exogym/runtime/manifest/json_limits.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/options.h"
 
@@ -47,6 +49,12 @@ void apply_override(json& doc, const std::string& assignment) {
   }
   const std::vector<std::string> parts = key_parts(key);
 
+  // Only a value that reads as JSON is checked: "runs/1e400" is a string.
+  const bool looks_like_json = !text.empty() && std::strchr("[{-0123456789", text.front()) != nullptr;
+  if (auto violation = looks_like_json ? find_json_limit_violation(text) : std::nullopt) {
+    throw ConfigError("--set", json_excerpt(assignment) + ", column " + std::to_string(equals + 1 + violation->column) +
+                                   ": " + violation->message);
+  }
   const json value = json::accept(text) ? json::parse(text) : json(text);
   if (doc.is_null()) doc = json::object();
   if (!doc.is_object())

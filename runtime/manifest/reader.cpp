@@ -97,6 +97,7 @@ void read_train(json& train, Manifest& m) {
   m.batch_size = train.at("batch_size");
   if (!train.contains("minibatch_size")) train["minibatch_size"] = m.batch_size;
   m.minibatch_size = train.at("minibatch_size");
+  m.stop_on_nonfinite = train.at("on_nonfinite") == "stop";
   if (m.batch_size % m.minibatch_size != 0) {
     throw ConfigError("train.minibatch_size", "must divide train.batch_size (" + std::to_string(m.batch_size) +
                                                   ") exactly, got " + std::to_string(m.minibatch_size));
@@ -171,6 +172,11 @@ Manifest read_run(const json& doc, const fs::path& base_dir, const std::string& 
   if (auto problem = device_problem(m.device)) throw ConfigError("device", *problem);
   m.precision = top.at("precision") == "bf16" ? Precision::Bf16 : Precision::Fp32;
   m.parallelism = top.at("parallelism");
+  // More compute slots than nodes are never used; a huge number is a typo.
+  if (m.parallelism > m.nodes) {
+    throw ConfigError("parallelism", std::to_string(m.parallelism) + " nodes computing at once, but the run has " +
+                                         std::to_string(m.nodes) + " nodes; at most nodes (0: automatic)");
+  }
   m.threads = top.at("threads");
   m.pin_threads = top.at("pin_threads");
   m.model = read_plugin(top.at("model"), "model");

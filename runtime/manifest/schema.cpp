@@ -127,29 +127,40 @@ OptionSpec network() {
   return section("network", json::object(), "the simulated cluster's links", std::move(fields));
 }
 
+OptionSpec seeds() {
+  return named("seeds", list_of("non-empty list of distinct non-negative integers",
+                                "run every variant once per seed, the seed replacing \"seed\" (set one of the two); "
+                                "the comparison shows the mean and standard deviation over the seeds",
+                                at_most(std::numeric_limits<uint64_t>::max(),
+                                        required({"", Type::NonNegativeInteger, nullptr, "a seed"}))));
+}
+
+OptionSpec precision() {
+  return {"precision",
+          Type::String,
+          "fp32",
+          "the forward passes' arithmetic: \"fp32\", or \"bf16\" under autocast (weights, gradients, optimizer "
+          "state and communication stay fp32)",
+          {"fp32", "bf16"}};
+}
+
 OptionSpecs top_level() {
   return {
       described_as(kFolderNameNoun,
                    {"name", Type::String, nullptr, "the run's name and folder (default: the manifest file's name)"}),
       at_most(std::numeric_limits<uint64_t>::max(),
               {"seed", Type::NonNegativeInteger, 42, "the seed every random choice of the run derives from"}),
-      named("seeds", list_of("non-empty list of distinct non-negative integers",
-                             "run every variant once per seed, the seed replacing \"seed\" (set one of the two); "
-                             "the comparison shows the mean and standard deviation over the seeds",
-                             at_most(std::numeric_limits<uint64_t>::max(),
-                                     required({"", Type::NonNegativeInteger, nullptr, "a seed"})))),
+      seeds(),
       at_most(kIntMax, {"nodes", Type::PositiveInteger, 1, "virtual nodes: model replicas training together"}),
       {"device", Type::NonEmptyString, "cpu",
        "\"cpu\", \"auto\", \"cuda\", \"cuda:N\" or \"cuda:N,M,...\"; nodes go round-robin over the devices"},
-      {"precision",
-       Type::String,
-       "fp32",
-       "the forward passes' arithmetic: \"fp32\", or \"bf16\" under autocast (weights, gradients, optimizer "
-       "state and communication stay fp32)",
-       {"fp32", "bf16"}},
-      at_most(kIntMax, {"parallelism", Type::NonNegativeInteger, 0, "nodes computing at once (0: up to one per core)"}),
-      at_most(kIntMax, {"threads", Type::NonNegativeInteger, 0,
-                        "intra-op threads per computing node (0: the cores shared out among them)"}),
+      precision(),
+      at_most(kIntMax, {"parallelism", Type::NonNegativeInteger, 0,
+                        "nodes computing at once, at most nodes (0: up to one per core)"}),
+      at_most(
+          kIntMax,
+          {"threads", Type::NonNegativeInteger, 0,
+           "intra-op threads per computing node, at most the process's cores (0: the cores shared out among them)"}),
       {"pin_threads", Type::Boolean, true, "each computing node on its own cores"},
       plugin("model"),
       plugin("strategy"),
@@ -164,6 +175,12 @@ OptionSpecs top_level() {
                            {"batch_size", Type::PositiveInteger, 64, "examples per node and step"},
                            {"minibatch_size", Type::PositiveInteger, nullptr,
                             "examples per forward and backward pass; divides batch_size (default: batch_size)"},
+                           {"on_nonfinite",
+                            Type::String,
+                            "stop",
+                            "a training loss or parameter that becomes NaN or infinite: stop the run (exit 1), or "
+                            "continue",
+                            {"stop", "continue"}},
                        })),
       section("eval", json::object(), "evaluation of node 0's and the averaged model on data.val",
               {

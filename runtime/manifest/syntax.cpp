@@ -13,7 +13,7 @@ namespace exogym::runtime::manifest {
 using nlohmann::json;
 using sdk::ConfigError;
 
-const char* const kFolderNameNoun = "folder name (letters, digits, '-', '_' and '.')";
+const char* const kFolderNameNoun = "folder name (letters, digits, '-', '_' and '.'; at most 200 of them)";
 
 namespace {
 
@@ -25,7 +25,10 @@ bool all_digits(const std::string& text, size_t max_length) {
 }  // namespace
 
 bool is_folder_name(const std::string& name) {
-  if (name.empty() || name == "." || name == "..") return false;
+  // 200 leaves room for a "-N" suffix (run_folder.h) within a file
+  // system's 255 bytes: longer fails only at mkdir, after the data loaded.
+  constexpr size_t kMaxLength = 200;
+  if (name.empty() || name.size() > kMaxLength || name == "." || name == "..") return false;
   return std::all_of(name.begin(), name.end(), [](char c) {
     return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
   });

@@ -40,17 +40,24 @@ std::string default_variant_name(const json& entry, size_t index) {
   return "run" + std::to_string(index);
 }
 
+// The files the comparison writes beside the variants' folders (runner.cpp).
+bool is_reserved_variant_name(const std::string& name) {
+  return name == "comparison.csv" || name == "comparison.txt" || name == "report.html" || name == "variants.json";
+}
+
 std::string variant_name(const json& entry, size_t index) {
   const std::string path = entry_path(index) + ".name";
   auto given = entry.find("name");
-  if (given != entry.end() && !given->is_null()) {
-    check_folder_name(*given, path);
-    return *given;
-  }
-  const std::string name = default_variant_name(entry, index);
-  if (!is_folder_name(name)) {
+  const bool named = given != entry.end() && !given->is_null();
+  if (named) check_folder_name(*given, path);
+  const std::string name = named ? given->get<std::string>() : default_variant_name(entry, index);
+  if (!named && !is_folder_name(name)) {
     throw ConfigError(
         path, "not set, and the default " + json_excerpt(name) + " is not a " + kFolderNameNoun + "; set \"name\"");
+  }
+  if (is_reserved_variant_name(name)) {
+    throw ConfigError(path, json_excerpt(name) + " is reserved: the comparison writes a file of that name beside the " +
+                                "variants' folders");
   }
   return name;
 }

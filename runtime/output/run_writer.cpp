@@ -25,40 +25,25 @@ static std::string number(double value) {
 
 static double perplexity(double loss) { return std::exp(loss); }
 
-static std::ofstream open_csv(const fs::path& file, const std::string& header, bool append) {
-  if (append) {
-    std::ofstream out(file, std::ios::app);
-    if (!out) throw sdk::Error(file.string() + ": cannot append");
-    return out;
-  }
-  std::ofstream out(file);
-  if (!out) throw sdk::Error(file.string() + ": cannot write");
-  out << header << '\n' << std::flush;
-  return out;
-}
-
-fs::path unique_folder(const fs::path& base) {
-  if (!fs::exists(base)) return base;
-  for (int i = 2;; ++i) {
-    fs::path candidate = base.string() + "-" + std::to_string(i);
-    if (!fs::exists(candidate)) return candidate;
-  }
-}
+// metrics.csv is written in blocks of this size (and at the end), since
+// strategies may record a value per node per step.
+constexpr size_t kMetricsBlock = 1 << 16;
 
 RunWriter::RunWriter(fs::path dir, std::vector<std::string> metric_names, bool append)
     : dir_(std::move(dir)), metric_names_(std::move(metric_names)) {
   std::error_code ec;
   fs::create_directories(dir_, ec);
   if (ec) throw sdk::Error(dir_.string() + ": cannot create the run folder: " + ec.message());
-  train_ = open_csv(dir_ / "train.csv", "step,examples_trained,train_loss,train_perplexity,lr,bytes_sent,sim_time_s",
-                    append);
+  const auto open = append ? CsvFile::Mode::Append : CsvFile::Mode::Create;
+  train_ =
+      CsvFile(dir_ / "train.csv", "step,examples_trained,train_loss,train_perplexity,lr,bytes_sent,sim_time_s", open);
   std::string header = "step,local_loss,local_perplexity,global_loss,global_perplexity";
   for (const auto& m : metric_names_) header += ",local_" + m;
   for (const auto& m : metric_names_) header += ",global_" + m;
   header += ",bytes_sent,sim_time_s";
-  validation_ = open_csv(dir_ / "validation.csv", header, append);
-  metrics_ = open_csv(dir_ / "metrics.csv", "step,node,name,value", append);
-  comm_ = open_csv(dir_ / "comm.csv", "step,source,collective,calls,bytes_sent,time_s", append);
+  validation_ = CsvFile(dir_ / "validation.csv", header, open);
+  metrics_ = CsvFile(dir_ / "metrics.csv", "step,node,name,value", open);
+  comm_ = CsvFile(dir_ / "comm.csv", "step,source,collective,calls,bytes_sent,time_s", open);
 }
 
 void RunWriter::write_config(const nlohmann::json& config) {
@@ -86,39 +71,41 @@ void RunWriter::write_data(const std::vector<data::NodeData>& nodes) {
 
 void RunWriter::train_row(int64_t step, int64_t examples_trained, double loss, double lr, double bytes_sent,
                           double sim_time_s) {
-  train_ << step << ',' << examples_trained << ',' << number(loss) << ',' << number(perplexity(loss)) << ','
-         << number(lr) << ',' << number(bytes_sent) << ',' << number(sim_time_s) << '\n';
+  train_.append(std::to_string(step) + ',' + std::to_string(examples_trained) + ',' + number(loss) + ',' +
+                number(perplexity(loss)) + ',' + number(lr) + ',' + number(bytes_sent) + ',' + number(sim_time_s) +
+                '\n');
   train_.flush();
 }
 
 void RunWriter::validation_row(int64_t step, const EvalValues& local, const EvalValues& global, double bytes_sent,
                                double sim_time_s) {
-  validation_ << step << ',' << number(local.loss) << ',' << number(perplexity(local.loss)) << ','
-              << number(global.loss) << ',' << number(perplexity(global.loss));
-  for (double v : local.metrics) validation_ << ',' << number(v);
-  for (double v : global.metrics) validation_ << ',' << number(v);
-  validation_ << ',' << number(bytes_sent) << ',' << number(sim_time_s) << '\n';
+  std::string row = std::to_string(step) + ',' + number(local.loss) + ',' + number(perplexity(local.loss)) + ',' +
+                    number(global.loss) + ',' + number(perplexity(global.loss));
+  for (double v : local.metrics) row += ',' + number(v);
+  for (double v : global.metrics) row += ',' + number(v);
+  validation_.append(row + ',' + number(bytes_sent) + ',' + number(sim_time_s) + '\n');
   validation_.flush();
 }
 
 void RunWriter::comm_rows(const std::vector<sim::CommRow>& rows) {
   if (rows.empty()) return;
   for (const auto& row : rows) {
-    comm_ << row.step << ',' << to_string(row.source) << ',' << to_string(row.kind) << ',' << row.calls << ','
-          << number(row.bytes_sent) << ',' << number(row.time_s) << '\n';
+    comm_.append(std::to_string(row.step) + ',' + to_string(row.source) + ',' + to_string(row.kind) + ',' +
+                 std::to_string(row.calls) + ',' + number(row.bytes_sent) + ',' + number(row.time_s) + '\n');
   }
   comm_.flush();
 }
 
 void RunWriter::record(int node, int64_t step, const std::string& name, double value) {
   std::lock_guard<std::mutex> lock(metrics_mutex_);
-  metrics_ << step << ',' << node << ',' << name << ',' << number(value) << '\n';
+  metrics_.append(std::to_string(step) + ',' + std::to_string(node) + ',' + name + ',' + number(value) + '\n');
+  if (metrics_.pending() >= kMetricsBlock) metrics_.flush();
 }
 
 void RunWriter::write_summary(const nlohmann::json& summary) {
   {
     std::lock_guard<std::mutex> lock(metrics_mutex_);
-    metrics_.flush();
+    for (CsvFile* csv : {&train_, &validation_, &metrics_, &comm_}) csv->sync();
   }
   write_file_atomically(dir_ / "summary.json", summary.dump(2) + "\n");
 }
@@ -126,15 +113,11 @@ void RunWriter::write_summary(const nlohmann::json& summary) {
 nlohmann::json RunWriter::flush_csvs() {
   std::lock_guard<std::mutex> lock(metrics_mutex_);
   nlohmann::json sizes;
-  const std::pair<const char*, std::ofstream*> csvs[] = {
+  const std::pair<const char*, CsvFile*> csvs[] = {
       {"train.csv", &train_}, {"validation.csv", &validation_}, {"metrics.csv", &metrics_}, {"comm.csv", &comm_}};
-  for (const auto& [name, stream] : csvs) {
-    stream->flush();
-    if (!*stream) throw sdk::Error((dir_ / name).string() + ": cannot write");
-    std::error_code ec;
-    const auto bytes = fs::file_size(dir_ / name, ec);
-    if (ec) throw sdk::Error((dir_ / name).string() + ": cannot read its size: " + ec.message());
-    sizes[name] = static_cast<int64_t>(bytes);
+  for (const auto& [name, csv] : csvs) {
+    csv->flush();
+    sizes[name] = static_cast<int64_t>(csv->bytes());
   }
   return sizes;
 }

@@ -2,11 +2,11 @@
 // A run's output folder: config.json, data.csv, train.csv, validation.csv,
 // metrics.csv, comm.csv, summary.json, model.pt and model.safetensors
 // (DESIGN §6). Rows are flushed as they are written, so a crashed or
-// interrupted run keeps everything up to its end.
+// interrupted run keeps everything up to its end; a failed write throws
+// sdk::Error naming the file (csv_file.h).
 #include <ATen/core/Tensor.h>
 
 #include <filesystem>
-#include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "exogym/runtime/data/node_data.h"
+#include "exogym/runtime/output/csv_file.h"
 #include "exogym/runtime/output/safetensors.h"
 #include "exogym/runtime/sim/comm_row.h"
 #include "exogym/sdk/node.h"
@@ -27,6 +28,7 @@ struct EvalValues {
 
 class RunWriter final : public sdk::MetricSink {
  public:
+  // `dir` is the run folder (see run_folder.h); it is created if missing.
   // `append`: a resumed run, whose CSVs are there (cut back to its
   // checkpoint): rows are appended to them.
   RunWriter(std::filesystem::path dir, std::vector<std::string> metric_names, bool append = false);
@@ -56,12 +58,8 @@ class RunWriter final : public sdk::MetricSink {
  private:
   std::filesystem::path dir_;
   std::vector<std::string> metric_names_;
-  std::ofstream train_, validation_, metrics_, comm_;
+  CsvFile train_, validation_, metrics_, comm_;
   std::mutex metrics_mutex_;
 };
-
-// `base`, or base-2, base-3, ... : the first that does not exist yet, so an
-// existing run folder is never overwritten.
-std::filesystem::path unique_folder(const std::filesystem::path& base);
 
 }  // namespace exogym::runtime::output

@@ -35,9 +35,21 @@ std::string option_lines(const sdk::OptionSpecs& options) {
   return out;
 }
 
+// Loads a plugin discover() found usable (its code runs); on failure, sets
+// `error` and returns null. `error` is discover()'s, if any.
+std::shared_ptr<LoadedPlugin> load_found(PluginLoader& loader, const PluginLoader::Found& f, std::string& error) {
+  if (!error.empty()) return nullptr;
+  try {
+    return loader.load_file(f.file);
+  } catch (const std::exception& e) {
+    error = e.what();
+    return nullptr;
+  }
+}
+
 }  // namespace
 
-std::string plugin_catalog(PluginLoader& loader) {
+std::string plugin_catalog(PluginLoader& loader, bool with_options) {
   std::string out;
   for (const auto& name : data::builtin_dataset_names()) {
     out += format("%-8s %-14s built in\n", "dataset", name.c_str());
@@ -48,14 +60,19 @@ std::string plugin_catalog(PluginLoader& loader) {
   const auto found = loader.discover();
   if (found.empty()) out += "no plugins found\n";
   for (const auto& f : found) {
-    if (!f.plugin) {
-      out += "\n[unusable] " + f.file.string() + "\n  " + f.error + "\n";
+    std::string error = f.error;
+    const auto plugin = with_options ? load_found(loader, f, error) : nullptr;
+    if (!error.empty()) {
+      out += "\n[unusable] " + f.file.string() + "\n  " + error + "\n";
       continue;
     }
-    const auto& d = f.plugin->description();
+    const auto& d = f.description;
     out += format("\n%-8s %-14s %s  %s%s\n", d.kind.c_str(), d.name.c_str(), d.version.c_str(), d.file.string().c_str(),
                   d.per_node ? "  (one per node)" : "");
-    out += option_lines(f.plugin->options());
+    if (plugin) out += option_lines(plugin->options());
+  }
+  if (!with_options && !found.empty()) {
+    out += "\n(plugins were not loaded; --with-options loads them and lists their options)\n";
   }
   return out;
 }
@@ -65,12 +82,13 @@ std::vector<manifest::PluginOptions> plugin_options(PluginLoader& loader) {
   for (const auto& name : data::builtin_dataset_names())
     out.push_back({"dataset", name, *data::builtin_dataset_options(name)});
   for (const auto& f : loader.discover()) {
-    if (!f.plugin) {
-      spdlog::warn("{}: left out of the schema: {}", f.file.string(), f.error);
+    std::string error = f.error;
+    const auto plugin = load_found(loader, f, error);
+    if (!plugin) {
+      spdlog::warn("{}: left out of the schema: {}", f.file.string(), error);
       continue;
     }
-    const auto& d = f.plugin->description();
-    out.push_back({d.kind, d.name, f.plugin->options()});
+    out.push_back({f.description.kind, f.description.name, plugin->options()});
   }
   return out;
 }

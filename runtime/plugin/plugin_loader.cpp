@@ -8,6 +8,7 @@
 #include <sstream>
 #include <type_traits>
 
+#include "exogym/runtime/util/exception_text.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/model.h"
 #include "exogym/sdk/options.h"
@@ -26,7 +27,11 @@ std::string plugin_file_name(const std::string& kind, const std::string& name) {
 LoadedPlugin::LoadedPlugin(std::shared_ptr<boost::dll::shared_library> library, PluginDescription description)
     : library_(std::move(library)), description_(std::move(description)) {
   auto options_fn = library_->get_alias<std::remove_pointer_t<sdk::OptionsFunction>>("exogym_plugin_options");
-  options_ = options_fn();
+  try {
+    options_ = options_fn();
+  } catch (...) {
+    throw PluginError(description_.file.string() + ": exogym_plugin_options failed: " + util::current_exception_text());
+  }
 }
 
 LoadedPlugin::~LoadedPlugin() {
@@ -45,7 +50,17 @@ std::shared_ptr<T> LoadedPlugin::create(const char* alias, Args&&... args) const
     throw PluginError(description_.file.string() + ": a " + description_.kind + " plugin exports no " + alias);
   }
   auto factory = library_->get_alias<Factory>(alias);
-  T* raw = factory(std::forward<Args>(args)...);
+  T* raw = nullptr;
+  try {
+    raw = factory(std::forward<Args>(args)...);
+  } catch (const sdk::Error&) {
+    throw;  // the plugin's own words; the caller adds the JSON path or the node
+  } catch (...) {
+    // An allocation that failed says the size is wrong: the caller names the field.
+    if (util::current_exception_is_out_of_memory()) throw;
+    throw sdk::Error(description_.file.string() + ": the " + description_.kind + " \"" + description_.name +
+                     "\" failed in its constructor: " + util::current_exception_text());
+  }
   if (!raw) throw PluginError(description_.file.string() + ": " + alias + " returned null");
   // The deleter keeps this library loaded for as long as the object lives.
   auto self = shared_from_this();
@@ -97,14 +112,39 @@ std::vector<fs::path> PluginLoader::search_path() const {
   return unique;
 }
 
+namespace {
+
+// Throws sdk::PluginError unless the record matches this runtime.
+void check_record(const PluginDescription& d) {
+  if (d.abi_version != sdk::runtime_abi_version()) {
+    throw PluginError(d.file.string() + ": built for plugin ABI version " + std::to_string(d.abi_version) +
+                      ", but this runtime uses ABI version " + std::to_string(sdk::runtime_abi_version()) +
+                      "; rebuild the plugin against this ExoGym SDK");
+  }
+  if (d.fingerprint != sdk::runtime_fingerprint()) {
+    throw PluginError(d.file.string() + ": built with \"" + d.fingerprint + "\", but this runtime was built with \"" +
+                      sdk::runtime_fingerprint() + "\"; rebuild the plugin with the same compiler and LibTorch");
+  }
+}
+
+bool is_plain_file(const fs::path& file) {
+  std::error_code ec;
+  return fs::is_regular_file(file, ec);
+}
+
+}  // namespace
+
 std::shared_ptr<LoadedPlugin> PluginLoader::load_file(const fs::path& requested) {
   std::error_code ec;
   fs::path file = fs::weakly_canonical(requested, ec);
   if (ec) file = requested;
   std::lock_guard<std::mutex> lock(mutex_);
   if (auto it = loaded_.find(file); it != loaded_.end()) return it->second;
-  if (!fs::exists(file)) throw PluginError(file.string() + ": no such plugin file");
+  if (!fs::exists(file, ec)) throw PluginError(file.string() + ": no such plugin file");
+  PluginDescription description = read_plugin_record(file);
+  check_record(description);
 
+  // From here on the plugin's code runs: its static constructors first.
   auto library = std::make_shared<boost::dll::shared_library>();
   boost::dll::fs::error_code load_ec;
   library->load(file, boost::dll::load_mode::rtld_lazy | boost::dll::load_mode::rtld_local, load_ec);
@@ -112,30 +152,6 @@ std::shared_ptr<LoadedPlugin> PluginLoader::load_file(const fs::path& requested)
     throw PluginError(file.string() + ": cannot load: " + load_ec.message() +
                       " (is it a shared library built against this ExoGym SDK and its LibTorch?)");
   }
-  if (!library->has("exogym_plugin_info")) {
-    throw PluginError(file.string() + ": not an ExoGym plugin (it exports no exogym_plugin_info)");
-  }
-  // Only plain C data is read before the versions are known to match.
-  const sdk::PluginInfo* info = library->get_alias<const sdk::PluginInfo*()>("exogym_plugin_info")();
-  if (!info) throw PluginError(file.string() + ": exogym_plugin_info returned null");
-  if (info->abi_version != sdk::runtime_abi_version()) {
-    throw PluginError(file.string() + ": built for plugin ABI version " + std::to_string(info->abi_version) +
-                      ", but this runtime uses ABI version " + std::to_string(sdk::runtime_abi_version()) +
-                      "; rebuild the plugin against this ExoGym SDK");
-  }
-  std::string fingerprint = info->fingerprint ? info->fingerprint : "";
-  if (fingerprint != sdk::runtime_fingerprint()) {
-    throw PluginError(file.string() + ": built with \"" + fingerprint + "\", but this runtime was built with \"" +
-                      sdk::runtime_fingerprint() + "\"; rebuild the plugin with the same compiler and LibTorch");
-  }
-  PluginDescription description{file,
-                                info->abi_version,
-                                info->kind ? info->kind : "",
-                                info->name ? info->name : "",
-                                info->version ? info->version : "",
-                                fingerprint};
-  // Whether the symbol exists, found without running the plugin's code.
-  description.per_node = library->has("exogym_dataset_per_node");
   if (!library->has("exogym_plugin_options")) {
     throw PluginError(file.string() + ": exports no exogym_plugin_options; export it with an EXOGYM_*_PLUGIN macro");
   }
@@ -146,6 +162,32 @@ std::shared_ptr<LoadedPlugin> PluginLoader::load_file(const fs::path& requested)
   auto plugin = std::make_shared<LoadedPlugin>(std::move(library), std::move(description));
   loaded_.emplace(file, plugin);
   return plugin;
+}
+
+// The regular files named exogym_*.so in `dirs`, the first of each name.
+// Anything else (a FIFO would block a reader) is skipped.
+static std::vector<fs::path> plugin_files(const std::vector<fs::path>& dirs) {
+  std::vector<fs::path> result;
+  std::vector<std::string> seen;
+  for (const auto& dir : dirs) {
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) continue;
+    std::vector<fs::path> files;
+    for (const auto& entry : fs::directory_iterator(dir, ec)) {
+      const std::string name = entry.path().filename().string();
+      if (name.rfind("exogym_", 0) == 0 && entry.path().extension() == ".so" && is_plain_file(entry.path())) {
+        files.push_back(entry.path());
+      }
+    }
+    std::sort(files.begin(), files.end());
+    for (const auto& file : files) {
+      const std::string name = file.filename().string();
+      if (std::find(seen.begin(), seen.end(), name) != seen.end()) continue;
+      seen.push_back(name);
+      result.push_back(file);
+    }
+  }
+  return result;
 }
 
 std::shared_ptr<LoadedPlugin> PluginLoader::load(const std::string& kind, const std::string& name_or_file,
@@ -175,9 +217,12 @@ std::shared_ptr<LoadedPlugin> PluginLoader::load(const std::string& kind, const 
       }
     }
     if (!plugin) {
+      // Suggestions come from file names alone: nothing else is opened.
       std::vector<std::string> names;
-      for (auto& found : discover()) {
-        if (found.plugin && found.plugin->description().kind == kind) names.push_back(found.plugin->description().name);
+      const std::string prefix = "exogym_" + kind + "_";
+      for (const auto& found : plugin_files(dirs)) {
+        const std::string stem = found.stem().string();
+        if (stem.rfind(prefix, 0) == 0) names.push_back(stem.substr(prefix.size()));
       }
       std::string message = "no " + kind + " plugin named \"" + name_or_file + "\"";
       std::string suggestion = sdk::closest_name(name_or_file, names);
@@ -202,30 +247,17 @@ std::shared_ptr<LoadedPlugin> PluginLoader::load(const std::string& kind, const 
   return plugin;
 }
 
-std::vector<PluginLoader::Found> PluginLoader::discover() {
+std::vector<PluginLoader::Found> PluginLoader::discover() const {
   std::vector<Found> result;
-  std::vector<std::string> seen;
-  for (const auto& dir : search_path()) {
-    std::error_code ec;
-    if (!fs::is_directory(dir, ec)) continue;
-    std::vector<fs::path> files;
-    for (const auto& entry : fs::directory_iterator(dir, ec)) {
-      const std::string name = entry.path().filename().string();
-      if (name.rfind("exogym_", 0) == 0 && entry.path().extension() == ".so") files.push_back(entry.path());
+  for (const auto& file : plugin_files(search_path())) {
+    Found found{file, {}, ""};
+    try {
+      found.description = read_plugin_record(file);
+      check_record(found.description);
+    } catch (const sdk::Error& e) {
+      found.error = e.what();
     }
-    std::sort(files.begin(), files.end());
-    for (const auto& file : files) {
-      const std::string name = file.filename().string();
-      if (std::find(seen.begin(), seen.end(), name) != seen.end()) continue;
-      seen.push_back(name);
-      Found found{nullptr, file, ""};
-      try {
-        found.plugin = load_file(file);
-      } catch (const std::exception& e) {
-        found.error = e.what();
-      }
-      result.push_back(std::move(found));
-    }
+    result.push_back(std::move(found));
   }
   return result;
 }

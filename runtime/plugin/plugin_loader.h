@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "exogym/runtime/plugin/plugin_record.h"
 #include "exogym/sdk/dataset.h"
 #include "exogym/sdk/options.h"
 
@@ -28,14 +29,6 @@ class Strategy;
 }  // namespace exogym::sdk
 
 namespace exogym::runtime::plugin {
-
-struct PluginDescription {
-  std::filesystem::path file;
-  int abi_version = 0;
-  std::string kind, name, version, fingerprint;
-  // A dataset exported with EXOGYM_NODE_DATASET_PLUGIN: built once per node.
-  bool per_node = false;
-};
 
 // One loaded plugin library. Every object it creates holds a reference to it,
 // so the library is unloaded only after the last such object is destroyed
@@ -78,18 +71,20 @@ class PluginLoader {
   std::shared_ptr<LoadedPlugin> load(const std::string& kind, const std::string& name_or_file,
                                      const std::string& json_path, const std::filesystem::path& base_dir = {});
 
-  // Loads the library at `file`, checking ABI version and fingerprint before
-  // any other plugin code runs.
+  // Loads the library at `file` once its record (read from the file, see
+  // plugin_record.h) shows the runtime's ABI version and fingerprint: no
+  // code of a refused library runs.
   std::shared_ptr<LoadedPlugin> load_file(const std::filesystem::path& file);
 
   struct Found {
-    std::shared_ptr<LoadedPlugin> plugin;  // null if it could not be loaded
     std::filesystem::path file;
-    std::string error;
+    PluginDescription description;  // from the record; empty if unusable
+    std::string error;              // why it cannot be used; empty if it can
   };
-  // Every plugin library in the search path (first occurrence of a file name
-  // wins, as in lookup).
-  std::vector<Found> discover();
+  // Every regular file named exogym_*.so in the search path (first
+  // occurrence of a file name wins, as in lookup), described from its record
+  // and checked as load_file() would, without loading any.
+  std::vector<Found> discover() const;
 
  private:
   std::vector<std::filesystem::path> extra_dirs_;

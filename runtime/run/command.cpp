@@ -70,8 +70,9 @@ int run_in_mesh(const RunCommand& command, const manifest::ManifestSet& set, plu
   try {
     options.mesh = mesh.get();
     options.partial_reduce = command.world.partial_reduce;
-    // Processes on one host share its cores.
+    // Processes on one host share its cores and memory.
     options.cores = std::max(1, cluster::available_cores() / command.world.local_size);
+    options.host_processes = command.world.local_size;
     const RunnerResult result = run_manifest_set(set, loader, options);
     mesh->finish();
     if (command.world.rank == 0) print_result(set, result, command.progress);
@@ -100,6 +101,7 @@ int run_command(const RunCommand& command, plugin::PluginLoader& loader) {
   options.only = command.only;
   options.resume_dir = command.resume;
   options.from_step = command.from_step;
+  options.force = command.force;
   if (command.world.distributed()) return run_in_mesh(command, set, loader, options);
   print_result(set, run_manifest_set(set, loader, options), command.progress);
   return 0;

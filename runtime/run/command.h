@@ -34,6 +34,7 @@ struct RunCommand {
   int nproc = 0;
   std::vector<std::string> child_args;
   bool explicit_master_port = false;  // with nproc: use world.master_port, not a free one
+  bool force = false;                 // --force: see train::RunOptions
 };
 
 // Runs the command; prints the result (the comparison table, or the final

@@ -10,6 +10,7 @@
 #include "exogym/runtime/output/atomic_file.h"
 #include "exogym/runtime/output/comparison.h"
 #include "exogym/runtime/output/report/report.h"
+#include "exogym/runtime/output/run_folder.h"
 #include "exogym/runtime/output/run_writer.h"
 #include "exogym/runtime/plugin/plugin_loader.h"
 #include "exogym/runtime/run/resume.h"
@@ -89,7 +90,7 @@ RunnerResult run_manifest_set(const manifest::ManifestSet& set, plugin::PluginLo
   if (set.compares() && resumes) {
     result.folder = options.resume_dir;
   } else if (compares && !selected.empty()) {
-    result.folder = output::unique_folder(selected.front()->output_dir / selected.front()->name);
+    result.folder = output::create_run_folder(selected.front()->output_dir / selected.front()->name);
     write_variants_record(result.folder, selected);
   }
   // Decided before any run trains, so that every process of a run over
@@ -109,6 +110,8 @@ RunnerResult run_manifest_set(const manifest::ManifestSet& set, plugin::PluginLo
     run_options.mesh = options.mesh;
     run_options.partial_reduce = options.partial_reduce;
     run_options.cores = options.cores;
+    run_options.host_processes = options.host_processes;
+    run_options.force = options.force;
     if (set.compares() && (writes || resumes)) run_options.run_dir = result.folder / run->run_subdir();
     if (compares) variant_dirs.push_back(run_options.run_dir);
     if (starts[i] == VariantStart::Finished) {

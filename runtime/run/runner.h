@@ -19,6 +19,8 @@ struct RunnerOptions {
   dist::ProcessMesh* mesh = nullptr;
   bool partial_reduce = false;
   int cores = 0;
+  int host_processes = 1;  // see RunOptions
+  bool force = false;      // see RunOptions
   // Non-empty: continue the run in this folder (RunOptions::resume).
   std::filesystem::path resume_dir;
   std::optional<int64_t> from_step;

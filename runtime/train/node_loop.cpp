@@ -17,8 +17,10 @@
 #include "exogym/runtime/sim/metered_communicator.h"
 #include "exogym/runtime/train/autocast_scope.h"
 #include "exogym/runtime/train/checkpointing.h"
+#include "exogym/runtime/train/divergence.h"
 #include "exogym/runtime/train/evaluation.h"
 #include "exogym/runtime/train/model_state.h"
+#include "exogym/runtime/util/exception_text.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/node.h"
 
@@ -107,9 +109,12 @@ void NodeRun::run() {
     throw;
   } catch (const cluster::Interrupted&) {
     throw;
-  } catch (const std::exception& e) {
+  } catch (const Diverged&) {
+    throw;  // it names the node and step already; training.cpp marks the summary
+  } catch (...) {
+    // Anything a plugin throws, `throw 42` included, stops the run cleanly.
     throw sdk::Error("node " + std::to_string(rank_) + ", step " + std::to_string(ctx_.step) + ", " + phase_ + ": " +
-                     e.what());
+                     util::current_exception_text());
   }
 }
 
@@ -182,6 +187,9 @@ void NodeRun::train_step(int64_t t) {
   }
   meter_.set_completed_steps(t);
   if (eval_enabled(m_) && m_.eval_interval > 0 && t % m_.eval_interval == 0) {
+    if (m_.stop_on_nonfinite && first_nonfinite(model_.module().parameters()) >= 0) {
+      throw Diverged(rank_, t, "a parameter of the model");
+    }
     phase_ = "evaluation";
     evaluate(s_, rank_, model_, runtime_comm_, t);
   }
@@ -190,6 +198,7 @@ void NodeRun::train_step(int64_t t) {
   strategy_.zero_grad();
   phase_ = "loading the training batch";
   const double loss = forward_backward(s_.data.sampler->batch_indices(rank_, t));
+  if (m_.stop_on_nonfinite && !std::isfinite(loss)) throw Diverged(rank_, t, "the training loss");
   phase_ = "step of " + strategy_name_;
   strategy_.step();
   meter_.end_step();
@@ -248,6 +257,9 @@ void NodeRun::finish() {
   const NamedTensors state = float_state(model_.module());
   const std::vector<at::Tensor> averaged = averaged_over_nodes(state.tensors, runtime_comm_);
   if (rank_ != 0) return;
+  if (m_.stop_on_nonfinite && first_nonfinite(averaged) >= 0) {
+    throw Diverged(rank_, m_.max_steps, "a parameter of the averaged model");
+  }
   s_.writer->comm_rows(meter_.take_rows());
   if (!m_.model_formats.empty()) {
     phase_ = "saving the model";

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "exogym/runtime/output/report/report.h"
+#include "exogym/runtime/output/run_folder.h"
 #include "exogym/runtime/train/checkpointing.h"
 
 namespace exogym::runtime::train {
@@ -43,7 +44,7 @@ void choose_run_folder(RunState& s, const cluster::ThreadPlan& plan, const RunOp
   if (options.resume)
     s.run_dir = options.run_dir;
   else if (s.role.writes)
-    s.run_dir = options.run_dir.empty() ? output::unique_folder(s.m.run_dir()) : options.run_dir;
+    s.run_dir = options.run_dir.empty() ? output::create_run_folder(s.m.run_dir()) : options.run_dir;
   s.config = resolved_config(s, plan, options.partial_reduce);
 }
 

@@ -9,6 +9,8 @@
 #include "exogym/runtime/cluster/devices.h"
 #include "exogym/runtime/cluster/work_crew.h"
 #include "exogym/runtime/plugin/plugin_loader.h"
+#include "exogym/runtime/train/memory_check.h"
+#include "exogym/runtime/util/exception_text.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/random.h"
 
@@ -33,11 +35,29 @@ std::shared_ptr<sdk::Model> build_model(const manifest::Manifest& m, const RunPl
     throw at_options(m.model, e);
   }
   // Only node 0's draws survive the initial broadcast (sdk::Model).
-  if (rank == 0) model->init_parameters();
+  if (rank == 0) {
+    try {
+      model->init_parameters();
+    } catch (...) {
+      throw sdk::Error(plugins.model->description().file.string() + ": init_parameters of the model \"" +
+                       m.model.plugin + "\" failed: " + util::current_exception_text());
+    }
+  }
   model->set_generator(at::detail::createCPUGenerator(sdk::derive_seed(m.seed, kModelStream, rank)));
   model->module().to(device);
   model->module().train();
   return model;
+}
+
+// An allocation that failed while building node `rank`: too wide a model if
+// it was the first replica, else too many nodes.
+sdk::ConfigError out_of_memory(const manifest::Manifest& m, int rank, bool first, const std::string& what) {
+  if (first) {
+    return sdk::ConfigError(m.model.path + ".options",
+                            "the model \"" + m.model.plugin + "\" does not fit in memory: " + what);
+  }
+  return sdk::ConfigError("nodes", "out of memory building node " + std::to_string(rank) + " of " +
+                                       std::to_string(m.nodes) + ": " + what + "; use fewer nodes or a smaller model");
 }
 
 }  // namespace
@@ -49,16 +69,26 @@ std::shared_ptr<sdk::Model> build_model(const manifest::Manifest& m, const RunPl
 // generator sees the same number of draws either way, so whatever uses it
 // later does not depend on thread timing.
 Replicas build_replicas(const manifest::Manifest& m, const RunPlugins& plugins, const std::vector<c10::Device>& devices,
-                        const dist::NodeBlock& block, int cores) {
+                        const dist::NodeBlock& block, int cores, const MemoryBudget& budget) {
   Replicas r;
   r.models.resize(m.nodes);
   r.strategies.resize(m.nodes);
   auto build = [&](int rank) {
-    r.models[rank] = build_model(m, plugins, cluster::device_for_node(devices, rank), rank);
     try {
-      r.strategies[rank] = plugins.strategy->create_strategy(plugins.strategy_options);
-    } catch (const sdk::ConfigError& e) {
-      throw at_options(m.strategy, e);
+      r.models[rank] = build_model(m, plugins, cluster::device_for_node(devices, rank), rank);
+      try {
+        r.strategies[rank] = plugins.strategy->create_strategy(plugins.strategy_options);
+      } catch (const sdk::ConfigError& e) {
+        throw at_options(m.strategy, e);
+      }
+    } catch (const sdk::ConfigError&) {
+      throw;
+    } catch (...) {
+      if (util::current_exception_is_out_of_memory()) {
+        throw out_of_memory(m, rank, rank == block.first, util::current_exception_text());
+      }
+      throw sdk::Error("node " + std::to_string(rank) +
+                       ", building its model and strategy: " + util::current_exception_text());
     }
   };
   at::manual_seed(m.seed);
@@ -69,6 +99,8 @@ Replicas build_replicas(const manifest::Manifest& m, const RunPlugins& plugins, 
   // instead of 230, and 10-15 % slower).
   at::set_num_threads(1);
   build(block.first);
+  // The first replica is the measure of the others.
+  check_memory(m, replica_bytes(*r.models[block.first]), block.count, budget);
   const int rest = block.count - 1;
   cluster::WorkCrew crew(std::min(rest, std::max(1, cores)) - 1);
   crew.run(rest, [&](int64_t i) { build(block.first + 1 + static_cast<int>(i)); });

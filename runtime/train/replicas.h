@@ -7,6 +7,7 @@
 
 #include "exogym/runtime/dist/world.h"
 #include "exogym/runtime/manifest/manifest.h"
+#include "exogym/runtime/train/memory_check.h"
 #include "exogym/runtime/train/setup.h"
 #include "exogym/sdk/model.h"
 #include "exogym/sdk/strategy.h"
@@ -22,8 +23,11 @@ struct Replicas {
 
 // Builds the replicas and strategies of the nodes in `block`, using up to
 // `cores` threads. Node 0's replica, the only one whose initial weights
-// matter, draws them from the run's seed.
+// matter, draws them from the run's seed. The first replica is built alone
+// and measured: nodes that would not fit in `budget` are refused before the
+// others are built (memory_check.h), and an allocation that fails is an
+// sdk::ConfigError naming `nodes` or the model's options.
 Replicas build_replicas(const manifest::Manifest& m, const RunPlugins& plugins, const std::vector<c10::Device>& devices,
-                        const dist::NodeBlock& block, int cores);
+                        const dist::NodeBlock& block, int cores, const MemoryBudget& budget = {});
 
 }  // namespace exogym::runtime::train

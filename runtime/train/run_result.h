@@ -63,6 +63,8 @@ struct RunResult {
   SimulationSummary simulated;
   std::optional<double> target_loss;
   std::optional<TargetHit> target_hit;
+  // Why the run stopped before max_steps (train.on_nonfinite), if it did.
+  std::optional<std::string> stopped;
 };
 
 // A finished run's result read back from its folder (summary.json, and

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "exogym/runtime/data/example_labels.h"
+#include "exogym/runtime/data/label_range.h"
 #include "exogym/runtime/data/node_set_sampler.h"
 #include "exogym/runtime/data/registry.h"
 #include "exogym/runtime/dist/process_mesh.h"
@@ -67,9 +68,18 @@ std::shared_ptr<const sdk::Dataset> make_dataset(const manifest::DataSpec& spec,
   }
 }
 
+// Refuses, at data.train.path, a label the model has no class for (`node`:
+// whose dataset it is, for a per-node one).
+void check_label_range(const manifest::Manifest& m, const std::optional<std::vector<int64_t>>& labels,
+                       std::optional<int64_t> num_classes, const std::string& node = "") {
+  if (!labels || !num_classes) return;
+  if (auto problem = data::label_out_of_range(*labels, *num_classes, m.model.path + ".options.num_classes"))
+    throw sdk::ConfigError(m.train_data.json_path + ".path", node + *problem);
+}
+
 // The training set's labels, and the sampler of its partition. A label
 // partition of a dataset without labels is an error at the partition.
-void prepare_sampling(const manifest::Manifest& m, RunData& d) {
+void prepare_sampling(const manifest::Manifest& m, RunData& d, std::optional<int64_t> num_classes) {
   const manifest::DataSpec& spec = m.train_data;
   std::optional<std::vector<int64_t>> labels;
   try {
@@ -77,6 +87,7 @@ void prepare_sampling(const manifest::Manifest& m, RunData& d) {
   } catch (const sdk::DataError& e) {
     throw sdk::ConfigError(spec.json_path + ".path", e.what());
   }
+  check_label_range(m, labels, num_classes);
   if (spec.partition.by_label() && !labels) {
     throw sdk::ConfigError(spec.partition.json_path,
                            std::string("\"") + spec.partition.name() +
@@ -96,7 +107,8 @@ bool per_node_dataset(const manifest::DataSpec& spec, plugin::PluginLoader& load
 }
 
 // This process's nodes' data rows, as JSON for the other processes.
-json local_node_rows(const manifest::Manifest& m, const RunData& d, const dist::NodeBlock& block) {
+json local_node_rows(const manifest::Manifest& m, const RunData& d, const dist::NodeBlock& block,
+                     std::optional<int64_t> num_classes) {
   json rows = json::array();
   for (int r = block.first; r < block.first + block.count; ++r) {
     const sdk::Dataset& dataset = *d.node_train[r];
@@ -110,6 +122,7 @@ json local_node_rows(const manifest::Manifest& m, const RunData& d, const dist::
     } catch (const sdk::DataError& e) {
       throw sdk::ConfigError(m.train_data.json_path + ".path", "node " + std::to_string(r) + ": " + e.what());
     }
+    check_label_range(m, labels, num_classes, "node " + std::to_string(r) + ": ");
     json counts = json::array();
     if (labels) {
       std::map<int64_t, int64_t> histogram;
@@ -125,7 +138,7 @@ json local_node_rows(const manifest::Manifest& m, const RunData& d, const dist::
 // whole by its own sampler; every process learns every node's sizes and
 // label counts (data.csv) from the others.
 void load_node_datasets(const manifest::Manifest& m, plugin::PluginLoader& loader, const ProcessRole& role,
-                        DatasetCache* cache, RunData& d) {
+                        DatasetCache* cache, std::optional<int64_t> num_classes, RunData& d) {
   const manifest::DataSpec& spec = m.train_data;
   if (spec.partition.kind != data::PartitionSpec::Kind::Iid) {
     throw sdk::ConfigError(spec.partition.json_path,
@@ -137,7 +150,7 @@ void load_node_datasets(const manifest::Manifest& m, plugin::PluginLoader& loade
   for (int r = role.block.first; r < role.block.first + role.block.count; ++r)
     d.node_train[r] = make_dataset(spec, loader, m, d.train_options, role.block, cache, r);
   d.train = d.node_train[role.block.first];
-  json rows = local_node_rows(m, d, role.block);
+  json rows = local_node_rows(m, d, role.block, num_classes);
   if (role.mesh) {
     const std::vector<std::string> parts = role.mesh->all_gather_text(rows.dump());
     rows = json::array();
@@ -189,15 +202,16 @@ RunPlugins load_plugins(const manifest::Manifest& m, plugin::PluginLoader& loade
 bool eval_enabled(const manifest::Manifest& m) { return m.val_data.has_value() && m.eval_size > 0; }
 
 RunData load_data(const manifest::Manifest& m, plugin::PluginLoader& loader, const ProcessRole& role,
-                  DatasetCache* cache) {
+                  DatasetCache* cache, const nlohmann::json& model_options) {
+  const std::optional<int64_t> num_classes = data::model_num_classes(model_options);
   const auto started = std::chrono::steady_clock::now();
   const dist::NodeBlock& block = role.block;
   RunData d;
   if (per_node_dataset(m.train_data, loader, m)) {
-    load_node_datasets(m, loader, role, cache, d);
+    load_node_datasets(m, loader, role, cache, num_classes, d);
   } else {
     d.train = make_dataset(m.train_data, loader, m, d.train_options, block, cache);
-    prepare_sampling(m, d);
+    prepare_sampling(m, d, num_classes);
   }
   if (eval_enabled(m)) {
     d.val = make_dataset(*m.val_data, loader, m, d.val_options, block, cache);

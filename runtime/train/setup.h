@@ -66,8 +66,10 @@ struct RunData {
 // Loads the datasets (or takes them from `cache`, when an earlier run of this
 // process loaded the same ones) and prepares sampling. With a per-node
 // dataset plugin over several processes, a collective: the processes
-// exchange their nodes' data sizes and label counts.
+// exchange their nodes' data sizes and label counts. A training label
+// outside the model's classes (`model_options`' num_classes, when it has
+// one) is an sdk::ConfigError at data.train.path naming the example.
 RunData load_data(const manifest::Manifest& m, plugin::PluginLoader& loader, const ProcessRole& role,
-                  DatasetCache* cache);
+                  DatasetCache* cache, const nlohmann::json& model_options);
 
 }  // namespace exogym::runtime::train

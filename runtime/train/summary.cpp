@@ -192,6 +192,7 @@ void write_summary(RunState& s, RunResult& r, const NodeAccounts& accounts) {
   if (r.target_loss) summary["target"] = target_json(*r.target_loss, r.target_hit);
   summary["data"] = {{"partition", s.m.resolved["data"]["train"]["partition"]},
                      {"label_skew", r.label_skew ? json(*r.label_skew) : json(nullptr)}};
+  if (r.stopped) summary["stopped"] = {{"reason", "nonfinite"}, {"message", *r.stopped}};
   s.writer->write_summary(summary);
 }
 

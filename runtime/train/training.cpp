@@ -3,11 +3,15 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "exogym/runtime/cluster/cluster.h"
 #include "exogym/runtime/cluster/devices.h"
+#include "exogym/runtime/cluster/host_memory.h"
 #include "exogym/runtime/cluster/malloc_tuning.h"
 #include "exogym/runtime/cluster/thread_plan.h"
 #include "exogym/runtime/train/checkpointing.h"
+#include "exogym/runtime/train/divergence.h"
 #include "exogym/runtime/train/node_loop.h"
 #include "exogym/runtime/train/outputs.h"
 #include "exogym/runtime/train/run_state.h"
@@ -37,10 +41,40 @@ cluster::ThreadPlan prepare_cores(const RunState& s, int cores) {
   return plan;
 }
 
+// A node's intra-op team larger than the cores cannot run at once; a
+// million threads never step (each OpenMP team is made, and spins, per node).
+void check_threads(const manifest::Manifest& m, int cores) {
+  if (m.threads <= cores) return;
+  throw sdk::ConfigError("threads", std::to_string(m.threads) + " intra-op threads per computing node, but this " +
+                                        "process has " + std::to_string(cores) + " cores; at most " +
+                                        std::to_string(cores) + " (0: the cores shared out among the nodes)");
+}
+
+MemoryBudget memory_budget(const RunOptions& options) {
+  MemoryBudget budget;
+  budget.available = cluster::available_memory();
+  if (budget.available) *budget.available /= static_cast<uint64_t>(std::max(1, options.host_processes));
+  budget.force = options.force;
+  return budget;
+}
+
 int64_t parameter_count(sdk::Model& model) {
   int64_t count = 0;
   for (const auto& p : model.module().parameters()) count += p.numel();
   return count;
+}
+
+// summary.json of a run that stopped on divergence, saying why and where.
+// One process alone has every node's account; over several processes the
+// error reaches every process, and gathering the accounts needs them all, so
+// only the error says it.
+void write_diverged_summary(RunState& s, const Diverged& diverged) {
+  if (!s.role.writes || s.role.mesh) return;
+  RunResult result = run_result(s);
+  result.steps = diverged.step();
+  result.examples_trained = diverged.step() * s.m.batch_size * s.m.nodes;
+  result.stopped = diverged.what();
+  write_summary(s, result, gather_accounts(s));
 }
 
 }  // namespace
@@ -54,15 +88,16 @@ void check_run(const manifest::Manifest& m, plugin::PluginLoader& loader, int pr
 RunResult train_run(const manifest::Manifest& m, plugin::PluginLoader& loader, const RunOptions& options) {
   RunState s(m, process_role(m, options.mesh));
   s.log = logger();
+  check_threads(m, options.cores > 0 ? options.cores : cluster::available_cores());
 
   // Everything that can be wrong with the manifest is found before training.
   s.devices = cluster::resolve_devices(m.device);
   s.plugins = load_plugins(m, loader);
-  s.data = load_data(m, loader, s.role, options.dataset_cache);
+  s.data = load_data(m, loader, s.role, options.dataset_cache, s.plugins.model_options);
   s.accumulation = m.batch_size / m.minibatch_size;
 
   const cluster::ThreadPlan plan = prepare_cores(s, options.cores);
-  s.replicas = build_replicas(m, s.plugins, s.devices, s.role.block, plan.cores);
+  s.replicas = build_replicas(m, s.plugins, s.devices, s.role.block, plan.cores, memory_budget(options));
   sdk::Model& first_model = *s.replicas.models[s.role.block.first];
   s.metric_names = first_model.metric_names();
   s.parameters = parameter_count(first_model);
@@ -75,7 +110,13 @@ RunResult train_run(const manifest::Manifest& m, plugin::PluginLoader& loader, c
   open_outputs(s, options);
   try {
     prepare_checkpoints(s);
-    run_nodes(s, plan, !options.partial_reduce);
+    try {
+      run_nodes(s, plan, !options.partial_reduce);
+    } catch (const Diverged& diverged) {
+      s.progress->finish();
+      write_diverged_summary(s, diverged);
+      throw;
+    }
     s.progress->finish();
 
     // Every node's account, and the metrics other processes kept, go to the

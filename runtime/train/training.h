@@ -28,7 +28,7 @@ using DatasetCache = std::map<std::string, std::shared_ptr<const sdk::Dataset>>;
 struct RunOptions {
   output::Progress::Mode progress = output::Progress::Mode::Lines;
   // The folder to write into; empty: a fresh folder under the manifest's
-  // output.dir (see Manifest::run_dir and unique_folder).
+  // output.dir (see Manifest::run_dir and output::create_run_folder).
   std::filesystem::path run_dir;
   DatasetCache* dataset_cache = nullptr;
   // A run spread over several processes: this process's connection to the
@@ -39,6 +39,11 @@ struct RunOptions {
   // The cores this process may use (0: all it can see); processes sharing a
   // host split its cores.
   int cores = 0;
+  // Processes of this run on this host: they share its memory too.
+  int host_processes = 1;
+  // Start even when the nodes' memory estimate exceeds the available memory
+  // (memory_check.h), with a warning instead of the refusal.
+  bool force = false;
   // Continue the run in `run_dir` from its newest checkpoint that loads, or
   // from the one of step `from_step` (docs/checkpoints.md).
   bool resume = false;

@@ -1,8 +1,9 @@
 // A strategy that averages gradients like allreduce, but fails on one node
 // at one step: the cluster must abort every node cleanly and report it. The
-// failure is an exception, or, to test runs over several processes, the
-// death of the node's whole process (exit or SIGKILL) or its hanging
-// (SIGSTOP).
+// failure is an exception (a std::exception, or `throw 42`), or, to test
+// runs over several processes, the death of the node's whole process (exit
+// or SIGKILL) or its hanging (SIGSTOP). It fails in step() unless `fail_in`
+// names another entry point.
 #include <ATen/ATen.h>
 #include <signal.h>
 #include <torch/nn/module.h>
@@ -28,8 +29,14 @@ exogym::sdk::OptionSpecs faulty_options() {
       OptionSpec{"fail_mode",
                  OptionType::String,
                  "throw",
-                 "throw an exception, or end (exit), kill (SIGKILL) or stop (SIGSTOP) the node's process",
-                 {"throw", "exit", "kill", "stop"}},
+                 "throw an exception (throw42: an int), or end (exit), kill (SIGKILL) or stop (SIGSTOP) the node's "
+                 "process",
+                 {"throw", "throw42", "exit", "kill", "stop"}},
+      OptionSpec{"fail_in",
+                 OptionType::String,
+                 "step",
+                 "where it fails (the constructor fails on every node)",
+                 {"constructor", "init", "zero_grad", "step"}},
       OptionSpec{"record", OptionType::Boolean, false, "record the metric \"probe\" = 1000 * rank + step every step"},
       OptionSpec{"lr", OptionType::PositiveNumber, 0.1, "plain SGD learning rate"}};
 }
@@ -41,23 +48,23 @@ class FaultyStrategy final : public exogym::sdk::Strategy {
         fail_step_(o.at("fail_step").get<int64_t>()),
         fail_mode_(o.at("fail_mode").get<std::string>()),
         record_(o.at("record").get<bool>()),
-        lr_(o.at("lr").get<double>()) {}
+        fail_in_(o.at("fail_in").get<std::string>()),
+        lr_(o.at("lr").get<double>()) {
+    if (fail_in_ == "constructor") fail();
+  }
   void init(exogym::sdk::NodeContext& ctx, exogym::sdk::Model& model) override {
     ctx_ = &ctx;
     params_ = model.module().parameters();
+    maybe_fail("init");
   }
   void zero_grad() override {
+    maybe_fail("zero_grad");
     for (auto& p : params_) {
       if (p.grad().defined()) p.mutable_grad().zero_();
     }
   }
   void step() override {
-    if (ctx_->rank == fail_node_ && ctx_->step == fail_step_) {
-      if (fail_mode_ == "exit") ::_exit(3);
-      if (fail_mode_ == "kill") ::raise(SIGKILL);
-      if (fail_mode_ == "stop") ::raise(SIGSTOP);
-      throw std::runtime_error("deliberate failure for the test");
-    }
+    maybe_fail("step");
     if (record_) ctx_->record("probe", 1000.0 * ctx_->rank + static_cast<double>(ctx_->step));
     std::vector<at::Tensor> grads;
     for (auto& p : params_) grads.push_back(p.grad());
@@ -67,10 +74,22 @@ class FaultyStrategy final : public exogym::sdk::Strategy {
   }
 
  private:
+  void maybe_fail(const char* where) const {
+    if (fail_in_ == where && ctx_->rank == fail_node_ && ctx_->step == fail_step_) fail();
+  }
+  void fail() const {
+    if (fail_mode_ == "exit") ::_exit(3);
+    if (fail_mode_ == "kill") ::raise(SIGKILL);
+    if (fail_mode_ == "stop") ::raise(SIGSTOP);
+    if (fail_mode_ == "throw42") throw 42;
+    throw std::runtime_error("deliberate failure for the test");
+  }
+
   int fail_node_;
   int64_t fail_step_;
   std::string fail_mode_;
   bool record_;
+  std::string fail_in_;
   double lr_;
   exogym::sdk::NodeContext* ctx_ = nullptr;
   std::vector<at::Tensor> params_;

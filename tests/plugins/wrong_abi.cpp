@@ -1,5 +1,5 @@
-// Built as if against a future SDK: the loader must refuse it before calling
-// anything but its info function.
+// Built as if against a future SDK: the loader must refuse it from its
+// record, without loading it.
 #define EXOGYM_ABI_VERSION 999
 #include <cstdlib>
 
@@ -14,5 +14,5 @@ struct NeverBuilt {
 };
 }  // namespace
 
-// Only the info and options symbols are exported; that is all the check reads.
-EXOGYM_PLUGIN_COMMON_("strategy", "wrong_abi", "0.0.1", no_options)
+// Only the record and the options are exported; the check reads only the record.
+EXOGYM_PLUGIN_COMMON_("strategy", "wrong_abi", "0.0.1", no_options, "")

@@ -9,4 +9,4 @@ namespace {
 exogym::sdk::OptionSpecs no_options() { std::abort(); }
 }  // namespace
 
-EXOGYM_PLUGIN_COMMON_("strategy", "wrong_fingerprint", "0.0.1", no_options)
+EXOGYM_PLUGIN_COMMON_("strategy", "wrong_fingerprint", "0.0.1", no_options, "")

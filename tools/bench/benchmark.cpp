@@ -27,6 +27,7 @@ int run_benchmark(const BenchOptions& o) {
   if (o.wants("report")) report["report"] = report_section(o);
   if (o.wants("checkpoint")) report["checkpoint"] = checkpoint_section(o);
   if (o.wants("precision")) report["precision"] = precision_section(o);
+  if (o.wants("nonfinite")) report["nonfinite"] = nonfinite_section(o);
   report["targets"] = check_targets(o, report, dataset);
   if (!o.json_file.empty()) {
     std::ofstream(o.json_file) << report.dump(2) << '\n';

@@ -4,6 +4,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -20,6 +21,7 @@
 #include "exogym/runtime/data/registry.h"
 #include "exogym/runtime/manifest/manifest.h"
 #include "exogym/runtime/plugin/plugin_loader.h"
+#include "exogym/runtime/train/divergence.h"
 #include "exogym/runtime/train/training.h"
 #include "exogym/sdk/options.h"
 
@@ -125,6 +127,23 @@ json child_bare(const json& spec) {
   return {{"loop_seconds", result.loop_seconds}, {"last_loss", result.last_loss}, {"peak_rss", peak_rss_bytes()}};
 }
 
+// The parameters' pass of train.on_nonfinite (divergence.h) on one replica
+// of the model: the fastest of many, in seconds.
+json child_nonfinite(const json& spec) {
+  auto loader = make_loader(spec);
+  auto plugin = loader.load("model", spec["model"].get<std::string>(), "model.plugin", fs::current_path());
+  const auto model = plugin->create_model(plugin->validate(spec["model_options"], "model.options"));
+  model->init_parameters();
+  const std::vector<at::Tensor> parameters = model->module().parameters();
+  std::vector<double> seconds;
+  for (int i = 0; i < 200; ++i) {
+    const auto started = std::chrono::steady_clock::now();
+    if (rt::train::first_nonfinite(parameters) >= 0) throw std::runtime_error("a fresh model is not finite");
+    seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  }
+  return {{"check_seconds", fastest(seconds)}};
+}
+
 json child_dataset(const json& spec) {
   const double before = current_rss_bytes();
   auto data = load_dataset(spec);
@@ -151,9 +170,10 @@ int run_child(const std::string& spec_text, double age_at_main) {
   spdlog::set_level(spdlog::level::warn);
   const json spec = json::parse(spec_text);
   const std::string kind = spec["kind"];
-  const json result = kind == "simulator" ? child_simulator(spec, age_at_main)
-                      : kind == "bare"    ? child_bare(spec)
-                                          : child_dataset(spec);
+  const json result = kind == "simulator"   ? child_simulator(spec, age_at_main)
+                      : kind == "bare"      ? child_bare(spec)
+                      : kind == "nonfinite" ? child_nonfinite(spec)
+                                            : child_dataset(spec);
   std::cout << kResultPrefix << result.dump() << std::endl;
   return 0;
 }

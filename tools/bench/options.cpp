@@ -12,7 +12,7 @@ namespace fs = std::filesystem;
 const char* const kDescription =
     "Measures the simulator against a bare LibTorch loop doing the same work, for the models mlp, cnn and nanogpt "
     "(small, block 128) at K = 1, 4 and 16 nodes, plus a node-count sweep (MLP DiLoCo), a parallelism sweep, the cost "
-    "of reports and of checkpoints, bf16 against fp32, "
+    "of reports, of checkpoints and of the non-finite check, bf16 against fp32, "
     "then checks the performance targets. Every measurement runs in a fresh child process.";
 
 bool BenchOptions::wants(const std::string& section) const {
@@ -30,12 +30,13 @@ void add_options(CLI::App& app, BenchOptions& o) {
       ->delimiter(',')
       ->check(CLI::IsMember({"mlp", "cnn", "nanogpt"}))
       ->group(what);
-  app.add_option(
-         "--sections", o.sections,
-         "comma-separated subset of overhead,sweep,parallelism,memory,report,checkpoint,precision (default: all)")
+  app.add_option("--sections", o.sections,
+                 "comma-separated subset of overhead,sweep,parallelism,memory,report,checkpoint,precision,nonfinite "
+                 "(default: all)")
       ->type_name("LIST")
       ->delimiter(',')
-      ->check(CLI::IsMember({"overhead", "sweep", "parallelism", "memory", "report", "checkpoint", "precision"}))
+      ->check(CLI::IsMember(
+          {"overhead", "sweep", "parallelism", "memory", "report", "checkpoint", "precision", "nonfinite"}))
       ->group(what);
   app.add_option("--nodes", o.nodes, "node counts of the overhead table (default 1,4,16); repeatable")
       ->type_name("LIST")

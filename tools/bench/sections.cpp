@@ -230,4 +230,23 @@ json precision_section(const BenchOptions& o) {
   return out;
 }
 
+json nonfinite_section(const BenchOptions& o) {
+  std::cout << "The non-finite check (train.on_nonfinite): a pass over one replica's parameters against a step\n\n";
+  json out = json::array();
+  Rows rows;
+  for (const ModelCase& model :
+       o.quick ? std::vector<ModelCase>{mlp_case(o)} : std::vector<ModelCase>{mlp_case(o), nanogpt_case(o)}) {
+    const int64_t steps = o.quick ? 4 : 40;
+    json spec = training_spec(model, 1, steps, model.batch_size, "allreduce", adamw_options());
+    spec["kind"] = "nonfinite";
+    const double check_s = measure(o, spec)["check_seconds"];
+    spec["kind"] = "simulator";
+    const double step_s = measure(o, spec)["loop_seconds"].get<double>() / static_cast<double>(steps);
+    out.push_back({{"model", model.name}, {"check_seconds", check_s}, {"step_seconds", step_s}});
+    rows.push_back({model.name, fmt(1e3 * check_s, 3), fmt(1e3 * step_s, 2), fmt(100 * check_s / step_s, 2) + " %"});
+  }
+  print_table({"model", "check_ms", "step_ms (1 node)", "check/step"}, rows);
+  return out;
+}
+
 }  // namespace exogym::bench

@@ -28,5 +28,8 @@ nlohmann::json checkpoint_section(const BenchOptions& options);
 // Mixed precision: steps per second of the same DiLoCo run in fp32 and in
 // bf16, for nanoGPT small (4 nodes) and the MNIST MLP (4 nodes).
 nlohmann::json precision_section(const BenchOptions& options);
+// The non-finite check: one pass over a replica's parameters (what checking
+// them every step would add per node), against a step of one node.
+nlohmann::json nonfinite_section(const BenchOptions& options);
 
 }  // namespace exogym::bench
