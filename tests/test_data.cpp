@@ -192,6 +192,16 @@ TEST_CASE("read_idx errors name the file and the problem", "[data]") {
     REQUIRE_THROWS_WITH(read_idx(dir / "cut.gz"), Contains("cut.gz") && Contains("truncated: header says 4096 bytes"));
   }
 
+  SECTION("a gzip file cut right after its header") {
+    write_gz(dir / "stub.gz", idx_bytes({64, 64}));
+    auto compressed = read_plain(dir / "stub.gz");
+    compressed.resize(10);  // the gzip header alone: no byte of the deflate stream
+    write_plain(dir / "stub.gz", compressed);
+    REQUIRE_THROWS_WITH(
+        read_idx(dir / "stub.gz"),
+        Contains("stub.gz: truncated: the gzip stream ends after 0 bytes of data") && !Contains("0-byte file"));
+  }
+
   SECTION("trailing data") {
     auto bytes = idx_bytes({2, 3});
     bytes.push_back(1), bytes.push_back(2), bytes.push_back(3);

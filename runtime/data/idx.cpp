@@ -103,6 +103,12 @@ at::Tensor read_idx(const std::filesystem::path& path) {
   const int ndims = magic_bytes[3];
   // IDX magic: two zero bytes, the element type, the number of dimensions.
   if (magic_read < 4 || magic_bytes[0] != 0 || magic_bytes[1] != 0 || idx_type_name(type) == nullptr || ndims == 0) {
+    // A .gz cut before its first decompressed bytes reads as an empty file:
+    // say that the compressed file is what is short.
+    if (magic_read < 4 && !gzip_note(file.get()).empty()) {
+      throw DataError(path.string() + ": truncated: the gzip stream ends after " + std::to_string(magic_read) +
+                      " bytes of data (an incomplete download? fetch the file again)");
+    }
     const std::string got =
         magic_read < 4 ? "a " + std::to_string(magic_read) + "-byte file" : "bad magic " + hex32(magic);
     throw DataError(path.string() + ": " + got + " (expected an IDX file, e.g. 0x00000803 for images)");
