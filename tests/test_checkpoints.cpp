@@ -6,6 +6,7 @@
 #include <torch/optim/sgd.h>
 
 #include <fstream>
+#include <thread>
 
 #include "checkpoint_fixtures.h"
 #include "exogym/runtime/checkpoint/checkpoint_reader.h"
@@ -75,30 +76,67 @@ TEST_CASE("optimizer state survives save and load: adam and adamw steps, sgd mom
 }
 
 TEST_CASE("Ctrl-C stops every node at a boundary none has passed yet", "[checkpoint]") {
+  using Answer = runtime::checkpoint::StopPoint::Answer;
   // Node 0 reached boundary 5 before the request and went on into step 5's
   // collectives; node 1 sees the request at boundary 5. Stopping node 1 there
   // would leave node 0 waiting in a collective node 1 never enters.
   runtime::checkpoint::StopPoint drift(0, 2, 0);
-  CHECK_FALSE(drift.stop_here(0, 5, false));
-  CHECK_FALSE(drift.stop_here(1, 5, true));
-  CHECK(drift.stop_here(1, 6, false));
-  CHECK(drift.stop_here(0, 6, false));
+  CHECK(drift.at_boundary(0, 5, false) == Answer::Go);
+  CHECK(drift.at_boundary(1, 5, true) == Answer::Go);
+  CHECK(drift.at_boundary(1, 6, false) == Answer::Stop);
+  CHECK(drift.at_boundary(0, 6, false) == Answer::Stop);
 
   // The requesting node is ahead (DiLoCo lets nodes drift by up to H steps):
   // the others catch up to its boundary and stop there.
   runtime::checkpoint::StopPoint ahead(0, 3, 10);
-  CHECK_FALSE(ahead.stop_here(1, 11, false));
-  CHECK(ahead.stop_here(0, 14, true));
-  CHECK_FALSE(ahead.stop_here(1, 12, false));
-  CHECK(ahead.stop_here(1, 14, false));
-  CHECK(ahead.stop_here(2, 14, true));
+  CHECK(ahead.at_boundary(1, 11, false) == Answer::Go);
+  CHECK(ahead.at_boundary(0, 14, true) == Answer::Stop);
+  CHECK(ahead.at_boundary(1, 12, false) == Answer::Go);
+  CHECK(ahead.at_boundary(1, 14, false) == Answer::Stop);
+  CHECK(ahead.at_boundary(2, 14, true) == Answer::Stop);
 
   // Nodes numbered from the block's first rank (a process's share of nodes).
   runtime::checkpoint::StopPoint block(4, 2, 0);
-  CHECK_FALSE(block.stop_here(5, 3, false));
-  CHECK_FALSE(block.stop_here(4, 2, true));
-  CHECK(block.stop_here(4, 4, false));
-  CHECK(block.stop_here(5, 4, false));
+  CHECK(block.at_boundary(5, 3, false) == Answer::Go);
+  CHECK(block.at_boundary(4, 2, true) == Answer::Go);
+  CHECK(block.at_boundary(4, 4, false) == Answer::Stop);
+  CHECK(block.at_boundary(5, 4, false) == Answer::Stop);
+}
+
+TEST_CASE("over several processes, nodes stop at the largest proposal, which none has passed", "[checkpoint]") {
+  using runtime::checkpoint::StopPoint;
+  using Answer = StopPoint::Answer;
+  // This process hosts nodes 2 and 3. Node 3 is blocked inside step 7's
+  // collective (it reached boundary 7), waiting for another process; node 2
+  // is at step 5. Nobody stops before a proposal.
+  StopPoint point(2, 2, 0, true);
+  CHECK(point.at_boundary(2, 5, true) == Answer::Go);
+  CHECK(point.at_boundary(3, 7, true) == Answer::Go);
+  // Proposed from a thread of its own: one beyond the furthest boundary, so
+  // node 3 need not reach a boundary for it; proposing again changes nothing.
+  CHECK(point.propose() == 8);
+  CHECK(point.at_boundary(2, 6, false) == Answer::Go);
+  CHECK(point.propose() == 8);
+  // Node 2 gets to the proposal first and must wait for the agreement.
+  CHECK(point.at_boundary(2, 8, false) == Answer::Wait);
+  // Another process proposed 10: everyone goes on to it.
+  std::thread agreement([&] { point.agree(10); });
+  CHECK(point.wait_for_agreement());
+  agreement.join();
+  CHECK(point.at_boundary(2, 8, false) == Answer::Go);
+  CHECK(point.at_boundary(3, 8, false) == Answer::Go);
+  CHECK(point.at_boundary(3, 9, false) == Answer::Go);
+  CHECK(point.at_boundary(3, 10, false) == Answer::Stop);
+  CHECK(point.at_boundary(2, 10, false) == Answer::Stop);
+
+  // The agreement never comes (a peer failed): the wait ends, nobody waits again.
+  StopPoint failed(0, 1, 0, true);
+  CHECK(failed.propose() == 1);
+  CHECK(failed.at_boundary(0, 1, true) == Answer::Wait);
+  std::thread abandon([&] { failed.abandon(); });
+  CHECK_FALSE(failed.wait_for_agreement());
+  abandon.join();
+  CHECK(failed.at_boundary(0, 1, true) == Answer::Go);
 }
 
 TEST_CASE("checkpoint.interval writes complete step folders with an index and keeps the newest", "[checkpoint]") {

@@ -123,6 +123,58 @@ TEST_CASE("Ctrl-C writes a checkpoint where the run stopped, exits 130, and the 
   require_resumes_to(run, run_folder(dir, "whole"), dir / "resumed.log");
 }
 
+TEST_CASE("Ctrl-C over --nproc 2: the processes agree on a step, save it there, exit 130, and the run resumes exactly",
+          "[checkpoint][slow]") {
+  TempDir dir("resume-nproc-ctrl-c");
+  json m = long_manifest();
+  m["checkpoint"]["interval"] = 500;
+  m["output"]["dir"] = "whole";
+  REQUIRE(run_cli({write_manifest(dir, "whole", m).string(), "--progress=none"}, dir / "whole.log").code == 0);
+  // The signal goes to the launcher, which passes it to both processes (as
+  // Ctrl-C in a terminal reaches both), or to one process alone (a SIGTERM
+  // to one host's process), which tells the other through the store.
+  for (const bool one_process : {false, true}) {
+    const std::string out = one_process ? "one" : "both";
+    m["output"]["dir"] = out;
+    const fs::path run = run_folder(dir, out);
+    const fs::path log = dir / (out + ".log");
+    const auto started = Clock::now();
+    const pid_t launcher =
+        spawn({write_manifest(dir, out, m).string(), "--nproc", "2", "--timeout", "60", "--progress=none"}, {}, log);
+    const fs::path marker = run / "checkpoints" / "step-500" / "index.json";
+    while (!fs::exists(marker)) {
+      int status = 0;
+      if (::waitpid(launcher, &status, WNOHANG) == launcher)
+        FAIL("the run ended before " << marker << ":\n" << read_text(log));
+      if (Clock::now() - started > std::chrono::seconds(120)) ::kill(launcher, SIGKILL);
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    pid_t target = launcher;
+    if (one_process) {
+      std::ifstream children("/proc/" + std::to_string(launcher) + "/task/" + std::to_string(launcher) + "/children");
+      REQUIRE(children >> target);
+    }
+    ::kill(target, SIGINT);
+    const Outcome stopped = wait_for(launcher, log, started, 120);
+    INFO(out << ":\n" << stopped.output);
+    REQUIRE(stopped.code == 130);
+    CHECK(stopped.output.find("--resume " + run.string()) != std::string::npos);
+    // One checkpoint of the agreed step, past the periodic one, holding every node.
+    const int64_t step = runtime::checkpoint::list_checkpoints(run).rbegin()->first;
+    CHECK(step > 500);
+    CHECK(step < 3000);
+    const json index = json::parse(read_text(run / "checkpoints" / ("step-" + std::to_string(step)) / "index.json"));
+    CHECK(index.at("nodes") == 4);
+    CHECK(index.at("processes") == 2);
+    CHECK(read_lines(run / "train.csv").size() == static_cast<size_t>(step + 1));
+    const Outcome resumed =
+        run_cli({"--resume", run.string(), "--nproc", "2", "--progress=none"}, dir / (out + "-resumed.log"));
+    INFO(resumed.output);
+    REQUIRE(resumed.code == 0);
+    require_same_run(run_folder(dir, "whole"), run);
+  }
+}
+
 TEST_CASE("a damaged or truncated newest checkpoint is skipped with a warning and the previous one used",
           "[checkpoint]") {
   TempDir dir("resume-damaged");
@@ -291,6 +343,9 @@ TEST_CASE("bad resume input is a clear error with exit status 2 that changes not
 TEST_CASE("a run saved over --nproc 2 resumes over 2 processes and in one", "[checkpoint][slow]") {
   TempDir dir("resume-nproc");
   json m = checkpointed_manifest(4, 5);
+  // DiLoCo records metrics on every node: process 1's rows reach metrics.csv
+  // through each checkpoint.
+  m["strategy"] = {{"plugin", "diloco"}, {"options", {{"H", 3}, {"optimizer", {{"name", "adamw"}, {"lr", 0.003}}}}}};
   m["train"]["max_steps"] = 20;
   train_into(m, dir / "whole");
   m["train"]["max_steps"] = 10;

@@ -74,6 +74,18 @@ class ProcessMesh {
   std::vector<std::string> all_gather_text(const std::string& mine);
   void barrier();
 
+  // Agreeing on the step where an interrupted run stops (train/stop_vote.h).
+  // Each run of the session that votes opens a round; every process opens
+  // the same rounds in the same order.
+  int open_stop_round() { return ++stop_round_; }
+  // Posts this process's proposal; `asked`: this process was signalled, so
+  // the others are told to propose too.
+  void propose_stop(int round, int64_t step, bool asked);
+  // Whether some process was asked to stop (does not wait).
+  bool stop_asked(int round);
+  // The largest proposal once every process made one (does not wait).
+  std::optional<int64_t> agreed_stop(int round);
+
   // Stops the mesh: the first reason wins; it is published for the peers,
   // every wait in progress ends, connections close, the listener hears it.
   void fail(const std::string& reason);
@@ -125,6 +137,7 @@ class ProcessMesh {
   };
   std::vector<Peer> peers_;
   std::atomic<int> nodes_{0};
+  int stop_round_ = 0;
 
   mutable std::mutex mutex_;  // guards the fields below
   std::string failure_;

@@ -18,6 +18,9 @@ void ProcessMesh::all_gather(const void*, size_t, const std::vector<void*>&, con
 void ProcessMesh::broadcast(void*, size_t, int) {}
 std::vector<std::string> ProcessMesh::all_gather_text(const std::string& mine) { return {mine}; }
 void ProcessMesh::barrier() {}
+void ProcessMesh::propose_stop(int, int64_t, bool) {}
+bool ProcessMesh::stop_asked(int) { return false; }
+std::optional<int64_t> ProcessMesh::agreed_stop(int) { return std::nullopt; }
 void ProcessMesh::fail(const std::string&) {}
 std::string ProcessMesh::failure() const { return failure_; }
 void ProcessMesh::set_failure_listener(std::function<void(const std::string&)>) {}

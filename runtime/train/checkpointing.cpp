@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <limits>
 #include <string>
 
 #include "exogym/build_config.h"
 #include "exogym/runtime/checkpoint/resume_rules.h"
 #include "exogym/runtime/dist/process_mesh.h"
+#include "exogym/runtime/output/atomic_file.h"
 #include "exogym/runtime/plugin/plugin_loader.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/options.h"
@@ -198,8 +200,8 @@ void prepare_checkpoints(RunState& s) {
     }
   }
   s.checkpoints = std::make_unique<checkpoint::CheckpointWriter>(run_dir, m.checkpoint.keep);
-  if (!s.role.mesh)
-    s.stop_point = std::make_unique<checkpoint::StopPoint>(s.role.block.first, s.role.block.count, s.first_step);
+  s.stop_point = std::make_unique<checkpoint::StopPoint>(s.role.block.first, s.role.block.count, s.first_step,
+                                                         /*shared=*/s.role.mesh != nullptr);
   checkpoint::CheckpointIndex& index = s.checkpoint_index;
   index.nodes = m.nodes;
   index.processes = s.role.processes;
@@ -223,7 +225,41 @@ bool checkpoint_due(const RunState& s, int64_t step) {
   return s.checkpoints && (step % s.m.checkpoint.interval == 0 || step == s.m.max_steps);
 }
 
+namespace {
+
+std::string metrics_file_name(int process) { return "metrics-process-" + std::to_string(process) + ".json"; }
+
+// Process 0: the rows the other processes handed over for this checkpoint
+// go into metrics.csv, so that the CSV the checkpoint records is complete.
+void take_over_metrics(RunState& s, int64_t step) {
+  const fs::path folder = s.checkpoints->partial_folder(step);
+  for (int q = 1; q < s.role.processes; ++q) {
+    const fs::path file = folder / metrics_file_name(q);
+    json rows;
+    try {
+      std::ifstream in(file, std::ios::binary);
+      if (!in) throw sdk::Error("it is missing");
+      rows = json::parse(in);
+    } catch (const std::exception& e) {
+      throw sdk::Error(file.string() + ": cannot read the metric rows of process " + std::to_string(q) + ": " +
+                       e.what());
+    }
+    replay_metrics(rows, *s.writer);
+    std::error_code ec;
+    fs::remove(file, ec);
+  }
+}
+
+}  // namespace
+
+void hand_over_metrics(RunState& s, int64_t step) {
+  const json rows = s.metric_buffer->take_rows();
+  output::write_file_atomically(s.checkpoints->partial_folder(step) / metrics_file_name(s.role.mesh->rank()),
+                                rows.dump());
+}
+
 fs::path commit_checkpoint(RunState& s, int64_t step) {
+  if (s.role.mesh) take_over_metrics(s, step);
   checkpoint::CheckpointIndex index = s.checkpoint_index;
   index.step = step;
   index.sections["outputs"] = outputs_section(s);

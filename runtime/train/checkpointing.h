@@ -33,8 +33,13 @@ void prepare_checkpoints(RunState& s);
 // multiple of checkpoint.interval, or the last step.
 bool checkpoint_due(const RunState& s, int64_t step);
 
-// Node 0, once every node's file of `step` is written: the index with the
-// run-wide state, then the commit. Returns the checkpoint's folder.
+// Over several processes, one node of each process other than 0, once every
+// node of its process is at the checkpoint of `step`: its metric rows so far
+// go into the checkpoint's folder, for process 0 to append to metrics.csv.
+void hand_over_metrics(RunState& s, int64_t step);
+
+// Node 0, once every node's file of `step` is written (and every process's
+// metric rows): the index with the run-wide state, then the commit. Returns the checkpoint's folder.
 std::filesystem::path commit_checkpoint(RunState& s, int64_t step);
 
 }  // namespace exogym::runtime::train

@@ -1,7 +1,7 @@
 #pragma once
 // Where the nodes of processes other than process 0 record their metrics:
-// the rows wait here until the run ends and process 0 appends them to
-// metrics.csv.
+// the rows wait here until the next checkpoint or the end of the run, when
+// process 0 appends them to metrics.csv.
 #include <cstdint>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -16,13 +16,16 @@ class MetricBuffer final : public sdk::MetricSink {
   void record(int node, int64_t step, const std::string& name, double value) override;
   // [[node, step, name, value], ...] in the order recorded.
   nlohmann::json rows() const;
+  // The rows, leaving none.
+  nlohmann::json take_rows();
 
  private:
   mutable std::mutex mutex_;
   nlohmann::json rows_ = nlohmann::json::array();
 };
 
-// Records `rows` (as MetricBuffer::rows() gives them) into `sink`.
+// Records `rows` (as MetricBuffer::rows() gives them, after a trip through
+// JSON text, where NaN becomes null) into `sink`.
 void replay_metrics(const nlohmann::json& rows, sdk::MetricSink& sink);
 
 }  // namespace exogym::runtime::train

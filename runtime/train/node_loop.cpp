@@ -20,6 +20,7 @@
 #include "exogym/runtime/train/divergence.h"
 #include "exogym/runtime/train/evaluation.h"
 #include "exogym/runtime/train/model_state.h"
+#include "exogym/runtime/train/stop_vote.h"
 #include "exogym/runtime/util/exception_text.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/node.h"
@@ -151,7 +152,21 @@ void NodeRun::restore() {
 }
 
 void NodeRun::boundary(int64_t step) {
-  const bool stop = s_.stop_point && s_.stop_point->stop_here(rank_, step, cluster::interrupt_requested());
+  bool stop = false;
+  if (s_.stop_point) {
+    using Answer = checkpoint::StopPoint::Answer;
+    Answer answer;
+    while ((answer = s_.stop_point->at_boundary(rank_, step, cluster::interrupt_requested())) == Answer::Wait) {
+      // This process's proposal: wait for the other processes' (stop_vote.h),
+      // without holding a compute slot another node needs to get here.
+      phase_ = "waiting for the processes to agree where to stop after the signal";
+      slot_.release();
+      const bool agreed = s_.stop_point->wait_for_agreement();
+      slot_.acquire();
+      if (!agreed) throw sdk::AbortedError("the run failed while its processes agreed where to stop");
+    }
+    stop = answer == Answer::Stop;
+  }
   if (stop || checkpoint_due(s_, step)) write_checkpoint(step);
   if (stop) {
     throw cluster::Interrupted("interrupted by a signal (Ctrl-C) after " + std::to_string(step) +
@@ -160,14 +175,20 @@ void NodeRun::boundary(int64_t step) {
   }
 }
 
-// Collective: every node writes its file, they meet, node 0 commits, they
-// meet again (so that a failed commit stops every node). The meetings are
+// Collective: every node writes its file, they meet, (over several
+// processes: the other processes hand their metric rows over, they meet,)
+// node 0 commits, they meet again (so that a failed commit stops every node). The meetings are
 // the runtime's, unmetered: a checkpoint changes no count and no clock.
 void NodeRun::write_checkpoint(int64_t step) {
   phase_ = "writing the checkpoint of step " + std::to_string(step);
   const auto started = std::chrono::steady_clock::now();
   checkpoint::write_node_state(s_.checkpoints->partial_folder(step), rank_, step, model_, strategy_, meter_.state());
   backend_->barrier();
+  if (s_.role.mesh) {
+    // Every node of this process is here, so no metric row is still coming.
+    if (s_.metric_buffer && rank_ == s_.role.block.first) hand_over_metrics(s_, step);
+    backend_->barrier();
+  }
   std::filesystem::path folder;
   if (rank_ == 0) folder = commit_checkpoint(s_, step);
   backend_->barrier();
@@ -276,12 +297,19 @@ void run_nodes(RunState& s, const cluster::ThreadPlan& plan, bool exact_reduce) 
                                                            &s.simulation->clocks(), exact_reduce)
                       : std::make_unique<cluster::Cluster>(m.nodes, plan.parallelism);
   if (plan.pinned) cluster->slots().pin_threads();
+  std::unique_ptr<StopVote> vote;
+  if (mesh && s.stop_point) {
+    checkpoint::StopPoint* point = s.stop_point.get();
+    cluster->abort_signal().on_abort([point] { point->abandon(); });
+    vote = std::make_unique<StopVote>(*mesh, *point, cluster->abort_signal(), m.max_steps);
+  }
   cluster->run([&](int rank, cluster::NodeSlot& slot) {
     // OpenMP settings are per thread: a new thread would start with one
     // OpenMP thread per core, and K such teams oversubscribe the machine.
     at::set_num_threads(plan.threads);
     NodeRun(s, *cluster, rank, slot).run();
   });
+  if (vote) vote->finished();
 }
 
 }  // namespace exogym::runtime::train
