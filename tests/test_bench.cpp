@@ -94,6 +94,10 @@ TEST_CASE("the benchmark harness shares the tools' flags and refuses bad ones wi
   CHECK_THAT(refused("--fast"), Catch::Contains("--fast"));
   CHECK_THAT(refused("--repeat 0"), Catch::Contains("--repeat"));
   CHECK_THAT(refused("--data " + (dir / "none").string()), Catch::Contains("no mnist/ folder here (use --data)"));
+  // Before measuring anything, not after.
+  CHECK_THAT(refused("--json " + (dir / "missing" / "bench.json").string()),
+             Catch::Contains("--json") && Catch::Contains("does not exist"));
+  CHECK_THAT(refused("--json " + dir.path().string()), Catch::Contains("--json") && Catch::Contains("is a folder"));
   CHECK(std::system((bench + " --version > " + out + " 2>&1").c_str()) == 0);
   CHECK_THAT(read_text(dir / "out.txt"), Catch::StartsWith(std::string("exogym-bench ") + EXOGYM_VERSION));
 }

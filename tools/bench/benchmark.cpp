@@ -1,6 +1,5 @@
 #include "bench/benchmark.h"
 
-#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -8,6 +7,7 @@
 #include "bench/sections.h"
 #include "bench/targets.h"
 #include "exogym/runtime/cluster/cluster.h"
+#include "exogym/runtime/output/atomic_file.h"
 
 namespace exogym::bench {
 
@@ -30,7 +30,7 @@ int run_benchmark(const BenchOptions& o) {
   if (o.wants("nonfinite")) report["nonfinite"] = nonfinite_section(o);
   report["targets"] = check_targets(o, report, dataset);
   if (!o.json_file.empty()) {
-    std::ofstream(o.json_file) << report.dump(2) << '\n';
+    runtime::output::write_file_atomically(o.json_file, report.dump(2) + "\n");
     std::cout << "\nwrote " << o.json_file << '\n';
   }
   return 0;

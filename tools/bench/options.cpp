@@ -70,6 +70,15 @@ void finish_options(BenchOptions& o, const fs::path& default_data_dir) {
   if (!fs::exists(o.data_dir / "mnist"))
     throw sdk::DataError(o.data_dir.string() + ": no mnist/ folder here (use --data)");
   if (!o.plugin_path.empty()) o.plugin_path = fs::absolute(o.plugin_path).string();
+  // Found now, not after the measurements it would lose.
+  if (!o.json_file.empty()) {
+    const fs::path folder = fs::absolute(o.json_file).parent_path();
+    std::error_code ec;
+    if (!fs::is_directory(folder, ec)) {
+      throw sdk::ConfigError("--json", o.json_file + ": the folder " + folder.string() + " does not exist");
+    }
+    if (fs::is_directory(o.json_file, ec)) throw sdk::ConfigError("--json", o.json_file + " is a folder");
+  }
 }
 
 }  // namespace exogym::bench
