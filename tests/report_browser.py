@@ -313,7 +313,9 @@ def chart_problems(drawn_charts, expected, what):
 
 
 def main():
-    source, build = sys.argv[1], sys.argv[2]
+    # Absolute: the manifests are written into a temporary folder, and their
+    # data paths must not depend on where this script was started.
+    source, build = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
     work = tempfile.mkdtemp(prefix="exogym-report-browser-")
     try:
         comparison = run_manifest(MANIFEST, source, build, work)
