@@ -47,7 +47,9 @@ at::Tensor pack_tensors(const std::vector<at::Tensor>& tensors) {
   at::Tensor message = at::empty({head + data_bytes}, at::kByte);
   auto* words = reinterpret_cast<int64_t*>(message.data_ptr<uint8_t>());
   words[0] = static_cast<int64_t>(meta.size());
-  std::memcpy(words + 1, meta.data(), meta.size() * sizeof(int64_t));
+  // No tensors: no metadata, and memcpy from an empty vector's null data()
+  // is undefined even for zero bytes (UBSan reported it).
+  if (!meta.empty()) std::memcpy(words + 1, meta.data(), meta.size() * sizeof(int64_t));
   int64_t offset = head;
   for (const auto& t : tensors) {
     view_of(message, offset, t.sizes(), t.scalar_type()).copy_(t);
