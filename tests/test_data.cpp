@@ -1,10 +1,8 @@
-// The data layer: IDX reading, MNIST, the synthetic dataset, IID sharding and
-// the built-in dataset registry.
-#include <ATen/CPUGeneratorImpl.h>
-#include <ATen/ops/arange.h>
+// The data layer: IDX reading, MNIST, the synthetic dataset and the built-in
+// dataset registry (the IID sampler: test_samplers.cpp).
 #include <ATen/ops/bincount.h>
 #include <ATen/ops/cdist.h>
-#include <ATen/ops/randperm.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -15,16 +13,15 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
-#include <set>
+#include <numeric>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "exogym/runtime/data/idx.h"
 #include "exogym/runtime/data/mnist.h"
 #include "exogym/runtime/data/registry.h"
-#include "exogym/runtime/data/sampler.h"
 #include "exogym/runtime/data/synthetic.h"
+#include "exogym/runtime/data/whole_gunzip.h"
 #include "exogym/sdk/error.h"
 #include "helpers.h"
 #include "testing.h"
@@ -136,6 +133,43 @@ TEST_CASE("read_idx reads plain and gzipped IDX files", "[data]") {
   REQUIRE(read_idx(dir / "empty").sizes().vec() == std::vector<int64_t>{0, 28, 28});
 }
 
+TEST_CASE("A whole .gz is inflated in one call when the build has libdeflate", "[data]") {
+  TempDir dir;
+  const auto bytes = idx_bytes({3, 7, 5});
+  write_gz(dir / "images.gz", bytes);
+  write_plain(dir / "images", bytes);
+  // tools/dev installs libdeflate-dev, so the build it makes has the fast path.
+  REQUIRE(whole_gunzip_available());
+  const auto whole = gunzip_whole_file(dir / "images.gz");
+  REQUIRE(whole.has_value());
+  REQUIRE(to_vector(*whole) == std::vector<int64_t>(bytes.begin(), bytes.end()));
+  // Not gzip, or not one clean member: left to zlib's stream.
+  REQUIRE_FALSE(gunzip_whole_file(dir / "images").has_value());
+  REQUIRE_FALSE(gunzip_whole_file(dir / "no-such-file.gz").has_value());
+  auto corrupt = read_plain(dir / "images.gz");
+  corrupt[corrupt.size() - 6] ^= 0xff;  // the CRC no longer matches
+  write_plain(dir / "corrupt.gz", corrupt);
+  REQUIRE_FALSE(gunzip_whole_file(dir / "corrupt.gz").has_value());
+
+  // Two gzip members one after the other (what `cat a.gz b.gz` makes) are
+  // one valid stream to gunzip: zlib reads them, with the same result.
+  const std::vector<unsigned char> first(bytes.begin(), bytes.begin() + 50), second(bytes.begin() + 50, bytes.end());
+  write_gz(dir / "first.gz", first);
+  write_gz(dir / "second.gz", second);
+  auto joined = read_plain(dir / "first.gz");
+  const auto tail = read_plain(dir / "second.gz");
+  joined.insert(joined.end(), tail.begin(), tail.end());
+  write_plain(dir / "joined.gz", joined);
+  REQUIRE_FALSE(gunzip_whole_file(dir / "joined.gz").has_value());
+  for (const char* name : {"images.gz", "images", "joined.gz"}) {
+    INFO(name);
+    const at::Tensor t = read_idx(dir / name);
+    REQUIRE(t.sizes().vec() == std::vector<int64_t>{3, 7, 5});
+    REQUIRE(to_vector(t.flatten()) == std::vector<int64_t>(bytes.begin() + 16, bytes.end()));
+  }
+  REQUIRE_THROWS_WITH(read_idx(dir / "corrupt.gz"), Contains("corrupt.gz"));
+}
+
 TEST_CASE("read_idx errors name the file and the problem", "[data]") {
   TempDir dir;
 
@@ -143,6 +177,12 @@ TEST_CASE("read_idx errors name the file and the problem", "[data]") {
     const auto file = dir / "nothing-here-idx3-ubyte";
     REQUIRE_THROWS_AS(read_idx(file), DataError);
     REQUIRE_THROWS_WITH(read_idx(file), Contains(file.string()) && Contains("no such file"));
+  }
+
+  SECTION("not a regular file") {
+    // Opening a FIFO would wait for a writer forever.
+    REQUIRE(::mkfifo((dir / "fifo-idx3-ubyte").c_str(), 0600) == 0);
+    REQUIRE_THROWS_WITH(read_idx(dir / "fifo-idx3-ubyte"), Contains("fifo-idx3-ubyte: not a regular file"));
   }
 
   SECTION("wrong magic") {
@@ -229,21 +269,23 @@ TEST_CASE("MnistDataset reads a small generated MNIST folder", "[data]") {
 
   const MnistDataset mnist(dir.path, "test");
   REQUIRE(mnist.size() == 3);
-  REQUIRE(mnist.images().sizes().vec() == std::vector<int64_t>{3, 1, 2, 5});
-  REQUIRE(mnist.images().scalar_type() == at::kFloat);
+  REQUIRE(mnist.pixels().sizes().vec() == std::vector<int64_t>{3, 1, 2, 5});
+  REQUIRE(mnist.pixels().scalar_type() == at::kByte);
+  const at::Tensor all = mnist.get({0, 1, 2}).at("input");
+  REQUIRE(all.scalar_type() == at::kFloat);
   const float ink = static_cast<float>((1.0 - 0.1307) / 0.3081);
   const float background = static_cast<float>((0.0 - 0.1307) / 0.3081);
-  REQUIRE(mnist.images()[0][0][0][0].item<float>() == Approx(ink).epsilon(1e-6));
-  REQUIRE(mnist.images()[0][0][0][1].item<float>() == Approx(background).epsilon(1e-6));
-  REQUIRE(mnist.images()[2][0][1][4].item<float>() == Approx((0.2 - 0.1307) / 0.3081).epsilon(1e-5));
+  REQUIRE(all[0][0][0][0].item<float>() == Approx(ink).epsilon(1e-6));
+  REQUIRE(all[0][0][0][1].item<float>() == Approx(background).epsilon(1e-6));
+  REQUIRE(all[2][0][1][4].item<float>() == Approx((0.2 - 0.1307) / 0.3081).epsilon(1e-5));
 
   const auto batch = mnist.get({2, 0, 2});
   REQUIRE(batch.size() == 2);
   REQUIRE(batch.at("input").sizes().vec() == std::vector<int64_t>{3, 1, 2, 5});
   REQUIRE(batch.at("target").scalar_type() == at::kLong);
   REQUIRE(to_vector(batch.at("target")) == std::vector<int64_t>{4, 9, 4});
-  REQUIRE(batch.at("input")[1].equal(mnist.images()[0]));
-  REQUIRE(batch.at("input")[0].equal(mnist.images()[2]));
+  REQUIRE(batch.at("input")[1].equal(all[0]));
+  REQUIRE(batch.at("input")[0].equal(all[2]));
   REQUIRE(mnist.get({}).at("input").sizes().vec() == std::vector<int64_t>{0, 1, 2, 5});
   REQUIRE_THROWS_AS(mnist.get({3}), exogym::sdk::InternalError);
   REQUIRE_THROWS_AS(mnist.get({-1}), exogym::sdk::InternalError);
@@ -289,198 +331,39 @@ TEST_CASE("MNIST test split: counts and labels", "[data]") {
   const fs::path dir = exogym::test::mnist_dir();
   const MnistDataset test(dir, "test");
   REQUIRE(test.size() == 10000);
-  REQUIRE(test.images().sizes().vec() == std::vector<int64_t>{10000, 1, 28, 28});
+  REQUIRE(test.pixels().sizes().vec() == std::vector<int64_t>{10000, 1, 28, 28});
   REQUIRE(label_counts(test.labels()) == std::vector<int64_t>{980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009});
   REQUIRE(to_vector(test.labels().slice(0, 0, 10)) == std::vector<int64_t>{7, 2, 1, 0, 4, 1, 4, 9, 5, 9});
   const auto batch = test.get({0, 9999});
   REQUIRE(batch.at("input").sizes().vec() == std::vector<int64_t>{2, 1, 28, 28});
   REQUIRE(batch.at("target")[0].item<int64_t>() == 7);
   // Bit-identical to normalizing with tensor ops (ToTensor + Normalize).
+  std::vector<int64_t> every(10000);
+  std::iota(every.begin(), every.end(), 0);
+  const at::Tensor images = test.get(every).at("input");
   const at::Tensor raw = read_idx(dir / "t10k-images-idx3-ubyte.gz");
-  REQUIRE(test.images().equal(raw.to(at::kFloat).div(255).sub(0.1307).div(0.3081).unsqueeze(1)));
+  REQUIRE(images.equal(raw.to(at::kFloat).div(255).sub(0.1307).div(0.3081).unsqueeze(1)));
   // Pixels are 0..255, so normalized values span exactly this range.
-  REQUIRE(test.images().min().item<float>() == Approx(-0.1307 / 0.3081));
-  REQUIRE(test.images().max().item<float>() == Approx((1 - 0.1307) / 0.3081));
+  REQUIRE(images.min().item<float>() == Approx(-0.1307 / 0.3081));
+  REQUIRE(images.max().item<float>() == Approx((1 - 0.1307) / 0.3081));
 }
 
-// About 0.3 s of gunzip plus normalization on one core (see the report).
+// Inflating 47 MB of images, then normalizing all of them through get().
 TEST_CASE("MNIST train split: counts, labels and normalization", "[data]") {
   const fs::path dir = exogym::test::mnist_dir();
   const MnistDataset train(dir, "train");
   REQUIRE(train.size() == 60000);
-  REQUIRE(train.images().sizes().vec() == std::vector<int64_t>{60000, 1, 28, 28});
+  REQUIRE(train.pixels().sizes().vec() == std::vector<int64_t>{60000, 1, 28, 28});
   REQUIRE(label_counts(train.labels()) ==
           std::vector<int64_t>{5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949});
   REQUIRE(to_vector(train.labels().slice(0, 0, 10)) == std::vector<int64_t>{5, 0, 4, 1, 9, 2, 1, 3, 1, 4});
   // 0.1307 and 0.3081 are the training set's pixel mean and std, so the
   // normalized training set has mean ~0 and std ~1.
-  REQUIRE(std::abs(train.images().mean().item<double>()) < 1e-3);
-  REQUIRE(train.images().std().item<double>() == Approx(1.0).epsilon(1e-3));
-}
-
-// ---------------------------------------------------------------------------
-// IID sampler
-
-TEST_CASE("IidSampler: node batches at a step are the K=1 big batch, split every K-th", "[data]") {
-  const int64_t n = 1000;
-  const IidSampler four(n, 4, 8, 42);
-  const IidSampler one(n, 1, 32, 42);
-  REQUIRE(four.steps_per_epoch() == 31);
-  REQUIRE(one.steps_per_epoch() == 31);
-  for (int64_t step : {0, 1, 17, 30, 31, 45, 100}) {
-    INFO("step " << step);
-    const auto big = one.batch_indices(0, step);
-    std::vector<int64_t> all;
-    for (int r = 0; r < 4; ++r) {
-      const auto batch = four.batch_indices(r, step);
-      REQUIRE(batch.size() == 8);
-      // Node r takes every 4th index of the big batch, starting at r.
-      for (int k = 0; k < 8; ++k) REQUIRE(batch[k] == big[r + 4 * k]);
-      all.insert(all.end(), batch.begin(), batch.end());
-    }
-    // Disjoint: the union has K·B distinct indices.
-    REQUIRE(std::set<int64_t>(all.begin(), all.end()).size() == 32);
-    auto sorted_big = big;
-    std::sort(all.begin(), all.end());
-    std::sort(sorted_big.begin(), sorted_big.end());
-    REQUIRE(all == sorted_big);
-  }
-}
-
-TEST_CASE("IidSampler: follows the epoch permutation, which ignores K and B", "[data]") {
-  const int64_t n = 1000;
-  const IidSampler sampler(n, 4, 8, 7);
-  REQUIRE(sampler.epoch_of(0) == 0);
-  REQUIRE(sampler.epoch_of(30) == 0);
-  REQUIRE(sampler.epoch_of(31) == 1);
-  REQUIRE(sampler.epoch_of(62) == 2);
-
-  for (int64_t epoch = 0; epoch < 3; ++epoch) {
-    const auto perm = IidSampler::permutation(n, 7, epoch);
-    REQUIRE(perm.size() == n);
-    REQUIRE(std::set<int64_t>(perm.begin(), perm.end()).size() == n);
-    REQUIRE(*std::min_element(perm.begin(), perm.end()) == 0);
-    REQUIRE(*std::max_element(perm.begin(), perm.end()) == n - 1);
-    // Every one of the epoch's first steps_per_epoch·K·B positions is used
-    // exactly once, by the documented node and slot.
-    std::vector<int> uses(n, 0);
-    for (int64_t s = 0; s < sampler.steps_per_epoch(); ++s) {
-      for (int r = 0; r < 4; ++r) {
-        const auto batch = sampler.batch_indices(r, epoch * sampler.steps_per_epoch() + s);
-        for (int k = 0; k < 8; ++k) {
-          REQUIRE(batch[k] == perm[s * 32 + r + 4 * k]);
-          ++uses[batch[k]];
-        }
-      }
-    }
-    for (int64_t i = 0; i < n; ++i) REQUIRE(uses[perm[i]] == (i < 31 * 32 ? 1 : 0));
-  }
-
-  // A different permutation each epoch.
-  REQUIRE(IidSampler::permutation(n, 7, 0) != IidSampler::permutation(n, 7, 1));
-  REQUIRE(sampler.batch_indices(0, 0) != sampler.batch_indices(0, 31));
-  // A different seed gives a different order.
-  REQUIRE(IidSampler::permutation(n, 7, 0) != IidSampler::permutation(n, 8, 0));
-  // The permutation is randperm from a CPU generator seeded with seed + epoch,
-  // as torch's DistributedSampler after set_epoch(epoch).
-  at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(7 + 2);
-  REQUIRE(to_vector(at::randperm(n, generator, at::kLong)) == IidSampler::permutation(n, 7, 2));
-
-  // Independent of K and B: a single node with batch 1 walks the permutation.
-  const IidSampler single(n, 1, 1, 7);
-  const auto perm0 = IidSampler::permutation(n, 7, 0);
-  for (int64_t t = 0; t < 50; ++t) REQUIRE(single.batch_indices(0, t) == std::vector<int64_t>{perm0[t]});
-  const IidSampler odd(n, 3, 5, 7);
-  for (int r = 0; r < 3; ++r) {
-    const auto batch = odd.batch_indices(r, 2);
-    for (int k = 0; k < 5; ++k) REQUIRE(batch[k] == perm0[2 * 15 + r + 3 * k]);
-  }
-}
-
-TEST_CASE("IidSampler: deterministic across instances and microbatches are slices", "[data]") {
-  const IidSampler a(60000, 8, 64, 42);
-  const IidSampler b(60000, 8, 64, 42);
-  for (int64_t step : {0, 5, 116, 117, 500}) {
-    for (int r = 0; r < 8; ++r) REQUIRE(a.batch_indices(r, step) == b.batch_indices(r, step));
-  }
-  // Asking out of order (an epoch evicted from the cache and recomputed)
-  // gives the same answer.
-  const auto early = a.batch_indices(3, 1);
-  for (int64_t step = 0; step < 20 * a.steps_per_epoch(); step += a.steps_per_epoch()) a.batch_indices(0, step);
-  REQUIRE(a.batch_indices(3, 1) == early);
-
-  // Microbatch j (size 16) of node r's batch is its slice [16·j, 16·(j+1)),
-  // i.e. permutation positions s·K·B + r + K·(16·j + i).
-  const auto perm = IidSampler::permutation(60000, 42, 0);
-  const auto batch = a.batch_indices(5, 3);
-  for (int j = 0; j < 4; ++j) {
-    for (int i = 0; i < 16; ++i) REQUIRE(batch[j * 16 + i] == perm[3 * 8 * 64 + 5 + 8 * (j * 16 + i)]);
-  }
-}
-
-TEST_CASE("IidSampler: many threads get the sequential answers", "[data]") {
-  const int nodes = 16;
-  const int64_t steps = 3 * IidSampler(5000, nodes, 16, 3).steps_per_epoch() + 2;  // crosses epoch boundaries
-  const IidSampler reference(5000, nodes, 16, 3);
-  std::vector<std::vector<std::vector<int64_t>>> expected(nodes);
-  for (int r = 0; r < nodes; ++r) {
-    for (int64_t t = 0; t < steps; ++t) expected[r].push_back(reference.batch_indices(r, t));
-  }
-
-  const IidSampler shared(5000, nodes, 16, 3);
-  std::vector<std::vector<std::vector<int64_t>>> got(nodes);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < nodes; ++r) {
-    threads.emplace_back([&, r] {
-      // Odd ranks walk backwards so that threads sit in different epochs.
-      for (int64_t i = 0; i < steps; ++i) got[r].push_back(shared.batch_indices(r, r % 2 ? steps - 1 - i : i));
-      if (r % 2) std::reverse(got[r].begin(), got[r].end());
-    });
-  }
-  for (auto& thread : threads) thread.join();
-  REQUIRE(got == expected);
-}
-
-TEST_CASE("IidSampler: K = 1024 nodes", "[data]") {
-  const IidSampler sampler(60000, 1024, 8, 1);
-  REQUIRE(sampler.steps_per_epoch() == 7);
-  std::vector<int64_t> all;
-  for (int r = 0; r < 1024; ++r) {
-    const auto batch = sampler.batch_indices(r, 6);
-    all.insert(all.end(), batch.begin(), batch.end());
-  }
-  REQUIRE(std::set<int64_t>(all.begin(), all.end()).size() == 8192);
-}
-
-TEST_CASE("IidSampler: errors", "[data]") {
-  REQUIRE_THROWS_AS(IidSampler(100, 4, 32, 0), ConfigError);
-  REQUIRE_THROWS_WITH(IidSampler(100, 4, 32, 0), Contains("train.batch_size") &&
-                                                     Contains("the training set has 100 examples") &&
-                                                     Contains("4 × 32 = 128"));
-  REQUIRE_NOTHROW(IidSampler(128, 4, 32, 0));
-  const IidSampler sampler(128, 4, 32, 0);
-  REQUIRE_THROWS_AS(sampler.batch_indices(4, 0), exogym::sdk::InternalError);
-  REQUIRE_THROWS_AS(sampler.batch_indices(0, -1), exogym::sdk::InternalError);
-  REQUIRE_THROWS_AS(IidSampler(128, 0, 32, 0), exogym::sdk::InternalError);
-}
-
-TEST_CASE("validation_indices: a fixed subset", "[data]") {
-  const auto a = validation_indices(10000, 1024);
-  REQUIRE(a.size() == 1024);
-  REQUIRE(std::set<int64_t>(a.begin(), a.end()).size() == 1024);
-  REQUIRE(*std::max_element(a.begin(), a.end()) < 10000);
-  REQUIRE(*std::min_element(a.begin(), a.end()) >= 0);
-  REQUIRE(validation_indices(10000, 1024) == a);
-  // A random subset, not the first examples (files are often sorted).
-  REQUIRE(*std::max_element(a.begin(), a.end()) > 5000);
-  // A smaller size is a prefix of the same permutation.
-  const auto small = validation_indices(10000, 10);
-  REQUIRE(std::equal(small.begin(), small.end(), a.begin()));
-  REQUIRE(validation_indices(10000, 10000).size() == 10000);
-  REQUIRE(validation_indices(10, 0).empty());
-  REQUIRE_THROWS_AS(validation_indices(10000, 10001), ConfigError);
-  REQUIRE_THROWS_WITH(validation_indices(10000, 10001),
-                      Contains("eval.size") && Contains("10001") && Contains("10000"));
+  std::vector<int64_t> every(60000);
+  std::iota(every.begin(), every.end(), 0);
+  const at::Tensor images = train.get(every).at("input");
+  REQUIRE(std::abs(images.mean().item<double>()) < 1e-3);
+  REQUIRE(images.std().item<double>() == Approx(1.0).epsilon(1e-3));
 }
 
 // ---------------------------------------------------------------------------

@@ -245,10 +245,20 @@ TEST_CASE("NodeSetSampler: each node streams through its own epochs, a pure func
 
 TEST_CASE("example_labels reads labels through get(), and none from sequence targets", "[partition]") {
   const auto mnist = make_builtin_dataset("mnist", nlohmann::json::object(), {exogym::test::mnist_dir(), "test"});
+  // MNIST hands its labels over (KnownLabels); a plugin's dataset, which
+  // only has get(), gives the same labels through a pass of get().
+  REQUIRE(dynamic_cast<const KnownLabels*>(mnist.get()));
+  struct OnlyGet : exogym::sdk::Dataset {
+    const exogym::sdk::Dataset& inner;
+    explicit OnlyGet(const exogym::sdk::Dataset& d) : inner(d) {}
+    int64_t size() const override { return inner.size(); }
+    exogym::sdk::Batch get(const std::vector<int64_t>& indices) const override { return inner.get(indices); }
+  };
   const auto labels = example_labels(*mnist);
   REQUIRE(labels);
   REQUIRE(labels->size() == 10000);
   CHECK(std::count(labels->begin(), labels->end(), 0) == 980);  // the published count of zeros in t10k
+  CHECK(example_labels(OnlyGet(*mnist)) == labels);
   exogym::test::TempDir dir("labels-text");
   { std::ofstream(dir / "t.txt") << "hello world, hello again\n"; }
   const auto options = exogym::sdk::validate_options({{"block_size", 4}, {"vocabulary", "file"}},

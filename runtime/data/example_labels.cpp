@@ -24,6 +24,7 @@ at::Tensor per_example_target(const sdk::Batch& batch, size_t examples) {
 }  // namespace
 
 std::optional<std::vector<int64_t>> example_labels(const sdk::Dataset& dataset) {
+  if (const auto* known = dynamic_cast<const KnownLabels*>(&dataset)) return known->all_labels();
   const int64_t n = dataset.size();
   std::vector<int64_t> labels;
   if (n == 0) return labels;

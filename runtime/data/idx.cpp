@@ -1,6 +1,5 @@
 #include "exogym/runtime/data/idx.h"
 
-#include <ATen/ops/empty.h>
 #include <zlib.h>
 
 #include <array>
@@ -8,10 +7,13 @@
 #include <cstdio>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <system_error>
 #include <vector>
 
+#include "exogym/runtime/data/huge_page_bytes.h"
+#include "exogym/runtime/data/whole_gunzip.h"
 #include "exogym/sdk/error.h"
 
 namespace exogym::runtime::data {
@@ -82,6 +84,27 @@ uint32_t big_endian32(const unsigned char* bytes) {
   return (uint32_t{bytes[0]} << 24) | (uint32_t{bytes[1]} << 16) | (uint32_t{bytes[2]} << 8) | uint32_t{bytes[3]};
 }
 
+// The data of a whole, well-formed IDX file of bytes held in memory, shaped
+// by its header, as a view of `bytes` (no copy); nullopt for anything else,
+// which the streaming reader then reads and reports.
+std::optional<at::Tensor> view_well_formed(const at::Tensor& bytes) {
+  const int64_t size = bytes.numel();
+  const unsigned char* data = bytes.data_ptr<uint8_t>();
+  if (size < 4 || data[0] != 0 || data[1] != 0 || data[2] != 0x08 || data[3] == 0) return std::nullopt;
+  const int ndims = data[3];
+  const int64_t header = 4 + 4 * int64_t{ndims};
+  if (size < header) return std::nullopt;
+  std::vector<int64_t> sizes(static_cast<size_t>(ndims));
+  int64_t payload = 1;
+  for (int d = 0; d < ndims; ++d) {
+    sizes[d] = big_endian32(data + 4 + 4 * d);
+    if (sizes[d] != 0 && payload > (size - header) / sizes[d]) return std::nullopt;  // more than the file holds
+    payload *= sizes[d];
+  }
+  if (header + payload != size) return std::nullopt;
+  return bytes.narrow(0, header, payload).view(sizes);
+}
+
 }  // namespace
 
 at::Tensor read_idx(const std::filesystem::path& path) {
@@ -89,6 +112,13 @@ at::Tensor read_idx(const std::filesystem::path& path) {
   if (!std::filesystem::exists(path, error)) throw DataError(path.string() + ": no such file");
   if (std::filesystem::is_directory(path, error))
     throw DataError(path.string() + ": is a folder, expected an IDX file");
+  // Checked before opening: opening a FIFO would wait for a writer forever.
+  if (!std::filesystem::is_regular_file(path, error)) throw DataError(path.string() + ": not a regular file");
+
+  // Most files are well-formed .gz files: inflated whole, then viewed.
+  if (const auto whole = gunzip_whole_file(path)) {
+    if (auto tensor = view_well_formed(*whole)) return *tensor;
+  }
 
   GzFile file(gzopen(path.c_str(), "rb"));
   if (!file) throw DataError(path.string() + ": cannot open: " + std::generic_category().message(errno));
@@ -136,7 +166,7 @@ at::Tensor read_idx(const std::filesystem::path& path) {
     payload *= sizes[d];
   }
 
-  at::Tensor tensor = at::empty(sizes, at::kByte);
+  at::Tensor tensor = huge_page_bytes(payload).view(sizes);
   const int64_t data_read = read_some(file.get(), tensor.data_ptr<uint8_t>(), payload, path);
   if (data_read < payload) {
     throw DataError(path.string() + ": truncated: header says " + std::to_string(payload) +

@@ -7,10 +7,11 @@
 namespace exogym::runtime::data {
 
 // Reads an IDX file into a uint8 tensor shaped by the header's dimensions
-// (e.g. [60000, 28, 28] for MNIST training images). A .gz file is
-// decompressed on the fly; a plain file is read as is (zlib handles both).
+// (e.g. [60000, 28, 28] for MNIST training images). A well-formed .gz file
+// is inflated whole (whole_gunzip.h); anything else streams through zlib,
+// which reads plain files as they are and says what is wrong with bad ones.
 // Only element type 0x08 (unsigned byte) is supported. Throws sdk::DataError
-// naming the file for a missing file, a bad magic number, an unsupported
+// naming the file for a missing file or one that is not a regular file, a bad magic number, an unsupported
 // element type, a truncated file or trailing bytes after the data.
 at::Tensor read_idx(const std::filesystem::path& file);
 
