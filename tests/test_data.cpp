@@ -150,6 +150,12 @@ TEST_CASE("A whole .gz is inflated in one call when the build has libdeflate", "
   corrupt[corrupt.size() - 6] ^= 0xff;  // the CRC no longer matches
   write_plain(dir / "corrupt.gz", corrupt);
   REQUIRE_FALSE(gunzip_whole_file(dir / "corrupt.gz").has_value());
+  // A trailer claiming 4 GiB for a file of a hundred bytes sets nothing aside.
+  auto claims_more = read_plain(dir / "images.gz");
+  std::fill(claims_more.end() - 4, claims_more.end(), 0xff);
+  write_plain(dir / "claims-more.gz", claims_more);
+  REQUIRE_FALSE(gunzip_whole_file(dir / "claims-more.gz").has_value());
+  REQUIRE_THROWS_WITH(read_idx(dir / "claims-more.gz"), Contains("claims-more.gz"));
 
   // Two gzip members one after the other (what `cat a.gz b.gz` makes) are
   // one valid stream to gunzip: zlib reads them, with the same result.

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <fstream>
 #include <memory>
+#include <new>
 
 #include "exogym/runtime/data/huge_page_bytes.h"
 
@@ -40,7 +41,15 @@ std::optional<at::Tensor> gunzip_whole_file(const std::filesystem::path& file) {
   const unsigned char* tail = begin + size - 4;
   const uint32_t inflated_size =
       uint32_t{tail[0]} | (uint32_t{tail[1]} << 8) | (uint32_t{tail[2]} << 16) | (uint32_t{tail[3]} << 24);
-  at::Tensor out = huge_page_bytes(static_cast<int64_t>(inflated_size));
+  // Deflate shrinks at most 1032:1; a trailer claiming more is damage, which
+  // zlib's reader will name, rather than memory to set aside.
+  if (inflated_size / 1032 > static_cast<uint64_t>(size)) return std::nullopt;
+  at::Tensor out;
+  try {
+    out = huge_page_bytes(static_cast<int64_t>(inflated_size));
+  } catch (const std::bad_alloc&) {
+    return std::nullopt;
+  }
 
   const std::unique_ptr<libdeflate_decompressor, DecompressorFree> decompressor(libdeflate_alloc_decompressor());
   if (!decompressor) return std::nullopt;
