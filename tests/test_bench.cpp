@@ -44,7 +44,20 @@ TEST_CASE("the benchmark harness in quick mode measures the simulator against a 
   }
   REQUIRE(report["node_sweep"].size() == 2);
   CHECK(report["node_sweep"][1]["nodes"] == 4);
-  CHECK(report["dataset_bytes"].get<double>() > 60000 * 784 * 4 * 0.9);  // MNIST as float32
+  // MNIST's training images stay bytes (not 4-byte floats) in memory.
+  CHECK(report["dataset_bytes"].get<double>() > 60000 * 784 * 0.9);
+  CHECK(report["dataset_bytes"].get<double>() < 60000 * 784 * 2);
+  // The whole exogym-run process, at 4 and 16 nodes, split by summary.json.
+  const json& whole = report.at("whole_run");
+  REQUIRE(whole.size() == 2);
+  CHECK(whole[0]["nodes"] == 4);
+  CHECK(whole[1]["nodes"] == 16);
+  for (const auto& row : whole) {
+    for (const char* part : {"datasets_seconds", "startup_seconds", "loop_seconds", "finish_seconds", "other_seconds"})
+      CHECK(row[part].get<double>() > 0);
+    CHECK(row["wall_seconds"].get<double>() >
+          row["datasets_seconds"].get<double>() + row["loop_seconds"].get<double>());
+  }
   REQUIRE(report["parallelism_sweep"].size() == 2);
   // report.html: a 5-variant comparison and a long run, timed and sized.
   const json& reports = report["report"]["reports"];

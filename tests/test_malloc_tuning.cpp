@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -37,12 +38,24 @@ int arena_count() {
   return count;
 }
 
+// AddressSanitizer and ThreadSanitizer replace glibc's malloc with their
+// own, which has nothing to tune.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kSanitizerMalloc = true;
+#else
+constexpr bool kSanitizerMalloc = false;
+#endif
+
+// Whether tuning is expected to do nothing here (and says so by returning
+// false).
+bool nothing_to_tune() { return exogym::runtime::cluster::user_chose_malloc_settings() || kSanitizerMalloc; }
+
 }  // namespace
 
 using exogym::runtime::cluster::user_chose_malloc_settings;
 
 TEST_CASE("malloc tuning keeps a thread's step-sized temporaries from being faulted in again every step", "[malloc]") {
-  if (user_chose_malloc_settings()) {
+  if (nothing_to_tune()) {
     CHECK_FALSE(exogym::runtime::cluster::tune_malloc_for_training(2));  // the user's settings win
     return;
   }
@@ -77,8 +90,26 @@ TEST_CASE("malloc tuning keeps a thread's step-sized temporaries from being faul
   CHECK(faults[1] + faults[2] + faults[3] < pages_per_step / 4);
 }
 
+TEST_CASE("the heap LibTorch's static initialisers fill is advised onto huge pages first", "[malloc]") {
+  // This binary runs prepare_heap_for_startup() from its .preinit_array
+  // (tools/cli/early_heap.cpp), before LibTorch's initialisers.
+  std::ifstream smaps("/proc/self/smaps");
+  bool in_heap = false, advised = false, found = false;
+  for (std::string line; std::getline(smaps, line);) {
+    // A mapping's first line ends with its name; "VmFlags:" is its last.
+    if (line.size() > 6 && line.compare(line.size() - 6, 6, "[heap]") == 0) {
+      in_heap = found = true;
+    } else if (line.rfind("VmFlags:", 0) == 0) {
+      if (in_heap && line.find(" hg") != std::string::npos) advised = true;  // hg: MADV_HUGEPAGE
+      in_heap = false;
+    }
+  }
+  REQUIRE(found);
+  CHECK(advised == !nothing_to_tune());
+}
+
 TEST_CASE("malloc tuning has the threads of many nodes share one arena per core", "[malloc]") {
-  if (user_chose_malloc_settings()) {
+  if (nothing_to_tune()) {
     CHECK_FALSE(exogym::runtime::cluster::tune_malloc_for_training(2));
     return;
   }

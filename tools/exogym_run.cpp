@@ -178,7 +178,7 @@ int main(int argc, char** argv) {
                            "writes one run folder per run (docs/manifest.md).");
   Flags flags;
   add_flags(tool.app(), flags);
-  return tool.run(argc, argv, [&] {
+  const int status = tool.run(argc, argv, [&] {
     rt::run::RunCommand command;
     command.world = world_of(flags);
     // Over several processes every line says which process wrote it; only
@@ -222,4 +222,7 @@ int main(int argc, char** argv) {
     if (flags.nproc > 0) command.child_args = child_arguments(flags, tool.log_options());
     return rt::run::run_command(command, loader);
   });
+  // Everything the run wrote is closed by now (the loader, which must outlive
+  // what its plugins made, went out of scope inside tool.run).
+  exogym::tools::exit_without_teardown(status);
 }

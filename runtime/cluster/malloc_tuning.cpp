@@ -7,6 +7,10 @@
 
 #if defined(__GLIBC__)
 #include <malloc.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdint>
 #endif
 
 namespace exogym::runtime::cluster {
@@ -52,6 +56,32 @@ bool tune_malloc_for_training(int cores) {
   return tuned;
 #else
   (void)cores;
+  return false;
+#endif
+}
+
+bool prepare_heap_for_startup() {
+#if defined(__GLIBC__)
+  // Runs before other libraries' static initialisers: only plain C calls,
+  // no C++ objects with constructors of their own.
+  if (user_chose_malloc_settings()) return false;
+  constexpr uintptr_t kHugePage = uintptr_t{2} << 20;
+  constexpr int kTopPad = 64 << 20;
+  // Without a trim threshold above the pad, the free() below would hand
+  // the new memory straight back (and the advice with it). The values are
+  // those tune_malloc_for_training() sets for training anyway.
+  if (mallopt(M_TOP_PAD, kTopPad) != 1 || mallopt(M_TRIM_THRESHOLD, 2 * kTopPad) != 1) return false;
+  // The heap begins at the break as it is now; the first allocation then
+  // extends it by the top pad.
+  const auto begin = reinterpret_cast<uintptr_t>(sbrk(0));
+  // Volatile: compilers may drop a malloc whose block is only freed.
+  void* volatile first = std::malloc(1);
+  const auto end = reinterpret_cast<uintptr_t>(sbrk(0));
+  std::free(first);
+  const uintptr_t aligned = (begin + kHugePage - 1) & ~(kHugePage - 1);
+  if (end <= aligned) return false;
+  return madvise(reinterpret_cast<void*>(aligned), end - aligned, MADV_HUGEPAGE) == 0;
+#else
   return false;
 #endif
 }

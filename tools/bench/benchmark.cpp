@@ -15,6 +15,7 @@ using nlohmann::json;
 
 int run_benchmark(const BenchOptions& o) {
   json report = {{"machine", {{"cores", runtime::cluster::available_cores()}}}, {"quick", o.quick}};
+  if (o.wants("startup")) report["whole_run"] = whole_run_section(o);
   if (o.wants("overhead")) report["overhead"] = overhead_section(o);
   // The sweep and the memory target count memory beyond the dataset's.
   double dataset = 0;

@@ -10,7 +10,8 @@ namespace exogym::bench {
 namespace fs = std::filesystem;
 
 const char* const kDescription =
-    "Measures the simulator against a bare LibTorch loop doing the same work, for the models mlp, cnn and nanogpt "
+    "Measures the whole exogym-run process on a small MNIST job, and the simulator against a bare LibTorch loop "
+    "doing the same work, for the models mlp, cnn and nanogpt "
     "(small, block 128) at K = 1, 4 and 16 nodes, plus a node-count sweep (MLP DiLoCo), a parallelism sweep, the cost "
     "of reports, of checkpoints and of the non-finite check, bf16 against fp32, "
     "then checks the performance targets. Every measurement runs in a fresh child process.";
@@ -31,12 +32,13 @@ void add_options(CLI::App& app, BenchOptions& o) {
       ->check(CLI::IsMember({"mlp", "cnn", "nanogpt"}))
       ->group(what);
   app.add_option("--sections", o.sections,
-                 "comma-separated subset of overhead,sweep,parallelism,memory,report,checkpoint,precision,nonfinite "
+                 "comma-separated subset of startup,overhead,sweep,parallelism,memory,report,checkpoint,precision,"
+                 "nonfinite "
                  "(default: all)")
       ->type_name("LIST")
       ->delimiter(',')
       ->check(CLI::IsMember(
-          {"overhead", "sweep", "parallelism", "memory", "report", "checkpoint", "precision", "nonfinite"}))
+          {"startup", "overhead", "sweep", "parallelism", "memory", "report", "checkpoint", "precision", "nonfinite"}))
       ->group(what);
   app.add_option("--nodes", o.nodes, "node counts of the overhead table (default 1,4,16); repeatable")
       ->type_name("LIST")

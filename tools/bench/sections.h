@@ -28,6 +28,10 @@ nlohmann::json checkpoint_section(const BenchOptions& options);
 // Mixed precision: steps per second of the same DiLoCo run in fp32 and in
 // bf16, for nanoGPT small (4 nodes) and the MNIST MLP (4 nodes).
 nlohmann::json precision_section(const BenchOptions& options);
+// The whole exogym-run process on issue #21's small MNIST job (4 and 16
+// nodes): wall time, and the run's own split of it (whole_run.cpp).
+nlohmann::json whole_run_section(const BenchOptions& options);
+
 // The non-finite check: one pass over a replica's parameters (what checking
 // them every step would add per node), against a step of one node.
 nlohmann::json nonfinite_section(const BenchOptions& options);

@@ -103,11 +103,27 @@ void check_precision(Targets& targets, const json& section) {
   }
 }
 
+// The whole process of the small MNIST job within 1.3 s, its datasets ready
+// within 0.1 s, and start-up after the datasets within 0.1 s at 16 nodes.
+void check_whole_run(Targets& targets, const json& rows) {
+  for (const auto& row : rows) {
+    const double wall = row["wall_seconds"], datasets = row["datasets_seconds"], startup = row["startup_seconds"];
+    if (row["nodes"] == 4) {
+      targets.check("whole process, MNIST MLP DiLoCo on 4 nodes", wall, 1.3, wall <= 1.3, fmt(wall, 2) + " s <= 1.3 s");
+      targets.check("datasets ready", datasets, 0.1, datasets <= 0.1, fmt(datasets, 3) + " s <= 0.1 s");
+    } else if (row["nodes"] == 16) {
+      targets.check("start-up after the datasets at 16 nodes", startup, 0.1, startup <= 0.1,
+                    fmt(startup, 3) + " s <= 0.1 s");
+    }
+  }
+}
+
 }  // namespace
 
 json check_targets(const BenchOptions& o, const json& report, double dataset) {
   std::cout << "Targets" << (o.quick ? " (quick mode: indicative only)" : "") << "\n\n";
   Targets targets;
+  if (!o.quick && o.wants("startup")) check_whole_run(targets, report.at("whole_run"));
   const json overhead = report.value("overhead", json::array());
   check_overhead(targets, overhead, o.quick);
   if (!overhead.empty()) check_startup(targets, overhead);

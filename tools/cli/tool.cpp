@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 
 #include "exogym/build_config.h"
 #include "exogym/runtime/cluster/interrupt.h"
@@ -74,6 +75,16 @@ int Tool::report(const std::exception& error) const {
       std::fprintf(stderr, "\n%s: error: %s\n", display_name_.c_str(), error.what());
   }
   return status;
+}
+
+void exit_without_teardown(int status) {
+  spdlog::shutdown();
+  std::fflush(nullptr);
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  std::exit(status);
+#else
+  std::_Exit(status);
+#endif
 }
 
 int Tool::run(int argc, char** argv, const std::function<int()>& body) {
