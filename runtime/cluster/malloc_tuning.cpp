@@ -5,7 +5,13 @@
 #include <cstring>
 #include <initializer_list>
 
-#if defined(__GLIBC__)
+// AddressSanitizer and ThreadSanitizer replace glibc's malloc with an
+// allocator of their own (which may still accept mallopt and ignore it).
+#if defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#define EXOGYM_GLIBC_MALLOC 1
+#endif
+
+#if defined(EXOGYM_GLIBC_MALLOC)
 #include <malloc.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -25,7 +31,7 @@ bool user_chose_malloc_settings() {
 }
 
 bool tune_malloc_for_training(int cores) {
-#if defined(__GLIBC__)
+#if defined(EXOGYM_GLIBC_MALLOC)
   static const bool tuned = [cores] {
     if (user_chose_malloc_settings()) return false;
     constexpr int MiB = 1 << 20;
@@ -61,7 +67,7 @@ bool tune_malloc_for_training(int cores) {
 }
 
 bool prepare_heap_for_startup() {
-#if defined(__GLIBC__)
+#if defined(EXOGYM_GLIBC_MALLOC)
   // Runs before other libraries' static initialisers: only plain C calls,
   // no C++ objects with constructors of their own.
   if (user_chose_malloc_settings()) return false;
