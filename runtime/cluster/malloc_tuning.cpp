@@ -74,8 +74,8 @@ bool prepare_heap_for_startup() {
   constexpr uintptr_t kHugePage = uintptr_t{2} << 20;
   constexpr int kTopPad = 64 << 20;
   // Without a trim threshold above the pad, the free() below would hand
-  // the new memory straight back (and the advice with it). The values are
-  // those tune_malloc_for_training() sets for training anyway.
+  // the new memory straight back (and the advice with it). The threshold is
+  // the one tune_malloc_for_training() sets; it later halves the pad.
   if (mallopt(M_TOP_PAD, kTopPad) != 1 || mallopt(M_TRIM_THRESHOLD, 2 * kTopPad) != 1) return false;
   // The heap begins at the break as it is now; the first allocation then
   // extends it by the top pad.

@@ -20,12 +20,12 @@ class KnownLabels {
   virtual std::vector<int64_t> all_labels() const = 0;
 };
 
-// Every example's label, when the dataset's batches have a "target" holding
-// one integer per example (shape [B]) or it implements KnownLabels; nullopt
-// otherwise (no "target", a
-// sequence target such as text-char's [B, T], or floats). Else reads the dataset
-// once, in chunks, on the calling thread: a pass of get() over the whole
-// set, the price of needing nothing more from a dataset. Throws
+// Every example's label: from KnownLabels when the dataset implements it,
+// else when the dataset's batches have a "target" holding one integer per
+// example (shape [B]); nullopt otherwise (no "target", a sequence target
+// such as text-char's [B, T], or floats). Without KnownLabels it reads the
+// dataset once, in chunks, on the calling thread: a pass of get() over the
+// whole set, the price of needing nothing more from a dataset. Throws
 // sdk::DataError when a later chunk's target stops being one integer per
 // example.
 std::optional<std::vector<int64_t>> example_labels(const sdk::Dataset& dataset);
