@@ -53,6 +53,19 @@ class CommunicationModule {
   // keys. Optional (default: no state).
   virtual void save_state(StateDict& /*out*/, const std::string& /*prefix*/) const {}
   virtual void load_state(const StateDict& /*in*/, const std::string& /*prefix*/) {}
+
+  // Failures (Strategy::recovery_state): what the module sends a node that
+  // comes back, and how that node takes it. Default: save_state/load_state.
+  virtual void recovery_state(StateDict& out, const std::string& prefix) const { save_state(out, prefix); }
+  virtual void load_recovery_state(Model& /*model*/, const StateDict& in, const std::string& prefix) {
+    load_state(in, prefix);
+  }
+  // Whether a node that comes back takes the donor's parameters and local
+  // optimizer state (true), or restarts from the modules' recovery state
+  // with a fresh local optimizer (false: DiLoCo, whose node restarts from
+  // the master copy). If any module says false, the model's parameters and
+  // the local optimizer's state are not sent.
+  virtual bool recovers_model() const { return true; }
 };
 
 // The local step's settings, shared by every composed strategy.
@@ -84,10 +97,13 @@ class CommunicateOptimizeStrategy : public Strategy {
   double lr() const override { return lr_; }
   void save_state(StateDict& out) const override;
   void load_state(const StateDict& in) override;
+  void recovery_state(Model& model, StateDict& out) const override;
+  void load_recovery_state(Model& model, const StateDict& in) override;
 
   torch::optim::Optimizer& optimizer() { return *optimizer_; }
 
  private:
+  bool recovers_model() const;
   LocalStepOptions local_;
   std::vector<std::unique_ptr<CommunicationModule>> modules_;
   NodeContext* ctx_ = nullptr;

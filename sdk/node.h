@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace spdlog {
 class logger;
@@ -26,6 +27,13 @@ class MetricSink {
 struct NodeContext {
   int rank = 0;
   int num_nodes = 1;
+  // The nodes taking part in the current step, in rank order: all of them,
+  // unless the run simulates failures (docs/simulation.md#failures-and-churn).
+  // Collectives run over these nodes only; a node keeps its rank among all
+  // num_nodes. The membership changes only between steps, the same on every
+  // node, and membership_epoch counts its changes. The runtime owns the list.
+  const std::vector<int>* live = nullptr;
+  int64_t membership_epoch = 0;
   c10::Device device = c10::Device(c10::kCPU);
   Communicator* comm = nullptr;
   // The 0-based index of the step being taken; the runtime advances it.
@@ -38,6 +46,14 @@ struct NodeContext {
   MetricSink* metrics = nullptr;
 
   Communicator& communicator() const { return *comm; }
+  int live_count() const { return live ? static_cast<int>(live->size()) : num_nodes; }
+  // The live nodes' ranks (all ranks when `live` is not set).
+  std::vector<int> live_ranks() const {
+    if (live) return *live;
+    std::vector<int> all(static_cast<size_t>(num_nodes));
+    for (int r = 0; r < num_nodes; ++r) all[static_cast<size_t>(r)] = r;
+    return all;
+  }
   void record(const std::string& name, double value) const {
     if (metrics) metrics->record(rank, step, name, value);
   }

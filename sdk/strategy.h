@@ -68,6 +68,23 @@ class Strategy {
   // collectives. Errors are sdk::Error. Optional (default: no state).
   virtual void save_state(StateDict& /*out*/) const {}
   virtual void load_state(const StateDict& /*in*/) {}
+
+  // Failures (docs/simulation.md#failures-and-churn). A node that rejoins
+  // (or joins late) has lost its memory, as a restarted machine would: it
+  // receives the current state from a live node, the donor (the lowest rank
+  // alive both before and after the step it comes back at). The runtime
+  // calls recovery_state on the donor, sends what it puts in `out` to each
+  // node that comes back (counted as recovery traffic) and calls
+  // load_recovery_state there, each on its node's thread at the step
+  // boundary, before the step's evaluation. No collectives. The donor's
+  // tensors are copied before it goes on.
+  //
+  // Default: the model's parameters and buffers ("model.<name>") and
+  // everything save_state() saves ("state.<key>"): the node becomes a copy
+  // of the donor. Override to send less, e.g. DiLoCo sends its master copy
+  // and outer state and the node restarts its inner steps from the master.
+  virtual void recovery_state(Model& model, StateDict& out) const;
+  virtual void load_recovery_state(Model& model, const StateDict& in);
 };
 
 }  // namespace exogym::sdk

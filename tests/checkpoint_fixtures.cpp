@@ -72,6 +72,8 @@ void require_same_run(const fs::path& expected, const fs::path& actual) {
     INFO(csv);
     CHECK(read_text(expected / csv) == read_text(actual / csv));
   }
+  if (fs::exists(expected / "events.csv"))
+    CHECK(read_text(expected / "events.csv") == read_text(actual / "events.csv"));
   CHECK(sorted_lines(expected / "metrics.csv") == sorted_lines(actual / "metrics.csv"));
   CHECK(deterministic_summary(expected).dump(2) == deterministic_summary(actual).dump(2));
 }

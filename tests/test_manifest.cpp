@@ -90,7 +90,7 @@ TEST_CASE("a minimal manifest gets every default", "[manifest]") {
     "eval": {"interval": 100, "size": 0, "batch_size": 64},
     "output": {"dir": "/manifests/runs", "save_model": true},
     "checkpoint": {"interval": 0, "keep": 2},
-    "network": {"bandwidth": "1Gbit/s", "latency": "10ms"},
+    "network": {"bandwidth": "1Gbit/s", "latency": "10ms", "failure_timeout": "30s"},
     "compute": {"step_time": "measured"}
   })");
   CHECK(m.resolved == expected);
@@ -178,8 +178,8 @@ TEST_CASE("unknown keys name their path and suggest the known key", "[manifest]"
   CHECK(top.path == "nodse");
   CHECK(top.what ==
         "nodse: unknown option; did you mean \"nodes\"? known options: name, seed, seeds, nodes, device, precision, "
-        "parallelism, threads, pin_threads, model, strategy, data, train, eval, output, checkpoint, network, compute, "
-        "runs");
+        "parallelism, threads, pin_threads, model, strategy, data, train, eval, output, checkpoint, network, faults, "
+        "churn, compute, runs");
 
   auto nested = error_with(json::parse(R"({"train": {"max_step": 5}})"));
   CHECK(nested.path == "train.max_step");
@@ -199,7 +199,7 @@ TEST_CASE("unknown keys name their path and suggest the known key", "[manifest]"
              Catch::StartsWith("run: unknown option; did you mean \"runs\"?"));
   CHECK(error_with({{"zzzzzz", 1}}).what ==
         "zzzzzz: unknown option; known options: name, seed, seeds, nodes, device, precision, parallelism, threads, "
-        "pin_threads, model, strategy, data, train, eval, output, checkpoint, network, compute, runs");
+        "pin_threads, model, strategy, data, train, eval, output, checkpoint, network, faults, churn, compute, runs");
   // A typo is reported as a typo, not as the key it hides being "required".
   CHECK_THAT(error_with(json::parse(R"({"model": {"plugin": null, "plugn": "mlp"}})")).what,
              Catch::StartsWith("model.plugn: unknown option; did you mean \"plugin\"?"));

@@ -100,4 +100,10 @@ void DiLoCoModule::load_state(const sdk::StateDict& in, const std::string& prefi
   sdk::load_optimizer_state(*outer_, master_, in, prefix + "outer.");
 }
 
+void DiLoCoModule::load_recovery_state(sdk::Model& /*model*/, const sdk::StateDict& in, const std::string& prefix) {
+  load_state(in, prefix);
+  at::NoGradGuard no_grad;
+  for (size_t i = 0; i < params_.size(); ++i) params_[i].copy_(master_[i].detach());
+}
+
 }  // namespace exogym::modules

@@ -38,6 +38,11 @@ class DiLoCoModule final : public sdk::CommunicationModule {
   void communicate(sdk::NodeContext& ctx, sdk::Model& model, int64_t step) override;
   void save_state(sdk::StateDict& out, const std::string& prefix) const override;
   void load_state(const sdk::StateDict& in, const std::string& prefix) override;
+  // A node that comes back receives the master copy and the outer
+  // optimizer's state (load_state's keys) and restarts its inner steps from
+  // the master, with a fresh inner optimizer.
+  bool recovers_model() const override { return false; }
+  void load_recovery_state(sdk::Model& model, const sdk::StateDict& in, const std::string& prefix) override;
 
   // This node's master parameters (the last outer step's result), in the
   // order of sdk::trainable_parameters().

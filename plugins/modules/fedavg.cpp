@@ -63,7 +63,9 @@ void FedAvgModule::communicate(sdk::NodeContext& ctx, sdk::Model& /*model*/, int
   // H+1 steps long and H = 1 skip the first step; with this rule FedAvg with
   // H = 1 and plain SGD is exactly DDP.
   if ((step + 1) % H_ != 0) return;
-  const int K = ctx.num_nodes;
+  // Over the live nodes (all of them unless the run simulates failures).
+  const std::vector<int> live = ctx.live_ranks();
+  const int K = static_cast<int>(live.size());
   if (K == 1) return;
   at::NoGradGuard no_grad;
   auto& comm = ctx.communicator();
@@ -75,13 +77,16 @@ void FedAvgModule::communicate(sdk::NodeContext& ctx, sdk::Model& /*model*/, int
     return;
   }
 
-  // Islands. Every node receives every parameter (as the reference's
-  // all_gather did), then averages its island members in rank order, so the
-  // result is deterministic and identical on the island's nodes.
+  // Islands, drawn among the live nodes. Every node receives every
+  // parameter (as the reference's all_gather did), then averages its island
+  // members in rank order, so the result is deterministic and identical on
+  // the island's nodes.
   const int64_t round = (step + 1) / H_ - 1;
-  std::vector<int> members;
+  std::vector<int> members;  // positions in `live`, which all_gather's result follows
   for (auto& island : islands(ctx.seed, round, K, *island_size_)) {
-    if (std::find(island.begin(), island.end(), ctx.rank) != island.end()) members = island;
+    for (int position : island) {
+      if (live[position] == ctx.rank) members = island;
+    }
   }
   std::sort(members.begin(), members.end());
   // The last island is smaller when island_size does not divide the nodes.

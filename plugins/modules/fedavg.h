@@ -34,7 +34,8 @@ class FedAvgModule final : public sdk::CommunicationModule {
   void communicate(sdk::NodeContext& ctx, sdk::Model& model, int64_t step) override;
 
   // The islands of round `round` for K nodes: a seeded random permutation of
-  // the ranks cut into consecutive chunks of island_size (the last may be
+  // 0..K-1 (positions in the list of live nodes: the ranks, unless nodes
+  // are down) cut into consecutive chunks of island_size (the last may be
   // smaller). The same on every node, so nothing is communicated to agree.
   static std::vector<std::vector<int>> islands(uint64_t run_seed, int64_t round, int num_nodes, int64_t island_size);
 

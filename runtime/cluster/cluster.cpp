@@ -31,7 +31,12 @@ Cluster::Cluster(int nodes, int parallelism)
     : nodes_(nodes),
       block_{0, nodes},
       slots_(std::max(1, parallelism), abort_),
-      group_(std::make_unique<comm::InProcessGroup>(nodes, abort_, std::min(std::max(1, parallelism), nodes) - 1)) {}
+      group_(std::make_unique<comm::InProcessGroup>(nodes, abort_, std::min(std::max(1, parallelism), nodes) - 1)),
+      everyone_(std::make_unique<comm::Rendezvous>(nodes, 0, abort_,
+                                                   [this](const comm::Rendezvous::Calls&) {
+                                                     if (meeting_work_[0]) meeting_work_[0]();
+                                                   })),
+      meeting_work_(nodes) {}
 
 Cluster::Cluster(int nodes, int parallelism, dist::ProcessMesh& mesh, dist::NodeBlock block, sim::ClockExchange* clocks,
                  bool exact_reduce)
@@ -60,6 +65,16 @@ comm::InProcessGroup& Cluster::group() {
 std::unique_ptr<sdk::Communicator> Cluster::communicator(int rank, NodeSlot* slot) {
   if (hierarchical_) return hierarchical_->communicator(rank, slot);
   return group_->communicator(rank, slot);
+}
+
+void Cluster::meet_all(int rank, NodeSlot* slot, std::function<void()> work) {
+  EXOGYM_CHECK_INTERNAL(everyone_, "Cluster::meet_all(): this cluster spans several processes");
+  // Only this node's thread writes its entry, before it arrives; the work
+  // reads node 0's once everybody has.
+  meeting_work_[rank] = std::move(work);
+  comm::CollectiveCall call;
+  call.kind = comm::CollectiveKind::Barrier;
+  everyone_->meet(rank, std::move(call), slot);
 }
 
 void Cluster::run(const std::function<void(int, NodeSlot&)>& body) {

@@ -51,6 +51,12 @@ class Cluster {
   // The collective backend node `rank` uses; `slot` is released while it waits.
   std::unique_ptr<sdk::Communicator> communicator(int rank, NodeSlot* slot);
 
+  // Single-process clusters: every node of the run meets here, whether it
+  // is alive or down (a run that simulates failures: membership changes,
+  // checkpoints). The last to arrive runs node 0's `work` (every node passes
+  // the same) while the others wait; `slot` is released while waiting.
+  void meet_all(int rank, NodeSlot* slot, std::function<void()> work = {});
+
   // Runs body(rank, slot) on one thread per local node and waits for all.
   // The body starts without a slot; it acquires one before computing.
   void run(const std::function<void(int rank, NodeSlot& slot)>& body);
@@ -61,6 +67,8 @@ class Cluster {
   AbortSignal abort_;
   ComputeSlots slots_;
   std::unique_ptr<comm::InProcessGroup> group_;
+  std::unique_ptr<comm::Rendezvous> everyone_;  // meet_all
+  std::vector<std::function<void()>> meeting_work_;
   std::unique_ptr<comm::HierarchicalGroup> hierarchical_;
   dist::ProcessMesh* mesh_ = nullptr;
 };

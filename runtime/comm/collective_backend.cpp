@@ -26,14 +26,15 @@ class BackendCommunicator final : public sdk::Communicator {
   BackendCommunicator(CollectiveBackend& backend, int rank, cluster::NodeSlot* slot)
       : backend_(backend), rank_(rank), slot_(slot) {}
   int rank() const override { return rank_; }
-  int size() const override { return backend_.size(); }
+  int size() const override { return backend_.live_count(); }
 
   void all_reduce(std::vector<at::Tensor>& tensors, sdk::ReduceOp op) override {
     run_in_place(CollectiveKind::AllReduce, tensors, op, 0);
   }
   void broadcast(std::vector<at::Tensor>& tensors, int root) override {
-    if (root < 0 || root >= size()) {
-      throw sdk::Error("broadcast: root " + std::to_string(root) + " is not a rank of " + std::to_string(size()));
+    if (root < 0 || root >= backend_.size()) {
+      throw sdk::Error("broadcast: root " + std::to_string(root) + " is not a rank of " +
+                       std::to_string(backend_.size()));
     }
     run_in_place(CollectiveKind::Broadcast, tensors, sdk::ReduceOp::Sum, root);
   }

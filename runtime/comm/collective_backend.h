@@ -17,8 +17,11 @@ namespace exogym::runtime::comm {
 class CollectiveBackend {
  public:
   virtual ~CollectiveBackend() = default;
-  // The run's node count (the communicators' size).
+  // The run's node count: ranks run from 0 to size() - 1.
   virtual int size() const = 0;
+  // The nodes taking part in collectives now (the communicators' size):
+  // size(), unless nodes are down.
+  virtual int live_count() const { return size(); }
   // Node `rank`'s part of a collective. Returns once the results are in
   // call.tensors (all_reduce, broadcast) or *call.gathered (all_gather).
   // `slot` (may be null) is released while the node waits for the others.

@@ -28,7 +28,14 @@ InProcessGroup::InProcessGroup(int size, cluster::AbortSignal& abort, int helper
     : size_(checked_size(size)),
       abort_(abort),
       crew_(helpers),
-      rendezvous_(size_, 0, abort, [this](const Rendezvous::Calls& calls) { execute(calls); }) {}
+      rendezvous_(size_, 0, abort, [this](const Rendezvous::Calls& calls) { execute(calls); }) {
+  for (int r = 0; r < size_; ++r) members_.push_back(r);
+}
+
+void InProcessGroup::set_members(std::vector<int> members) {
+  rendezvous_.set_expected(members);
+  members_ = std::move(members);
+}
 
 std::unique_ptr<sdk::Communicator> InProcessGroup::communicator(int rank, cluster::NodeSlot* slot) {
   EXOGYM_CHECK_INTERNAL(!(rank < 0 || rank >= size_), "InProcessGroup: bad rank");
@@ -36,8 +43,11 @@ std::unique_ptr<sdk::Communicator> InProcessGroup::communicator(int rank, cluste
 }
 
 void InProcessGroup::run(int rank, CollectiveCall call, cluster::NodeSlot* slot) {
-  if (size_ == 1) {
+  if (members_.size() == 1) {
     // Nothing to exchange: all_gather still returns fresh tensors.
+    if (call.kind == CollectiveKind::Broadcast && call.root != rank) {
+      throw sdk::Error("broadcast: root " + std::to_string(call.root) + " is down");
+    }
     if (call.kind == CollectiveKind::AllGather) {
       call.gathered->assign(1, {});
       for (const auto& t : call.tensors) call.gathered->front().push_back(t.clone());
@@ -49,24 +59,26 @@ void InProcessGroup::run(int rank, CollectiveCall call, cluster::NodeSlot* slot)
 }
 
 void InProcessGroup::reduce_chunk(const Rendezvous::Calls& calls, size_t tensor, int64_t start) const {
-  const int64_t end = std::min(calls[0].tensors[tensor].numel(), start + kChunkElements);
+  const int64_t end = std::min(calls[members_[0]].tensors[tensor].numel(), start + kChunkElements);
   auto slice = [&](int r) { return calls[r].tensors[tensor].view(-1).slice(0, start, end); };
   // Rank order, element by element: the same bits whoever does the work.
-  // The sum builds up in node 0's slice, which nobody else touches.
-  at::Tensor acc = slice(0);
-  const sdk::ReduceOp op = calls[0].op;
-  for (int r = 1; r < size_; ++r) combine(acc, slice(r), op);
-  if (op == sdk::ReduceOp::Avg) average_sum(acc, size_);
-  for (int r = 1; r < size_; ++r) slice(r).copy_(acc);
+  // The sum builds up in the first member's slice, which nobody else touches.
+  const size_t count = members_.size();
+  at::Tensor acc = slice(members_[0]);
+  const sdk::ReduceOp op = calls[members_[0]].op;
+  for (size_t i = 1; i < count; ++i) combine(acc, slice(members_[i]), op);
+  if (op == sdk::ReduceOp::Avg) average_sum(acc, static_cast<int64_t>(count));
+  for (size_t i = 1; i < count; ++i) slice(members_[i]).copy_(acc);
 }
 
 void InProcessGroup::execute(const Rendezvous::Calls& calls) {
-  const CollectiveCall& first = calls[0];
+  const CollectiveCall& first = calls[members_[0]];
+  const int64_t count_members = static_cast<int64_t>(members_.size());
   int64_t elements = 0;
   for (const auto& t : first.tensors) elements += t.numel();
   // Small collectives are done by this thread alone.
   auto run_items = [&](int64_t count, const std::function<void(int64_t)>& item) {
-    if (elements * size_ < kCrewElements) {
+    if (elements * count_members < kCrewElements) {
       for (int64_t i = 0; i < count; ++i) item(i);
     } else {
       crew_.run(count, item);
@@ -85,9 +97,12 @@ void InProcessGroup::execute(const Rendezvous::Calls& calls) {
     }
     case CollectiveKind::Broadcast: {
       const int root = first.root;
+      if (!std::binary_search(members_.begin(), members_.end(), root)) {
+        throw sdk::Error("broadcast: root " + std::to_string(root) + " is down");
+      }
       const int64_t count = static_cast<int64_t>(first.tensors.size());
-      run_items(count * size_, [&](int64_t index) {
-        const int r = static_cast<int>(index / count);
+      run_items(count * count_members, [&](int64_t index) {
+        const int r = members_[static_cast<size_t>(index / count)];
         const size_t i = static_cast<size_t>(index % count);
         if (r != root) calls[r].tensors[i].copy_(calls[root].tensors[i]);
       });
@@ -95,11 +110,11 @@ void InProcessGroup::execute(const Rendezvous::Calls& calls) {
     }
     case CollectiveKind::AllGather:
       // Every node gets its own copies: strategies may write into them.
-      run_items(size_, [&](int64_t d) {
-        auto& gathered = *calls[d].gathered;
-        gathered.assign(size_, {});
-        for (int r = 0; r < size_; ++r) {
-          for (const auto& t : calls[r].tensors) gathered[r].push_back(t.clone());
+      run_items(count_members, [&](int64_t d) {
+        auto& gathered = *calls[members_[static_cast<size_t>(d)]].gathered;
+        gathered.assign(members_.size(), {});
+        for (size_t j = 0; j < members_.size(); ++j) {
+          for (const auto& t : calls[members_[j]].tensors) gathered[j].push_back(t.clone());
         }
       });
       break;

@@ -6,6 +6,10 @@
 // (rendezvous.h). Reductions combine ranks in rank order, element by element,
 // so results are bit-identical for any thread scheduling, `parallelism` or
 // work split.
+//
+// While nodes are down (a run that simulates failures), collectives run over
+// the live nodes only: sums and averages over them, all_gather returns their
+// tensors in rank order, a broadcast's root must be one of them.
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
@@ -26,6 +30,12 @@ class InProcessGroup final : public CollectiveBackend {
   // (parallelism − 1 keeps the run within its compute slots).
   InProcessGroup(int size, cluster::AbortSignal& abort, int helpers = 0);
   int size() const override { return size_; }
+  int live_count() const override { return static_cast<int>(members_.size()); }
+
+  // The nodes the next collectives run over (ranks, ascending). Only while
+  // no collective is under way: from the work of Cluster::meet_all.
+  void set_members(std::vector<int> members);
+  const std::vector<int>& members() const { return members_; }
 
   // The communicator node `rank` uses. `slot` (may be null) is released while
   // the node waits for the others.
@@ -39,6 +49,7 @@ class InProcessGroup final : public CollectiveBackend {
   void reduce_chunk(const Rendezvous::Calls& calls, size_t tensor, int64_t start) const;
 
   const int size_;
+  std::vector<int> members_;  // the live ranks
   cluster::AbortSignal& abort_;
   cluster::WorkCrew crew_;
   Rendezvous rendezvous_;

@@ -1,5 +1,6 @@
 #include "exogym/runtime/comm/rendezvous.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -13,6 +14,7 @@ Rendezvous::Rendezvous(int members, int first_rank, cluster::AbortSignal& abort,
     : first_rank_(first_rank), abort_(abort), work_(std::move(work)) {
   EXOGYM_CHECK_INTERNAL(members >= 1, "Rendezvous: needs at least one member");
   for (int index = 0; index < members; ++index) expected_.push_back(index);
+  is_expected_.assign(members, 1);
   calls_.resize(members);
   parked_.assign(members, nullptr);
   abort_.on_abort([this] {
@@ -34,9 +36,23 @@ void Rendezvous::meet(int index, CollectiveCall call, cluster::NodeSlot* slot) {
   }
 }
 
+void Rendezvous::set_expected(std::vector<int> members) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  EXOGYM_CHECK_INTERNAL(arrived_ == 0, "Rendezvous: membership changed during a collective");
+  EXOGYM_CHECK_INTERNAL(!members.empty(), "Rendezvous: no member left");
+  std::fill(is_expected_.begin(), is_expected_.end(), 0);
+  for (int index : members) {
+    EXOGYM_CHECK_INTERNAL(index >= 0 && index < static_cast<int>(calls_.size()), "Rendezvous: bad member");
+    is_expected_[index] = 1;
+  }
+  expected_ = std::move(members);
+}
+
 bool Rendezvous::arrive(int index, CollectiveCall call, cluster::NodeSlot* parked, uint64_t& generation) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (abort_.aborted()) throw sdk::AbortedError("run aborted: " + abort_.reason());
+  EXOGYM_CHECK_INTERNAL(is_expected_[index],
+                        "node " + std::to_string(first_rank_ + index) + " called a collective while it is down");
   calls_[index] = std::move(call);
   parked_[index] = parked;
   generation = generation_;

@@ -44,6 +44,12 @@ class Rendezvous {
   // the run so that the others stop too.
   void meet(int index, CollectiveCall call, cluster::NodeSlot* slot);
 
+  // The members the next collectives wait for (indices, ascending, at least
+  // one): the live nodes of a run that simulates failures. Only while no
+  // collective is under way (from the work of a meeting of every node).
+  void set_expected(std::vector<int> members);
+  const std::vector<int>& expected() const { return expected_; }
+
  private:
   bool arrive(int index, CollectiveCall call, cluster::NodeSlot* parked, uint64_t& generation);
   void wait(uint64_t generation, cluster::NodeSlot* parked);
@@ -53,9 +59,10 @@ class Rendezvous {
   const int first_rank_;
   cluster::AbortSignal& abort_;
   const Work work_;
-  // The members every collective waits for: all of them today. Nodes that
-  // fail will leave this set when runs survive node failures.
+  // The members every collective waits for: all of them, unless nodes are
+  // down (set_expected).
   std::vector<int> expected_;
+  std::vector<char> is_expected_;  // by index
 
   std::mutex mutex_;  // guards what follows, and calls_ until the last node arrives
   std::condition_variable cv_;

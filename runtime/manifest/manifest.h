@@ -40,6 +40,25 @@ struct DataSpec {
 struct NetworkSpec {
   sim::Link link;
   std::map<int, sim::Link> per_node;
+  // The simulated seconds survivors lose noticing a failure, at their first
+  // strategy collective after it (network.failure_timeout).
+  double failure_timeout = 30;
+};
+
+// One entry of "faults": a node that fails (and maybe rejoins), or joins
+// late. Steps are 0-based: failing at step s, the node does not take step s.
+struct NodeFault {
+  int node = 0;
+  std::optional<int64_t> fail_at, rejoin_at, join_at;
+  std::string path;  // "faults[2]", for error messages
+};
+
+// "churn": every node without a "faults" entry fails independently, its up
+// times exponentially distributed with mean `mtbf` steps, and is down
+// `downtime` steps each time (sim/fault_schedule.h).
+struct ChurnSpec {
+  double mtbf = 0;
+  int64_t downtime = 0;
 };
 
 // "compute": how long a step takes on the simulated cluster.
@@ -82,6 +101,10 @@ struct Manifest {
   std::optional<double> target_loss;
   NetworkSpec network;
   ComputeSpec compute;
+  std::vector<NodeFault> faults;
+  std::optional<ChurnSpec> churn;
+  // Whether nodes fail, rejoin or join late in this run.
+  bool has_faults() const { return !faults.empty() || churn.has_value(); }
   CheckpointSpec checkpoint;
   std::filesystem::path output_dir;        // absolute
   std::vector<std::string> model_formats;  // output.save_model: model.<format> files to write

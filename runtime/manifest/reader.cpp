@@ -1,8 +1,11 @@
 #include "exogym/runtime/manifest/reader.h"
 
+#include <cmath>
+
 #include "exogym/runtime/manifest/schema.h"
 #include "exogym/runtime/manifest/syntax.h"
 #include "exogym/runtime/manifest/units.h"
+#include "exogym/runtime/sim/fault_schedule.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/options.h"
 
@@ -129,6 +132,7 @@ sim::Link read_link(const json& section, const std::string& path, sim::Link link
 NetworkSpec read_network(const json& network, int nodes) {
   NetworkSpec spec;
   spec.link = read_link(network, "network", {});
+  spec.failure_timeout = parse_duration(network.at("failure_timeout"), "network.failure_timeout");
   if (network.contains("nodes")) {
     for (const auto& item : network.at("nodes").items()) {
       const std::string path = "network.nodes." + item.key();
@@ -152,6 +156,33 @@ ComputeSpec read_compute(const json& compute, int nodes) {
     for (const auto& item : compute.at("speed").items())
       spec.speed[node_rank(item.key(), "compute.speed." + item.key(), nodes)] = item.value();
   }
+  return spec;
+}
+
+std::vector<NodeFault> read_faults(const json& faults) {
+  std::vector<NodeFault> out;
+  for (size_t i = 0; i < faults.size(); ++i) {
+    const json& entry = faults[i];
+    NodeFault f;
+    f.path = "faults[" + std::to_string(i) + "]";
+    f.node = entry.at("node");
+    if (entry.contains("fail_at")) f.fail_at = entry.at("fail_at").get<int64_t>();
+    if (entry.contains("rejoin_at")) f.rejoin_at = entry.at("rejoin_at").get<int64_t>();
+    if (entry.contains("join_at")) f.join_at = entry.at("join_at").get<int64_t>();
+    out.push_back(f);
+  }
+  return out;
+}
+
+ChurnSpec read_churn(const json& churn) {
+  ChurnSpec spec;
+  spec.mtbf = parse_steps(churn.at("mtbf"), "churn.mtbf");
+  const double downtime = parse_steps(churn.at("downtime"), "churn.downtime");
+  if (downtime != std::floor(downtime)) {
+    throw ConfigError("churn.downtime",
+                      "expected a whole number of steps, got " + sdk::json_excerpt(churn.at("downtime")));
+  }
+  spec.downtime = static_cast<int64_t>(downtime);
   return spec;
 }
 
@@ -188,6 +219,10 @@ Manifest read_run(const json& doc, const fs::path& base_dir, const std::string& 
   read_eval(top.at("eval"), m);
   m.network = read_network(top.at("network"), m.nodes);
   m.compute = read_compute(top.at("compute"), m.nodes);
+  if (top.contains("faults")) m.faults = read_faults(top.at("faults"));
+  if (top.contains("churn")) m.churn = read_churn(top.at("churn"));
+  // The schedule's own checks (a node down twice at once, nobody alive, ...).
+  if (m.has_faults()) sim::FaultSchedule{m};
   m.checkpoint.interval = top.at("checkpoint").at("interval");
   m.checkpoint.keep = top.at("checkpoint").at("keep");
   json& output = top.at("output");

@@ -121,10 +121,58 @@ OptionSpecs link(json bandwidth, json latency) {
 
 OptionSpec network() {
   OptionSpecs fields = link("1Gbit/s", "10ms");
+  fields.push_back(described_as(kDurationNoun, {"failure_timeout", Type::String, "30s",
+                                                "the simulated time survivors lose noticing that a node failed, at "
+                                                "their first collective after the failure"}));
   fields.push_back(node_table(
       "nodes", "the links of nodes that differ from the others",
       section("", nullptr, "this node's link; keys it leaves out keep the others'", link(nullptr, nullptr))));
   return section("network", json::object(), "the simulated cluster's links", std::move(fields));
+}
+
+// "faults": scheduled failures and late joins (sim/fault_schedule.h).
+OptionSpec faults() {
+  return named(
+      "faults",
+      list_of("list of node events such as {\"node\": 3, \"fail_at\": 200, \"rejoin_at\": 260}",
+              "nodes that fail at a step (and rejoin at a later one, or never) or join late; a node that rejoins "
+              "or joins receives the current state from a live node",
+              section("", nullptr, "one node's failure or late join",
+                      {
+                          required(at_most(kIntMax, {"node", Type::NonNegativeInteger, nullptr, "the node's rank"})),
+                          {"fail_at", Type::NonNegativeInteger, nullptr,
+                           "the step the node fails at: it takes no part in this step or later ones"},
+                          {"rejoin_at", Type::PositiveInteger, nullptr,
+                           "the step it is back for, after fail_at (null: it never comes back)"},
+                          {"join_at", Type::PositiveInteger, nullptr,
+                           "a late joiner (instead of fail_at): the first step it takes part in"},
+                      })));
+}
+
+OptionSpec churn() {
+  const std::string steps_noun = "number of steps such as \"500 steps\"";
+  return section("churn", nullptr,
+                 "random failures: every node without a \"faults\" entry fails independently, drawn from the run's "
+                 "seed",
+                 {
+                     required(described_as(steps_noun, {"mtbf", Type::String, nullptr,
+                                                        "mean time between failures: a node's up times are "
+                                                        "exponentially distributed with this mean"})),
+                     required(described_as(steps_noun, {"downtime", Type::String, nullptr,
+                                                        "how long a failed node stays down before it rejoins"})),
+                 });
+}
+
+OptionSpec compute() {
+  return section("compute", json::object(), "the simulated cluster's compute",
+                 {
+                     described_as(std::string(kDurationNoun) + ", or \"measured\"",
+                                  {"step_time", Type::String, "measured",
+                                   "the time of one step at speed 1 (\"measured\": the real time it took)"}),
+                     node_table("speed", "speed factors of nodes that differ from 1",
+                                described_as("positive speed factor (1 = nominal, 0.5 = half as fast)",
+                                             {"", Type::PositiveNumber, nullptr, "this node's speed"})),
+                 });
 }
 
 OptionSpec seeds() {
@@ -208,15 +256,9 @@ OptionSpecs top_level() {
                   at_most(kIntMax, {"keep", Type::PositiveInteger, 2, "how many of the newest checkpoints to keep"}),
               }),
       network(),
-      section("compute", json::object(), "the simulated cluster's compute",
-              {
-                  described_as(std::string(kDurationNoun) + ", or \"measured\"",
-                               {"step_time", Type::String, "measured",
-                                "the time of one step at speed 1 (\"measured\": the real time it took)"}),
-                  node_table("speed", "speed factors of nodes that differ from 1",
-                             described_as("positive speed factor (1 = nominal, 0.5 = half as fast)",
-                                          {"", Type::PositiveNumber, nullptr, "this node's speed"})),
-              }),
+      faults(),
+      churn(),
+      compute(),
       // Expanded before validation (see variants.h); declared so that it is
       // known, documented and suggested for "run".
       {"runs", Type::Any, nullptr,

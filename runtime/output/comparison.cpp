@@ -99,6 +99,21 @@ std::vector<Column> number_columns(const std::vector<Run>& results) {
   columns.push_back({"sent/node", "bytes_sent_per_node", [](const Run& r) { return r.simulated.bytes_sent_per_node; },
                      [](double v, bool pretty) { return pretty ? manifest::format_bytes(v) : fixed(v, 0); }});
   columns.push_back({"sim_time", "sim_time_s", [](const Run& r) { return r.simulated.time_s; }, duration});
+  if (any([](const Run& r) { return r.faults.has_value(); })) {
+    // Runs without failures lost nothing: 0, not "-".
+    const auto fault = [](auto get) {
+      return [get](const Run& r) -> std::optional<double> {
+        return r.faults ? std::optional<double>(get(*r.faults)) : std::optional<double>(0.0);
+      };
+    };
+    columns.push_back(
+        {"failures", "failures", fault([](const train::FaultTotals& f) { return double(f.failures); }), digits(0, 0)});
+    columns.push_back({"lost_steps", "node_steps_lost",
+                       fault([](const train::FaultTotals& f) { return double(f.node_steps_lost); }), digits(0, 0)});
+    columns.push_back({"recovery", "recovery_bytes",
+                       fault([](const train::FaultTotals& f) { return f.recovery_bytes; }),
+                       [](double v, bool pretty) { return pretty ? manifest::format_bytes(v) : fixed(v, 0); }});
+  }
   if (any([](const Run& r) { return r.target_loss.has_value(); })) {
     const auto step = [](const Run& r) -> std::optional<double> {
       if (!r.target_hit) return std::nullopt;

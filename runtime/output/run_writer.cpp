@@ -29,14 +29,16 @@ static double perplexity(double loss) { return std::exp(loss); }
 // strategies may record a value per node per step.
 constexpr size_t kMetricsBlock = 1 << 16;
 
-RunWriter::RunWriter(fs::path dir, std::vector<std::string> metric_names, bool append)
-    : dir_(std::move(dir)), metric_names_(std::move(metric_names)) {
+RunWriter::RunWriter(fs::path dir, std::vector<std::string> metric_names, bool append, bool faults)
+    : dir_(std::move(dir)), metric_names_(std::move(metric_names)), faults_(faults) {
   std::error_code ec;
   fs::create_directories(dir_, ec);
   if (ec) throw sdk::Error(dir_.string() + ": cannot create the run folder: " + ec.message());
   const auto open = append ? CsvFile::Mode::Append : CsvFile::Mode::Create;
-  train_ =
-      CsvFile(dir_ / "train.csv", "step,examples_trained,train_loss,train_perplexity,lr,bytes_sent,sim_time_s", open);
+  train_ = CsvFile(dir_ / "train.csv",
+                   std::string("step,examples_trained,train_loss,train_perplexity,lr,bytes_sent,sim_time_s") +
+                       (faults ? ",live_nodes" : ""),
+                   open);
   std::string header = "step,local_loss,local_perplexity,global_loss,global_perplexity";
   for (const auto& m : metric_names_) header += ",local_" + m;
   for (const auto& m : metric_names_) header += ",global_" + m;
@@ -44,6 +46,7 @@ RunWriter::RunWriter(fs::path dir, std::vector<std::string> metric_names, bool a
   validation_ = CsvFile(dir_ / "validation.csv", header, open);
   metrics_ = CsvFile(dir_ / "metrics.csv", "step,node,name,value", open);
   comm_ = CsvFile(dir_ / "comm.csv", "step,source,collective,calls,bytes_sent,time_s", open);
+  if (faults) events_ = CsvFile(dir_ / "events.csv", "step,sim_time_s,node,event,detail", open);
 }
 
 void RunWriter::write_config(const nlohmann::json& config) {
@@ -70,11 +73,25 @@ void RunWriter::write_data(const std::vector<data::NodeData>& nodes) {
 }
 
 void RunWriter::train_row(int64_t step, int64_t examples_trained, double loss, double lr, double bytes_sent,
-                          double sim_time_s) {
+                          double sim_time_s, std::optional<int> live_nodes) {
   train_.append(std::to_string(step) + ',' + std::to_string(examples_trained) + ',' + number(loss) + ',' +
                 number(perplexity(loss)) + ',' + number(lr) + ',' + number(bytes_sent) + ',' + number(sim_time_s) +
-                '\n');
+                (faults_ ? ',' + std::to_string(live_nodes.value_or(0)) : std::string()) + '\n');
   train_.flush();
+}
+
+void RunWriter::event_row(int64_t step, double sim_time_s, int node, const std::string& event,
+                          const std::string& detail) {
+  // Free text: quoted when it holds a comma or a quote, as CSV wants.
+  std::string field = detail;
+  if (detail.find_first_of(",\"\n") != std::string::npos) {
+    field = "\"";
+    for (char c : detail) field += c == '"' ? std::string("\"\"") : std::string(1, c);
+    field += '"';
+  }
+  events_.append(std::to_string(step) + ',' + number(sim_time_s) + ',' + std::to_string(node) + ',' + event + ',' +
+                 field + '\n');
+  events_.flush();
 }
 
 void RunWriter::validation_row(int64_t step, const EvalValues& local, const EvalValues& global, double bytes_sent,
@@ -106,6 +123,7 @@ void RunWriter::write_summary(const nlohmann::json& summary) {
   {
     std::lock_guard<std::mutex> lock(metrics_mutex_);
     for (CsvFile* csv : {&train_, &validation_, &metrics_, &comm_}) csv->sync();
+    if (faults_) events_.sync();
   }
   write_file_atomically(dir_ / "summary.json", summary.dump(2) + "\n");
 }
@@ -118,6 +136,10 @@ nlohmann::json RunWriter::flush_csvs() {
   for (const auto& [name, csv] : csvs) {
     csv->flush();
     sizes[name] = static_cast<int64_t>(csv->bytes());
+  }
+  if (faults_) {
+    events_.flush();
+    sizes["events.csv"] = static_cast<int64_t>(events_.bytes());
   }
   return sizes;
 }

@@ -1,7 +1,7 @@
 #pragma once
 // A run's output folder: config.json, data.csv, train.csv, validation.csv,
-// metrics.csv, comm.csv, summary.json, model.pt and model.safetensors
-// (DESIGN §6). Rows are flushed as they are written, so a crashed or
+// metrics.csv, comm.csv, events.csv (runs that simulate failures),
+// summary.json, model.pt and model.safetensors (DESIGN §6). Rows are flushed as they are written, so a crashed or
 // interrupted run keeps everything up to its end; a failed write throws
 // sdk::Error naming the file (csv_file.h).
 #include <ATen/core/Tensor.h>
@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,8 +31,9 @@ class RunWriter final : public sdk::MetricSink {
  public:
   // `dir` is the run folder (see run_folder.h); it is created if missing.
   // `append`: a resumed run, whose CSVs are there (cut back to its
-  // checkpoint): rows are appended to them.
-  RunWriter(std::filesystem::path dir, std::vector<std::string> metric_names, bool append = false);
+  // checkpoint): rows are appended to them. `faults`: nodes fail in this
+  // run: train.csv has a live_nodes column, and events.csv is written.
+  RunWriter(std::filesystem::path dir, std::vector<std::string> metric_names, bool append = false, bool faults = false);
 
   const std::filesystem::path& dir() const { return dir_; }
 
@@ -41,8 +43,13 @@ class RunWriter final : public sdk::MetricSink {
   void write_data(const std::vector<data::NodeData>& nodes);
   // step: steps completed (this row is the step that brought it there).
   // bytes_sent: cumulative strategy bytes per node; sim_time_s: node 0's
-  // simulated clock.
-  void train_row(int64_t step, int64_t examples_trained, double loss, double lr, double bytes_sent, double sim_time_s);
+  // simulated clock. `live_nodes`: the nodes that took the step (runs with
+  // failures only).
+  void train_row(int64_t step, int64_t examples_trained, double loss, double lr, double bytes_sent, double sim_time_s,
+                 std::optional<int> live_nodes = std::nullopt);
+  // events.csv: a node failed, rejoined or joined at `step` (0-based: the
+  // first step it missed or took part in again).
+  void event_row(int64_t step, double sim_time_s, int node, const std::string& event, const std::string& detail);
   void validation_row(int64_t step, const EvalValues& local, const EvalValues& global, double bytes_sent,
                       double sim_time_s);
   void comm_rows(const std::vector<sim::CommRow>& rows);
@@ -58,7 +65,8 @@ class RunWriter final : public sdk::MetricSink {
  private:
   std::filesystem::path dir_;
   std::vector<std::string> metric_names_;
-  CsvFile train_, validation_, metrics_, comm_;
+  CsvFile train_, validation_, metrics_, comm_, events_;
+  bool faults_;
   std::mutex metrics_mutex_;
 };
 

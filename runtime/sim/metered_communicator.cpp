@@ -6,13 +6,18 @@
 
 namespace exogym::runtime::sim {
 
+int MeteredCommunicator::position(int rank) const {
+  if (!live_) return rank;
+  return static_cast<int>(std::lower_bound(live_->begin(), live_->end(), rank) - live_->begin());
+}
+
 void MeteredCommunicator::all_reduce(std::vector<at::Tensor>& tensors, sdk::ReduceOp op) {
   const double bytes = payload_bytes(tensors);
   const int K = size();
   meter_.before_collective(source_);
   inner_.all_reduce(tensors, op);
   meter_.after_collective(source_, CollectiveKind::AllReduce, all_reduce_traffic(bytes, K),
-                          all_reduce_total_sent(bytes, K), meter_.network().all_reduce_time(bytes));
+                          all_reduce_total_sent(bytes, K), meter_.network().all_reduce_time(bytes, K));
 }
 
 void MeteredCommunicator::broadcast(std::vector<at::Tensor>& tensors, int root) {
@@ -20,8 +25,9 @@ void MeteredCommunicator::broadcast(std::vector<at::Tensor>& tensors, int root) 
   const int K = size();
   meter_.before_collective(source_);
   inner_.broadcast(tensors, root);
-  meter_.after_collective(source_, CollectiveKind::Broadcast, broadcast_traffic(bytes, K, rank(), root),
-                          broadcast_total_sent(bytes, K), meter_.network().broadcast_time(bytes));
+  meter_.after_collective(source_, CollectiveKind::Broadcast,
+                          broadcast_traffic(bytes, K, position(rank()), position(root)), broadcast_total_sent(bytes, K),
+                          meter_.network().broadcast_time(bytes, K));
 }
 
 std::vector<std::vector<at::Tensor>> MeteredCommunicator::all_gather(const std::vector<at::Tensor>& tensors) {
@@ -39,15 +45,16 @@ std::vector<std::vector<at::Tensor>> MeteredCommunicator::all_gather(const std::
     smallest = std::min(smallest, b);
   }
   const double max_sent = total - smallest;
-  meter_.after_collective(source_, CollectiveKind::AllGather, all_gather_traffic(by_rank, rank()),
-                          all_gather_total_sent(by_rank), meter_.network().all_gather_time(max_sent));
+  meter_.after_collective(source_, CollectiveKind::AllGather, all_gather_traffic(by_rank, position(rank())),
+                          all_gather_total_sent(by_rank),
+                          meter_.network().all_gather_time(max_sent, static_cast<int>(by_rank.size())));
   return gathered;
 }
 
 void MeteredCommunicator::barrier() {
   meter_.before_collective(source_);
   inner_.barrier();
-  meter_.after_collective(source_, CollectiveKind::Barrier, Traffic{}, 0.0, meter_.network().barrier_time());
+  meter_.after_collective(source_, CollectiveKind::Barrier, Traffic{}, 0.0, meter_.network().barrier_time(size()));
 }
 
 }  // namespace exogym::runtime::sim

@@ -12,8 +12,11 @@ namespace exogym::runtime::sim {
 // `source` and moves the node's clock.
 class MeteredCommunicator final : public sdk::Communicator {
  public:
-  MeteredCommunicator(sdk::Communicator& inner, NodeMeter& meter, TrafficSource source)
-      : inner_(inner), meter_(meter), source_(source) {}
+  // `live` (may be null: every node): the live ranks, in rank order, while
+  // nodes may be down; a collective's traffic and time are those over them.
+  MeteredCommunicator(sdk::Communicator& inner, NodeMeter& meter, TrafficSource source,
+                      const std::vector<int>* live = nullptr)
+      : inner_(inner), meter_(meter), source_(source), live_(live) {}
 
   int rank() const override { return inner_.rank(); }
   int size() const override { return inner_.size(); }
@@ -27,9 +30,13 @@ class MeteredCommunicator final : public sdk::Communicator {
   using sdk::Communicator::broadcast;
 
  private:
+  // A rank's place among the live nodes (the rank itself when all are).
+  int position(int rank) const;
+
   sdk::Communicator& inner_;
   NodeMeter& meter_;
   TrafficSource source_;
+  const std::vector<int>* live_;
 };
 
 }  // namespace exogym::runtime::sim

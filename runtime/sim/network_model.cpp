@@ -67,25 +67,25 @@ Link NetworkModel::link(int rank) const {
   return it == overrides_.end() ? link_ : it->second;
 }
 
-double NetworkModel::all_reduce_time(double bytes) const {
-  if (nodes_ <= 1) return 0.0;
-  const double steps = 2.0 * (nodes_ - 1);
-  return steps * (bottleneck_.latency + bytes / nodes_ / bottleneck_.bandwidth);
+double NetworkModel::all_reduce_time(double bytes, int nodes) const {
+  if (nodes <= 1) return 0.0;
+  const double steps = 2.0 * (nodes - 1);
+  return steps * (bottleneck_.latency + bytes / nodes / bottleneck_.bandwidth);
 }
 
-double NetworkModel::broadcast_time(double bytes) const {
-  if (nodes_ <= 1) return 0.0;
-  return (nodes_ - 1) * bottleneck_.latency + bytes / bottleneck_.bandwidth;
+double NetworkModel::broadcast_time(double bytes, int nodes) const {
+  if (nodes <= 1) return 0.0;
+  return (nodes - 1) * bottleneck_.latency + bytes / bottleneck_.bandwidth;
 }
 
-double NetworkModel::all_gather_time(double max_sent) const {
-  if (nodes_ <= 1) return 0.0;
-  return (nodes_ - 1) * bottleneck_.latency + max_sent / bottleneck_.bandwidth;
+double NetworkModel::all_gather_time(double max_sent, int nodes) const {
+  if (nodes <= 1) return 0.0;
+  return (nodes - 1) * bottleneck_.latency + max_sent / bottleneck_.bandwidth;
 }
 
-double NetworkModel::barrier_time() const {
-  if (nodes_ <= 1) return 0.0;
-  return std::ceil(std::log2(static_cast<double>(nodes_))) * bottleneck_.latency;
+double NetworkModel::barrier_time(int nodes) const {
+  if (nodes <= 1) return 0.0;
+  return std::ceil(std::log2(static_cast<double>(nodes))) * bottleneck_.latency;
 }
 
 }  // namespace exogym::runtime::sim

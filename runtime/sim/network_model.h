@@ -59,11 +59,18 @@ class NetworkModel {
   // The smallest bandwidth and the largest latency over all nodes.
   const Link& bottleneck() const { return bottleneck_; }
 
-  double all_reduce_time(double bytes) const;
-  double broadcast_time(double bytes) const;
+  // Over `nodes` nodes (fewer than nodes() while some are down; the links'
+  // bottleneck stays the whole cluster's).
+  double all_reduce_time(double bytes, int nodes) const;
+  double broadcast_time(double bytes, int nodes) const;
   // `max_sent`: the most bytes any one node sends.
-  double all_gather_time(double max_sent) const;
-  double barrier_time() const;
+  double all_gather_time(double max_sent, int nodes) const;
+  double barrier_time(int nodes) const;
+  // Over all nodes.
+  double all_reduce_time(double bytes) const { return all_reduce_time(bytes, nodes_); }
+  double broadcast_time(double bytes) const { return broadcast_time(bytes, nodes_); }
+  double all_gather_time(double max_sent) const { return all_gather_time(max_sent, nodes_); }
+  double barrier_time() const { return barrier_time(nodes_); }
 
  private:
   int nodes_;

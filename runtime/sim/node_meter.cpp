@@ -60,7 +60,9 @@ void NodeMeter::after_collective(TrafficSource source, CollectiveKind kind, Traf
   if (keep_rows_) record_row(source, kind, cluster_sent, source == TrafficSource::Strategy ? transfer_time : 0.0);
   if (source != TrafficSource::Strategy) return;
 
-  const double start = clocks_.latest(sequence_++);
+  // A failure noticed here: the survivors wait out the timeout first.
+  const double start = clocks_.latest(sequence_++) + failure_timeout_;
+  failure_timeout_ = 0;
   waiting_ += start - clock_;
   communication_ += transfer_time;
   clock_ = start + transfer_time;
@@ -85,6 +87,14 @@ void NodeMeter::record_row(TrafficSource source, CollectiveKind kind, double clu
   it->time_s += transfer_time;
 }
 
+void NodeMeter::rejoin(const NodeMeter& donor, double transfer) {
+  clock_ = donor.clock_ + transfer;
+  sequence_ = donor.sequence_;
+  for (int i = 0; i < 2; ++i) cluster_sent_[i] = donor.cluster_sent_[i];
+  pending_compute_ = 0;
+  failure_timeout_ = 0;
+}
+
 std::vector<CommRow> NodeMeter::take_rows() {
   std::vector<CommRow> rows;
   rows.swap(rows_);
@@ -95,15 +105,17 @@ nlohmann::json NodeMeter::state() const {
   auto pair = [](const double(&v)[2]) { return nlohmann::json::array({v[0], v[1]}); };
   const double sent[2] = {traffic_[0].sent, traffic_[1].sent};
   const double received[2] = {traffic_[0].received, traffic_[1].received};
-  return {{"clock", clock_},
-          {"compute", compute_},
-          {"communication", communication_},
-          {"waiting", waiting_},
-          {"sequence", sequence_},
-          {"sent", pair(sent)},
-          {"received", pair(received)},
-          {"cluster_sent", pair(cluster_sent_)},
-          {"calls", {calls_[0], calls_[1]}}};
+  nlohmann::json state = {{"clock", clock_},
+                          {"compute", compute_},
+                          {"communication", communication_},
+                          {"waiting", waiting_},
+                          {"sequence", sequence_},
+                          {"sent", pair(sent)},
+                          {"received", pair(received)},
+                          {"cluster_sent", pair(cluster_sent_)},
+                          {"calls", {calls_[0], calls_[1]}}};
+  if (failure_timeout_ > 0) state["failure_timeout"] = failure_timeout_;
+  return state;
 }
 
 void NodeMeter::restore(const nlohmann::json& state) {
@@ -118,6 +130,7 @@ void NodeMeter::restore(const nlohmann::json& state) {
     cluster_sent_[i] = state.at("cluster_sent").at(i);
     calls_[i] = state.at("calls").at(i);
   }
+  failure_timeout_ = state.value("failure_timeout", 0.0);
   pending_compute_ = 0;
   rows_.clear();
 }

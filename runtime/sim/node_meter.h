@@ -7,6 +7,7 @@
 // the modelled transfer time (network_model.h). Time spent before that end
 // is the node's waiting time. Runtime traffic is counted but moves no clock
 // (traffic_source.h).
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -44,6 +45,15 @@ class NodeMeter {
   void before_collective(TrafficSource source);
   void after_collective(TrafficSource source, CollectiveKind kind, Traffic mine, double cluster_sent,
                         double transfer_time);
+
+  // Failures (fault_schedule.h). A survivor of a failure loses `seconds`
+  // noticing it, at its next strategy collective (network.failure_timeout);
+  // failures before that collective overlap, so the loss is not added up.
+  void expect_failure_timeout(double seconds) { failure_timeout_ = std::max(failure_timeout_, seconds); }
+  // A node that comes back continues from its donor's clock plus the
+  // `transfer` of the state, at the donor's collective count, and takes the
+  // donor's view of the cluster's traffic (cluster_sent), which it missed.
+  void rejoin(const NodeMeter& donor, double transfer);
 
   double clock() const { return clock_; }
   double compute_seconds() const { return compute_; }
@@ -87,6 +97,7 @@ class NodeMeter {
   double pending_compute_ = 0;
 
   double clock_ = 0, compute_ = 0, communication_ = 0, waiting_ = 0;
+  double failure_timeout_ = 0;  // to lose at the next strategy collective
   uint64_t sequence_ = 0;
   Traffic traffic_[2];
   double cluster_sent_[2] = {0, 0};

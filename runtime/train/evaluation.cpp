@@ -86,7 +86,7 @@ output::Progress::Metrics named_metrics(const std::vector<std::string>& names, c
   return metrics;
 }
 
-// Node 0's record of an evaluation.
+// The reporting node's record of an evaluation.
 void record(RunState& s, const EvalRecord& r) {
   s.writer->validation_row(r.step, r.local, r.global, r.bytes_sent, r.sim_time_s);
   if (s.m.target_loss && !s.target_hit && r.global.loss <= *s.m.target_loss) {
@@ -100,15 +100,19 @@ void record(RunState& s, const EvalRecord& r) {
 }  // namespace
 
 void evaluate(RunState& s, int rank, sdk::Model& model, sdk::Communicator& comm, int64_t step) {
-  const int K = s.m.nodes;
-  const int global_rank = K > 1 ? 1 : 0;
+  // "Local" is the lowest live node's model (node 0's unless it is down);
+  // the next live node evaluates the average, so that the two run at once.
+  const std::vector<int>& live = s.membership->live();
+  const int K = static_cast<int>(live.size());
+  const int local_rank = live[0];
+  const int global_rank = K > 1 ? live[1] : local_rank;
   const size_t M = s.metric_names.size();
   NamedTensors state = float_state(model.module());
   const std::vector<at::Tensor> averaged = averaged_over_nodes(state.tensors, comm);
 
   // [local loss, local metrics, global loss, global metrics]
   std::vector<double> packed(2 * (1 + M), 0.0);
-  if (rank == 0) pack(evaluate_on_validation(s, rank, model), packed, 0);
+  if (rank == local_rank) pack(evaluate_on_validation(s, rank, model), packed, 0);
   if (rank == global_rank) {
     // The average of one model is itself.
     pack(K == 1 ? unpack(packed, 0, M) : evaluate_averaged(s, rank, model, state.tensors, averaged), packed, 1 + M);
@@ -119,13 +123,13 @@ void evaluate(RunState& s, int rank, sdk::Model& model, sdk::Communicator& comm,
     const double* p = sums.data_ptr<double>();
     packed.assign(p, p + packed.size());
   }
-  if (rank != 0) return;
+  if (rank != local_rank) return;
   const sim::NodeMeter& meter = s.simulation->meter(rank);
   EvalRecord r;
   r.step = step;
   r.local = unpack(packed, 0, M);
   r.global = unpack(packed, 1 + M, M);
-  r.bytes_sent = meter.cluster_sent(sim::TrafficSource::Strategy) / K;
+  r.bytes_sent = meter.cluster_sent(sim::TrafficSource::Strategy) / s.m.nodes;
   r.sim_time_s = meter.clock();
   record(s, r);
 }

@@ -43,7 +43,15 @@ class NodeRun {
  private:
   void start();
   void restore();
+  // Before step t when the membership changes (membership.h): every node
+  // meets; a donor first leaves its state, a node coming back then takes it.
+  void change_membership(int64_t t);
   void train_step(int64_t t);
+  // A down node's step: nothing but the checks every node makes.
+  void skip_step(int64_t t);
+  // Where every node of the run meets (the checkpoints): the collective
+  // backend's barrier, or with failures one that down nodes attend too.
+  void meet_every_node();
   // After the last step before boundary `step` (steps done): a checkpoint
   // when one is due or a stop was requested; then, if stopping, stops.
   void boundary(int64_t step);
@@ -56,6 +64,8 @@ class NodeRun {
 
   RunState& s_;
   const manifest::Manifest& m_;
+  cluster::Cluster& cluster_;
+  Membership& membership_;
   const int rank_;
   cluster::NodeSlot& slot_;
   sdk::Model& model_;
@@ -74,19 +84,25 @@ class NodeRun {
 NodeRun::NodeRun(RunState& s, cluster::Cluster& cluster, int rank, cluster::NodeSlot& slot)
     : s_(s),
       m_(s.m),
+      cluster_(cluster),
+      membership_(*s.membership),
       rank_(rank),
       slot_(slot),
       model_(*s.replicas.models[rank]),
       strategy_(*s.replicas.strategies[rank]),
       backend_(cluster.communicator(rank, &slot)),
       meter_(s.simulation->meter(rank)),
-      strategy_comm_(*backend_, meter_, sim::TrafficSource::Strategy),
-      runtime_comm_(*backend_, meter_, sim::TrafficSource::Runtime),
+      strategy_comm_(*backend_, meter_, sim::TrafficSource::Strategy,
+                     membership_.simulated() ? &membership_.live() : nullptr),
+      runtime_comm_(*backend_, meter_, sim::TrafficSource::Runtime,
+                    membership_.simulated() ? &membership_.live() : nullptr),
       device_(cluster::device_for_node(s.devices, rank)),
       strategy_name_(plugin_name("strategy", m_.strategy.plugin, *s.plugins.strategy)),
       model_name_(plugin_name("model", m_.model.plugin, *s.plugins.model)) {
   ctx_.rank = rank;
   ctx_.num_nodes = m_.nodes;
+  ctx_.live = &membership_.live();
+  ctx_.membership_epoch = membership_.epoch();
   ctx_.device = device_;
   ctx_.comm = &strategy_comm_;
   ctx_.step = 0;
@@ -101,11 +117,15 @@ void NodeRun::run() {
     start();
     s_.loop.note_start();
     for (int64_t t = s_.first_step; t < m_.max_steps; ++t) {
-      train_step(t);
+      if (membership_.meets_before(t)) change_membership(t);
+      if (membership_.is_live(rank_))
+        train_step(t);
+      else
+        skip_step(t);
       boundary(t + 1);
     }
     s_.loop.note_end();
-    finish();
+    if (membership_.is_live(rank_)) finish();
   } catch (const sdk::AbortedError&) {
     throw;
   } catch (const cluster::Interrupted&) {
@@ -151,6 +171,43 @@ void NodeRun::restore() {
   node->second = checkpoint::NodeState();
 }
 
+void NodeRun::change_membership(int64_t t) {
+  ctx_.step = t;
+  if (membership_.donor_at(t) == rank_) {
+    phase_ = "sending the state of " + strategy_name_ + " to the nodes that come back";
+    sdk::StateDict state;
+    strategy_.recovery_state(model_, state);
+    // A copy: this node trains on while the others take it.
+    for (auto& [key, tensor] : state) tensor = tensor.detach().clone();
+    membership_.deposit(std::move(state));
+  }
+  phase_ = "changing the membership before step " + std::to_string(t);
+  cluster_.meet_all(rank_, &slot_,
+                    [this, t] { membership_.advance(t, *s_.simulation, cluster_.group(), s_.writer.get()); });
+  ctx_.membership_epoch = membership_.epoch();
+  if (membership_.returns_at(rank_, t)) {
+    phase_ = "taking the state of " + strategy_name_ + " from node " + std::to_string(membership_.donor_at(t));
+    const auto state = membership_.delivered();
+    EXOGYM_CHECK_INTERNAL(state != nullptr, "no recovery state delivered");
+    strategy_.load_recovery_state(model_, *state);
+    membership_.loaded();
+  }
+}
+
+void NodeRun::skip_step(int64_t t) {
+  ctx_.step = t;
+  if (!s_.stop_point && cluster::interrupt_requested()) {
+    throw cluster::Interrupted("interrupted by a signal (Ctrl-C) after " + std::to_string(t) + " steps");
+  }
+}
+
+void NodeRun::meet_every_node() {
+  if (membership_.simulated())
+    cluster_.meet_all(rank_, &slot_);
+  else
+    backend_->barrier();
+}
+
 void NodeRun::boundary(int64_t step) {
   bool stop = false;
   if (s_.stop_point) {
@@ -183,7 +240,7 @@ void NodeRun::write_checkpoint(int64_t step) {
   phase_ = "writing the checkpoint of step " + std::to_string(step);
   const auto started = std::chrono::steady_clock::now();
   checkpoint::write_node_state(s_.checkpoints->partial_folder(step), rank_, step, model_, strategy_, meter_.state());
-  backend_->barrier();
+  meet_every_node();
   if (s_.role.mesh) {
     // Every node of this process is here, so no metric row is still coming.
     if (s_.metric_buffer && rank_ == s_.role.block.first) hand_over_metrics(s_, step);
@@ -191,7 +248,7 @@ void NodeRun::write_checkpoint(int64_t step) {
   }
   std::filesystem::path folder;
   if (rank_ == 0) folder = commit_checkpoint(s_, step);
-  backend_->barrier();
+  meet_every_node();
   if (rank_ != 0) return;
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   ++s_.checkpoints_written;
@@ -223,7 +280,11 @@ void NodeRun::train_step(int64_t t) {
   phase_ = "step of " + strategy_name_;
   strategy_.step();
   meter_.end_step();
-  if (rank_ == 0) report_step(t, loss);
+  if (rank_ == membership_.reporter()) {
+    report_step(t, loss);
+  } else if (membership_.simulated()) {
+    meter_.take_rows();  // the reporting node writes comm.csv
+  }
 }
 
 double NodeRun::forward_backward(const std::vector<int64_t>& indices) {
@@ -254,15 +315,21 @@ double NodeRun::forward_backward(const std::vector<int64_t>& indices) {
   return loss_sum / static_cast<double>(s_.accumulation);
 }
 
-// Node 0's rows of train.csv and comm.csv, and the progress line.
+// The reporting node's rows of train.csv and comm.csv, and the progress
+// line: node 0's, or with failures the lowest live node's.
 void NodeRun::report_step(int64_t t, double loss) {
   if (!std::isfinite(loss) && std::isfinite(s_.last_train_loss)) {
-    s_.log->warn("node 0: training loss became {} at step {}", loss, t);
+    s_.log->warn("node {}: training loss became {} at step {}", rank_, loss, t);
   }
   s_.last_train_loss = loss;
-  const int64_t examples = (t + 1) * m_.batch_size * m_.nodes;
   const double bytes_sent = meter_.cluster_sent(sim::TrafficSource::Strategy) / static_cast<double>(m_.nodes);
-  s_.writer->train_row(t + 1, examples, loss, strategy_.lr(), bytes_sent, meter_.clock());
+  if (membership_.simulated()) {
+    s_.writer->train_row(t + 1, membership_.count_step(t, m_.batch_size), loss, strategy_.lr(), bytes_sent,
+                         meter_.clock(), static_cast<int>(membership_.live().size()));
+  } else {
+    const int64_t examples = (t + 1) * m_.batch_size * m_.nodes;
+    s_.writer->train_row(t + 1, examples, loss, strategy_.lr(), bytes_sent, meter_.clock());
+  }
   s_.writer->comm_rows(meter_.take_rows());
   s_.progress->step(t + 1, loss, strategy_.lr());
 }
@@ -277,7 +344,7 @@ void NodeRun::finish() {
   phase_ = "averaging the final model";
   const NamedTensors state = float_state(model_.module());
   const std::vector<at::Tensor> averaged = averaged_over_nodes(state.tensors, runtime_comm_);
-  if (rank_ != 0) return;
+  if (rank_ != membership_.reporter()) return;
   if (m_.stop_on_nonfinite && first_nonfinite(averaged) >= 0) {
     throw Diverged(rank_, m_.max_steps, "a parameter of the averaged model");
   }

@@ -53,7 +53,8 @@ void open_outputs(RunState& s, const RunOptions& options) {
   const bool writes = s.role.writes;
   if (writes) {
     if (s.resume) cut_outputs_to_checkpoint(s);
-    s.writer = std::make_unique<output::RunWriter>(s.run_dir, s.metric_names, /*append=*/s.resume.has_value());
+    s.writer = std::make_unique<output::RunWriter>(s.run_dir, s.metric_names, /*append=*/s.resume.has_value(),
+                                                   /*faults=*/m.has_faults());
     s.writer->write_config(s.config);
     s.writer->write_data(s.data.node_data);
   } else {

@@ -86,6 +86,11 @@ RunResult parse_summary(const fs::path& run_dir, const json& summary) {
   r.simulated.compute_s = sim.at("compute_s").get<double>();
   r.simulated.communication_s = sim.at("communication_s").get<double>();
   r.simulated.waiting_s = sim.at("waiting_s").get<double>();
+  if (const json& f = summary.value("faults", json()); f.is_object()) {
+    r.faults = FaultTotals{f.at("failures").get<int64_t>(),      f.at("rejoins").get<int64_t>(),
+                           f.at("late_joins").get<int64_t>(),    f.at("node_steps_lost").get<int64_t>(),
+                           f.at("recovery_bytes").get<double>(), f.at("recovery_time_s").get<double>()};
+  }
   if (const json& target = summary.value("target", json()); target.is_object()) {
     r.target_loss = target.at("loss").get<double>();
     if (target.at("reached").get<bool>()) {

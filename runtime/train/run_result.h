@@ -36,6 +36,14 @@ struct SimulationSummary {
   double ddp_bytes_sent_per_node = 0;  // DDP (gradient all-reduce every step), same model, nodes and steps
 };
 
+// What failures cost a run that simulates them (summary.json "faults").
+struct FaultTotals {
+  int64_t failures = 0, rejoins = 0, late_joins = 0;
+  int64_t node_steps_lost = 0;  // steps the nodes did not take, summed over nodes
+  double recovery_bytes = 0;    // the state sent to the nodes that came back
+  double recovery_time_s = 0;   // the simulated time of those transfers
+};
+
 struct RunResult {
   std::string name, variant;
   std::filesystem::path run_dir;
@@ -63,6 +71,7 @@ struct RunResult {
   SimulationSummary simulated;
   std::optional<double> target_loss;
   std::optional<TargetHit> target_hit;
+  std::optional<FaultTotals> faults;  // runs that simulate failures
   // Why the run stopped before max_steps (train.on_nonfinite), if it did.
   std::optional<std::string> stopped;
 };

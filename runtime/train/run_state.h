@@ -22,6 +22,7 @@
 #include "exogym/runtime/checkpoint/stop_point.h"
 #include "exogym/runtime/output/progress.h"
 #include "exogym/runtime/output/run_writer.h"
+#include "exogym/runtime/train/membership.h"
 #include "exogym/runtime/train/metric_buffer.h"
 #include "exogym/runtime/train/replicas.h"
 #include "exogym/runtime/train/run_result.h"
@@ -75,6 +76,8 @@ struct RunState {
   std::unique_ptr<output::Progress> progress;
 
   std::unique_ptr<Simulation> simulation;
+  // Who is alive step by step (every node, unless the run simulates failures).
+  std::unique_ptr<Membership> membership;
   LoopSpan loop;
 
   // Checkpoints (checkpointing.h). A resumed run starts at first_step, from

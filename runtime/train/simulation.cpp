@@ -20,9 +20,12 @@ Simulation::Simulation(const manifest::Manifest& m, const dist::NodeBlock& block
       compute_(compute_model(m)),
       clocks_(m.nodes),
       meters_(m.nodes) {
-  // comm.csv needs one node's rows: every node sees every collective's totals.
-  for (int rank = block.first; rank < block.first + block.count; ++rank)
-    meters_[rank] = std::make_unique<sim::NodeMeter>(rank, network_, compute_, clocks_, /*keep_rows=*/rank == 0);
+  // comm.csv needs one node's rows: every node sees every collective's
+  // totals. With failures, the reporting node changes: every node keeps its
+  // rows, and those not reporting drop them (node_loop.cpp).
+  for (int rank = block.first; rank < block.first + block.count; ++rank) {
+    meters_[rank] = std::make_unique<sim::NodeMeter>(rank, network_, compute_, clocks_, rank == 0 || m.has_faults());
+  }
 }
 
 nlohmann::json Simulation::node_stats() const {

@@ -45,7 +45,9 @@ SimulationSummary summarize_simulation(const RunState& s, const json& per_node, 
     sim.communication_s += node.at("communication_s").get<double>() / K;
     sim.waiting_s += node.at("waiting_s").get<double>() / K;
   }
-  const sim::NodeMeter& meter0 = s.simulation->meter(0);
+  // A node alive at the end has seen every collective (one that came back
+  // took its donor's view).
+  const sim::NodeMeter& meter0 = s.simulation->meter(s.membership ? s.membership->reporter() : 0);
   sim.bytes_sent_total = meter0.cluster_sent(sim::TrafficSource::Strategy);
   sim.bytes_sent_per_node = sim.bytes_sent_total / K;
   sim.runtime_bytes_sent_total = meter0.cluster_sent(sim::TrafficSource::Runtime);
@@ -163,6 +165,10 @@ RunResult run_result(const RunState& s) {
   r.nodes = m.nodes;
   r.steps = m.max_steps;
   r.examples_trained = m.max_steps * m.batch_size * m.nodes;
+  if (s.membership && s.membership->simulated()) {
+    r.faults = s.membership->totals(m.max_steps);
+    r.examples_trained -= r.faults->node_steps_lost * m.batch_size;
+  }
   r.parameters = s.parameters;
   r.last_train_loss = s.last_train_loss;
   r.wall_seconds = seconds_between(s.started, std::chrono::steady_clock::now());
@@ -187,11 +193,21 @@ void write_summary(RunState& s, RunResult& r, const NodeAccounts& accounts) {
   r.simulated = summarize_simulation(s, accounts.per_node, ddp);
   json summary = run_json(s, r);
   summary["final"] = r.final_eval ? eval_json(*r.final_eval, r.metric_names) : json(nullptr);
-  summary["communication"] = communication_json(r.simulated, s.simulation->meter(0), accounts.per_node);
+  summary["communication"] = communication_json(
+      r.simulated, s.simulation->meter(s.membership ? s.membership->reporter() : 0), accounts.per_node);
   summary["simulated"] = simulated_json(s, r.simulated, ddp);
   if (r.target_loss) summary["target"] = target_json(*r.target_loss, r.target_hit);
   summary["data"] = {{"partition", s.m.resolved["data"]["train"]["partition"]},
                      {"label_skew", r.label_skew ? json(*r.label_skew) : json(nullptr)}};
+  if (r.faults) {
+    summary["faults"] = {{"failures", r.faults->failures},
+                         {"rejoins", r.faults->rejoins},
+                         {"late_joins", r.faults->late_joins},
+                         {"node_steps_lost", r.faults->node_steps_lost},
+                         {"recovery_bytes", r.faults->recovery_bytes},
+                         {"recovery_time_s", r.faults->recovery_time_s},
+                         {"live_nodes_at_end", s.membership->live().size()}};
+  }
   if (r.stopped) summary["stopped"] = {{"reason", "nonfinite"}, {"message", *r.stopped}};
   s.writer->write_summary(summary);
 }

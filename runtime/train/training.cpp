@@ -107,6 +107,9 @@ RunResult train_run(const manifest::Manifest& m, plugin::PluginLoader& loader, c
   // A resumed run is checked against its checkpoint before anything in its
   // folder changes.
   if (options.resume) load_resume_point(s, options);
+  s.membership = std::make_unique<Membership>(m, s.first_step);
+  if (s.resume && s.resume->index.sections.contains("faults"))
+    s.membership->restore(s.resume->index.sections.at("faults"));
   open_outputs(s, options);
   try {
     prepare_checkpoints(s);

@@ -1,0 +1,98 @@
+#pragma once
+// When each node of a run is down (docs/simulation.md#failures-and-churn).
+//
+// The schedule is fixed before training, from the manifest's "faults" and
+// "churn" and the run's seed: every process and thread computes the same
+// one, a resumed run recomputes it, and no node has to tell another that it
+// failed. A node is down over half-open step intervals [from, to): failing at
+// step s it takes no part in step s; rejoining at step r it takes part in
+// step r again. A late joiner is down over [0, join_at).
+//
+// Churn: each node without a "faults" entry draws its up times from an
+// exponential distribution with mean `mtbf` steps (a stream of its own,
+// seeded by the run's seed and its rank, so the draws do not depend on the
+// node count, the parallelism or the process count) and stays down
+// `downtime` steps each time.
+#include <cstdint>
+#include <optional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "exogym/runtime/manifest/manifest.h"
+
+namespace exogym::runtime::sim {
+
+// A change of one node's membership at a step.
+struct MembershipEvent {
+  enum class Kind { Fail, Rejoin, Join };
+  int64_t step = 0;
+  int node = 0;
+  Kind kind = Kind::Fail;
+};
+
+const char* to_string(MembershipEvent::Kind kind);
+
+class FaultSchedule {
+ public:
+  // Nobody fails.
+  FaultSchedule(int nodes, int64_t max_steps);
+  // The manifest's schedule. Throws sdk::ConfigError naming the entry at
+  // fault: a node out of range, rejoin_at not after fail_at, fail_at and
+  // join_at together, a node failing while it is down already, a step past
+  // the run's last, no node alive at some step, or nodes rejoining at a step
+  // where every node that was alive fails (nobody to receive the state from).
+  explicit FaultSchedule(const manifest::Manifest& m);
+
+  int nodes() const { return nodes_; }
+  int64_t max_steps() const { return max_steps_; }
+  // Whether any node is ever down.
+  bool any() const { return !changes_.empty(); }
+
+  // The membership change at a step: the nodes that fail there and those
+  // that come back (rejoin or join late), each in rank order.
+  struct Change {
+    std::vector<int> fails, returns;
+  };
+  // The change at `step`, or null when its membership is the step before's.
+  const Change* change_at(int64_t step) const;
+  // Every change, by step.
+  const std::map<int64_t, Change>& changes() const { return changes_; }
+
+  bool live(int node, int64_t step) const;
+  // The nodes alive at `step`, in rank order. Before step 0 (step -1) every
+  // node is alive: every node takes part in the set-up.
+  std::vector<int> live_at(int64_t step) const;
+  // Whether the membership of `step` differs from the one of step - 1.
+  bool changes_at(int64_t step) const { return changes_.count(step) > 0; }
+  // Whether node `node` comes back at `step` for the first time (a late joiner).
+  bool joins_late(int node, int64_t step) const;
+  // Membership changes so far: the number of change steps <= step.
+  int64_t epoch_at(int64_t step) const;
+  // The step node `node`, down at `step`, comes back at (max_steps: never).
+  int64_t back_at(int node, int64_t step) const;
+  // The changes at `step`, by node.
+  std::vector<MembershipEvent> events_at(int64_t step) const;
+
+  // Steps the nodes did not take before `step`, summed over the nodes.
+  int64_t node_steps_lost(int64_t step) const;
+  // Failures at steps before `step`.
+  int64_t failures(int64_t step) const;
+
+ private:
+  struct Down {
+    int64_t from = 0, to = 0;  // [from, to); to = max_steps: never back
+    bool late_join = false;    // down from the start: a late joiner
+    std::string path;          // the "faults" entry, or "churn"
+  };
+  void add(int node, Down down);
+  void index_changes();
+  void check_alive_and_recoverable(const std::string& where) const;
+
+  int nodes_;
+  int64_t max_steps_;
+  std::vector<std::vector<Down>> down_;  // per node, sorted, disjoint
+  std::map<int64_t, Change> changes_;    // by step: the steps whose membership differs from the step before
+};
+
+}  // namespace exogym::runtime::sim
