@@ -139,14 +139,13 @@ TEST_CASE("faults and churn that make no sense are refused naming the entry, bef
   churn["churn"] = {{"mtbf", "1 step"}, {"downtime", "20 steps"}};
   CHECK(config_error(churn).rfind("churn: no node is alive at step ", 0) == 0);
   // Over several processes: refused, naming the field.
-  CHECK_THROWS_WITH(runtime::train::check_processes(parsed(with_faults(m, json::parse(R"([{"node": 1, "fail_at": 3}])"))),
-                                                    2),
-                    "faults: simulated failures run in one process only, not over 2 processes (--nproc or "
-                    "WORLD_SIZE) yet");
+  CHECK_THROWS_WITH(
+      runtime::train::check_processes(parsed(with_faults(m, json::parse(R"([{"node": 1, "fail_at": 3}])"))), 2),
+      "faults: simulated failures run in one process only, not over 2 processes (--nproc or "
+      "WORLD_SIZE) yet");
 }
 
-TEST_CASE("the schedule: intervals, events, node-steps lost; churn is drawn from the seed, node by node",
-          "[faults]") {
+TEST_CASE("the schedule: intervals, events, node-steps lost; churn is drawn from the seed, node by node", "[faults]") {
   json m = small_manifest(4);
   m = with_faults(m, json::parse(R"([{"node": 1, "fail_at": 5, "rejoin_at": 9}, {"node": 3, "join_at": 4},
                                      {"node": 2, "fail_at": 15}])"));
@@ -159,7 +158,7 @@ TEST_CASE("the schedule: intervals, events, node-steps lost; churn is drawn from
   CHECK(schedule.live_at(19) == std::vector<int>{0, 1, 3});
   CHECK(schedule.changes_at(0));
   CHECK_FALSE(schedule.changes_at(1));
-  CHECK(schedule.epoch_at(10) == 4);  // steps 0, 4, 5 and 9
+  CHECK(schedule.epoch_at(10) == 4);     // steps 0, 4, 5 and 9
   CHECK(schedule.events_at(0).empty());  // a late joiner has not failed
   auto at4 = schedule.events_at(4);
   REQUIRE(at4.size() == 1);
@@ -315,8 +314,7 @@ TEST_CASE("a node that rejoins holds exactly its peers' state; recovery bytes ar
     CHECK(result.examples_trained == (4 * 20 - 9) * 16);
   }
   SECTION("DiLoCo: the master copy and the outer momentum; the inner steps restart from the master") {
-    m["strategy"] = {{"plugin", "diloco"},
-                     {"options", {{"H", 4}, {"optimizer", {{"name", "adamw"}, {"lr", 0.01}}}}}};
+    m["strategy"] = {{"plugin", "diloco"}, {"options", {{"H", 4}, {"optimizer", {{"name", "adamw"}, {"lr", 0.01}}}}}};
     auto result = run_watched(m, dir / "diloco");
     const fs::path last = dir / "diloco" / "run" / "checkpoints" / "step-20";
     auto shared = [](std::map<std::string, at::Tensor> all) {
@@ -347,6 +345,46 @@ TEST_CASE("a node that rejoins holds exactly its peers' state; recovery bytes ar
     CHECK(events[1].at("detail") == "down until step 11");
     CHECK(events[2].at("node") == "2");
     CHECK(events[2].at("detail") == "state from node 0: 9.50 kB in 10.1ms");
+  }
+}
+
+TEST_CASE("every built-in strategy trains through churn, reproducibly, with any parallelism, and resumes exactly",
+          "[faults]") {
+  const std::vector<std::pair<std::string, json>> strategies = {
+      {"allreduce", {{"optimizer", {{"name", "adamw"}, {"lr", 0.01}}}}},
+      {"fedavg", {{"H", 3}, {"island_size", 2}, {"optimizer", {{"name", "sgd"}, {"lr", 0.05}, {"momentum", 0.9}}}}},
+      {"diloco", {{"H", 4}, {"optimizer", {{"name", "adam"}, {"lr", 0.01}}}}},
+      {"sparta", {{"p", 0.2}, {"selector", "partitioned"}, {"optimizer", {{"name", "adamw"}, {"lr", 0.01}}}}},
+      {"sparta_diloco", {{"p", 0.2}, {"selector", "shuffled_sequential"}, {"H", 3}, {"sparta_interval", 2}}},
+      {"demo", {{"compression_topk", 4}, {"compression_chunk", 8}, {"lr", 0.01}}},
+  };
+  for (const auto& [plugin, options] : strategies) {
+    SECTION(plugin) {
+      TempDir dir("churn-" + plugin);
+      json m = checkpointed_manifest(6, 5);
+      m["strategy"] = {{"plugin", plugin}, {"options", options}};
+      m["eval"]["interval"] = 6;
+      m["churn"] = {{"mtbf", "8 steps"}, {"downtime", "3 steps"}};
+      m["faults"] = json::parse(R"([{"node": 0, "fail_at": 4, "rejoin_at": 9}])");  // the reporter changes
+      m["train"]["max_steps"] = 24;
+      m["parallelism"] = 1;
+      run_watched(m, dir / "p1");
+      m["parallelism"] = 3;
+      run_watched(m, dir / "p3" / "run");
+      const fs::path p1 = dir / "p1" / "run", p3 = dir / "p3" / "run" / "run";
+      require_same_run(p1, p3);
+      const auto events = read_csv(p1 / "events.csv");
+      CHECK(events.size() > 6);
+      CHECK(read_text(p1 / "events.csv") == read_text(p3 / "events.csv"));
+      // Stopped at 13, resumed to 24: the same run.
+      m["train"]["max_steps"] = 13;
+      under_watchdog(120, [&] { return train_into(m, dir / "parts"); });
+      under_watchdog(120, [&] { return resume_in(dir / "parts", {"train.max_steps=24"}); });
+      require_same_run(p1, dir / "parts");
+      const json summary = json::parse(read_text(p1 / "summary.json"));
+      CHECK(summary.at("faults").at("failures").get<int64_t>() > 3);
+      CHECK(json::parse(read_text(dir / "parts" / "summary.json")).at("faults") == summary.at("faults"));
+    }
   }
 }
 

@@ -54,26 +54,32 @@ FaultSchedule::FaultSchedule(const manifest::Manifest& m) : FaultSchedule(m.node
   std::vector<bool> scheduled(nodes_, false);
   for (const manifest::NodeFault& f : m.faults) {
     if (f.node >= nodes_) {
-      throw ConfigError(f.path + ".node", "node " + std::to_string(f.node) + " is not a node of the run: nodes run "
-                                              "from 0 to " + std::to_string(nodes_ - 1));
+      throw ConfigError(f.path + ".node", "node " + std::to_string(f.node) +
+                                              " is not a node of the run: nodes run "
+                                              "from 0 to " +
+                                              std::to_string(nodes_ - 1));
     }
     scheduled[f.node] = true;
     Down down;
     down.path = f.path;
     if (f.join_at) {
       if (f.fail_at || f.rejoin_at) {
-        throw ConfigError(f.path, "join_at describes a late joiner: give it alone, and the node's later failures "
-                                  "in entries of their own");
+        throw ConfigError(f.path,
+                          "join_at describes a late joiner: give it alone, and the node's later failures "
+                          "in entries of their own");
       }
-      if (*f.join_at >= max_steps_) throw ConfigError(f.path + ".join_at", step_text(*f.join_at) + " is past the run" + last);
+      if (*f.join_at >= max_steps_)
+        throw ConfigError(f.path + ".join_at", step_text(*f.join_at) + " is past the run" + last);
       down.from = 0;
       down.to = *f.join_at;
       down.late_join = true;
     } else {
       if (!f.fail_at) throw ConfigError(f.path, "give fail_at (the step the node fails at) or join_at (a late joiner)");
-      if (*f.fail_at >= max_steps_) throw ConfigError(f.path + ".fail_at", step_text(*f.fail_at) + " is past the run" + last);
+      if (*f.fail_at >= max_steps_)
+        throw ConfigError(f.path + ".fail_at", step_text(*f.fail_at) + " is past the run" + last);
       down.from = *f.fail_at;
       down.to = max_steps_;
+      down.forever = !f.rejoin_at;
       if (f.rejoin_at) {
         if (*f.rejoin_at <= *f.fail_at) {
           throw ConfigError(f.path + ".rejoin_at", "the node rejoins at " + step_text(*f.rejoin_at) +
@@ -81,8 +87,8 @@ FaultSchedule::FaultSchedule(const manifest::Manifest& m) : FaultSchedule(m.node
                                                        std::to_string(*f.fail_at) + ")");
         }
         if (*f.rejoin_at >= max_steps_) {
-          throw ConfigError(f.path + ".rejoin_at", step_text(*f.rejoin_at) + " is past the run" + last +
-                                                       "; null: the node never comes back");
+          throw ConfigError(f.path + ".rejoin_at",
+                            step_text(*f.rejoin_at) + " is past the run" + last + "; null: the node never comes back");
         }
         down.to = *f.rejoin_at;
       }
@@ -98,12 +104,12 @@ FaultSchedule::FaultSchedule(const manifest::Manifest& m) : FaultSchedule(m.node
       int64_t up = 0;
       while (true) {
         const double gap = std::floor(exponential(rng, m.churn->mtbf));
-        const int64_t fail = up + std::max<int64_t>(1, gap >= static_cast<double>(max_steps_) ? max_steps_
-                                                                                               : static_cast<int64_t>(gap));
+        const int64_t fail =
+            up + std::max<int64_t>(1, gap >= static_cast<double>(max_steps_) ? max_steps_ : static_cast<int64_t>(gap));
         if (fail >= max_steps_) break;
         Down down;
         down.from = fail;
-        down.to = std::min(max_steps_, fail + m.churn->downtime);
+        down.to = fail + m.churn->downtime;
         down.path = "churn";
         add(node, down);
         up = down.to;
@@ -126,15 +132,14 @@ void FaultSchedule::add(int node, Down down) {
                                           ", the step " + earlier.path +
                                           " brings it back at: give one entry for the whole time it is down");
       }
-      const std::string until = earlier.to >= max_steps_ ? " for good" : " until " + step_text(earlier.to);
-      throw ConfigError(later.path, "node " + std::to_string(node) + " is down already at " +
-                                        step_text(later.from) + ": " + earlier.path + " takes it down from " +
-                                        step_text(earlier.from) + until);
+      const std::string until = earlier.forever ? " for good" : " until " + step_text(earlier.to);
+      throw ConfigError(later.path, "node " + std::to_string(node) + " is down already at " + step_text(later.from) +
+                                        ": " + earlier.path + " takes it down from " + step_text(earlier.from) + until);
     }
   }
-  list.insert(std::upper_bound(list.begin(), list.end(), down,
-                               [](const Down& a, const Down& b) { return a.from < b.from; }),
-              down);
+  list.insert(
+      std::upper_bound(list.begin(), list.end(), down, [](const Down& a, const Down& b) { return a.from < b.from; }),
+      down);
 }
 
 void FaultSchedule::index_changes() {
@@ -162,8 +167,8 @@ void FaultSchedule::check_alive_and_recoverable(const std::string& where) const 
     }
     alive = survivors + static_cast<int64_t>(change.returns.size());
     if (alive == 0) {
-      throw ConfigError(where, "no node is alive at " + step_text(step) +
-                                   ": the run needs at least one node at every step");
+      throw ConfigError(where,
+                        "no node is alive at " + step_text(step) + ": the run needs at least one node at every step");
     }
   }
 }
@@ -195,9 +200,9 @@ std::vector<int> FaultSchedule::live_at(int64_t step) const {
   return out;
 }
 
-int64_t FaultSchedule::back_at(int node, int64_t step) const {
+std::optional<int64_t> FaultSchedule::back_at(int node, int64_t step) const {
   for (const Down& d : down_[node]) {
-    if (d.from <= step && step < d.to) return d.to;
+    if (d.from <= step && step < d.to) return d.forever ? std::nullopt : std::optional<int64_t>(d.to);
   }
   return step;
 }
@@ -216,7 +221,8 @@ std::vector<MembershipEvent> FaultSchedule::events_at(int64_t step) const {
     if (!not_joined_yet) events.push_back({step, node, MembershipEvent::Kind::Fail});
   }
   for (int node : change->returns) {
-    events.push_back({step, node, joins_late(node, step) ? MembershipEvent::Kind::Join : MembershipEvent::Kind::Rejoin});
+    events.push_back(
+        {step, node, joins_late(node, step) ? MembershipEvent::Kind::Join : MembershipEvent::Kind::Rejoin});
   }
   return events;
 }

@@ -14,8 +14,8 @@
 // node count, the parallelism or the process count) and stays down
 // `downtime` steps each time.
 #include <cstdint>
-#include <optional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -69,8 +69,8 @@ class FaultSchedule {
   bool joins_late(int node, int64_t step) const;
   // Membership changes so far: the number of change steps <= step.
   int64_t epoch_at(int64_t step) const;
-  // The step node `node`, down at `step`, comes back at (max_steps: never).
-  int64_t back_at(int node, int64_t step) const;
+  // The step node `node`, down at `step`, comes back at; nullopt: never.
+  std::optional<int64_t> back_at(int node, int64_t step) const;
   // The changes at `step`, by node.
   std::vector<MembershipEvent> events_at(int64_t step) const;
 
@@ -81,9 +81,13 @@ class FaultSchedule {
 
  private:
   struct Down {
-    int64_t from = 0, to = 0;  // [from, to); to = max_steps: never back
-    bool late_join = false;    // down from the start: a late joiner
-    std::string path;          // the "faults" entry, or "churn"
+    // [from, to): back at `to` if it is a step of the run. Churn's `to` may
+    // lie past the run's end, so that a run stopped early and resumed
+    // further has the same schedule.
+    int64_t from = 0, to = 0;
+    bool forever = false;    // a "faults" entry without rejoin_at
+    bool late_join = false;  // down from the start: a late joiner
+    std::string path;        // the "faults" entry, or "churn"
   };
   void add(int node, Down down);
   void index_changes();

@@ -82,8 +82,7 @@ void Membership::deposit(sdk::StateDict state) {
   deposit_ = std::make_shared<sdk::StateDict>(std::move(state));
 }
 
-void Membership::advance(int64_t step, Simulation& simulation, comm::InProcessGroup& group,
-                         output::RunWriter* writer) {
+void Membership::advance(int64_t step, Simulation& simulation, comm::InProcessGroup& group, output::RunWriter* writer) {
   // A resumed run's first meeting starts from the membership of the step
   // before (every node took part in the set-up since).
   std::vector<int> base = step == first_step_ && first_step_ > 0 ? schedule_.live_at(step - 1) : live_;
@@ -91,11 +90,9 @@ void Membership::advance(int64_t step, Simulation& simulation, comm::InProcessGr
   std::vector<int> next = base;
   if (change) {
     std::vector<int> kept;
-    std::set_difference(base.begin(), base.end(), change->fails.begin(), change->fails.end(),
-                        std::back_inserter(kept));
+    std::set_difference(base.begin(), base.end(), change->fails.begin(), change->fails.end(), std::back_inserter(kept));
     next.clear();
-    std::set_union(kept.begin(), kept.end(), change->returns.begin(), change->returns.end(),
-                   std::back_inserter(next));
+    std::set_union(kept.begin(), kept.end(), change->returns.begin(), change->returns.end(), std::back_inserter(next));
   }
   EXOGYM_CHECK_INTERNAL(!next.empty(), "no node alive at step " + std::to_string(step));
 
@@ -104,11 +101,10 @@ void Membership::advance(int64_t step, Simulation& simulation, comm::InProcessGr
     if (event.kind != sim::MembershipEvent::Kind::Fail) continue;
     failed = true;
     ++failures_;
-    const int64_t back = schedule_.back_at(event.node, step);
+    const std::optional<int64_t> back = schedule_.back_at(event.node, step);
     if (writer) {
       writer->event_row(step, simulation.meter(event.node).clock(), event.node, "fail",
-                        back >= schedule_.max_steps() ? "down for good"
-                                                      : "down until step " + std::to_string(back));
+                        back ? "down until step " + std::to_string(*back) : "down for good");
     }
   }
   // The survivors notice at their next collective.
@@ -141,8 +137,8 @@ void Membership::advance(int64_t step, Simulation& simulation, comm::InProcessGr
         simulation.meter(node).rejoin(from, seconds);
         if (writer) {
           writer->event_row(step, from.clock() + seconds, node, late ? "join" : "rejoin",
-                            "state from node " + std::to_string(donor) + ": " + manifest::format_bytes(bytes) +
-                                " in " + manifest::format_duration(seconds));
+                            "state from node " + std::to_string(donor) + ": " + manifest::format_bytes(bytes) + " in " +
+                                manifest::format_duration(seconds));
         }
       }
       delivered_ = std::move(deposit_);
