@@ -145,7 +145,7 @@ TEST_CASE("faults and churn that make no sense are refused naming the entry, bef
       "WORLD_SIZE) yet");
 }
 
-TEST_CASE("the schedule: intervals, events, node-steps lost; churn is drawn from the seed, node by node", "[faults]") {
+TEST_CASE("the schedule: intervals, events, node-steps lost, and churn drawn from the seed node by node", "[faults]") {
   json m = small_manifest(4);
   m = with_faults(m, json::parse(R"([{"node": 1, "fail_at": 5, "rejoin_at": 9}, {"node": 3, "join_at": 4},
                                      {"node": 2, "fail_at": 15}])"));
@@ -264,7 +264,7 @@ TEST_CASE("DDP whose node 3 of 4 fails at step 0 is bit for bit the 3-node run f
   }
 }
 
-TEST_CASE("without faults nothing changes; before a failure a run is the run without it", "[faults]") {
+TEST_CASE("without faults nothing changes, and before a failure a run is the run without it", "[faults]") {
   TempDir dir("faults-none");
   json m = small_manifest(4);
   m["compute"] = {{"step_time", "10ms"}};
@@ -287,7 +287,7 @@ TEST_CASE("without faults nothing changes; before a failure a run is the run wit
   CHECK(fails.at(13).substr(fails.at(13).rfind(',')) == ",3");
 }
 
-TEST_CASE("a node that rejoins holds exactly its peers' state; recovery bytes are the closed form", "[faults]") {
+TEST_CASE("a node that rejoins holds exactly its peers' state, and recovery bytes are the closed form", "[faults]") {
   TempDir dir("faults-recovery");
   // The MLP 32-32-4: 1,188 parameters in 4 tensors.
   const double P = 32 * 32 + 32 + 32 * 4 + 4;
