@@ -132,8 +132,16 @@ TEST_CASE("faults and churn that make no sense are refused naming the entry, bef
   CHECK(config_error(churn) == "churn.downtime: expected a positive number of steps, got \"-5 steps\"");
   churn["churn"] = {{"mtbf", "2h"}, {"downtime", "5 steps"}};
   CHECK(config_error(churn) ==
-        "churn.mtbf: expected a number of steps such as \"500 steps\", got \"2h\" (durations on the simulated clock "
-        "are not supported: count the time in steps)");
+        "churn: give mtbf and downtime both in steps (\"500 steps\") or both as durations (\"2h\"), got \"2h\" and "
+        "\"5 steps\"");
+  churn["churn"] = {{"mtbf", "2h"}, {"downtime", "10min"}};
+  CHECK(config_error(churn) ==
+        "churn: failures on the simulated clock need a fixed compute.step_time (such as \"50ms\"): with measured "
+        "compute the clock, and so the failures, would change from run to run");
+  churn["compute"] = {{"step_time", "50ms"}};
+  CHECK(config_error(churn) == "(no error)");
+  churn["churn"] = {{"mtbf", "2h"}, {"downtime", "0s"}};
+  CHECK(config_error(churn) == "churn.downtime: expected a positive duration, got \"0s\"");
   churn["churn"] = {{"mtbf", "50 steps"}};
   CHECK(config_error(churn).rfind("churn.downtime: ", 0) == 0);
   churn["churn"] = {{"mtbf", "1 step"}, {"downtime", "20 steps"}};
@@ -386,6 +394,37 @@ TEST_CASE("every built-in strategy trains through churn, reproducibly, with any 
       CHECK(json::parse(read_text(dir / "parts" / "summary.json")).at("faults") == summary.at("faults"));
     }
   }
+}
+
+TEST_CASE("churn on the simulated clock: reproducible with any parallelism, and resumed exactly", "[faults]") {
+  TempDir dir("churn-timed");
+  json m = checkpointed_manifest(6, 6);
+  m["strategy"] = {{"plugin", "diloco"}, {"options", {{"H", 4}, {"optimizer", {{"name", "adamw"}, {"lr", 0.01}}}}}};
+  m["train"]["max_steps"] = 40;
+  m["network"] = {{"failure_timeout", "50ms"}};
+  m["churn"] = {{"mtbf", "1s"}, {"downtime", "300ms"}};
+  m["parallelism"] = 1;
+  run_watched(m, dir / "p1");
+  m["parallelism"] = 3;
+  run_watched(m, dir / "p3" / "run");
+  const fs::path p1 = dir / "p1" / "run";
+  require_same_run(p1, dir / "p3" / "run" / "run");
+  const auto events = read_csv(p1 / "events.csv");
+  REQUIRE(events.size() > 4);
+  CHECK(events[0].at("event") == "fail");
+  CHECK(events[0].at("detail") == "down for 300ms");
+  // Each node is down 300 ms at a time: about 4 or 5 steps of this run.
+  const auto train = read_csv(p1 / "train.csv");
+  int64_t lost = 0;
+  for (const auto& row : train) lost += 6 - std::stoi(row.at("live_nodes"));
+  const json summary = json::parse(read_text(p1 / "summary.json"));
+  CHECK(summary.at("faults").at("node_steps_lost").get<int64_t>() == lost);
+  CHECK(lost > 10);
+  // Stopped at 17, resumed to 40: the same run.
+  m["train"]["max_steps"] = 17;
+  under_watchdog(120, [&] { return train_into(m, dir / "parts"); });
+  under_watchdog(120, [&] { return resume_in(dir / "parts", {"train.max_steps=40"}); });
+  require_same_run(p1, dir / "parts");
 }
 
 }  // namespace exogym::test

@@ -54,11 +54,13 @@ struct NodeFault {
 };
 
 // "churn": every node without a "faults" entry fails independently, its up
-// times exponentially distributed with mean `mtbf` steps, and is down
-// `downtime` steps each time (sim/fault_schedule.h).
+// times exponentially distributed with mean `mtbf`, and is down `downtime`
+// each time: counted in steps (sim/fault_schedule.h), or with `timed` in
+// seconds of the simulated clock (sim/timed_churn.h).
 struct ChurnSpec {
+  bool timed = false;
   double mtbf = 0;
-  int64_t downtime = 0;
+  double downtime = 0;  // a whole number of steps, unless timed
 };
 
 // "compute": how long a step takes on the simulated cluster.

@@ -174,15 +174,38 @@ std::vector<NodeFault> read_faults(const json& faults) {
   return out;
 }
 
-ChurnSpec read_churn(const json& churn) {
+// Both durations in steps, or both on the simulated clock, which then
+// needs a fixed compute time to be reproducible.
+ChurnSpec read_churn(const json& churn, const ComputeSpec& compute) {
   ChurnSpec spec;
-  spec.mtbf = parse_steps(churn.at("mtbf"), "churn.mtbf");
-  const double downtime = parse_steps(churn.at("downtime"), "churn.downtime");
-  if (downtime != std::floor(downtime)) {
-    throw ConfigError("churn.downtime",
-                      "expected a whole number of steps, got " + sdk::json_excerpt(churn.at("downtime")));
+  const std::string mtbf = churn.at("mtbf"), downtime = churn.at("downtime");
+  spec.timed = !counts_steps(mtbf);
+  if (counts_steps(downtime) == spec.timed) {
+    throw ConfigError("churn",
+                      "give mtbf and downtime both in steps (\"500 steps\") or both as durations (\"2h\"), "
+                      "got " +
+                          sdk::json_excerpt(mtbf) + " and " + sdk::json_excerpt(downtime));
   }
-  spec.downtime = static_cast<int64_t>(downtime);
+  if (!spec.timed) {
+    spec.mtbf = parse_steps(mtbf, "churn.mtbf");
+    spec.downtime = parse_steps(downtime, "churn.downtime");
+    if (spec.downtime != std::floor(spec.downtime)) {
+      throw ConfigError("churn.downtime", "expected a whole number of steps, got " + sdk::json_excerpt(downtime));
+    }
+    return spec;
+  }
+  spec.mtbf = parse_duration(mtbf, "churn.mtbf");
+  spec.downtime = parse_duration(downtime, "churn.downtime");
+  for (const auto& [value, key] : {std::pair<double, const char*>{spec.mtbf, "mtbf"}, {spec.downtime, "downtime"}}) {
+    if (!(value > 0))
+      throw ConfigError(std::string("churn.") + key,
+                        "expected a positive duration, got " + sdk::json_excerpt(churn.at(key)));
+  }
+  if (!compute.step_time) {
+    throw ConfigError("churn",
+                      "failures on the simulated clock need a fixed compute.step_time (such as \"50ms\"): "
+                      "with measured compute the clock, and so the failures, would change from run to run");
+  }
   return spec;
 }
 
@@ -220,7 +243,7 @@ Manifest read_run(const json& doc, const fs::path& base_dir, const std::string& 
   m.network = read_network(top.at("network"), m.nodes);
   m.compute = read_compute(top.at("compute"), m.nodes);
   if (top.contains("faults")) m.faults = read_faults(top.at("faults"));
-  if (top.contains("churn")) m.churn = read_churn(top.at("churn"));
+  if (top.contains("churn")) m.churn = read_churn(top.at("churn"), m.compute);
   // The schedule's own checks (a node down twice at once, nobody alive, ...).
   if (m.has_faults()) sim::FaultSchedule{m};
   m.checkpoint.interval = top.at("checkpoint").at("interval");

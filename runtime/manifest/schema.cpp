@@ -150,7 +150,9 @@ OptionSpec faults() {
 }
 
 OptionSpec churn() {
-  const std::string steps_noun = "number of steps such as \"500 steps\"";
+  const std::string steps_noun =
+      "number of steps such as \"500 steps\", or a duration on the simulated clock such as "
+      "\"2h\"";
   return section("churn", nullptr,
                  "random failures: every node without a \"faults\" entry fails independently, drawn from the run's "
                  "seed",

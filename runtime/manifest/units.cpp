@@ -104,17 +104,17 @@ double parse_duration(const std::string& text, const std::string& path) {
   return parse_quantity(text, path, kTimeUnits, "duration", "10ms", /*allow_zero=*/true);
 }
 
+bool counts_steps(const std::string& text) {
+  double number = 0;
+  std::string unit;
+  return split_quantity(text, number, unit) && (unit == "steps" || unit == "step");
+}
+
 double parse_steps(const std::string& text, const std::string& path) {
   double number = 0;
   std::string unit;
-  const std::string bad = "expected a number of steps such as \"500 steps\", got " + sdk::json_excerpt(text);
-  if (!split_quantity(text, number, unit) || !std::isfinite(number)) throw sdk::ConfigError(path, bad);
-  if (unit != "steps" && unit != "step") {
-    bool is_time = false;
-    for (const auto& u : kTimeUnits) is_time = is_time || unit == u.name;
-    throw sdk::ConfigError(path, bad + (is_time ? " (durations on the simulated clock are not supported: count "
-                                                  "the time in steps)"
-                                                : ""));
+  if (!split_quantity(text, number, unit) || !std::isfinite(number) || (unit != "steps" && unit != "step")) {
+    throw sdk::ConfigError(path, "expected a number of steps such as \"500 steps\", got " + sdk::json_excerpt(text));
   }
   if (!(number > 0))
     throw sdk::ConfigError(path, "expected a positive number of steps, got " + sdk::json_excerpt(text));

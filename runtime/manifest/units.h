@@ -17,9 +17,10 @@ double parse_bandwidth(const std::string& text, const std::string& path);
 double parse_duration(const std::string& text, const std::string& path);
 
 // A number of steps such as "500 steps" (or "1 step"), > 0 and possibly
-// fractional (a mean). Anything else, a duration included, is a
-// ConfigError at `path`.
+// fractional (a mean). Anything else is a ConfigError at `path`.
 double parse_steps(const std::string& text, const std::string& path);
+// Whether `text` ends in a unit of steps ("500 steps"), as parse_steps wants.
+bool counts_steps(const std::string& text);
 
 // 1234567 -> "1.23 MB" (decimal prefixes, like parse_bandwidth).
 std::string format_bytes(double bytes);

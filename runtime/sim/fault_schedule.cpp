@@ -13,8 +13,10 @@ namespace {
 
 using sdk::ConfigError;
 
-// The churn stream of node `node`: the run's seed and the rank mixed
-// (SplitMix64's finaliser), so that every node's draws are its own.
+std::string step_text(int64_t step) { return "step " + std::to_string(step); }
+
+}  // namespace
+
 uint64_t churn_seed(uint64_t run_seed, int node) {
   uint64_t z = run_seed ^ (0x4348555240000000ULL + static_cast<uint64_t>(node) * 0x9E3779B97F4A7C15ULL);
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
@@ -22,17 +24,10 @@ uint64_t churn_seed(uint64_t run_seed, int node) {
   return z ^ (z >> 31);
 }
 
-// An exponential draw with mean `mean`, by inversion of a 53-bit uniform
-// (std::exponential_distribution's algorithm is the library's own choice,
-// so its draws could change with the compiler; these cannot).
 double exponential(std::mt19937_64& rng, double mean) {
   const double u = static_cast<double>(rng() >> 11) * 0x1.0p-53;  // [0, 1)
   return -mean * std::log1p(-u);
 }
-
-std::string step_text(int64_t step) { return "step " + std::to_string(step); }
-
-}  // namespace
 
 const char* to_string(MembershipEvent::Kind kind) {
   switch (kind) {
@@ -95,7 +90,7 @@ FaultSchedule::FaultSchedule(const manifest::Manifest& m) : FaultSchedule(m.node
     }
     add(f.node, down);
   }
-  if (m.churn) {
+  if (m.churn && !m.churn->timed) {
     for (int node = 0; node < nodes_; ++node) {
       if (scheduled[node]) continue;
       std::mt19937_64 rng(churn_seed(m.seed, node));
@@ -109,7 +104,7 @@ FaultSchedule::FaultSchedule(const manifest::Manifest& m) : FaultSchedule(m.node
         if (fail >= max_steps_) break;
         Down down;
         down.from = fail;
-        down.to = fail + m.churn->downtime;
+        down.to = fail + static_cast<int64_t>(m.churn->downtime);
         down.path = "churn";
         add(node, down);
         up = down.to;
@@ -117,7 +112,7 @@ FaultSchedule::FaultSchedule(const manifest::Manifest& m) : FaultSchedule(m.node
     }
   }
   index_changes();
-  check_alive_and_recoverable(m.churn ? "churn" : "faults");
+  check_alive_and_recoverable(m.churn && !m.churn->timed ? "churn" : "faults");
 }
 
 void FaultSchedule::add(int node, Down down) {

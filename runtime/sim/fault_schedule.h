@@ -8,7 +8,8 @@
 // step s it takes no part in step s; rejoining at step r it takes part in
 // step r again. A late joiner is down over [0, join_at).
 //
-// Churn: each node without a "faults" entry draws its up times from an
+// Churn counted in steps (churn on the simulated clock is timed_churn.h's):
+// each node without a "faults" entry draws its up times from an
 // exponential distribution with mean `mtbf` steps (a stream of its own,
 // seeded by the run's seed and its rank, so the draws do not depend on the
 // node count, the parallelism or the process count) and stays down
@@ -16,6 +17,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -32,6 +34,14 @@ struct MembershipEvent {
 };
 
 const char* to_string(MembershipEvent::Kind kind);
+
+// The churn stream of node `node`: the run's seed and the rank mixed
+// (SplitMix64's finaliser), so that every node's draws are its own.
+uint64_t churn_seed(uint64_t run_seed, int node);
+// An exponential draw with mean `mean`, by inversion of a 53-bit uniform
+// (std::exponential_distribution's algorithm is the library's own choice,
+// so its draws could change with the compiler; these cannot).
+double exponential(std::mt19937_64& rng, double mean);
 
 class FaultSchedule {
  public:
@@ -67,6 +77,7 @@ class FaultSchedule {
   bool changes_at(int64_t step) const { return changes_.count(step) > 0; }
   // Whether node `node` comes back at `step` for the first time (a late joiner).
   bool joins_late(int node, int64_t step) const;
+  bool late_joiner(int node) const { return !down_[node].empty() && down_[node].front().late_join; }
   // Membership changes so far: the number of change steps <= step.
   int64_t epoch_at(int64_t step) const;
   // The step node `node`, down at `step`, comes back at; nullopt: never.

@@ -3,19 +3,22 @@
 // failures (docs/simulation.md#failures-and-churn), and the recovery of the
 // nodes that come back.
 //
-// The schedule (sim/fault_schedule.h) is fixed before training, so every
-// node knows when the membership changes. Before such a step every node of
-// the run, alive or down, meets (Cluster::meet_all); the last to arrive
-// moves the run to the new membership (advance()): the collectives' members,
-// the events.csv rows, the survivors' failure timeout, the clocks of the
-// nodes that come back. Between two changes nothing is shared but the live
-// list the node contexts point to, which only advance() writes while every
-// node waits.
+// Every node knows when the membership may change: the schedule
+// (sim/fault_schedule.h) is fixed before training, and churn on the
+// simulated clock (sim/timed_churn.h) may change it at any step. Before such
+// a step every node of the run, alive or down, meets (Cluster::meet_all);
+// the last to arrive moves the run to the new membership (advance()): the
+// collectives' members, the events.csv rows of failures, the survivors'
+// failure timeout. Between two meetings nothing is shared but the live list
+// the node contexts point to, which only advance() writes while every node
+// waits.
 //
-// Recovery: before the meeting, the donor (the lowest rank alive before and
-// after the step) puts a copy of its recovery state in the mailbox
-// (deposit()); after it, each node that comes back loads it (delivered())
-// and says so (loaded()); the last one frees it.
+// Recovery, when nodes come back: the donor (the lowest rank alive before
+// and after the step) puts a copy of its recovery state in the mailbox
+// (deposit()); every node meets again, and the last to arrive delivers it
+// (deliver(): the bytes, the returning nodes' clocks, their events.csv
+// rows); each node that comes back loads it (delivered()) and says so
+// (loaded()); the last one frees it.
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
@@ -23,11 +26,13 @@
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "exogym/runtime/manifest/manifest.h"
 #include "exogym/runtime/sim/fault_schedule.h"
+#include "exogym/runtime/sim/timed_churn.h"
 #include "exogym/runtime/train/run_result.h"
 #include "exogym/sdk/strategy.h"
 
@@ -61,52 +66,61 @@ class Membership {
   // the lowest live rank ("local" is its model).
   int reporter() const { return live_.front(); }
 
-  // Whether every node meets before step `step`: its membership changes,
-  // or a resumed run's first step finds nodes down.
+  // Whether every node meets before step `step`: its membership may change
+  // (the schedule says so, or churn runs on the simulated clock), or it is
+  // a resumed run's first step.
   bool meets_before(int64_t step) const;
-  // The node that gives its state to the nodes coming back at `step`, or -1
-  // when none comes back.
-  int donor_at(int64_t step) const;
-  // Whether node `rank` comes back at `step`.
-  bool returns_at(int rank, int64_t step) const;
-
-  // On the donor's thread, before the meeting: a copy of its recovery state.
-  void deposit(sdk::StateDict state);
-  // The meeting's work, by the last node to arrive while every node waits.
+  // The meeting's work, by the last node to arrive while every node waits:
+  // moves to step's membership. sdk::Error when no node would be alive, or
+  // nodes come back with nobody left to give them the state.
   void advance(int64_t step, Simulation& simulation, comm::InProcessGroup& group, output::RunWriter* writer);
-  // After the meeting, on the thread of a node that came back.
+
+  // After advance(): whether nodes come back at this step, who gives them
+  // the state, and whether `rank` is one of them.
+  bool recovering() const { return !returns_.empty(); }
+  int donor() const { return donor_; }
+  bool returns(int rank) const;
+  // The recovery: the donor leaves a copy of its state, every node meets
+  // again (the last runs deliver()), and each node coming back takes it.
+  void deposit(sdk::StateDict state);
+  void deliver(int64_t step, Simulation& simulation, output::RunWriter* writer);
   std::shared_ptr<const sdk::StateDict> delivered() const;
   void loaded();
 
-  // The examples trained by all nodes in steps [0, step), for train.csv:
+  // The examples trained by all nodes in steps [0, step], for train.csv:
   // call once per step, in order, from the reporting node.
   int64_t count_step(int64_t step, int64_t batch_size);
 
-  // For summary.json ("faults") and checkpoints.
-  FaultTotals totals(int64_t steps_done) const;
+  // For summary.json ("faults"), and what a checkpoint keeps.
+  FaultTotals totals() const;
   nlohmann::json checkpoint_state() const;
   void restore(const nlohmann::json& state);
 
  private:
   void set_live(std::vector<int> live);
+  std::vector<int> next_live(int64_t step, const std::vector<int>& base, Simulation& simulation);
 
   const bool simulated_;
+  const int nodes_;
   const sim::FaultSchedule schedule_;
+  std::optional<sim::TimedChurn> timed_;  // churn on the simulated clock
   const int64_t first_step_;
   const double failure_timeout_;
-  std::map<int64_t, int> donors_;  // by step: the steps where nodes come back
-  bool resume_meeting_ = false;    // a resumed run's first step finds nodes down
+  std::optional<std::vector<int>> restored_live_;  // a resumed run's, before its first step
 
   std::vector<int> live_;
   std::vector<char> live_flags_;  // by rank
   int64_t epoch_ = 0;
 
+  // The recovery of the current step.
+  int donor_ = -1;
+  std::vector<int> returns_;
   mutable std::mutex mailbox_mutex_;
   std::shared_ptr<sdk::StateDict> deposit_;
   std::shared_ptr<const sdk::StateDict> delivered_;
   int pending_loads_ = 0;
 
-  int64_t node_steps_ = 0;  // node-steps taken before the last counted step
+  int64_t node_steps_ = 0, node_steps_lost_ = 0;  // over the steps counted so far
   int64_t counted_to_ = 0;
   int64_t failures_ = 0, rejoins_ = 0, joins_ = 0;
   double recovery_bytes_ = 0, recovery_seconds_ = 0;

@@ -173,7 +173,12 @@ void NodeRun::restore() {
 
 void NodeRun::change_membership(int64_t t) {
   ctx_.step = t;
-  if (membership_.donor_at(t) == rank_) {
+  phase_ = "changing the membership before step " + std::to_string(t);
+  cluster_.meet_all(rank_, &slot_,
+                    [this, t] { membership_.advance(t, *s_.simulation, cluster_.group(), s_.writer.get()); });
+  ctx_.membership_epoch = membership_.epoch();
+  if (!membership_.recovering()) return;
+  if (membership_.donor() == rank_) {
     phase_ = "sending the state of " + strategy_name_ + " to the nodes that come back";
     sdk::StateDict state;
     strategy_.recovery_state(model_, state);
@@ -181,12 +186,10 @@ void NodeRun::change_membership(int64_t t) {
     for (auto& [key, tensor] : state) tensor = tensor.detach().clone();
     membership_.deposit(std::move(state));
   }
-  phase_ = "changing the membership before step " + std::to_string(t);
-  cluster_.meet_all(rank_, &slot_,
-                    [this, t] { membership_.advance(t, *s_.simulation, cluster_.group(), s_.writer.get()); });
-  ctx_.membership_epoch = membership_.epoch();
-  if (membership_.returns_at(rank_, t)) {
-    phase_ = "taking the state of " + strategy_name_ + " from node " + std::to_string(membership_.donor_at(t));
+  phase_ = "recovering the nodes that come back at step " + std::to_string(t);
+  cluster_.meet_all(rank_, &slot_, [this, t] { membership_.deliver(t, *s_.simulation, s_.writer.get()); });
+  if (membership_.returns(rank_)) {
+    phase_ = "taking the state of " + strategy_name_ + " from node " + std::to_string(membership_.donor());
     const auto state = membership_.delivered();
     EXOGYM_CHECK_INTERNAL(state != nullptr, "no recovery state delivered");
     strategy_.load_recovery_state(model_, *state);

@@ -166,7 +166,7 @@ RunResult run_result(const RunState& s) {
   r.steps = m.max_steps;
   r.examples_trained = m.max_steps * m.batch_size * m.nodes;
   if (s.membership && s.membership->simulated()) {
-    r.faults = s.membership->totals(m.max_steps);
+    r.faults = s.membership->totals();
     r.examples_trained -= r.faults->node_steps_lost * m.batch_size;
   }
   r.parameters = s.parameters;

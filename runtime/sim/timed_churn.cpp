@@ -1,0 +1,32 @@
+#include "exogym/runtime/sim/timed_churn.h"
+
+#include "exogym/runtime/sim/fault_schedule.h"
+
+namespace exogym::runtime::sim {
+
+TimedChurn::TimedChurn(const manifest::Manifest& m)
+    : mtbf_(m.churn ? m.churn->mtbf : 0), downtime_(m.churn ? m.churn->downtime : 0), nodes_(m.nodes) {
+  std::vector<bool> scheduled(nodes_.size(), false);
+  for (const auto& f : m.faults) scheduled[f.node] = true;
+  for (size_t node = 0; node < nodes_.size(); ++node) {
+    NodeDraws& n = nodes_[node];
+    n.churns = m.churn && m.churn->timed && !scheduled[node];
+    if (!n.churns) continue;
+    n.rng.seed(churn_seed(m.seed, static_cast<int>(node)));
+    n.down_from = exponential(n.rng, mtbf_);
+    n.down_to = n.down_from + downtime_;
+  }
+}
+
+bool TimedChurn::down(int node, double time) {
+  NodeDraws& n = nodes_[node];
+  if (!n.churns) return false;
+  // Past the down time: the next up time starts when it ended.
+  while (time >= n.down_to) {
+    n.down_from = n.down_to + exponential(n.rng, mtbf_);
+    n.down_to = n.down_from + downtime_;
+  }
+  return time >= n.down_from;
+}
+
+}  // namespace exogym::runtime::sim
