@@ -284,6 +284,7 @@ TEST_CASE("without faults nothing changes, and before a failure a run is the run
     CHECK(read_text(dir / "plain" / "run" / file) == read_text(dir / "empty" / "run" / file));
   }
   CHECK_FALSE(fs::exists(dir / "plain" / "run" / "events.csv"));
+  CHECK(read_text(dir / "plain" / "run" / "report.html").find("live-nodes-step") == std::string::npos);
   CHECK(read_lines(dir / "plain" / "run" / "train.csv").at(0).find("live_nodes") == std::string::npos);
 
   m["faults"] = json::parse(R"([{"node": 2, "fail_at": 12}])");
@@ -293,6 +294,8 @@ TEST_CASE("without faults nothing changes, and before a failure a run is the run
   for (size_t i = 1; i <= 12; ++i) CHECK(fails.at(i) == plain.at(i) + ",4");
   CHECK(fails.at(13) != plain.at(13) + ",4");
   CHECK(fails.at(13).substr(fails.at(13).rfind(',')) == ",3");
+  // The report draws the live nodes.
+  CHECK(read_text(dir / "fails" / "run" / "report.html").find("id=\"live-nodes-step\"") != std::string::npos);
 }
 
 TEST_CASE("a node that rejoins holds exactly its peers' state, and recovery bytes are the closed form", "[faults]") {

@@ -101,6 +101,8 @@ void training_charts(Page& page) {
              columns(train, "sim_time_s", "train_loss"));
   page.chart("train-loss-bytes", "Train loss by bytes sent", kBytes, loss, columns(train, "bytes_sent", "train_loss"));
   page.chart("lr-step", "Learning rate", kStep, {"learning rate"}, columns(train, "step", "lr"));
+  // Runs that simulate failures only (a chart without series is left out).
+  page.chart("live-nodes-step", "Live nodes by step", kStep, {"live nodes"}, columns(train, "step", "live_nodes"));
   page.out() << "</div>\n";
 }
 
