@@ -29,18 +29,6 @@ double exponential(std::mt19937_64& rng, double mean) {
   return -mean * std::log1p(-u);
 }
 
-const char* to_string(MembershipEvent::Kind kind) {
-  switch (kind) {
-    case MembershipEvent::Kind::Fail:
-      return "fail";
-    case MembershipEvent::Kind::Rejoin:
-      return "rejoin";
-    case MembershipEvent::Kind::Join:
-      return "join";
-  }
-  return "?";
-}
-
 FaultSchedule::FaultSchedule(int nodes, int64_t max_steps) : nodes_(nodes), max_steps_(max_steps), down_(nodes) {}
 
 FaultSchedule::FaultSchedule(const manifest::Manifest& m) : FaultSchedule(m.nodes, m.max_steps) {
@@ -200,42 +188,6 @@ std::optional<int64_t> FaultSchedule::back_at(int node, int64_t step) const {
     if (d.from <= step && step < d.to) return d.forever ? std::nullopt : std::optional<int64_t>(d.to);
   }
   return step;
-}
-
-int64_t FaultSchedule::epoch_at(int64_t step) const {
-  return static_cast<int64_t>(std::distance(changes_.begin(), changes_.upper_bound(step)));
-}
-
-std::vector<MembershipEvent> FaultSchedule::events_at(int64_t step) const {
-  std::vector<MembershipEvent> events;
-  const Change* change = change_at(step);
-  if (!change) return events;
-  for (int node : change->fails) {
-    // A late joiner is absent from step 0 on: it has not failed.
-    const bool not_joined_yet = step == 0 && down_[node].front().late_join;
-    if (!not_joined_yet) events.push_back({step, node, MembershipEvent::Kind::Fail});
-  }
-  for (int node : change->returns) {
-    events.push_back(
-        {step, node, joins_late(node, step) ? MembershipEvent::Kind::Join : MembershipEvent::Kind::Rejoin});
-  }
-  return events;
-}
-
-int64_t FaultSchedule::node_steps_lost(int64_t step) const {
-  int64_t lost = 0;
-  for (const auto& list : down_) {
-    for (const Down& d : list) lost += std::max<int64_t>(0, std::min(step, d.to) - d.from);
-  }
-  return lost;
-}
-
-int64_t FaultSchedule::failures(int64_t step) const {
-  int64_t count = 0;
-  for (const auto& list : down_) {
-    for (const Down& d : list) count += !d.late_join && d.from < step ? 1 : 0;
-  }
-  return count;
 }
 
 }  // namespace exogym::runtime::sim

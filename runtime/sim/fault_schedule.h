@@ -25,16 +25,6 @@
 
 namespace exogym::runtime::sim {
 
-// A change of one node's membership at a step.
-struct MembershipEvent {
-  enum class Kind { Fail, Rejoin, Join };
-  int64_t step = 0;
-  int node = 0;
-  Kind kind = Kind::Fail;
-};
-
-const char* to_string(MembershipEvent::Kind kind);
-
 // The churn stream of node `node`: the run's seed and the rank mixed
 // (SplitMix64's finaliser), so that every node's draws are its own.
 uint64_t churn_seed(uint64_t run_seed, int node);
@@ -78,17 +68,8 @@ class FaultSchedule {
   // Whether node `node` comes back at `step` for the first time (a late joiner).
   bool joins_late(int node, int64_t step) const;
   bool late_joiner(int node) const { return !down_[node].empty() && down_[node].front().late_join; }
-  // Membership changes so far: the number of change steps <= step.
-  int64_t epoch_at(int64_t step) const;
   // The step node `node`, down at `step`, comes back at; nullopt: never.
   std::optional<int64_t> back_at(int node, int64_t step) const;
-  // The changes at `step`, by node.
-  std::vector<MembershipEvent> events_at(int64_t step) const;
-
-  // Steps the nodes did not take before `step`, summed over the nodes.
-  int64_t node_steps_lost(int64_t step) const;
-  // Failures at steps before `step`.
-  int64_t failures(int64_t step) const;
 
  private:
   struct Down {
