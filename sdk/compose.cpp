@@ -4,7 +4,6 @@
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 
-#include "exogym/sdk/error.h"
 #include "exogym/sdk/model.h"
 #include "exogym/sdk/node.h"
 #include "exogym/sdk/optim_state.h"
@@ -86,28 +85,14 @@ bool CommunicateOptimizeStrategy::recovers_model() const {
 
 void CommunicateOptimizeStrategy::recovery_state(Model& model, StateDict& out) const {
   const bool whole = recovers_model();
-  for (const auto& item : model.module().named_parameters()) {
-    if (whole) out["model." + item.key()] = item.value().detach();
-  }
-  for (const auto& item : model.module().named_buffers()) out["model." + item.key()] = item.value().detach();
+  save_model_tensors(model, out, /*parameters=*/whole);
   if (whole) save_optimizer_state(*optimizer_, params_, out, "local.");
   for (size_t i = 0; i < modules_.size(); ++i) modules_[i]->recovery_state(out, "module" + std::to_string(i) + ".");
 }
 
 void CommunicateOptimizeStrategy::load_recovery_state(Model& model, const StateDict& in) {
   const bool whole = recovers_model();
-  {
-    at::NoGradGuard no_grad;
-    auto copy_into = [&](const std::string& name, const at::Tensor& target) {
-      auto it = in.find("model." + name);
-      if (it == in.end()) throw Error("recovery state: the donor sent no model." + name);
-      target.detach().copy_(it->second);
-    };
-    for (const auto& item : model.module().named_parameters()) {
-      if (whole) copy_into(item.key(), item.value());
-    }
-    for (const auto& item : model.module().named_buffers()) copy_into(item.key(), item.value());
-  }
+  load_model_tensors(model, in, /*parameters=*/whole);
   // The restarted node's own optimizer state is gone: either the donor's, or
   // none (a fresh optimizer, as at step 0).
   optimizer_->state().clear();

@@ -87,4 +87,11 @@ class Strategy {
   virtual void load_recovery_state(Model& model, const StateDict& in);
 };
 
+// The model's part of a recovery state, for overrides of the functions
+// above: its buffers and, with `parameters`, its parameters, under
+// "model.<name>" (the tensors alias the model's). Loading copies them back
+// and throws sdk::Error naming a tensor the donor did not send.
+void save_model_tensors(Model& model, StateDict& out, bool parameters = true);
+void load_model_tensors(Model& model, const StateDict& in, bool parameters = true);
+
 }  // namespace exogym::sdk

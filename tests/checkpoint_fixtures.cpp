@@ -23,6 +23,17 @@ json checkpointed_manifest(int nodes, int64_t interval) {
   return m;
 }
 
+std::vector<std::pair<std::string, json>> builtin_strategies() {
+  return {
+      {"allreduce", {{"optimizer", {{"name", "adamw"}, {"lr", 0.01}}}, {"max_norm", 1.0}}},
+      {"fedavg", {{"H", 3}, {"island_size", 2}, {"optimizer", {{"name", "sgd"}, {"lr", 0.05}, {"momentum", 0.9}}}}},
+      {"diloco", {{"H", 4}, {"optimizer", {{"name", "adam"}, {"lr", 0.01}}}}},
+      {"sparta", {{"p", 0.2}, {"selector", "partitioned"}, {"optimizer", {{"name", "adamw"}, {"lr", 0.01}}}}},
+      {"sparta_diloco", {{"p", 0.2}, {"selector", "shuffled_sequential"}, {"H", 3}, {"sparta_interval", 2}}},
+      {"demo", {{"compression_topk", 4}, {"compression_chunk", 8}, {"lr", 0.01}}},
+  };
+}
+
 runtime::train::RunResult train_into(const json& manifest, const fs::path& run_dir) {
   auto set = runtime::manifest::parse_manifest(manifest, run_dir.parent_path(), "test");
   runtime::train::RunOptions options;

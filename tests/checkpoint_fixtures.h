@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "exogym/runtime/train/run_result.h"
@@ -18,6 +19,11 @@ namespace exogym::test {
 // small_manifest(nodes) with checkpoints every `interval` steps and a fixed
 // simulated step time.
 nlohmann::json checkpointed_manifest(int nodes, int64_t interval);
+
+// Every built-in strategy with options that exercise its state (momentum,
+// islands, outer steps, selections, error feedback), for a small run: the
+// strategies every resume and churn test goes through.
+std::vector<std::pair<std::string, nlohmann::json>> builtin_strategies();
 
 // Trains `manifest` (base folder run_dir's parent) quietly into `run_dir`.
 runtime::train::RunResult train_into(const nlohmann::json& manifest, const std::filesystem::path& run_dir);

@@ -360,15 +360,7 @@ TEST_CASE("a node that rejoins holds exactly its peers' state, and recovery byte
 
 TEST_CASE("every built-in strategy trains through churn, reproducibly, with any parallelism, and resumes exactly",
           "[faults]") {
-  const std::vector<std::pair<std::string, json>> strategies = {
-      {"allreduce", {{"optimizer", {{"name", "adamw"}, {"lr", 0.01}}}}},
-      {"fedavg", {{"H", 3}, {"island_size", 2}, {"optimizer", {{"name", "sgd"}, {"lr", 0.05}, {"momentum", 0.9}}}}},
-      {"diloco", {{"H", 4}, {"optimizer", {{"name", "adam"}, {"lr", 0.01}}}}},
-      {"sparta", {{"p", 0.2}, {"selector", "partitioned"}, {"optimizer", {{"name", "adamw"}, {"lr", 0.01}}}}},
-      {"sparta_diloco", {{"p", 0.2}, {"selector", "shuffled_sequential"}, {"H", 3}, {"sparta_interval", 2}}},
-      {"demo", {{"compression_topk", 4}, {"compression_chunk", 8}, {"lr", 0.01}}},
-  };
-  for (const auto& [plugin, options] : strategies) {
+  for (const auto& [plugin, options] : builtin_strategies()) {
     SECTION(plugin) {
       TempDir dir("churn-" + plugin);
       json m = checkpointed_manifest(6, 5);

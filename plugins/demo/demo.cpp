@@ -152,13 +152,10 @@ class DemoStrategy final : public sdk::Strategy {
   // and starts with an empty momentum buffer: δ is the residual of its own
   // gradients, which a restarted machine has lost, and the donor's would
   // count the donor's residual twice.
-  void recovery_state(sdk::Model& model, sdk::StateDict& out) const override {
-    for (const auto& item : model.module().named_parameters()) out["model." + item.key()] = item.value().detach();
-    for (const auto& item : model.module().named_buffers()) out["model." + item.key()] = item.value().detach();
-  }
+  void recovery_state(sdk::Model& model, sdk::StateDict& out) const override { sdk::save_model_tensors(model, out); }
 
   void load_recovery_state(sdk::Model& model, const sdk::StateDict& in) override {
-    Strategy::load_recovery_state(model, in);  // no "state." keys: load_state changes no δ
+    sdk::load_model_tensors(model, in);
     at::NoGradGuard no_grad;
     for (auto& delta : deltas_) delta.zero_();
   }

@@ -35,7 +35,6 @@ class InProcessGroup final : public CollectiveBackend {
   // The nodes the next collectives run over (ranks, ascending). Only while
   // no collective is under way: from the work of Cluster::meet_all.
   void set_members(std::vector<int> members);
-  const std::vector<int>& members() const { return members_; }
 
   // The communicator node `rank` uses. `slot` (may be null) is released while
   // the node waits for the others.

@@ -48,7 +48,6 @@ class Rendezvous {
   // one): the live nodes of a run that simulates failures. Only while no
   // collective is under way (from the work of a meeting of every node).
   void set_expected(std::vector<int> members);
-  const std::vector<int>& expected() const { return expected_; }
 
  private:
   bool arrive(int index, CollectiveCall call, cluster::NodeSlot* parked, uint64_t& generation);

@@ -45,7 +45,6 @@ class FaultSchedule {
   explicit FaultSchedule(const manifest::Manifest& m);
 
   int nodes() const { return nodes_; }
-  int64_t max_steps() const { return max_steps_; }
   // Whether any node is ever down.
   bool any() const { return !changes_.empty(); }
 

@@ -8,6 +8,7 @@
 #include "exogym/runtime/comm/inprocess_group.h"
 #include "exogym/runtime/manifest/units.h"
 #include "exogym/runtime/output/run_writer.h"
+#include "exogym/runtime/sim/payload.h"
 #include "exogym/runtime/train/simulation.h"
 #include "exogym/sdk/error.h"
 
@@ -19,12 +20,6 @@ std::vector<int> all_ranks(int nodes) {
   std::vector<int> ranks(static_cast<size_t>(nodes));
   for (int r = 0; r < nodes; ++r) ranks[static_cast<size_t>(r)] = r;
   return ranks;
-}
-
-double state_bytes(const sdk::StateDict& state) {
-  double bytes = 0;
-  for (const auto& [key, tensor] : state) bytes += static_cast<double>(tensor.numel() * tensor.element_size());
-  return bytes;
 }
 
 }  // namespace
@@ -131,7 +126,9 @@ void Membership::deposit(sdk::StateDict state) {
 void Membership::deliver(int64_t step, Simulation& simulation, output::RunWriter* writer) {
   std::lock_guard<std::mutex> lock(mailbox_mutex_);
   EXOGYM_CHECK_INTERNAL(donor_ >= 0 && deposit_, "no recovery state deposited for step " + std::to_string(step));
-  const double bytes = state_bytes(*deposit_);
+  std::vector<at::Tensor> tensors;
+  for (const auto& [key, tensor] : *deposit_) tensors.push_back(tensor);
+  const double bytes = sim::payload_bytes(tensors);
   const int receivers = static_cast<int>(returns_.size());
   // One broadcast from the donor down a chain through the nodes coming back
   // (network_model.h); the survivors do not wait for it.
@@ -163,12 +160,9 @@ void Membership::loaded() {
   if (--pending_loads_ <= 0) delivered_.reset();
 }
 
-int64_t Membership::count_step(int64_t step, int64_t batch_size) {
-  if (step >= counted_to_) {
-    node_steps_ += static_cast<int64_t>(live_.size());
-    node_steps_lost_ += nodes_ - static_cast<int64_t>(live_.size());
-    counted_to_ = step + 1;
-  }
+int64_t Membership::count_step(int64_t batch_size) {
+  node_steps_ += static_cast<int64_t>(live_.size());
+  node_steps_lost_ += nodes_ - static_cast<int64_t>(live_.size());
   return node_steps_ * batch_size;
 }
 
@@ -198,7 +192,6 @@ void Membership::restore(const nlohmann::json& state) {
   node_steps_lost_ = state.at("node_steps_lost");
   recovery_bytes_ = state.at("recovery_bytes");
   recovery_seconds_ = state.at("recovery_time_s");
-  counted_to_ = first_step_;
 }
 
 }  // namespace exogym::runtime::train

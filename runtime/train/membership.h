@@ -56,7 +56,6 @@ class Membership {
   // Whether the run simulates failures (has "faults" or "churn"), even if
   // no node happens to fail.
   bool simulated() const { return simulated_; }
-  const sim::FaultSchedule& schedule() const { return schedule_; }
 
   // The live nodes now, in rank order, and the number of changes so far.
   const std::vector<int>& live() const { return live_; }
@@ -87,9 +86,9 @@ class Membership {
   std::shared_ptr<const sdk::StateDict> delivered() const;
   void loaded();
 
-  // The examples trained by all nodes in steps [0, step], for train.csv:
-  // call once per step, in order, from the reporting node.
-  int64_t count_step(int64_t step, int64_t batch_size);
+  // The examples trained by all nodes up to the current step included, for
+  // train.csv: call once per step, from the reporting node.
+  int64_t count_step(int64_t batch_size);
 
   // For summary.json ("faults"), and what a checkpoint keeps.
   FaultTotals totals() const;
@@ -121,7 +120,6 @@ class Membership {
   int pending_loads_ = 0;
 
   int64_t node_steps_ = 0, node_steps_lost_ = 0;  // over the steps counted so far
-  int64_t counted_to_ = 0;
   int64_t failures_ = 0, rejoins_ = 0, joins_ = 0;
   double recovery_bytes_ = 0, recovery_seconds_ = 0;
 };

@@ -47,8 +47,11 @@ class NodeRun {
   // meets; a donor first leaves its state, a node coming back then takes it.
   void change_membership(int64_t t);
   void train_step(int64_t t);
-  // A down node's step: nothing but the checks every node makes.
-  void skip_step(int64_t t);
+  // What every node does at the start of step t, down or not: the step
+  // index, and the check for Ctrl-C (the first node to see the request
+  // stops the others at their next collective; with checkpoints boundary()
+  // stops them instead). All a down node does.
+  void start_step(int64_t t);
   // Where every node of the run meets (the checkpoints): the collective
   // backend's barrier, or with failures one that down nodes attend too.
   void meet_every_node();
@@ -121,7 +124,7 @@ void NodeRun::run() {
       if (membership_.is_live(rank_))
         train_step(t);
       else
-        skip_step(t);
+        start_step(t);
       boundary(t + 1);
     }
     s_.loop.note_end();
@@ -197,7 +200,7 @@ void NodeRun::change_membership(int64_t t) {
   }
 }
 
-void NodeRun::skip_step(int64_t t) {
+void NodeRun::start_step(int64_t t) {
   ctx_.step = t;
   if (!s_.stop_point && cluster::interrupt_requested()) {
     throw cluster::Interrupted("interrupted by a signal (Ctrl-C) after " + std::to_string(t) + " steps");
@@ -260,12 +263,7 @@ void NodeRun::write_checkpoint(int64_t step) {
 }
 
 void NodeRun::train_step(int64_t t) {
-  ctx_.step = t;
-  // Every node checks, so the first to see the request stops the others at
-  // their next collective. With checkpoints, boundary() stops them instead.
-  if (!s_.stop_point && cluster::interrupt_requested()) {
-    throw cluster::Interrupted("interrupted by a signal (Ctrl-C) after " + std::to_string(t) + " steps");
-  }
+  start_step(t);
   meter_.set_completed_steps(t);
   if (eval_enabled(m_) && m_.eval_interval > 0 && t % m_.eval_interval == 0) {
     if (m_.stop_on_nonfinite && first_nonfinite(model_.module().parameters()) >= 0) {
@@ -327,8 +325,8 @@ void NodeRun::report_step(int64_t t, double loss) {
   s_.last_train_loss = loss;
   const double bytes_sent = meter_.cluster_sent(sim::TrafficSource::Strategy) / static_cast<double>(m_.nodes);
   if (membership_.simulated()) {
-    s_.writer->train_row(t + 1, membership_.count_step(t, m_.batch_size), loss, strategy_.lr(), bytes_sent,
-                         meter_.clock(), static_cast<int>(membership_.live().size()));
+    s_.writer->train_row(t + 1, membership_.count_step(m_.batch_size), loss, strategy_.lr(), bytes_sent, meter_.clock(),
+                         static_cast<int>(membership_.live().size()));
   } else {
     const int64_t examples = (t + 1) * m_.batch_size * m_.nodes;
     s_.writer->train_row(t + 1, examples, loss, strategy_.lr(), bytes_sent, meter_.clock());
