@@ -146,11 +146,6 @@ TEST_CASE("faults and churn that make no sense are refused naming the entry, bef
   CHECK(config_error(churn).rfind("churn.downtime: ", 0) == 0);
   churn["churn"] = {{"mtbf", "1 step"}, {"downtime", "20 steps"}};
   CHECK(config_error(churn).rfind("churn: no node is alive at step ", 0) == 0);
-  // Over several processes: refused, naming the field.
-  CHECK_THROWS_WITH(
-      runtime::train::check_processes(parsed(with_faults(m, json::parse(R"([{"node": 1, "fail_at": 3}])"))), 2),
-      "faults: simulated failures run in one process only, not over 2 processes (--nproc or "
-      "WORLD_SIZE) yet");
 }
 
 TEST_CASE("the schedule: intervals, events, node-steps lost, and churn drawn from the seed node by node", "[faults]") {

@@ -6,6 +6,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -36,11 +37,15 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-// Runs body(rank, comm) on K nodes spread over P meshes, one thread per
-// "process", each with its own ProcessMesh and Cluster. Throws the first
-// process's error (by process order) if any failed. A minute at most.
-void run_meshes(int P, int K, bool exact, const std::function<void(int, exogym::sdk::Communicator&)>& body,
-                std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+// A node's body, with its process's cluster and its compute slot (held).
+using NodeBody = std::function<void(int rank, exogym::sdk::Communicator&, Cluster&, NodeSlot&)>;
+
+// Runs body(rank, comm, cluster, slot) on K nodes spread over P meshes, one
+// thread per "process", each with its own ProcessMesh and Cluster. Throws
+// the first process's error (by process order) if any failed. A minute at
+// most.
+void run_mesh_nodes(int P, int K, bool exact, const NodeBody& body,
+                    std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
   const int port = exogym::runtime::dist::pick_free_port();
   std::vector<std::string> errors(P);
   std::mutex mutex;
@@ -68,7 +73,7 @@ void run_meshes(int P, int K, bool exact, const std::function<void(int, exogym::
             at::set_num_threads(1);
             auto comm = cluster.communicator(rank, &slot);
             slot.acquire();
-            body(rank, *comm);
+            body(rank, *comm, cluster, slot);
           });
           mesh.finish();
         } catch (...) {
@@ -102,6 +107,12 @@ void run_meshes(int P, int K, bool exact, const std::function<void(int, exogym::
   for (const auto& e : errors) {
     if (!e.empty()) throw std::runtime_error(e);
   }
+}
+
+void run_meshes(int P, int K, bool exact, const std::function<void(int, exogym::sdk::Communicator&)>& body,
+                std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+  run_mesh_nodes(
+      P, K, exact, [&](int rank, exogym::sdk::Communicator& comm, Cluster&, NodeSlot&) { body(rank, comm); }, timeout);
 }
 
 // Random values that differ per node, from a generator seeded by the rank.
@@ -217,6 +228,46 @@ TEST_CASE("four processes with one node each reduce, broadcast and gather", "[mu
   }
 }
 
+TEST_CASE("collectives follow the live nodes, and a process whose nodes are all down sits them out",
+          "[multiprocess][faults]") {
+  // 5 nodes over 2 processes (nodes 0-1, 2-4), exact sums; every node meets
+  // before each phase, as a run's membership changes do.
+  const int K = 5;
+  const std::vector<std::vector<int>> phases = {{2, 3, 4}, {0, 3}, {0, 1, 2, 3, 4}};
+  std::vector<std::vector<at::Tensor>> averages(K);
+  std::vector<at::Tensor> roots(K);
+  run_mesh_nodes(2, K, true, [&](int rank, exogym::sdk::Communicator& comm, Cluster& cluster, NodeSlot& slot) {
+    for (const auto& live : phases) {
+      cluster.meet_all(rank, &slot, [&cluster, live] { cluster.set_members(live); });
+      if (!std::binary_search(live.begin(), live.end(), rank)) continue;
+      at::Tensor t = node_values(rank, {7});
+      comm.all_reduce(t, ReduceOp::Avg);
+      averages[rank].push_back(t);
+      const auto all = comm.all_gather(at::full({1}, rank, at::kLong));
+      std::vector<int64_t> ranks;
+      for (const auto& g : all) ranks.push_back(g.item<int64_t>());
+      REQUIRE(ranks == std::vector<int64_t>(live.begin(), live.end()));
+      at::Tensor b = at::full({2}, static_cast<float>(rank), at::kFloat);
+      comm.broadcast(b, live.back());
+      roots[rank] = b;
+    }
+  });
+  for (int r = 0; r < K; ++r) {
+    size_t taken = 0;
+    for (const auto& live : phases) {
+      if (!std::binary_search(live.begin(), live.end(), r)) continue;
+      // Rank order over the live nodes, divided by their count: the bits
+      // of one process.
+      at::Tensor expected = node_values(live[0], {7});
+      for (size_t i = 1; i < live.size(); ++i) expected.add_(node_values(live[i], {7}));
+      expected.div_(static_cast<int64_t>(live.size()));
+      INFO("node " << r << ", live nodes " << live.size());
+      REQUIRE(at::equal(averages[r].at(taken++), expected));
+    }
+    REQUIRE(at::equal(roots[r], at::full({2}, 4.0f)));
+  }
+}
+
 TEST_CASE("a collective mismatch between processes is an error naming both, not a hang", "[multiprocess]") {
   REQUIRE_THROWS_WITH(run_meshes(2, 4, false,
                                  [&](int rank, exogym::sdk::Communicator& comm) {
@@ -253,20 +304,20 @@ TEST_CASE("a node error in one process stops the others with its message", "[mul
 TEST_CASE("the clock exchange shares the latest arrival across processes", "[multiprocess]") {
   ClockExchange clocks(4);
   // This process hosts nodes 2 and 3; runtime collectives post nothing.
-  REQUIRE_FALSE(clocks.take_local(2, 2).has_value());
+  REQUIRE_FALSE(clocks.take_local({2, 3}).has_value());
   clocks.post(2, 0, 1.5);
   clocks.post(3, 0, 2.5);
-  auto local = clocks.take_local(2, 2);
+  auto local = clocks.take_local({2, 3});
   REQUIRE(local.has_value());
   REQUIRE(local->sequence == 0);
   REQUIRE(local->latest == 2.5);
-  REQUIRE_FALSE(clocks.take_local(2, 2).has_value());  // taken once
+  REQUIRE_FALSE(clocks.take_local({2, 3}).has_value());  // taken once
   REQUIRE(clocks.latest(0) == 2.5);
   clocks.share_latest(0, 4.0);  // a node of another process arrived later
   REQUIRE(clocks.latest(0) == 4.0);
   clocks.post(2, 1, 5.0);
   clocks.post(3, 1, 6.0);
-  REQUIRE(clocks.take_local(2, 2)->latest == 6.0);
+  REQUIRE(clocks.take_local({2, 3})->latest == 6.0);
   clocks.share_latest(1, 6.0);
   REQUIRE(clocks.latest(1) == 6.0);
 }

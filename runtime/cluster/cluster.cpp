@@ -31,12 +31,9 @@ Cluster::Cluster(int nodes, int parallelism)
     : nodes_(nodes),
       block_{0, nodes},
       slots_(std::max(1, parallelism), abort_),
-      group_(std::make_unique<comm::InProcessGroup>(nodes, abort_, std::min(std::max(1, parallelism), nodes) - 1)),
-      everyone_(std::make_unique<comm::Rendezvous>(nodes, 0, abort_,
-                                                   [this](const comm::Rendezvous::Calls&) {
-                                                     if (meeting_work_[0]) meeting_work_[0]();
-                                                   })),
-      meeting_work_(nodes) {}
+      group_(std::make_unique<comm::InProcessGroup>(nodes, abort_, std::min(std::max(1, parallelism), nodes) - 1)) {
+  start_meetings();
+}
 
 Cluster::Cluster(int nodes, int parallelism, dist::ProcessMesh& mesh, dist::NodeBlock block, sim::ClockExchange* clocks,
                  bool exact_reduce)
@@ -45,6 +42,7 @@ Cluster::Cluster(int nodes, int parallelism, dist::ProcessMesh& mesh, dist::Node
       slots_(std::max(1, parallelism), abort_),
       hierarchical_(std::make_unique<comm::HierarchicalGroup>(mesh, nodes, block, abort_, clocks, exact_reduce)),
       mesh_(&mesh) {
+  start_meetings();
   // A failure on either side stops both. Each side ignores all but the first
   // call, so the echo from the other side is harmless.
   mesh.set_nodes(nodes);
@@ -67,14 +65,30 @@ std::unique_ptr<sdk::Communicator> Cluster::communicator(int rank, NodeSlot* slo
   return group_->communicator(rank, slot);
 }
 
+void Cluster::start_meetings() {
+  meeting_work_.resize(static_cast<size_t>(block_.count));
+  everyone_ =
+      std::make_unique<comm::Rendezvous>(block_.count, block_.first, abort_, [this](const comm::Rendezvous::Calls&) {
+        if (meeting_work_[0]) meeting_work_[0]();
+        if (mesh_) mesh_->barrier();
+      });
+}
+
 void Cluster::meet_all(int rank, NodeSlot* slot, std::function<void()> work) {
-  EXOGYM_CHECK_INTERNAL(everyone_, "Cluster::meet_all(): this cluster spans several processes");
   // Only this node's thread writes its entry, before it arrives; the work
-  // reads node 0's once everybody has.
-  meeting_work_[rank] = std::move(work);
+  // reads the first one's once everybody has.
+  const int index = rank - block_.first;
+  meeting_work_[static_cast<size_t>(index)] = std::move(work);
   comm::CollectiveCall call;
   call.kind = comm::CollectiveKind::Barrier;
-  everyone_->meet(rank, std::move(call), slot);
+  everyone_->meet(index, std::move(call), slot);
+}
+
+void Cluster::set_members(std::vector<int> live) {
+  if (hierarchical_)
+    hierarchical_->set_members(std::move(live));
+  else
+    group_->set_members(std::move(live));
 }
 
 void Cluster::run(const std::function<void(int, NodeSlot&)>& body) {

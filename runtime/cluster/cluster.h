@@ -10,6 +10,7 @@
 // and report it), a lost peer aborts the nodes here.
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "exogym/runtime/cluster/abort_signal.h"
 #include "exogym/runtime/cluster/compute_slots.h"
@@ -51,24 +52,31 @@ class Cluster {
   // The collective backend node `rank` uses; `slot` is released while it waits.
   std::unique_ptr<sdk::Communicator> communicator(int rank, NodeSlot* slot);
 
-  // Single-process clusters: every node of the run meets here, whether it
-  // is alive or down (a run that simulates failures: membership changes,
-  // checkpoints). The last to arrive runs node 0's `work` (every node passes
-  // the same) while the others wait; `slot` is released while waiting.
+  // Every node of the run meets here, whether it is alive or down (a run
+  // that simulates failures: membership changes, checkpoints). In each
+  // process the last node to arrive runs `work` (every node passes the
+  // same) while the others wait, then, over several processes, waits for
+  // every process to have done so; `slot` is released while waiting.
   void meet_all(int rank, NodeSlot* slot, std::function<void()> work = {});
+
+  // The nodes that take part in collectives from now on (ascending): from
+  // a meeting's work.
+  void set_members(std::vector<int> live);
 
   // Runs body(rank, slot) on one thread per local node and waits for all.
   // The body starts without a slot; it acquires one before computing.
   void run(const std::function<void(int rank, NodeSlot& slot)>& body);
 
  private:
+  void start_meetings();
+
   int nodes_;
   dist::NodeBlock block_;
   AbortSignal abort_;
   ComputeSlots slots_;
   std::unique_ptr<comm::InProcessGroup> group_;
-  std::unique_ptr<comm::Rendezvous> everyone_;  // meet_all
-  std::vector<std::function<void()>> meeting_work_;
+  std::unique_ptr<comm::Rendezvous> everyone_;       // meet_all: this process's nodes
+  std::vector<std::function<void()>> meeting_work_;  // by index in the block
   std::unique_ptr<comm::HierarchicalGroup> hierarchical_;
   dist::ProcessMesh* mesh_ = nullptr;
 };

@@ -3,6 +3,8 @@
 // results every local node then takes.
 #include <ATen/ATen.h>
 
+#include <algorithm>
+#include <cstddef>
 #include <string>
 
 #include "exogym/runtime/comm/hierarchical_group.h"
@@ -26,32 +28,28 @@ bool HierarchicalGroup::per_node_blocks(const CollectiveCall& first) const {
 }
 
 at::Tensor HierarchicalGroup::local_part(const Calls& calls, const TensorLayout& layout, bool per_node) const {
-  // Its nodes' tensors (exact sums) or their partial reduction in rank order.
-  const CollectiveCall& first = calls[0];
-  at::Tensor send = at::empty({(per_node ? block_.count : 1) * layout.block_bytes()}, at::kByte);
+  // Its live nodes' tensors (exact sums) or their partial reduction in rank
+  // order.
+  const CollectiveCall& first = calls[local_.front()];
+  const int64_t count = static_cast<int64_t>(local_.size());
+  at::Tensor send = at::empty({(per_node ? count : 1) * layout.block_bytes()}, at::kByte);
   for (size_t i = 0; i < first.tensors.size(); ++i) {
     if (per_node) {
-      for (int j = 0; j < block_.count; ++j) layout.view(send, i, j).copy_(calls[j].tensors[i]);
+      for (int64_t b = 0; b < count; ++b) layout.view(send, i, b).copy_(calls[local_[b]].tensors[i]);
       continue;
     }
     at::Tensor target = layout.view(send, i);
-    if (first.tensors[i].is_cpu()) {
-      target.copy_(calls[0].tensors[i]);
-      for (int j = 1; j < block_.count; ++j) combine(target, calls[j].tensors[i], first.op);
-    } else {
-      at::Tensor acc = calls[0].tensors[i].clone();
-      for (int j = 1; j < block_.count; ++j) combine(acc, calls[j].tensors[i], first.op);
-      target.copy_(acc);
-    }
+    at::Tensor acc = first.tensors[i].is_cpu() ? target.copy_(first.tensors[i]) : first.tensors[i].clone();
+    for (int64_t b = 1; b < count; ++b) combine(acc, calls[local_[b]].tensors[i], first.op);
+    if (!first.tensors[i].is_cpu()) target.copy_(acc);
   }
   return send;
 }
 
 void HierarchicalGroup::check_all_reduce_blocks(const std::vector<Header>& headers, int64_t block_bytes,
                                                 bool per_node) const {
-  const int P = mesh_.size();
-  for (int q = 0; q < P; ++q) {
-    const int expected = per_node ? dist::node_block(nodes_, P, q).count : 1;
+  for (int q : mesh_.members()) {
+    const int expected = per_node ? live_by_process_[q] : 1;
     if (headers[q].blocks != expected || headers[q].payload != static_cast<uint64_t>(expected * block_bytes)) {
       throw sdk::Error("collective mismatch between processes: " + mesh_.describe(q) + " sent " +
                        std::to_string(headers[q].payload) + " bytes for an all_reduce where " +
@@ -62,10 +60,11 @@ void HierarchicalGroup::check_all_reduce_blocks(const std::vector<Header>& heade
 }
 
 void HierarchicalGroup::lead_all_reduce(const Calls& calls, Header& mine) {
-  const CollectiveCall& first = calls[0];
+  const CollectiveCall& first = calls[local_.front()];
   const bool per_node = per_node_blocks(first);
 #if EXOGYM_HAVE_NCCL
-  bool one_gpu = !per_node && !first.tensors.empty();
+  // NCCL's communicator spans every process: not while one sits out.
+  bool one_gpu = !per_node && !first.tensors.empty() && static_cast<int>(mesh_.members().size()) == mesh_.size();
   for (const auto& t : first.tensors) one_gpu = one_gpu && t.is_cuda() && t.device() == first.tensors[0].device();
   if (one_gpu) {
     lead_all_reduce_nccl(calls, mine);
@@ -75,7 +74,7 @@ void HierarchicalGroup::lead_all_reduce(const Calls& calls, Header& mine) {
   const TensorLayout layout(first.tensors);
   const at::Tensor send = local_part(calls, layout, per_node);
   mine.payload = static_cast<uint64_t>(send.numel());
-  mine.blocks = per_node ? block_.count : 1;
+  mine.blocks = per_node ? static_cast<int32_t>(local_.size()) : 1;
   const auto headers = exchange_headers(mine);
   check_all_reduce_blocks(headers, layout.block_bytes(), per_node);
   gather_payloads(send, headers);
@@ -84,7 +83,7 @@ void HierarchicalGroup::lead_all_reduce(const Calls& calls, Header& mine) {
   // and rank order within a process): the same bits everywhere.
   for (size_t i = 0; i < first.tensors.size(); ++i) {
     at::Tensor acc;
-    for (int q = 0; q < mesh_.size(); ++q) {
+    for (int q : mesh_.members()) {
       for (int b = 0; b < headers[q].blocks; ++b) {
         at::Tensor part = layout.view(buffers_[q], i, b);
         if (!acc.defined()) {
@@ -94,25 +93,25 @@ void HierarchicalGroup::lead_all_reduce(const Calls& calls, Header& mine) {
         }
       }
     }
-    if (first.op == ReduceOp::Avg) average_sum(acc, nodes_);
+    if (first.op == ReduceOp::Avg) average_sum(acc, live_count());
     result_.push_back(acc);
   }
 }
 
 #if EXOGYM_HAVE_NCCL
 void HierarchicalGroup::lead_all_reduce_nccl(const Calls& calls, Header& mine) {
-  const CollectiveCall& first = calls[0];
-  const ReduceOp fold = first.op == ReduceOp::Avg ? ReduceOp::Sum : first.op;  // divided by K at the end
+  const CollectiveCall& first = calls[local_.front()];
+  const ReduceOp fold = first.op == ReduceOp::Avg ? ReduceOp::Sum : first.op;  // divided at the end
   mine.blocks = 1;
   exchange_headers(mine);  // checks that every process calls the same, and shares the clocks
   const c10::Device device = first.tensors[0].device();
   if (!nccl_ || nccl_->device() != device) nccl_ = std::make_unique<NcclExchange>(mesh_, device);
   nccl_->synchronize();
   for (size_t i = 0; i < first.tensors.size(); ++i) {
-    at::Tensor acc = calls[0].tensors[i].clone();
-    for (int j = 1; j < block_.count; ++j) combine(acc, calls[j].tensors[i], fold);
+    at::Tensor acc = first.tensors[i].clone();
+    for (size_t b = 1; b < local_.size(); ++b) combine(acc, calls[local_[b]].tensors[i], fold);
     nccl_->all_reduce(acc, fold);
-    if (first.op == ReduceOp::Avg) average_sum(acc, nodes_);
+    if (first.op == ReduceOp::Avg) average_sum(acc, live_count());
     result_.push_back(acc);
   }
   nccl_->synchronize();
@@ -120,7 +119,10 @@ void HierarchicalGroup::lead_all_reduce_nccl(const Calls& calls, Header& mine) {
 #endif
 
 void HierarchicalGroup::lead_broadcast(const Calls& calls, Header& mine) {
-  const CollectiveCall& first = calls[0];
+  const CollectiveCall& first = calls[local_.front()];
+  if (!std::binary_search(live_.begin(), live_.end(), first.root)) {
+    throw sdk::Error("broadcast: root " + std::to_string(first.root) + " is down");
+  }
   const int root_process = dist::process_of_node(first.root, nodes_, mesh_.size());
   const TensorLayout layout(first.tensors);
   const int64_t total = layout.block_bytes();
@@ -135,30 +137,32 @@ void HierarchicalGroup::lead_broadcast(const Calls& calls, Header& mine) {
     throw sdk::Error("collective mismatch between processes: " + mesh_.describe(root_process) +
                      " broadcasts a different amount of data than expected");
   }
-  mesh_.broadcast(buffer.data_ptr(), static_cast<size_t>(total), root_process);
+  mesh_.broadcast(buffer.data_ptr(), static_cast<size_t>(total), root_process, dist::ProcessMesh::Scope::Members);
   for (size_t i = 0; i < first.tensors.size(); ++i) result_.push_back(layout.view(buffer, i));
   buffers_.push_back(buffer);
 }
 
 void HierarchicalGroup::lead_all_gather(const Calls& calls, Header& mine) {
-  const int P = mesh_.size();
-  const size_t count = calls[0].tensors.size();
-  std::vector<at::Tensor> local;  // by node, then tensor
-  for (int j = 0; j < block_.count; ++j) local.insert(local.end(), calls[j].tensors.begin(), calls[j].tensors.end());
+  const size_t count = calls[local_.front()].tensors.size();
+  std::vector<at::Tensor> local;  // by live node, then tensor
+  for (int j : local_) local.insert(local.end(), calls[j].tensors.begin(), calls[j].tensors.end());
   const at::Tensor send = pack_tensors(local);
   mine.payload = static_cast<uint64_t>(send.numel());
   const auto headers = exchange_headers(mine);
   gather_payloads(send, headers);
 
-  gathered_.assign(nodes_, {});
-  for (int q = 0; q < P; ++q) {
-    const dist::NodeBlock block = dist::node_block(nodes_, P, q);
+  // Processes host contiguous blocks of ranks: their live nodes one after
+  // the other are the live nodes in rank order.
+  gathered_.clear();
+  for (int q : mesh_.members()) {
     const auto tensors = unpack_tensors(buffers_[q]);
-    if (!tensors || tensors->size() != static_cast<size_t>(block.count) * count) {
+    const size_t nodes = static_cast<size_t>(live_by_process_[q]);
+    if (!tensors || tensors->size() != nodes * count) {
       throw sdk::Error("all_gather: the data from " + mesh_.describe(q) + " is malformed");
     }
-    for (int j = 0; j < block.count; ++j) {
-      gathered_[block.first + j].assign(tensors->begin() + j * count, tensors->begin() + (j + 1) * count);
+    for (size_t j = 0; j < nodes; ++j) {
+      gathered_.emplace_back(tensors->begin() + static_cast<std::ptrdiff_t>(j * count),
+                             tensors->begin() + static_cast<std::ptrdiff_t>((j + 1) * count));
     }
   }
 }

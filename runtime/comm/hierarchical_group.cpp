@@ -15,6 +15,8 @@
 
 namespace exogym::runtime::comm {
 
+using Scope = dist::ProcessMesh::Scope;
+
 namespace {
 
 // What must match between processes: every tensor's dtype and shape.
@@ -43,7 +45,37 @@ HierarchicalGroup::HierarchicalGroup(dist::ProcessMesh& mesh, int nodes, dist::N
       block_(checked_block(block)),
       clocks_(clocks),
       exact_(exact),
-      rendezvous_(block.count, block.first, abort, [this](const Calls& calls) { lead(calls); }) {}
+      rendezvous_(block.count, block.first, abort, [this](const Calls& calls) { lead(calls); }) {
+  for (int r = 0; r < nodes; ++r) live_.push_back(r);
+  for (int j = 0; j < block.count; ++j) local_.push_back(j);
+  for (int q = 0; q < mesh.size(); ++q) live_by_process_.push_back(dist::node_block(nodes, mesh.size(), q).count);
+}
+
+void HierarchicalGroup::set_members(std::vector<int> live) {
+  const int P = mesh_.size();
+  std::vector<int> local, by_process(P, 0), processes;
+  for (int r : live) {
+    ++by_process[dist::process_of_node(r, nodes_, P)];
+    if (block_.contains(r)) local.push_back(r - block_.first);
+  }
+  for (int q = 0; q < P; ++q) {
+    if (by_process[q] > 0) processes.push_back(q);
+  }
+  // A process that sat collectives out counted fewer: all go on from the
+  // count of those that took part.
+  uint64_t mine = sequence_;
+  std::vector<uint64_t> counts(P, 0);
+  std::vector<void*> out;
+  for (auto& c : counts) out.push_back(&c);
+  mesh_.all_gather(&mine, sizeof mine, out, std::vector<size_t>(P, sizeof mine));
+  counts[mesh_.rank()] = mine;
+  sequence_ = *std::max_element(counts.begin(), counts.end());
+  mesh_.set_members(processes);
+  rendezvous_.set_expected(local);
+  live_ = std::move(live);
+  local_ = std::move(local);
+  live_by_process_ = std::move(by_process);
+}
 
 HierarchicalGroup::~HierarchicalGroup() = default;
 
@@ -68,8 +100,8 @@ void HierarchicalGroup::run(int rank, CollectiveCall call, cluster::NodeSlot* sl
       }
       break;
     case CollectiveKind::AllGather:
-      gathered->assign(nodes_, {});
-      for (int r = 0; r < nodes_; ++r) {
+      gathered->assign(gathered_.size(), {});  // one entry per live node
+      for (size_t r = 0; r < gathered_.size(); ++r) {
         for (size_t i = 0; i < gathered_[r].size(); ++i) {
           const auto& t = gathered_[r][i];
           // Fresh tensors on this node's device, as InProcessGroup returns.
@@ -84,7 +116,7 @@ void HierarchicalGroup::run(int rank, CollectiveCall call, cluster::NodeSlot* sl
 }
 
 void HierarchicalGroup::lead(const Calls& calls) {
-  const CollectiveCall& first = calls[0];
+  const CollectiveCall& first = calls[local_.front()];
   Header mine;
   mine.sequence = sequence_++;
   mine.kind = static_cast<int32_t>(first.kind);
@@ -95,7 +127,9 @@ void HierarchicalGroup::lead(const Calls& calls) {
     mine.signature = signature(first.tensors);
   }
   if (clocks_) {
-    if (auto local = clocks_->take_local(block_.first, block_.count)) {
+    std::vector<int> ranks;
+    for (int j : local_) ranks.push_back(block_.first + j);
+    if (auto local = clocks_->take_local(ranks)) {
       mine.has_arrival = 1;
       mine.arrival = local->latest;
       clock_sequence_ = local->sequence;
@@ -126,8 +160,8 @@ std::vector<HierarchicalGroup::Header> HierarchicalGroup::exchange_headers(const
   headers[me] = mine;
   std::vector<void*> out;
   for (auto& h : headers) out.push_back(&h);
-  mesh_.all_gather(&headers[me], sizeof(Header), out, std::vector<size_t>(P, sizeof(Header)));
-  for (int q = 0; q < P; ++q) {
+  mesh_.all_gather(&headers[me], sizeof(Header), out, std::vector<size_t>(P, sizeof(Header)), Scope::Members);
+  for (int q : mesh_.members()) {
     const Header& h = headers[q];
     auto mismatch = [&](const std::string& what) {
       return sdk::Error("collective mismatch between processes: " + mesh_.describe(q) + " called " +
@@ -142,7 +176,7 @@ std::vector<HierarchicalGroup::Header> HierarchicalGroup::exchange_headers(const
   }
   if (mine.has_arrival && clocks_) {
     double latest = mine.arrival;
-    for (const auto& h : headers) latest = std::max(latest, h.arrival);
+    for (int q : mesh_.members()) latest = std::max(latest, headers[q].arrival);
     clocks_->share_latest(clock_sequence_, latest);
   }
   return headers;
@@ -153,7 +187,7 @@ void HierarchicalGroup::gather_payloads(const at::Tensor& send, const std::vecto
   std::vector<void*> out(P, nullptr);
   std::vector<size_t> sizes(P, 0);
   buffers_.assign(P, at::Tensor());
-  for (int q = 0; q < P; ++q) {
+  for (int q : mesh_.members()) {
     if (q == me) {
       buffers_[q] = send;
       continue;
@@ -162,7 +196,7 @@ void HierarchicalGroup::gather_payloads(const at::Tensor& send, const std::vecto
     out[q] = buffers_[q].data_ptr();
     sizes[q] = headers[q].payload;
   }
-  mesh_.all_gather(send.data_ptr(), headers[me].payload, out, sizes);
+  mesh_.all_gather(send.data_ptr(), headers[me].payload, out, sizes, Scope::Members);
 }
 
 }  // namespace exogym::runtime::comm

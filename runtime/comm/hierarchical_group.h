@@ -24,6 +24,12 @@
 // The simulated clock: each exchange carries the process's latest arrival
 // (ClockExchange::take_local), so every node's clock sees the latest arrival
 // over all K nodes, as in one process.
+//
+// Failures (docs/simulation.md#failures-and-churn): set_members() names the
+// live nodes. Collectives then run over them as InProcessGroup's do (sums
+// and averages over the live nodes in rank order, all_gather one entry per
+// live node), and a process whose nodes are all down sits them out
+// (ProcessMesh::Scope::Members) until some come back.
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
@@ -56,7 +62,14 @@ class HierarchicalGroup final : public CollectiveBackend {
                     sim::ClockExchange* clocks, bool exact);
   ~HierarchicalGroup() override;
   int size() const override { return nodes_; }
+  int live_count() const override { return static_cast<int>(live_.size()); }
   const dist::NodeBlock& block() const { return block_; }
+
+  // The nodes that take part in the next collectives (global ranks,
+  // ascending). Called by every process at the same point with the same
+  // list, while none of its nodes is in a collective: it exchanges among
+  // every process.
+  void set_members(std::vector<int> live);
 
   // The communicator of node `rank` (a global rank in this process's block).
   std::unique_ptr<sdk::Communicator> communicator(int rank, cluster::NodeSlot* slot = nullptr);
@@ -106,8 +119,11 @@ class HierarchicalGroup final : public CollectiveBackend {
   const dist::NodeBlock block_;
   sim::ClockExchange* clocks_;
   const bool exact_;
-  uint64_t sequence_ = 0;        // collectives so far (the leaders' count)
-  uint64_t clock_sequence_ = 0;  // the ClockExchange sequence of the current collective
+  std::vector<int> live_;             // the live nodes (all of them without failures)
+  std::vector<int> local_;            // this process's live nodes, as indices into its block
+  std::vector<int> live_by_process_;  // how many live nodes each process hosts
+  uint64_t sequence_ = 0;             // collectives so far (the leaders' count)
+  uint64_t clock_sequence_ = 0;       // the ClockExchange sequence of the current collective
 
   // Written by the leader, read by every local node once the collective's
   // rendezvous is over (until the next one's leader starts, when every local

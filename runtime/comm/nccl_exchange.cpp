@@ -69,7 +69,7 @@ NcclExchange::NcclExchange(dist::ProcessMesh& mesh, c10::Device device)
     : impl_(std::make_unique<Impl>()), device_(device) {
   ncclUniqueId id;
   if (mesh.rank() == 0) check(ncclGetUniqueId(&id), "ncclGetUniqueId");
-  mesh.broadcast(&id, sizeof id, 0);
+  mesh.broadcast(&id, sizeof id, 0, dist::ProcessMesh::Scope::Members);  // within a collective
   c10::cuda::CUDAGuard guard(device_);
   check(ncclCommInitRank(&impl_->comm, mesh.size(), id, mesh.rank()),
         "ncclCommInitRank on " + device_.str() + " of " + mesh.describe(mesh.rank()));

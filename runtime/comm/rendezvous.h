@@ -44,8 +44,9 @@ class Rendezvous {
   // the run so that the others stop too.
   void meet(int index, CollectiveCall call, cluster::NodeSlot* slot);
 
-  // The members the next collectives wait for (indices, ascending, at least
-  // one): the live nodes of a run that simulates failures. Only while no
+  // The members the next collectives wait for (indices, ascending): the
+  // live nodes of a run that simulates failures (none: in a run over
+  // several processes, a process whose nodes are all down). Only while no
   // collective is under way (from the work of a meeting of every node).
   void set_expected(std::vector<int> members);
 

@@ -17,6 +17,8 @@ using Clock = std::chrono::steady_clock;
 ProcessMesh::ProcessMesh(const WorldSpec& world, const std::string& fingerprint)
     : world_(world), peers_(world.size), lost_(world.size, 0) {
   validate_world(world_);
+  for (int q = 0; q < world_.size; ++q) everyone_.push_back(q);
+  members_ = everyone_;
   // A write to a peer that died must fail (EPIPE) and be reported, not kill
   // this process.
   ::signal(SIGPIPE, SIG_IGN);

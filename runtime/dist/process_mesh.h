@@ -64,12 +64,26 @@ class ProcessMesh {
   // "process 1 (nodes 2-3, pid 4242 on host-b)".
   std::string describe(int process) const;
 
-  // Every process sends `bytes` from `mine` to every other; sizes[q] bytes
-  // from process q land at out[q] (out[rank()] is not touched). Every wait
-  // ends when a peer fails: throws sdk::Error naming it.
-  void all_gather(const void* mine, size_t bytes, const std::vector<void*>& out, const std::vector<size_t>& sizes);
-  // `bytes` at `data` go from process `root` to every other.
-  void broadcast(void* data, size_t bytes, int root);
+  // Who takes part in an exchange: every process, or only the members
+  // (set_members): in a run whose virtual nodes fail, a process whose nodes
+  // are all down sits the collectives out. The two kinds are numbered apart,
+  // so that an exchange of either kind meets the same exchange in its peers
+  // (Gloo slots) whatever the other kind did.
+  enum class Scope { All, Members };
+
+  // Every process (of `scope`) sends `bytes` from `mine` to every other;
+  // sizes[q] bytes from process q land at out[q] (out[rank()] is not
+  // touched). Every wait ends when a peer fails: throws sdk::Error naming it.
+  void all_gather(const void* mine, size_t bytes, const std::vector<void*>& out, const std::vector<size_t>& sizes,
+                  Scope scope = Scope::All);
+  // `bytes` at `data` go from process `root` to every other (of `scope`).
+  void broadcast(void* data, size_t bytes, int root, Scope scope = Scope::All);
+  // The processes Scope::Members exchanges among (ascending; every process
+  // until the first call), this one among them unless it takes part in no
+  // exchange of that scope until the next call. Every process calls it at
+  // the same point with the same list: it exchanges among all of them.
+  void set_members(std::vector<int> processes);
+  const std::vector<int>& members() const { return members_; }
   // Strings of any length, by process.
   std::vector<std::string> all_gather_text(const std::string& mine);
   void barrier();
@@ -114,7 +128,8 @@ class ProcessMesh {
   void check_hello(int process, const std::string& fingerprint);
   void connect_gloo();
   // Moving bytes (process_mesh_transfer.cpp).
-  void exchange(const std::vector<Transfer>& transfers);
+  void exchange(const std::vector<Transfer>& transfers, Scope scope);
+  const std::vector<int>& processes(Scope scope) const { return scope == Scope::All ? everyone_ : members_; }
   // Noticing lost peers (process_mesh_heartbeat.cpp).
   void start_heartbeat();
   void monitor_loop();
@@ -138,6 +153,8 @@ class ProcessMesh {
   std::vector<Peer> peers_;
   std::atomic<int> nodes_{0};
   int stop_round_ = 0;
+  std::vector<int> everyone_, members_;
+  uint64_t exchanges_[2] = {0, 0};  // by Scope: this process's exchanges of that kind so far
 
   mutable std::mutex mutex_;  // guards the fields below
   std::string failure_;

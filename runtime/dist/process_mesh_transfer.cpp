@@ -2,6 +2,8 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/unbound_buffer.h>
 
+#include <algorithm>
+
 #include "exogym/runtime/dist/process_mesh.h"
 #include "exogym/sdk/error.h"
 
@@ -15,10 +17,12 @@ constexpr auto kForever = std::chrono::hours(24 * 365);
 
 }  // namespace
 
-void ProcessMesh::exchange(const std::vector<Transfer>& transfers) {
+void ProcessMesh::exchange(const std::vector<Transfer>& transfers, Scope scope) {
   std::lock_guard<std::mutex> exclusive(exchange_mutex_);
   if (failed_) throw_failure();
-  const uint64_t slot = context_->nextSlot();
+  // Even slots for exchanges among every process, odd ones among members.
+  const int kind = static_cast<int>(scope);
+  const uint64_t slot = 2 * exchanges_[kind]++ + static_cast<uint64_t>(kind);
   std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> buffers;
   buffers.reserve(transfers.size());
   for (const auto& t : transfers) buffers.push_back(context_->createUnboundBuffer(t.data, t.bytes));
@@ -69,27 +73,41 @@ void ProcessMesh::exchange(const std::vector<Transfer>& transfers) {
 }
 
 void ProcessMesh::all_gather(const void* mine, size_t bytes, const std::vector<void*>& out,
-                             const std::vector<size_t>& sizes) {
+                             const std::vector<size_t>& sizes, Scope scope) {
   std::vector<Transfer> transfers;
-  for (int q = 0; q < size(); ++q) {
+  for (int q : processes(scope)) {
     if (q == rank()) continue;
     if (sizes.at(q) > 0) transfers.push_back({q, out.at(q), sizes[q], true});
     if (bytes > 0) transfers.push_back({q, const_cast<void*>(mine), bytes, false});
   }
-  exchange(transfers);
+  exchange(transfers, scope);
 }
 
-void ProcessMesh::broadcast(void* data, size_t bytes, int root) {
+void ProcessMesh::broadcast(void* data, size_t bytes, int root, Scope scope) {
   if (bytes == 0) return;
   std::vector<Transfer> transfers;
   if (rank() == root) {
-    for (int q = 0; q < size(); ++q) {
+    for (int q : processes(scope)) {
       if (q != root) transfers.push_back({q, data, bytes, false});
     }
   } else {
     transfers.push_back({root, data, bytes, true});
   }
-  exchange(transfers);
+  exchange(transfers, scope);
+}
+
+void ProcessMesh::set_members(std::vector<int> processes) {
+  // A process that sat out exchanges among members has counted fewer: all
+  // go on from the count of those that took part.
+  uint64_t mine = exchanges_[1];
+  std::vector<uint64_t> counts(size(), 0);
+  std::vector<void*> out;
+  for (auto& c : counts) out.push_back(&c);
+  all_gather(&mine, sizeof mine, out, std::vector<size_t>(size(), sizeof mine));
+  counts[rank()] = mine;
+  std::lock_guard<std::mutex> exclusive(exchange_mutex_);
+  exchanges_[1] = *std::max_element(counts.begin(), counts.end());
+  members_ = std::move(processes);
 }
 
 void ProcessMesh::barrier() {

@@ -14,8 +14,9 @@ ProcessMesh::ProcessMesh(const WorldSpec& world, const std::string&) : world_(wo
 ProcessMesh::~ProcessMesh() = default;
 void ProcessMesh::set_nodes(int) {}
 std::string ProcessMesh::describe(int process) const { return "process " + std::to_string(process); }
-void ProcessMesh::all_gather(const void*, size_t, const std::vector<void*>&, const std::vector<size_t>&) {}
-void ProcessMesh::broadcast(void*, size_t, int) {}
+void ProcessMesh::all_gather(const void*, size_t, const std::vector<void*>&, const std::vector<size_t>&, Scope) {}
+void ProcessMesh::broadcast(void*, size_t, int, Scope) {}
+void ProcessMesh::set_members(std::vector<int>) {}
 std::vector<std::string> ProcessMesh::all_gather_text(const std::string& mine) { return {mine}; }
 void ProcessMesh::barrier() {}
 void ProcessMesh::propose_stop(int, int64_t, bool) {}

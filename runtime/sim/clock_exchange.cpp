@@ -22,11 +22,11 @@ double ClockExchange::latest(uint64_t sequence) const {
   return latest;
 }
 
-std::optional<ClockExchange::Local> ClockExchange::take_local(int first, int count) {
-  if (count <= 0 || posted_[first] != taken_ + 1) return std::nullopt;
+std::optional<ClockExchange::Local> ClockExchange::take_local(const std::vector<int>& ranks) {
+  if (ranks.empty() || posted_[ranks.front()] != taken_ + 1) return std::nullopt;
   const auto& slot = slots_[taken_ % 2];
-  Local local{taken_, slot[first]};
-  for (int r = first + 1; r < first + count; ++r) local.latest = std::max(local.latest, slot[r]);
+  Local local{taken_, slot[ranks.front()]};
+  for (int r : ranks) local.latest = std::max(local.latest, slot[r]);
   ++taken_;
   return local;
 }
@@ -34,6 +34,11 @@ std::optional<ClockExchange::Local> ClockExchange::take_local(int first, int cou
 void ClockExchange::share_latest(uint64_t sequence, double latest) {
   shared_[sequence % 2] = latest;
   shared_sequence_[sequence % 2] = sequence;
+}
+
+void ClockExchange::rejoin(int rank, uint64_t sequence) {
+  posted_[rank] = sequence;
+  taken_ = sequence;
 }
 
 void ClockExchange::restore(uint64_t sequence) {

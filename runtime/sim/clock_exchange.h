@@ -30,18 +30,22 @@ class ClockExchange {
     uint64_t sequence = 0;
     double latest = 0;
   };
-  // The collective that nodes [first, first + count) have all posted their
-  // arrival for and that has not been taken yet, with their latest arrival;
-  // nullopt when they posted nothing new (a collective of runtime traffic,
-  // which moves no clock). Called once per collective, by one thread, after
-  // every local node has entered it.
-  std::optional<Local> take_local(int first, int count);
+  // The collective that nodes `ranks` (this process's live nodes) have all
+  // posted their arrival for and that has not been taken yet, with their
+  // latest arrival; nullopt when they posted nothing new (a collective of
+  // runtime traffic, which moves no clock). Called once per collective, by
+  // one thread, after every one of them has entered it.
+  std::optional<Local> take_local(const std::vector<int>& ranks);
   // The latest arrival at `sequence` over every process.
   void share_latest(uint64_t sequence, double latest);
 
   // A resumed run, before its nodes start: every node has taken part in
   // `sequence` strategy collectives, all of them completed.
   void restore(uint64_t sequence);
+  // Node `rank` comes back after a failure, between collectives: like the
+  // live nodes, it has seen `sequence` strategy collectives (this process
+  // may have sat the last ones out).
+  void rejoin(int rank, uint64_t sequence);
 
  private:
   std::vector<double> slots_[2];

@@ -87,10 +87,12 @@ void NodeMeter::record_row(TrafficSource source, CollectiveKind kind, double clu
   it->time_s += transfer_time;
 }
 
-void NodeMeter::rejoin(const NodeMeter& donor, double transfer) {
-  clock_ = donor.clock_ + transfer;
-  sequence_ = donor.sequence_;
-  for (int i = 0; i < 2; ++i) cluster_sent_[i] = donor.cluster_sent_[i];
+DonorView NodeMeter::donor_view() const { return {clock_, sequence_, {cluster_sent_[0], cluster_sent_[1]}}; }
+
+void NodeMeter::rejoin(const DonorView& donor, double transfer) {
+  clock_ = donor.clock + transfer;
+  sequence_ = donor.sequence;
+  for (int i = 0; i < 2; ++i) cluster_sent_[i] = donor.cluster_sent[i];
   pending_compute_ = 0;
   failure_timeout_ = 0;
 }

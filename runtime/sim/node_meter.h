@@ -21,6 +21,14 @@
 
 namespace exogym::runtime::sim {
 
+// What a node that comes back after a failure takes from its donor's meter
+// (plain data: it travels between processes as bytes).
+struct DonorView {
+  double clock = 0;
+  uint64_t sequence = 0;
+  double cluster_sent[2] = {0, 0};  // by TrafficSource
+};
+
 // Used by its node's thread only, except for the read-outs after the run.
 class NodeMeter {
  public:
@@ -53,7 +61,8 @@ class NodeMeter {
   // A node that comes back continues from its donor's clock plus the
   // `transfer` of the state, at the donor's collective count, and takes the
   // donor's view of the cluster's traffic (cluster_sent), which it missed.
-  void rejoin(const NodeMeter& donor, double transfer);
+  void rejoin(const DonorView& donor, double transfer);
+  DonorView donor_view() const;
 
   double clock() const { return clock_; }
   double compute_seconds() const { return compute_; }

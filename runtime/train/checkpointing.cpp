@@ -263,7 +263,7 @@ fs::path commit_checkpoint(RunState& s, int64_t step) {
   checkpoint::CheckpointIndex index = s.checkpoint_index;
   index.step = step;
   index.sections["outputs"] = outputs_section(s);
-  if (s.membership && s.membership->simulated()) index.sections["faults"] = s.membership->checkpoint_state();
+  if (s.membership && s.membership->simulated()) index.sections["faults"] = s.membership->checkpoint_state(step);
   const fs::path folder = s.checkpoints->commit(index);
   double bytes = 0;
   std::error_code ec;

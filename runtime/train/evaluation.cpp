@@ -3,7 +3,6 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -12,6 +11,7 @@
 #include "exogym/runtime/cluster/devices.h"
 #include "exogym/runtime/train/autocast_scope.h"
 #include "exogym/runtime/train/model_state.h"
+#include "exogym/runtime/train/reports.h"
 #include "exogym/sdk/error.h"
 
 namespace exogym::runtime::train {
@@ -80,23 +80,6 @@ output::EvalValues unpack(const std::vector<double>& packed, size_t offset, size
   return v;
 }
 
-output::Progress::Metrics named_metrics(const std::vector<std::string>& names, const output::EvalValues& v) {
-  output::Progress::Metrics metrics;
-  for (size_t i = 0; i < names.size(); ++i) metrics.emplace_back(names[i], v.metrics[i]);
-  return metrics;
-}
-
-// The reporting node's record of an evaluation.
-void record(RunState& s, const EvalRecord& r) {
-  s.writer->validation_row(r.step, r.local, r.global, r.bytes_sent, r.sim_time_s);
-  if (s.m.target_loss && !s.target_hit && r.global.loss <= *s.m.target_loss) {
-    const double wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - s.started).count();
-    s.target_hit = TargetHit{r.step, r.sim_time_s, r.bytes_sent, wall_seconds};
-  }
-  s.progress->validation(r.step, r.local.loss, r.global.loss, named_metrics(s.metric_names, r.global));
-  s.last_eval = r;
-}
-
 }  // namespace
 
 void evaluate(RunState& s, int rank, sdk::Model& model, sdk::Communicator& comm, int64_t step) {
@@ -131,7 +114,7 @@ void evaluate(RunState& s, int rank, sdk::Model& model, sdk::Communicator& comm,
   r.global = unpack(packed, 1 + M, M);
   r.bytes_sent = meter.cluster_sent(sim::TrafficSource::Strategy) / s.m.nodes;
   r.sim_time_s = meter.clock();
-  record(s, r);
+  report_evaluation(s, r);
 }
 
 }  // namespace exogym::runtime::train

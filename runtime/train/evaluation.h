@@ -1,6 +1,6 @@
 #pragma once
-// Evaluation on the validation subset: node 0's own model (local) and the
-// parameter-averaged model (global), on the same examples.
+// Evaluation on the validation subset: the reporting node's own model
+// (local) and the parameter-averaged model (global), on the same examples.
 #include <cstdint>
 
 #include "exogym/runtime/manifest/manifest.h"
@@ -10,10 +10,10 @@
 
 namespace exogym::runtime::train {
 
-// A collective: every node calls it at the same step. Every node averages
-// its parameters into the global model; node 0 evaluates its own model and
-// node 1 the averaged one, and node 0 records both (validation.csv, the
-// progress line, the target loss).
+// A collective: every live node calls it at the same step. Every node
+// averages its parameters into the global model; the reporting node (node
+// 0, or the lowest live node) evaluates its own model and the next live
+// node the averaged one, and the reporting node reports both (reports.h).
 void evaluate(RunState& s, int rank, sdk::Model& model, sdk::Communicator& comm, int64_t step);
 
 }  // namespace exogym::runtime::train

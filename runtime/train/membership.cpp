@@ -5,7 +5,7 @@
 #include <set>
 #include <utility>
 
-#include "exogym/runtime/comm/inprocess_group.h"
+#include "exogym/runtime/cluster/cluster.h"
 #include "exogym/runtime/manifest/units.h"
 #include "exogym/runtime/output/run_writer.h"
 #include "exogym/runtime/sim/payload.h"
@@ -24,12 +24,14 @@ std::vector<int> all_ranks(int nodes) {
 
 }  // namespace
 
-Membership::Membership(const manifest::Manifest& m, int64_t first_step)
+Membership::Membership(const manifest::Manifest& m, int64_t first_step, dist::ProcessMesh* mesh)
     : simulated_(m.has_faults()),
       nodes_(m.nodes),
+      mesh_(mesh),
       schedule_(m.has_faults() ? sim::FaultSchedule(m) : sim::FaultSchedule(m.nodes, m.max_steps)),
       first_step_(first_step),
-      failure_timeout_(m.network.failure_timeout) {
+      failure_timeout_(m.network.failure_timeout),
+      counted_to_(first_step) {
   if (m.churn && m.churn->timed) timed_.emplace(m);
   set_live(all_ranks(m.nodes));
 }
@@ -47,10 +49,10 @@ bool Membership::meets_before(int64_t step) const {
 
 // From the schedule's change at `step`, and with churn on the simulated
 // clock from the cluster's time: the latest clock of the nodes alive before.
-std::vector<int> Membership::next_live(int64_t step, const std::vector<int>& base, Simulation& simulation) {
+std::vector<int> Membership::next_live(int64_t step, const std::vector<int>& base, const std::vector<double>& clocks) {
   if (timed_) {
     double time = 0;
-    for (int node : base) time = std::max(time, simulation.meter(node).clock());
+    for (int node : base) time = std::max(time, clocks[static_cast<size_t>(node)]);
     std::vector<int> next;
     for (int node = 0; node < nodes_; ++node) {
       if (schedule_.live(node, step) && !timed_->down(node, time)) next.push_back(node);
@@ -69,12 +71,17 @@ std::vector<int> Membership::next_live(int64_t step, const std::vector<int>& bas
   return next;
 }
 
-void Membership::advance(int64_t step, Simulation& simulation, comm::InProcessGroup& group, output::RunWriter* writer) {
+void Membership::advance(int64_t step, Simulation& simulation, cluster::Cluster& cluster, output::RunWriter* writer) {
+  const auto [taken, lost] = node_steps(step);
+  node_steps_ = taken;
+  node_steps_lost_ = lost;
+  counted_to_ = step;
   // A resumed run's first meeting starts from the membership its checkpoint
   // saved (every node took part in the set-up since).
   const std::vector<int> base = step == first_step_ && restored_live_ ? *restored_live_ : live_;
   restored_live_.reset();
-  std::vector<int> next = next_live(step, base, simulation);
+  const std::vector<double> clocks = node_clocks(simulation);
+  std::vector<int> next = next_live(step, base, clocks);
   EXOGYM_CHECK_INTERNAL(!next.empty(), "no node alive at step " + std::to_string(step));
 
   std::vector<int> failed, kept;
@@ -96,11 +103,13 @@ void Membership::advance(int64_t step, Simulation& simulation, comm::InProcessGr
       const std::optional<int64_t> back = schedule_.back_at(node, step);
       detail = back ? "down until step " + std::to_string(*back) : "down for good";
     }
-    writer->event_row(step, simulation.meter(node).clock(), node, "fail", detail);
+    writer->event_row(step, clocks[static_cast<size_t>(node)], node, "fail", detail);
   }
   // The survivors notice at their next collective.
   if (noticed) {
-    for (int node : kept) simulation.meter(node).expect_failure_timeout(failure_timeout_);
+    for (int node : kept) {
+      if (simulation.hosts(node)) simulation.meter(node).expect_failure_timeout(failure_timeout_);
+    }
   }
   donor_ = -1;
   if (!returns_.empty()) {
@@ -112,7 +121,7 @@ void Membership::advance(int64_t step, Simulation& simulation, comm::InProcessGr
     donor_ = kept.front();
   }
   if (next != live_) ++epoch_;
-  group.set_members(next);
+  cluster.set_members(next);
   set_live(std::move(next));
 }
 
@@ -125,7 +134,9 @@ void Membership::deposit(sdk::StateDict state) {
 
 void Membership::deliver(int64_t step, Simulation& simulation, output::RunWriter* writer) {
   std::lock_guard<std::mutex> lock(mailbox_mutex_);
-  EXOGYM_CHECK_INTERNAL(donor_ >= 0 && deposit_, "no recovery state deposited for step " + std::to_string(step));
+  EXOGYM_CHECK_INTERNAL(donor_ >= 0, "no donor at step " + std::to_string(step));
+  const sim::DonorView from = share_deposit(simulation);
+  EXOGYM_CHECK_INTERNAL(deposit_ != nullptr, "no recovery state deposited for step " + std::to_string(step));
   std::vector<at::Tensor> tensors;
   for (const auto& [key, tensor] : *deposit_) tensors.push_back(tensor);
   const double bytes = sim::payload_bytes(tensors);
@@ -135,19 +146,25 @@ void Membership::deliver(int64_t step, Simulation& simulation, output::RunWriter
   const double seconds = simulation.network().broadcast_time(bytes, receivers + 1);
   recovery_bytes_ += bytes * receivers;
   recovery_seconds_ += seconds;
-  const sim::NodeMeter& from = simulation.meter(donor_);
+  int local_receivers = 0;
   for (int node : returns_) {
     const bool late = schedule_.joins_late(node, step);
     ++(late ? joins_ : rejoins_);
-    simulation.meter(node).rejoin(from, seconds);
+    if (simulation.hosts(node)) {
+      ++local_receivers;
+      simulation.meter(node).rejoin(from, seconds);
+      simulation.clocks().rejoin(node, from.sequence);
+    }
     if (writer) {
-      writer->event_row(step, from.clock() + seconds, node, late ? "join" : "rejoin",
+      writer->event_row(step, from.clock + seconds, node, late ? "join" : "rejoin",
                         "state from node " + std::to_string(donor_) + ": " + manifest::format_bytes(bytes) + " in " +
                             manifest::format_duration(seconds));
     }
   }
-  delivered_ = std::move(deposit_);
-  pending_loads_ = receivers;
+  // Over several processes, those whose nodes do not come back keep none.
+  delivered_ = local_receivers > 0 ? std::move(deposit_) : nullptr;
+  deposit_.reset();
+  pending_loads_ = local_receivers;
 }
 
 std::shared_ptr<const sdk::StateDict> Membership::delivered() const {
@@ -160,24 +177,30 @@ void Membership::loaded() {
   if (--pending_loads_ <= 0) delivered_.reset();
 }
 
-int64_t Membership::count_step(int64_t batch_size) {
-  node_steps_ += static_cast<int64_t>(live_.size());
-  node_steps_lost_ += nodes_ - static_cast<int64_t>(live_.size());
-  return node_steps_ * batch_size;
+std::pair<int64_t, int64_t> Membership::node_steps(int64_t steps) const {
+  // The membership holds from the last meeting on.
+  const int64_t since = steps - counted_to_;
+  const int64_t live = static_cast<int64_t>(live_.size());
+  return {node_steps_ + live * since, node_steps_lost_ + (nodes_ - live) * since};
 }
 
-FaultTotals Membership::totals() const {
-  return {failures_, rejoins_, joins_, node_steps_lost_, recovery_bytes_, recovery_seconds_};
+int64_t Membership::examples_trained(int64_t steps, int64_t batch_size) const {
+  return node_steps(steps).first * batch_size;
 }
 
-nlohmann::json Membership::checkpoint_state() const {
+FaultTotals Membership::totals(int64_t steps) const {
+  return {failures_, rejoins_, joins_, node_steps(steps).second, recovery_bytes_, recovery_seconds_};
+}
+
+nlohmann::json Membership::checkpoint_state(int64_t steps) const {
+  const auto [taken, lost] = node_steps(steps);
   return {{"live", live_},
           {"epoch", epoch_},
           {"failures", failures_},
           {"rejoins", rejoins_},
           {"late_joins", joins_},
-          {"node_steps", node_steps_},
-          {"node_steps_lost", node_steps_lost_},
+          {"node_steps", taken},
+          {"node_steps_lost", lost},
           {"recovery_bytes", recovery_bytes_},
           {"recovery_time_s", recovery_seconds_}};
 }

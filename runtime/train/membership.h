@@ -19,6 +19,12 @@
 // (deliver(): the bytes, the returning nodes' clocks, their events.csv
 // rows); each node that comes back loads it (delivered()) and says so
 // (loaded()); the last one frees it.
+//
+// Over several processes every process keeps its own Membership, and all
+// of them take the same decisions: the meetings span every process
+// (Cluster::meet_all), where advance() shares the nodes' clocks and
+// deliver() carries the donor's state and meter to every process
+// (membership_processes.cpp).
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
@@ -28,16 +34,21 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "exogym/runtime/manifest/manifest.h"
 #include "exogym/runtime/sim/fault_schedule.h"
+#include "exogym/runtime/sim/node_meter.h"
 #include "exogym/runtime/sim/timed_churn.h"
 #include "exogym/runtime/train/run_result.h"
 #include "exogym/sdk/strategy.h"
 
-namespace exogym::runtime::comm {
-class InProcessGroup;
+namespace exogym::runtime::cluster {
+class Cluster;
+}
+namespace exogym::runtime::dist {
+class ProcessMesh;
 }
 namespace exogym::runtime::output {
 class RunWriter;
@@ -50,8 +61,9 @@ class Simulation;
 class Membership {
  public:
   // A run that starts (or resumes) at `first_step`. Until the first meeting
-  // every node is alive: every node takes part in the set-up.
-  Membership(const manifest::Manifest& m, int64_t first_step);
+  // every node is alive: every node takes part in the set-up. `mesh`: the
+  // other processes of a run over several (null: one process).
+  Membership(const manifest::Manifest& m, int64_t first_step, dist::ProcessMesh* mesh = nullptr);
 
   // Whether the run simulates failures (has "faults" or "churn"), even if
   // no node happens to fail.
@@ -72,7 +84,7 @@ class Membership {
   // The meeting's work, by the last node to arrive while every node waits:
   // moves to step's membership. sdk::Error when no node would be alive, or
   // nodes come back with nobody left to give them the state.
-  void advance(int64_t step, Simulation& simulation, comm::InProcessGroup& group, output::RunWriter* writer);
+  void advance(int64_t step, Simulation& simulation, cluster::Cluster& cluster, output::RunWriter* writer);
 
   // After advance(): whether nodes come back at this step, who gives them
   // the state, and whether `rank` is one of them.
@@ -86,21 +98,29 @@ class Membership {
   std::shared_ptr<const sdk::StateDict> delivered() const;
   void loaded();
 
-  // The examples trained by all nodes up to the current step included, for
-  // train.csv: call once per step, from the reporting node.
-  int64_t count_step(int64_t batch_size);
+  // The examples all live nodes trained in the first `steps` steps, for
+  // train.csv (steps after the last meeting).
+  int64_t examples_trained(int64_t steps, int64_t batch_size) const;
 
-  // For summary.json ("faults"), and what a checkpoint keeps.
-  FaultTotals totals() const;
-  nlohmann::json checkpoint_state() const;
+  // The run's totals after `steps` steps (after the last meeting), for
+  // summary.json ("faults"); what a checkpoint after `steps` keeps.
+  FaultTotals totals(int64_t steps) const;
+  nlohmann::json checkpoint_state(int64_t steps) const;
   void restore(const nlohmann::json& state);
 
  private:
   void set_live(std::vector<int> live);
-  std::vector<int> next_live(int64_t step, const std::vector<int>& base, Simulation& simulation);
+  std::vector<int> next_live(int64_t step, const std::vector<int>& base, const std::vector<double>& clocks);
+  // Node-steps up to `steps`: taken and lost.
+  std::pair<int64_t, int64_t> node_steps(int64_t steps) const;
+  // Over several processes (membership_processes.cpp): every node's clock,
+  // by rank; the donor's state and meter to every process.
+  std::vector<double> node_clocks(const Simulation& simulation) const;
+  sim::DonorView share_deposit(const Simulation& simulation);
 
   const bool simulated_;
   const int nodes_;
+  dist::ProcessMesh* const mesh_;
   const sim::FaultSchedule schedule_;
   std::optional<sim::TimedChurn> timed_;  // churn on the simulated clock
   const int64_t first_step_;
@@ -119,7 +139,8 @@ class Membership {
   std::shared_ptr<const sdk::StateDict> delivered_;
   int pending_loads_ = 0;
 
-  int64_t node_steps_ = 0, node_steps_lost_ = 0;  // over the steps counted so far
+  // Node-steps taken and lost before step counted_to_ (the last meeting).
+  int64_t counted_to_ = 0, node_steps_ = 0, node_steps_lost_ = 0;
   int64_t failures_ = 0, rejoins_ = 0, joins_ = 0;
   double recovery_bytes_ = 0, recovery_seconds_ = 0;
 };

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "exogym/runtime/train/divergence.h"
 #include "exogym/runtime/train/evaluation.h"
 #include "exogym/runtime/train/model_state.h"
+#include "exogym/runtime/train/reports.h"
 #include "exogym/runtime/train/stop_vote.h"
 #include "exogym/runtime/util/exception_text.h"
 #include "exogym/sdk/error.h"
@@ -54,7 +56,8 @@ class NodeRun {
   void start_step(int64_t t);
   // Where every node of the run meets (the checkpoints): the collective
   // backend's barrier, or with failures one that down nodes attend too.
-  void meet_every_node();
+  // `work` is done once per process while its nodes are there.
+  void meet_every_node(const std::function<void()>& work = {});
   // After the last step before boundary `step` (steps done): a checkpoint
   // when one is due or a stop was requested; then, if stopping, stops.
   void boundary(int64_t step);
@@ -82,6 +85,7 @@ class NodeRun {
   sdk::NodeContext ctx_;  // the strategy keeps a reference from init() on
   const std::string strategy_name_, model_name_;
   std::string phase_ = "initial broadcast";
+  double last_loss_ = NAN;  // this node's, for the warning when it turns non-finite
 };
 
 NodeRun::NodeRun(RunState& s, cluster::Cluster& cluster, int rank, cluster::NodeSlot& slot)
@@ -177,8 +181,12 @@ void NodeRun::restore() {
 void NodeRun::change_membership(int64_t t) {
   ctx_.step = t;
   phase_ = "changing the membership before step " + std::to_string(t);
-  cluster_.meet_all(rank_, &slot_,
-                    [this, t] { membership_.advance(t, *s_.simulation, cluster_.group(), s_.writer.get()); });
+  cluster_.meet_all(rank_, &slot_, [this, t] {
+    // The reporting node may change: what it reported from another process
+    // first.
+    if (s_.role.mesh) exchange_reports(s_);
+    membership_.advance(t, *s_.simulation, cluster_, s_.writer.get());
+  });
   ctx_.membership_epoch = membership_.epoch();
   if (!membership_.recovering()) return;
   if (membership_.donor() == rank_) {
@@ -207,11 +215,10 @@ void NodeRun::start_step(int64_t t) {
   }
 }
 
-void NodeRun::meet_every_node() {
-  if (membership_.simulated())
-    cluster_.meet_all(rank_, &slot_);
-  else
-    backend_->barrier();
+void NodeRun::meet_every_node(const std::function<void()>& work) {
+  if (membership_.simulated()) return cluster_.meet_all(rank_, &slot_, work);
+  if (work && rank_ == s_.role.block.first) work();
+  backend_->barrier();
 }
 
 void NodeRun::boundary(int64_t step) {
@@ -248,9 +255,12 @@ void NodeRun::write_checkpoint(int64_t step) {
   checkpoint::write_node_state(s_.checkpoints->partial_folder(step), rank_, step, model_, strategy_, meter_.state());
   meet_every_node();
   if (s_.role.mesh) {
-    // Every node of this process is here, so no metric row is still coming.
-    if (s_.metric_buffer && rank_ == s_.role.block.first) hand_over_metrics(s_, step);
-    backend_->barrier();
+    // Every node of this process is here, so no metric row or report is
+    // still coming.
+    meet_every_node([this, step] {
+      if (s_.metric_buffer) hand_over_metrics(s_, step);
+      if (membership_.simulated()) exchange_reports(s_);
+    });
   }
   std::filesystem::path folder;
   if (rank_ == 0) folder = commit_checkpoint(s_, step);
@@ -319,20 +329,23 @@ double NodeRun::forward_backward(const std::vector<int64_t>& indices) {
 // The reporting node's rows of train.csv and comm.csv, and the progress
 // line: node 0's, or with failures the lowest live node's.
 void NodeRun::report_step(int64_t t, double loss) {
-  if (!std::isfinite(loss) && std::isfinite(s_.last_train_loss)) {
+  if (!std::isfinite(loss) && std::isfinite(last_loss_)) {
     s_.log->warn("node {}: training loss became {} at step {}", rank_, loss, t);
   }
-  s_.last_train_loss = loss;
-  const double bytes_sent = meter_.cluster_sent(sim::TrafficSource::Strategy) / static_cast<double>(m_.nodes);
+  last_loss_ = loss;
+  TrainReport row;
+  row.step = t + 1;
+  row.loss = loss;
+  row.lr = strategy_.lr();
+  row.bytes_sent = meter_.cluster_sent(sim::TrafficSource::Strategy) / static_cast<double>(m_.nodes);
+  row.sim_time_s = meter_.clock();
   if (membership_.simulated()) {
-    s_.writer->train_row(t + 1, membership_.count_step(m_.batch_size), loss, strategy_.lr(), bytes_sent, meter_.clock(),
-                         static_cast<int>(membership_.live().size()));
+    row.examples = membership_.examples_trained(t + 1, m_.batch_size);
+    row.live_nodes = static_cast<int>(membership_.live().size());
   } else {
-    const int64_t examples = (t + 1) * m_.batch_size * m_.nodes;
-    s_.writer->train_row(t + 1, examples, loss, strategy_.lr(), bytes_sent, meter_.clock());
+    row.examples = (t + 1) * m_.batch_size * m_.nodes;
   }
-  s_.writer->comm_rows(meter_.take_rows());
-  s_.progress->step(t + 1, loss, strategy_.lr());
+  report_train(s_, row, meter_.take_rows());
 }
 
 void NodeRun::finish() {
@@ -349,10 +362,10 @@ void NodeRun::finish() {
   if (m_.stop_on_nonfinite && first_nonfinite(averaged) >= 0) {
     throw Diverged(rank_, m_.max_steps, "a parameter of the averaged model");
   }
-  s_.writer->comm_rows(meter_.take_rows());
+  report_comm(s_, meter_.take_rows());
   if (!m_.model_formats.empty()) {
     phase_ = "saving the model";
-    s_.writer->save_model(saved_model(state, averaged, model_.module()), m_.model_formats);
+    report_final_model(s_, saved_model(state, averaged, model_.module()));
   }
 }
 
@@ -378,6 +391,9 @@ void run_nodes(RunState& s, const cluster::ThreadPlan& plan, bool exact_reduce) 
     NodeRun(s, *cluster, rank, slot).run();
   });
   if (vote) vote->finished();
+  // What a reporting node in another process left since the last meeting,
+  // and the final model it saved.
+  if (mesh && m.has_faults()) exchange_reports(s, s.membership->reporter());
 }
 
 }  // namespace exogym::runtime::train

@@ -59,6 +59,7 @@ void open_outputs(RunState& s, const RunOptions& options) {
     s.writer->write_data(s.data.node_data);
   } else {
     s.metric_buffer = std::make_unique<MetricBuffer>();
+    s.relay = std::make_unique<ReportRelay>();
   }
   const std::string label = run_title(m);
   s.progress = std::make_unique<output::Progress>(

@@ -25,6 +25,7 @@
 #include "exogym/runtime/train/membership.h"
 #include "exogym/runtime/train/metric_buffer.h"
 #include "exogym/runtime/train/replicas.h"
+#include "exogym/runtime/train/reports.h"
 #include "exogym/runtime/train/run_result.h"
 #include "exogym/runtime/train/setup.h"
 #include "exogym/runtime/train/simulation.h"
@@ -73,6 +74,7 @@ struct RunState {
   std::filesystem::path run_dir;
   std::unique_ptr<output::RunWriter> writer;
   std::unique_ptr<MetricBuffer> metric_buffer;
+  std::unique_ptr<ReportRelay> relay;  // the other processes' (reports.h)
   std::unique_ptr<output::Progress> progress;
 
   std::unique_ptr<Simulation> simulation;
@@ -94,7 +96,7 @@ struct RunState {
   int64_t checkpoints_written = 0;
   double checkpoint_seconds = 0, checkpoint_bytes = 0;
 
-  // Written by node 0 only.
+  // Written by the reporting node in process 0 (reports.h).
   std::optional<EvalRecord> last_eval;
   std::optional<TargetHit> target_hit;
   double last_train_loss = NAN;

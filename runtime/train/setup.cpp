@@ -178,14 +178,6 @@ void check_processes(const manifest::Manifest& m, int processes) {
                                         " but " + std::to_string(processes) +
                                         " processes (--nproc or WORLD_SIZE): every process needs at least one node");
   }
-  // Simulated failures change which nodes take part in each collective;
-  // the backend between processes exchanges every process's nodes at every
-  // collective, and does not follow such changes yet.
-  if (processes > 1 && m.has_faults()) {
-    throw sdk::ConfigError(!m.faults.empty() ? "faults" : "churn",
-                           "simulated failures run in one process only, not over " + std::to_string(processes) +
-                               " processes (--nproc or WORLD_SIZE) yet");
-  }
 }
 
 ProcessRole process_role(const manifest::Manifest& m, dist::ProcessMesh* mesh) {

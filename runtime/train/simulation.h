@@ -24,6 +24,9 @@ class Simulation {
 
   const sim::NetworkModel& network() const { return network_; }
   sim::ClockExchange& clocks() { return clocks_; }
+  // This process's nodes.
+  const dist::NodeBlock& block() const { return block_; }
+  bool hosts(int rank) const { return block_.contains(rank); }
   // Node `rank`'s meter; `rank` must be one of this process's nodes.
   sim::NodeMeter& meter(int rank) { return *meters_[rank]; }
   const sim::NodeMeter& meter(int rank) const { return *meters_[rank]; }

@@ -36,7 +36,8 @@ DdpEstimate ddp_estimate(const RunState& s) {
           steps * s.simulation->network().all_reduce_time(gradient_bytes)};
 }
 
-SimulationSummary summarize_simulation(const RunState& s, const json& per_node, const DdpEstimate& ddp) {
+SimulationSummary summarize_simulation(const RunState& s, const NodeAccounts& accounts, const DdpEstimate& ddp) {
+  const json& per_node = accounts.per_node;
   const int K = s.m.nodes;
   SimulationSummary sim;
   for (const auto& node : per_node) {
@@ -45,12 +46,9 @@ SimulationSummary summarize_simulation(const RunState& s, const json& per_node, 
     sim.communication_s += node.at("communication_s").get<double>() / K;
     sim.waiting_s += node.at("waiting_s").get<double>() / K;
   }
-  // A node alive at the end has seen every collective (one that came back
-  // took its donor's view).
-  const sim::NodeMeter& meter0 = s.simulation->meter(s.membership ? s.membership->reporter() : 0);
-  sim.bytes_sent_total = meter0.cluster_sent(sim::TrafficSource::Strategy);
+  sim.bytes_sent_total = accounts.reporter.cluster_sent;
   sim.bytes_sent_per_node = sim.bytes_sent_total / K;
-  sim.runtime_bytes_sent_total = meter0.cluster_sent(sim::TrafficSource::Runtime);
+  sim.runtime_bytes_sent_total = accounts.reporter.runtime_cluster_sent;
   sim.ddp_bytes_sent_per_node = ddp.bytes_sent_per_node;
   return sim;
 }
@@ -98,10 +96,11 @@ json run_json(const RunState& s, const RunResult& r) {
   return j;
 }
 
-json communication_json(const SimulationSummary& sim, const sim::NodeMeter& meter0, const json& per_node) {
+json communication_json(const SimulationSummary& sim, const NodeAccounts& accounts) {
+  const json& per_node = accounts.per_node;
   return {{"bytes_sent_per_node", sim.bytes_sent_per_node},
           {"bytes_sent_total", sim.bytes_sent_total},
-          {"collectives_per_node", meter0.collectives(sim::TrafficSource::Strategy)},
+          {"collectives_per_node", accounts.reporter.collectives},
           {"runtime_bytes_sent_total", sim.runtime_bytes_sent_total},
           {"ddp_bytes_sent_per_node", sim.ddp_bytes_sent_per_node},
           {"ratio_to_ddp", ratio(sim.bytes_sent_per_node, sim.ddp_bytes_sent_per_node)},
@@ -138,17 +137,28 @@ json target_json(double target_loss, const std::optional<TargetHit>& hit) {
 NodeAccounts gather_accounts(const RunState& s) {
   NodeAccounts accounts;
   const json mine = s.simulation->node_stats();
-  if (!s.role.mesh) {
-    accounts.per_node = mine;
-    accounts.remote_metrics = json::array();
-    return accounts;
+  // The cluster's totals as the reporting node saw them: a node alive at
+  // the end has seen every collective (one that came back took its donor's
+  // view).
+  const int reporter = s.membership ? s.membership->reporter() : 0;
+  json totals = nullptr;
+  if (s.simulation->hosts(reporter)) {
+    const sim::NodeMeter& meter = s.simulation->meter(reporter);
+    totals = {meter.cluster_sent(sim::TrafficSource::Strategy), meter.cluster_sent(sim::TrafficSource::Runtime),
+              meter.collectives(sim::TrafficSource::Strategy)};
   }
   accounts.per_node = accounts.remote_metrics = json::array();
-  const json local = {{"nodes", mine}, {"metrics", s.metric_buffer ? s.metric_buffer->rows() : json::array()}};
-  for (const auto& text : s.role.mesh->all_gather_text(local.dump())) {
+  const json local = {
+      {"nodes", mine}, {"metrics", s.metric_buffer ? s.metric_buffer->rows() : json::array()}, {"reporter", totals}};
+  const std::vector<std::string> parts =
+      s.role.mesh ? s.role.mesh->all_gather_text(local.dump()) : std::vector<std::string>{local.dump()};
+  for (const auto& text : parts) {
     const json part = json::parse(text);
     for (const auto& n : part.at("nodes")) accounts.per_node.push_back(n);
     for (const auto& row : part.at("metrics")) accounts.remote_metrics.push_back(row);
+    if (const json& r = part.at("reporter"); !r.is_null()) {
+      accounts.reporter = {r.at(0).get<double>(), r.at(1).get<double>(), r.at(2).get<int64_t>()};
+    }
   }
   return accounts;
 }
@@ -166,8 +176,8 @@ RunResult run_result(const RunState& s) {
   r.steps = m.max_steps;
   r.examples_trained = m.max_steps * m.batch_size * m.nodes;
   if (s.membership && s.membership->simulated()) {
-    r.faults = s.membership->totals();
-    r.examples_trained -= r.faults->node_steps_lost * m.batch_size;
+    r.faults = s.membership->totals(m.max_steps);
+    r.examples_trained = s.membership->examples_trained(m.max_steps, m.batch_size);
   }
   r.parameters = s.parameters;
   r.last_train_loss = s.last_train_loss;
@@ -190,11 +200,10 @@ RunResult run_result(const RunState& s) {
 void write_summary(RunState& s, RunResult& r, const NodeAccounts& accounts) {
   replay_metrics(accounts.remote_metrics, *s.writer);
   const DdpEstimate ddp = ddp_estimate(s);
-  r.simulated = summarize_simulation(s, accounts.per_node, ddp);
+  r.simulated = summarize_simulation(s, accounts, ddp);
   json summary = run_json(s, r);
   summary["final"] = r.final_eval ? eval_json(*r.final_eval, r.metric_names) : json(nullptr);
-  summary["communication"] = communication_json(
-      r.simulated, s.simulation->meter(s.membership ? s.membership->reporter() : 0), accounts.per_node);
+  summary["communication"] = communication_json(r.simulated, accounts);
   summary["simulated"] = simulated_json(s, r.simulated, ddp);
   if (r.target_loss) summary["target"] = target_json(*r.target_loss, r.target_hit);
   summary["data"] = {{"partition", s.m.resolved["data"]["train"]["partition"]},

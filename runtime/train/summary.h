@@ -12,6 +12,10 @@ namespace exogym::runtime::train {
 struct NodeAccounts {
   nlohmann::json per_node;        // Simulation::node_stats of every node
   nlohmann::json remote_metrics;  // metrics.csv rows the other processes kept
+  struct {
+    double cluster_sent = 0, runtime_cluster_sent = 0;  // all nodes' bytes
+    int64_t collectives = 0;                            // strategy collectives per node
+  } reporter;                                           // as the reporting node saw them
 };
 
 // A collective over the processes of a run: every process calls it.

@@ -73,6 +73,10 @@ void write_diverged_summary(RunState& s, const Diverged& diverged) {
   RunResult result = run_result(s);
   result.steps = diverged.step();
   result.examples_trained = diverged.step() * s.m.batch_size * s.m.nodes;
+  if (result.faults) {
+    result.faults = s.membership->totals(diverged.step());
+    result.examples_trained = s.membership->examples_trained(diverged.step(), s.m.batch_size);
+  }
   result.stopped = diverged.what();
   write_summary(s, result, gather_accounts(s));
 }
@@ -107,7 +111,7 @@ RunResult train_run(const manifest::Manifest& m, plugin::PluginLoader& loader, c
   // A resumed run is checked against its checkpoint before anything in its
   // folder changes.
   if (options.resume) load_resume_point(s, options);
-  s.membership = std::make_unique<Membership>(m, s.first_step);
+  s.membership = std::make_unique<Membership>(m, s.first_step, s.role.mesh);
   if (s.resume && s.resume->index.sections.contains("faults"))
     s.membership->restore(s.resume->index.sections.at("faults"));
   open_outputs(s, options);
