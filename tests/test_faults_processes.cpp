@@ -74,7 +74,8 @@ TEST_CASE("failures over --nproc 2 and 3 give the single-process run, bit for bi
   }
 }
 
-TEST_CASE("a run with failures saved over 3 processes resumes over 2 as the whole run", "[faults][multiprocess][slow]") {
+TEST_CASE("a run with failures saved over 3 processes resumes over 2 as the whole run",
+          "[faults][multiprocess][slow]") {
   for (const auto& [plugin, options] : builtin_strategies()) {
     if (plugin != "diloco" && plugin != "fedavg") continue;
     SECTION(plugin) {

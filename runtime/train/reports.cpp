@@ -1,17 +1,14 @@
 #include "exogym/runtime/train/reports.h"
 
-#include <ATen/ATen.h>
-
 #include <chrono>
 #include <cmath>
 #include <limits>
 #include <string>
 #include <utility>
 
-#include "exogym/runtime/comm/tensor_message.h"
+#include "exogym/runtime/comm/named_tensor_broadcast.h"
 #include "exogym/runtime/dist/process_mesh.h"
 #include "exogym/runtime/train/run_state.h"
-#include "exogym/sdk/error.h"
 
 namespace exogym::runtime::train {
 
@@ -104,37 +101,9 @@ void hand_over_final_model(RunState& s, int final_node) {
   dist::ProcessMesh& mesh = *s.role.mesh;
   const int root = dist::process_of_node(final_node, s.m.nodes, mesh.size());
   if (root == 0) return;  // written already
-  std::string names;
-  at::Tensor payload;
-  uint64_t sizes[2] = {0, 0};
-  if (mesh.rank() == root) {
-    json keys = json::array();
-    std::vector<at::Tensor> tensors;
-    for (const auto& [name, tensor] : s.relay->final_model) {
-      keys.push_back(name);
-      tensors.push_back(tensor.cpu());
-    }
-    names = keys.dump();
-    payload = comm::pack_tensors(tensors);
-    sizes[0] = names.size();
-    sizes[1] = static_cast<uint64_t>(payload.numel());
-  }
-  mesh.broadcast(sizes, sizeof sizes, root);
-  if (mesh.rank() != root) {
-    names.resize(sizes[0]);
-    payload = at::empty({static_cast<int64_t>(sizes[1])}, at::kByte);
-  }
-  mesh.broadcast(names.data(), names.size(), root);
-  mesh.broadcast(payload.data_ptr(), sizes[1], root);
-  if (!s.writer) return;
-  const json keys = json::parse(names);
-  const auto tensors = comm::unpack_tensors(payload);
-  if (!tensors || tensors->size() != keys.size()) {
-    throw sdk::Error("the final model from " + mesh.describe(root) + " is malformed");
-  }
-  output::NamedTensors model;
-  for (size_t i = 0; i < keys.size(); ++i) model.emplace_back(keys[i].get<std::string>(), (*tensors)[i]);
-  s.writer->save_model(model, s.m.model_formats);
+  const output::NamedTensors mine = mesh.rank() == root ? s.relay->final_model : output::NamedTensors();
+  const output::NamedTensors model = comm::broadcast_named_tensors(mesh, root, mine, "the final model");
+  if (s.writer) s.writer->save_model(model, s.m.model_formats);
 }
 
 }  // namespace
