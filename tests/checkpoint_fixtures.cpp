@@ -34,6 +34,15 @@ std::vector<std::pair<std::string, json>> builtin_strategies() {
   };
 }
 
+json timed_churn_manifest() {
+  json m = checkpointed_manifest(6, 6);
+  m["strategy"] = {{"plugin", "diloco"}, {"options", {{"H", 4}, {"optimizer", {{"name", "adamw"}, {"lr", 0.01}}}}}};
+  m["train"]["max_steps"] = 40;
+  m["network"] = {{"failure_timeout", "50ms"}};
+  m["churn"] = {{"mtbf", "1s"}, {"downtime", "300ms"}};
+  return m;
+}
+
 runtime::train::RunResult train_into(const json& manifest, const fs::path& run_dir) {
   auto set = runtime::manifest::parse_manifest(manifest, run_dir.parent_path(), "test");
   runtime::train::RunOptions options;

@@ -25,6 +25,10 @@ nlohmann::json checkpointed_manifest(int nodes, int64_t interval);
 // strategies every resume and churn test goes through.
 std::vector<std::pair<std::string, nlohmann::json>> builtin_strategies();
 
+// DiLoCo on 6 nodes for 40 steps, checkpoints every 6, with churn on the
+// simulated clock (mtbf 1 s, downtime 300 ms, a 50 ms failure timeout).
+nlohmann::json timed_churn_manifest();
+
 // Trains `manifest` (base folder run_dir's parent) quietly into `run_dir`.
 runtime::train::RunResult train_into(const nlohmann::json& manifest, const std::filesystem::path& run_dir);
 

@@ -387,11 +387,7 @@ TEST_CASE("every built-in strategy trains through churn, reproducibly, with any 
 
 TEST_CASE("churn on the simulated clock: reproducible with any parallelism, and resumed exactly", "[faults]") {
   TempDir dir("churn-timed");
-  json m = checkpointed_manifest(6, 6);
-  m["strategy"] = {{"plugin", "diloco"}, {"options", {{"H", 4}, {"optimizer", {{"name", "adamw"}, {"lr", 0.01}}}}}};
-  m["train"]["max_steps"] = 40;
-  m["network"] = {{"failure_timeout", "50ms"}};
-  m["churn"] = {{"mtbf", "1s"}, {"downtime", "300ms"}};
+  json m = timed_churn_manifest();
   m["parallelism"] = 1;
   run_watched(m, dir / "p1");
   m["parallelism"] = 3;

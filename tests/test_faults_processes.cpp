@@ -98,11 +98,7 @@ TEST_CASE("a run with failures saved over 3 processes resumes over 2 as the whol
 
 TEST_CASE("churn on the simulated clock over --nproc 2 is the single-process run", "[faults][multiprocess][slow]") {
   TempDir dir("faults-nproc-timed");
-  json m = checkpointed_manifest(6, 6);
-  m["strategy"] = {{"plugin", "diloco"}, {"options", {{"H", 4}, {"optimizer", {{"name", "adamw"}, {"lr", 0.01}}}}}};
-  m["train"]["max_steps"] = 40;
-  m["network"] = {{"failure_timeout", "50ms"}};
-  m["churn"] = {{"mtbf", "1s"}, {"downtime", "300ms"}};
+  const json m = timed_churn_manifest();
   const fs::path single = run_layout(dir, m, "p1", {});
   REQUIRE(read_csv(single / "events.csv").size() > 4);
   require_same_run(single, run_layout(dir, m, "p2", {"--nproc", "2"}));

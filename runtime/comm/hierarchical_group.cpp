@@ -63,13 +63,7 @@ void HierarchicalGroup::set_members(std::vector<int> live) {
   }
   // A process that sat collectives out counted fewer: all go on from the
   // count of those that took part.
-  uint64_t mine = sequence_;
-  std::vector<uint64_t> counts(P, 0);
-  std::vector<void*> out;
-  for (auto& c : counts) out.push_back(&c);
-  mesh_.all_gather(&mine, sizeof mine, out, std::vector<size_t>(P, sizeof mine));
-  counts[mesh_.rank()] = mine;
-  sequence_ = *std::max_element(counts.begin(), counts.end());
+  sequence_ = mesh_.highest(sequence_);
   mesh_.set_members(processes);
   rendezvous_.set_expected(local);
   live_ = std::move(live);

@@ -86,6 +86,8 @@ class ProcessMesh {
   const std::vector<int>& members() const { return members_; }
   // Strings of any length, by process.
   std::vector<std::string> all_gather_text(const std::string& mine);
+  // The highest of every process's `mine` (an exchange among all).
+  uint64_t highest(uint64_t mine);
   void barrier();
 
   // Agreeing on the step where an interrupted run stops (train/stop_vote.h).

@@ -99,15 +99,19 @@ void ProcessMesh::broadcast(void* data, size_t bytes, int root, Scope scope) {
 void ProcessMesh::set_members(std::vector<int> processes) {
   // A process that sat out exchanges among members has counted fewer: all
   // go on from the count of those that took part.
-  uint64_t mine = exchanges_[1];
-  std::vector<uint64_t> counts(size(), 0);
-  std::vector<void*> out;
-  for (auto& c : counts) out.push_back(&c);
-  all_gather(&mine, sizeof mine, out, std::vector<size_t>(size(), sizeof mine));
-  counts[rank()] = mine;
+  const uint64_t count = highest(exchanges_[1]);
   std::lock_guard<std::mutex> exclusive(exchange_mutex_);
-  exchanges_[1] = *std::max_element(counts.begin(), counts.end());
+  exchanges_[1] = count;
   members_ = std::move(processes);
+}
+
+uint64_t ProcessMesh::highest(uint64_t mine) {
+  std::vector<uint64_t> values(size(), 0);
+  std::vector<void*> out;
+  for (auto& v : values) out.push_back(&v);
+  all_gather(&mine, sizeof mine, out, std::vector<size_t>(size(), sizeof mine));
+  values[rank()] = mine;
+  return *std::max_element(values.begin(), values.end());
 }
 
 void ProcessMesh::barrier() {

@@ -150,10 +150,12 @@ NodeAccounts gather_accounts(const RunState& s) {
   accounts.per_node = accounts.remote_metrics = json::array();
   const json local = {
       {"nodes", mine}, {"metrics", s.metric_buffer ? s.metric_buffer->rows() : json::array()}, {"reporter", totals}};
-  const std::vector<std::string> parts =
-      s.role.mesh ? s.role.mesh->all_gather_text(local.dump()) : std::vector<std::string>{local.dump()};
-  for (const auto& text : parts) {
-    const json part = json::parse(text);
+  std::vector<json> parts = {local};
+  if (s.role.mesh) {
+    parts.clear();
+    for (const auto& text : s.role.mesh->all_gather_text(local.dump())) parts.push_back(json::parse(text));
+  }
+  for (const json& part : parts) {
     for (const auto& n : part.at("nodes")) accounts.per_node.push_back(n);
     for (const auto& row : part.at("metrics")) accounts.remote_metrics.push_back(row);
     if (const json& r = part.at("reporter"); !r.is_null()) {
