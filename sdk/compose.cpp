@@ -63,6 +63,11 @@ void CommunicateOptimizeStrategy::step() {
   lr_ = local_.lr_at(ctx_->step, ctx_->max_steps);
   set_lr(*optimizer_, lr_);
   optimizer_->step();
+  // The gradients are spent: released before the modules communicate, so
+  // that nodes waiting in a collective hold none (Strategy::step).
+  for (auto& p : params_) {
+    if (p.grad().defined()) p.mutable_grad().reset();
+  }
   for (auto& m : modules_) m->communicate(*ctx_, *model_, ctx_->step);
 }
 

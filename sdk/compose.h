@@ -44,6 +44,7 @@ class CommunicationModule {
 
   // After the local optimizer step of every step (`step` = ctx.step,
   // 0-based), on every node: the module decides whether to act at `step`.
+  // The gradients are released by then (spent by the local step).
   // Its collectives must be the same on every node, so decide from `step`
   // and state every node shares, never from this node's data.
   virtual void communicate(NodeContext& ctx, Model& model, int64_t step) = 0;
@@ -92,7 +93,8 @@ class CommunicateOptimizeStrategy : public Strategy {
 
   void init(NodeContext& ctx, Model& model) override;
   void zero_grad() override;
-  // clip local gradients -> set LR -> optimizer step -> each module communicates.
+  // clip local gradients -> set LR -> optimizer step -> release the gradients
+  // -> each module communicates.
   void step() override;
   double lr() const override { return lr_; }
   void save_state(StateDict& out) const override;

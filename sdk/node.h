@@ -15,6 +15,7 @@ class logger;
 namespace exogym::sdk {
 
 class Communicator;
+class SharedObjects;
 
 // Extra per-node metrics a strategy wants recorded (written to metrics.csv as
 // step,node,name,value). Thread-safe.
@@ -44,6 +45,9 @@ struct NodeContext {
   uint64_t seed = 0;
   std::shared_ptr<spdlog::logger> log;
   MetricSink* metrics = nullptr;
+  // Objects the nodes of this process share (sdk/shared.h); null without a
+  // runtime. The runtime owns it.
+  SharedObjects* shared = nullptr;
 
   Communicator& communicator() const { return *comm; }
   int live_count() const { return live ? static_cast<int>(live->size()) : num_nodes; }

@@ -47,7 +47,10 @@ class Strategy {
   // Once per step, after the backward passes: param.grad() holds the node's
   // gradient averaged over its micro-batches (undefined for a parameter that
   // got none). ctx.step is the 0-based index of this step. What it sends
-  // through ctx.comm is metered as the strategy's traffic.
+  // through ctx.comm is metered as the strategy's traffic. When it returns,
+  // the runtime releases the gradients (param.grad() becomes undefined), so
+  // that a node between steps holds none: keep no gradient tensor across
+  // steps, copy what must outlive the step.
   virtual void step() = 0;
 
   // The learning rate of the last step, read on node 0's thread after each

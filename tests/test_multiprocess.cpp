@@ -227,6 +227,10 @@ TEST_CASE("metrics recorded by nodes of other processes reach metrics.csv", "[mu
   REQUIRE(o.code == 0);
   std::set<std::pair<int, int>> seen;
   for (const auto& row : read_csv(run_folder(dir, "out") / "metrics.csv")) {
+    if (row.at("name") == "gradients_held") {  // released after every step (test_training.cpp)
+      REQUIRE(row.at("value") == "0");
+      continue;
+    }
     REQUIRE(row.at("name") == "probe");
     const int node = std::stoi(row.at("node")), step = std::stoi(row.at("step"));
     REQUIRE(std::stod(row.at("value")) == 1000.0 * node + step);

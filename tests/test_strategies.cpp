@@ -15,6 +15,7 @@
 #include "exogym/modules/diloco.h"
 #include "exogym/modules/fedavg.h"
 #include "exogym/modules/sparta.h"
+#include "exogym/runtime/train/shared_objects.h"
 #include "exogym/sdk/comm.h"
 #include "exogym/sdk/compose.h"
 #include "exogym/sdk/model.h"
@@ -34,6 +35,7 @@ using exogym::test::TempDir;
 using nlohmann::json;
 namespace modules = exogym::modules;
 namespace sdk = exogym::sdk;
+namespace runtime = exogym::runtime;
 
 namespace {
 
@@ -197,11 +199,20 @@ TEST_CASE("DiLoCo's outer step is Nesterov SGD on master - average, identical on
     at::Tensor after_off_step, after_round1, master_after_poke, after_round2, reference1, reference2;
   };
   std::vector<Seen> seen(2);
+  // Alone (each node its own master) and as the runtime runs it: one master
+  // for the nodes of the process (sdk/shared.h).
+  const bool shared = GENERATE(false, true);
+  INFO((shared ? "one master per process" : "one master per node"));
+  runtime::train::SharedRegistry registry;
+  std::vector<runtime::train::NodeSharedObjects> views(2, runtime::train::NodeSharedObjects(registry));
+  std::vector<const void*> master_data(2);
   run_nodes(2, [&](int rank, sdk::Communicator& comm) {
     auto ctx = context(rank, 2, comm);
+    if (shared) ctx.shared = &views[rank];
     TinyModel model(theta0);
     modules::DiLoCoModule module(2, sdk::OptimizerSpec::from_json(outer, "outer_optimizer"));
     module.init(ctx, model);
+    master_data[rank] = module.master().at(0).data_ptr();
 
     // The rank-0 formulation of the reference: only node 0 keeps the master
     // and the outer optimizer; it steps and broadcasts.
@@ -258,6 +269,33 @@ TEST_CASE("DiLoCo's outer step is Nesterov SGD on master - average, identical on
     CHECK(at::equal(seen[rank].after_round2, seen[rank].reference2));
   }
   CHECK(at::equal(seen[0].after_round2, seen[1].after_round2));
+  CHECK((master_data[0] == master_data[1]) == shared);
+  CHECK(registry.size() == (shared ? 1u : 0u));
+}
+
+TEST_CASE("a process's nodes share one object per key and request, made once by the first to ask", "[strategies]") {
+  runtime::train::SharedRegistry registry;
+  runtime::train::NodeSharedObjects node0(registry), node1(registry);
+  int made = 0;
+  auto make = [&] {
+    ++made;
+    return std::shared_ptr<void>(std::make_shared<int>(made));
+  };
+  const auto a0 = node0.share("diloco", make), b0 = node0.share("diloco", make), c0 = node0.share("sparta", make);
+  const auto a1 = node1.share("diloco", make), b1 = node1.share("diloco", make), c1 = node1.share("sparta", make);
+  CHECK(made == 3);
+  CHECK(a0 == a1);  // a node's first request under a key is every node's first
+  CHECK(b0 == b1);
+  CHECK(c0 == c1);
+  CHECK(a0 != b0);  // a second module of the same kind has its own
+  CHECK(*std::static_pointer_cast<int>(b1) == 2);
+  CHECK(registry.size() == 3);
+  // Another run (another registry) shares nothing with this one.
+  runtime::train::SharedRegistry other;
+  runtime::train::NodeSharedObjects elsewhere(other);
+  CHECK(elsewhere.share("diloco", make) != a0);
+  CHECK_THROWS_WITH(elsewhere.share("null", [] { return std::shared_ptr<void>(); }),
+                    "the shared object \"null\" was made null");
 }
 
 // ---------------------------------------------------------------------------

@@ -22,6 +22,7 @@ using exogym::test::small_manifest;
 using exogym::test::TempDir;
 using nlohmann::json;
 
+using exogym::test::read_csv;
 using exogym::test::read_lines;
 using exogym::test::read_text;
 
@@ -106,6 +107,22 @@ TEST_CASE("anything a strategy throws, throw 42 included, stops the run naming n
                     Catch::Matches("node [01], building its model and strategy: " + file +
                                    ": the strategy \"faulty\" failed in its constructor: .*") &&
                         Catch::EndsWith(not_standard));
+}
+
+TEST_CASE("the runtime releases a node's gradients after its step: none is held between steps", "[training]") {
+  TempDir dir("release");
+  json m = small_manifest(3);
+  m["train"]["max_steps"] = 4;
+  m["strategy"] = {{"plugin", "faulty"}, {"options", {{"fail_node", -1}, {"record", true}}}};
+  run_json(m, dir.path());
+  int rows = 0;
+  for (const auto& row : read_csv(dir / "run" / "metrics.csv")) {
+    if (row.at("name") != "gradients_held") continue;
+    INFO("node " << row.at("node") << ", step " << row.at("step"));
+    CHECK(row.at("value") == "0");  // every parameter held one before
+    ++rows;
+  }
+  CHECK(rows == 3 * 4);
 }
 
 TEST_CASE("a diverging run stops at the first non-finite loss, naming node and step, unless told to continue",

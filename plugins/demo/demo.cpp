@@ -13,6 +13,9 @@
 #include <ATen/ATen.h>
 #include <torch/nn/module.h>
 
+#include <memory>
+#include <mutex>
+
 #include "exogym/modules/dct.h"
 #include "exogym/sdk/comm.h"
 #include "exogym/sdk/error.h"
@@ -20,6 +23,7 @@
 #include "exogym/sdk/node.h"
 #include "exogym/sdk/optim.h"
 #include "exogym/sdk/plugin.h"
+#include "exogym/sdk/shared.h"
 #include "exogym/sdk/strategy.h"
 
 namespace exogym::plugins {
@@ -73,6 +77,7 @@ class DemoStrategy final : public sdk::Strategy {
       deltas_.push_back(at::zeros_like(item.value(), at::MemoryFormat::Contiguous));
     }
     lr_ = base_lr_ * schedule_.factor(0, ctx.max_steps);
+    shared_ = sdk::shared_in_process<Shared>(ctx, "demo", [] { return std::make_shared<Shared>(); });
   }
 
   void zero_grad() override {
@@ -115,22 +120,21 @@ class DemoStrategy final : public sdk::Strategy {
     std::vector<std::vector<at::Tensor>> gathered = ctx_->communicator().all_gather(message);
 
     // Shared half: every node decodes the same average and takes the same
-    // sign step.
-    size_t slot = 0;
-    for (size_t i = 0; i < params_.size(); ++i) {
-      at::Tensor& p = params_[i];
-      if (p.numel() == 0) continue;
-      std::vector<at::Tensor> idx, val;
-      idx.reserve(gathered.size());
-      val.reserve(gathered.size());
-      for (auto& from_rank : gathered) {
-        idx.push_back(from_rank.at(slot).to(p.device()));
-        val.push_back(from_rank.at(slot + 1).to(p.device()));
+    // sign step, so the first node of the process to get here decodes it
+    // for all (sdk/shared.h). The others take the tensors' handles under
+    // the lock: the next step's update replaces them only after every node
+    // has gathered again.
+    std::vector<at::Tensor> update;
+    {
+      std::lock_guard<std::mutex> lock(shared_->mutex);
+      if (shared_->step != ctx_->step) {
+        shared_->update = decoded_update(gathered, encoded_shapes);
+        shared_->step = ctx_->step;
       }
-      slot += 2;
-      at::Tensor aggregate = transform_.decode(demo::batch_decompress(idx, val, encoded_shapes[i]), p.sizes());
-      p.mutable_grad() = at::sign(aggregate);
-      p.add_(p.grad(), -lr_);  // plain SGD: no momentum, no weight decay
+      update = shared_->update;
+    }
+    for (size_t i = 0; i < params_.size(); ++i) {
+      if (params_[i].numel() > 0) params_[i].add_(update[i], -lr_);  // plain SGD: no momentum, no weight decay
     }
   }
 
@@ -161,6 +165,35 @@ class DemoStrategy final : public sdk::Strategy {
   }
 
  private:
+  // The sign of the decoded average of what every node sent, per parameter
+  // (undefined for an empty one).
+  std::vector<at::Tensor> decoded_update(const std::vector<std::vector<at::Tensor>>& gathered,
+                                         const std::vector<std::vector<int64_t>>& encoded_shapes) {
+    std::vector<at::Tensor> update(params_.size());
+    size_t slot = 0;
+    for (size_t i = 0; i < params_.size(); ++i) {
+      const at::Tensor& p = params_[i];
+      if (p.numel() == 0) continue;
+      std::vector<at::Tensor> idx, val;
+      idx.reserve(gathered.size());
+      val.reserve(gathered.size());
+      for (auto& from_rank : gathered) {
+        idx.push_back(from_rank.at(slot).to(p.device()));
+        val.push_back(from_rank.at(slot + 1).to(p.device()));
+      }
+      slot += 2;
+      update[i] = at::sign(transform_.decode(demo::batch_decompress(idx, val, encoded_shapes[i]), p.sizes()));
+    }
+    return update;
+  }
+
+  // The update of the latest step, decoded once per process.
+  struct Shared {
+    std::mutex mutex;
+    int64_t step = -1;
+    std::vector<at::Tensor> update;
+  };
+
   double decay_;
   int64_t topk_;
   double weight_decay_;
@@ -172,6 +205,7 @@ class DemoStrategy final : public sdk::Strategy {
   std::vector<std::string> names_;
   std::vector<at::Tensor> params_;
   std::vector<at::Tensor> deltas_;
+  std::shared_ptr<Shared> shared_;
   double lr_ = 0;
 };
 

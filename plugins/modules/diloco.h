@@ -2,15 +2,21 @@
 // DiLoCo's communication (Douillard et al. 2023): after every H local
 // (inner) steps the nodes average their parameters, an outer optimizer steps
 // a master copy of the parameters along the pseudo-gradient
-// master - average, and every node continues from the new master. Each node
-// keeps its own master and outer optimizer; they stay identical because
-// every node steps them with the same average.
+// master - average, and every node continues from the new master. The master
+// and the outer optimizer are the same on every live node (they start from
+// the initial broadcast and take the same step from the same average), so a
+// process keeps one copy for all its nodes (sdk/shared.h), stepped by the
+// first of its nodes to get past the average.
 //
 // Communicates: one all_reduce (Avg) of every trainable parameter after
 // steps H-1, 2H-1, ... (0-based); nothing with one node (local training).
 // Options: "H" and "outer_optimizer" (specs()).
-// State: the master parameters ("<prefix>master.<i>") and the outer
-// optimizer's state ("<prefix>outer.<i>.<field>", sdk::save_optimizer_state).
+// State: the master parameters ("<prefix>master.<i>"), the outer
+// optimizer's state ("<prefix>outer.<i>.<field>", sdk::save_optimizer_state)
+// and the step of the last outer step ("<prefix>outer_step", -1 before the
+// first; not in the recovery state, where it follows from the step): a
+// process loads the freshest state its nodes hold, since a node whose
+// process had no live node at the last outer steps holds an older one.
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
@@ -42,18 +48,24 @@ class DiLoCoModule final : public sdk::CommunicationModule {
   // optimizer's state (load_state's keys) and restarts its inner steps from
   // the master, with a fresh inner optimizer.
   bool recovers_model() const override { return false; }
+  void recovery_state(sdk::StateDict& out, const std::string& prefix) const override;
   void load_recovery_state(sdk::Model& model, const sdk::StateDict& in, const std::string& prefix) override;
 
   // This node's master parameters (the last outer step's result), in the
   // order of sdk::trainable_parameters().
-  const std::vector<at::Tensor>& master() const { return master_; }
+  // The nodes of a process share it (the same tensors).
+  const std::vector<at::Tensor>& master() const;
 
  private:
+  struct Shared;
+  // The master and the outer optimizer, which stand at `outer_step`: from
+  // `in`, unless the process holds as fresh a state already.
+  void load_shared(const sdk::StateDict& in, const std::string& prefix, int64_t outer_step);
   int64_t H_;
   sdk::OptimizerSpec outer_spec_;
-  std::vector<at::Tensor> params_;
-  std::vector<at::Tensor> master_;
-  std::unique_ptr<torch::optim::Optimizer> outer_;
+  const sdk::NodeContext* ctx_ = nullptr;
+  std::vector<at::Tensor> params_;  // this node's
+  std::shared_ptr<Shared> shared_;  // this process's
 };
 
 }  // namespace exogym::modules

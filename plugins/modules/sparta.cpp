@@ -3,8 +3,11 @@
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 
+#include <mutex>
+
 #include "exogym/sdk/comm.h"
 #include "exogym/sdk/node.h"
+#include "exogym/sdk/shared.h"
 
 namespace exogym::modules {
 
@@ -32,10 +35,36 @@ SpartaModule::SpartaModule(double p, std::string selector, int64_t interval)
   make_index_selector(selector_name_, p_, 0);  // check the name and p now, not at init
 }
 
+// One process's selector and its latest call's indices.
+struct SpartaModule::Shared {
+  std::mutex mutex;
+  std::unique_ptr<IndexSelector> selector;
+  int64_t call = -1;
+  std::vector<at::Tensor> indices;
+};
+
 void SpartaModule::init(sdk::NodeContext& ctx, sdk::Model& model) {
-  selector_ = make_index_selector(selector_name_, p_, ctx.seed);
   params_.clear();
   for (auto& p : sdk::trainable_parameters(model)) params_.push_back(p.detach());
+  shared_ = sdk::shared_in_process<Shared>(ctx, "sparta", [&] {
+    auto shared = std::make_shared<Shared>();
+    shared->selector = make_index_selector(selector_name_, p_, ctx.seed);
+    return shared;
+  });
+}
+
+std::vector<at::Tensor> SpartaModule::indices(int64_t call) {
+  // The handles are copied under the lock: a node may draw the next call's
+  // while another still uses these (selections are pure functions of the
+  // seed, parameter and call, so the order of drawing does not matter).
+  std::lock_guard<std::mutex> lock(shared_->mutex);
+  if (shared_->call != call) {
+    shared_->indices.clear();
+    for (size_t i = 0; i < params_.size(); ++i)
+      shared_->indices.push_back(shared_->selector->select(i, params_[i].numel(), call));
+    shared_->call = call;
+  }
+  return shared_->indices;
 }
 
 void SpartaModule::communicate(sdk::NodeContext& ctx, sdk::Model& /*model*/, int64_t step) {
@@ -50,10 +79,11 @@ void SpartaModule::communicate(sdk::NodeContext& ctx, sdk::Model& /*model*/, int
   // the selected values line up without exchanging a mask.
   std::vector<size_t> selected;
   std::vector<at::Tensor> flats, indices, values;
+  const std::vector<at::Tensor> drawn = this->indices(call);
   int64_t elements = 0, sent = 0;
   for (size_t i = 0; i < params_.size(); ++i) {
     const at::Tensor& param = params_[i];
-    at::Tensor index = selector_->select(i, param.numel(), call);
+    at::Tensor index = drawn[i];
     elements += param.numel();
     sent += index.numel();
     if (index.numel() == 0) continue;  // the same on every node: skipped by all

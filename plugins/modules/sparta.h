@@ -9,7 +9,9 @@
 // Options: "p" and "selector" (specs()), and "sparta_interval" when the
 // strategy declares it (sparta_diloco does).
 // State: none to save. The selection at step t depends only on the run's
-// seed and t, so a resumed run selects what an uninterrupted one would.
+// seed and t, so a resumed run selects what an uninterrupted one would; the
+// nodes of a process draw it once and share it, with the selector's cached
+// permutations (sdk/shared.h).
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
@@ -41,7 +43,11 @@ class SpartaModule final : public sdk::CommunicationModule {
   double p_;
   std::string selector_name_;
   int64_t interval_;
-  std::unique_ptr<IndexSelector> selector_;
+  struct Shared;
+  // This call's indices, one per parameter: drawn by the first node of the
+  // process to ask, the same tensors for the others.
+  std::vector<at::Tensor> indices(int64_t call);
+  std::shared_ptr<Shared> shared_;
   std::vector<at::Tensor> params_;
 };
 

@@ -32,6 +32,21 @@ std::vector<at::Tensor> averaged_over_nodes(const std::vector<at::Tensor>& tenso
   return averaged;
 }
 
+std::vector<at::Tensor> average_in_place(const std::vector<at::Tensor>& tensors, sdk::Communicator& comm) {
+  at::NoGradGuard no_grad;
+  std::vector<at::Tensor> own;
+  own.reserve(tensors.size());
+  for (const auto& t : tensors) own.push_back(t.detach());
+  comm.all_reduce(own, sdk::ReduceOp::Avg);
+  return own;
+}
+
+void release_gradients(torch::nn::Module& module) {
+  for (auto& p : module.parameters()) {
+    if (p.grad().defined()) p.mutable_grad().reset();
+  }
+}
+
 void overwrite(std::vector<at::Tensor>& state, const std::vector<at::Tensor>& values) {
   at::NoGradGuard no_grad;
   for (size_t i = 0; i < state.size(); ++i) state[i].detach().copy_(values[i]);

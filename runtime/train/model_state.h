@@ -30,6 +30,17 @@ std::vector<at::Tensor> clones(const std::vector<at::Tensor>& tensors);
 // A copy of `tensors` averaged over every node (a collective).
 std::vector<at::Tensor> averaged_over_nodes(const std::vector<at::Tensor>& tensors, sdk::Communicator& comm);
 
+// `tensors` themselves averaged over every node (a collective), returned
+// detached: for the end of training, when each node's own values are not
+// needed any more and a copy on every node would double the run's peak.
+std::vector<at::Tensor> average_in_place(const std::vector<at::Tensor>& tensors, sdk::Communicator& comm);
+
+// Drops the module's gradients (Strategy::step's contract): after a step
+// they are dead, since the next step clears them first, and only the nodes
+// computing at the moment need theirs, so a node between steps holds none
+// (a quarter of an AdamW node's memory).
+void release_gradients(torch::nn::Module& module);
+
 // Overwrites `state` (a module's own tensors) with `values`, outside autograd.
 void overwrite(std::vector<at::Tensor>& state, const std::vector<at::Tensor>& values);
 

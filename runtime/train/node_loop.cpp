@@ -82,6 +82,7 @@ class NodeRun {
   // the runtime's own collectives are counted apart and cost no simulated time.
   sim::MeteredCommunicator strategy_comm_, runtime_comm_;
   const c10::Device device_;
+  NodeSharedObjects shared_;
   sdk::NodeContext ctx_;  // the strategy keeps a reference from init() on
   const std::string strategy_name_, model_name_;
   std::string phase_ = "initial broadcast";
@@ -104,6 +105,7 @@ NodeRun::NodeRun(RunState& s, cluster::Cluster& cluster, int rank, cluster::Node
       runtime_comm_(*backend_, meter_, sim::TrafficSource::Runtime,
                     membership_.simulated() ? &membership_.live() : nullptr),
       device_(cluster::device_for_node(s.devices, rank)),
+      shared_(s.shared),
       strategy_name_(plugin_name("strategy", m_.strategy.plugin, *s.plugins.strategy)),
       model_name_(plugin_name("model", m_.model.plugin, *s.plugins.model)) {
   ctx_.rank = rank;
@@ -117,6 +119,7 @@ NodeRun::NodeRun(RunState& s, cluster::Cluster& cluster, int rank, cluster::Node
   ctx_.seed = m_.seed;
   ctx_.log = s.log;
   ctx_.metrics = s.metric_sink();
+  ctx_.shared = &shared_;
 }
 
 void NodeRun::run() {
@@ -290,6 +293,7 @@ void NodeRun::train_step(int64_t t) {
   if (m_.stop_on_nonfinite && !std::isfinite(loss)) throw Diverged(rank_, t, "the training loss");
   phase_ = "step of " + strategy_name_;
   strategy_.step();
+  release_gradients(model_.module());
   meter_.end_step();
   if (rank_ == membership_.reporter()) {
     report_step(t, loss);
@@ -333,19 +337,7 @@ void NodeRun::report_step(int64_t t, double loss) {
     s_.log->warn("node {}: training loss became {} at step {}", rank_, loss, t);
   }
   last_loss_ = loss;
-  TrainReport row;
-  row.step = t + 1;
-  row.loss = loss;
-  row.lr = strategy_.lr();
-  row.bytes_sent = meter_.cluster_sent(sim::TrafficSource::Strategy) / static_cast<double>(m_.nodes);
-  row.sim_time_s = meter_.clock();
-  if (membership_.simulated()) {
-    row.examples = membership_.examples_trained(t + 1, m_.batch_size);
-    row.live_nodes = static_cast<int>(membership_.live().size());
-  } else {
-    row.examples = (t + 1) * m_.batch_size * m_.nodes;
-  }
-  report_train(s_, row, meter_.take_rows());
+  report_train(s_, train_report(s_, meter_, t + 1, loss, strategy_.lr()), meter_.take_rows());
 }
 
 void NodeRun::finish() {
@@ -357,7 +349,7 @@ void NodeRun::finish() {
   }
   phase_ = "averaging the final model";
   const NamedTensors state = float_state(model_.module());
-  const std::vector<at::Tensor> averaged = averaged_over_nodes(state.tensors, runtime_comm_);
+  const std::vector<at::Tensor> averaged = average_in_place(state.tensors, runtime_comm_);
   if (rank_ != membership_.reporter()) return;
   if (m_.stop_on_nonfinite && first_nonfinite(averaged) >= 0) {
     throw Diverged(rank_, m_.max_steps, "a parameter of the averaged model");

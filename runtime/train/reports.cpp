@@ -120,6 +120,22 @@ json ReportRelay::take() {
   return reports;
 }
 
+TrainReport train_report(const RunState& s, const sim::NodeMeter& meter, int64_t steps, double loss, double lr) {
+  TrainReport row;
+  row.step = steps;
+  row.loss = loss;
+  row.lr = lr;
+  row.bytes_sent = meter.cluster_sent(sim::TrafficSource::Strategy) / static_cast<double>(s.m.nodes);
+  row.sim_time_s = meter.clock();
+  if (s.membership->simulated()) {
+    row.examples = s.membership->examples_trained(steps, s.m.batch_size);
+    row.live_nodes = static_cast<int>(s.membership->live().size());
+  } else {
+    row.examples = steps * s.m.batch_size * s.m.nodes;
+  }
+  return row;
+}
+
 void report_train(RunState& s, const TrainReport& row, const std::vector<sim::CommRow>& comm) {
   if (s.writer) return write_train(s, row, comm);
   s.relay->add({{"kind", "train"},

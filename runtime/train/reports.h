@@ -20,6 +20,10 @@
 #include "exogym/runtime/sim/comm_row.h"
 #include "exogym/runtime/train/run_result.h"
 
+namespace exogym::runtime::sim {
+class NodeMeter;
+}
+
 namespace exogym::runtime::train {
 
 struct RunState;
@@ -47,6 +51,9 @@ class ReportRelay {
   nlohmann::json reports_ = nlohmann::json::array();
 };
 
+// The reporting node's train.csv row after `steps` steps: its loss and lr,
+// the rest from its meter (the cluster's bytes and its clock) and the run.
+TrainReport train_report(const RunState& s, const sim::NodeMeter& meter, int64_t steps, double loss, double lr);
 // The reporting node's step: its train.csv row, its comm.csv rows, the
 // progress line.
 void report_train(RunState& s, const TrainReport& row, const std::vector<sim::CommRow>& comm);

@@ -28,6 +28,7 @@
 #include "exogym/runtime/train/reports.h"
 #include "exogym/runtime/train/run_result.h"
 #include "exogym/runtime/train/setup.h"
+#include "exogym/runtime/train/shared_objects.h"
 #include "exogym/runtime/train/simulation.h"
 
 namespace exogym::runtime::train {
@@ -66,6 +67,10 @@ struct RunState {
   RunData data;
   int64_t accumulation = 1;  // micro-batches per step
   Replicas replicas;
+  // What the strategies keep once per process (sdk/shared.h); after the
+  // replicas, so that it lets go of the objects (whose code is a plugin's)
+  // before the plugins unload.
+  SharedRegistry shared;
   std::vector<std::string> metric_names;  // the model's, beyond the loss
   int64_t parameters = 0;                 // per replica
 

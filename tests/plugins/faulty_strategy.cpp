@@ -23,22 +23,23 @@ namespace {
 exogym::sdk::OptionSpecs faulty_options() {
   using exogym::sdk::OptionSpec;
   using exogym::sdk::OptionType;
-  return {
-      OptionSpec{"fail_node", OptionType::Integer, 1, "node that throws (-1: none)"},
-      OptionSpec{"fail_step", OptionType::NonNegativeInteger, 3, "step at which it throws"},
-      OptionSpec{"fail_mode",
-                 OptionType::String,
-                 "throw",
-                 "throw an exception (throw42: an int), or end (exit), kill (SIGKILL) or stop (SIGSTOP) the node's "
-                 "process",
-                 {"throw", "throw42", "exit", "kill", "stop"}},
-      OptionSpec{"fail_in",
-                 OptionType::String,
-                 "step",
-                 "where it fails (the constructor fails on every node)",
-                 {"constructor", "init", "zero_grad", "step"}},
-      OptionSpec{"record", OptionType::Boolean, false, "record the metric \"probe\" = 1000 * rank + step every step"},
-      OptionSpec{"lr", OptionType::PositiveNumber, 0.1, "plain SGD learning rate"}};
+  return {OptionSpec{"fail_node", OptionType::Integer, 1, "node that throws (-1: none)"},
+          OptionSpec{"fail_step", OptionType::NonNegativeInteger, 3, "step at which it throws"},
+          OptionSpec{"fail_mode",
+                     OptionType::String,
+                     "throw",
+                     "throw an exception (throw42: an int), or end (exit), kill (SIGKILL) or stop (SIGSTOP) the node's "
+                     "process",
+                     {"throw", "throw42", "exit", "kill", "stop"}},
+          OptionSpec{"fail_in",
+                     OptionType::String,
+                     "step",
+                     "where it fails (the constructor fails on every node)",
+                     {"constructor", "init", "zero_grad", "step"}},
+          OptionSpec{"record", OptionType::Boolean, false,
+                     "record the metrics \"probe\" = 1000 * rank + step every step, and \"gradients_held\": the "
+                     "parameters that hold a gradient when zero_grad() begins"},
+          OptionSpec{"lr", OptionType::PositiveNumber, 0.1, "plain SGD learning rate"}};
 }
 
 class FaultyStrategy final : public exogym::sdk::Strategy {
@@ -59,6 +60,11 @@ class FaultyStrategy final : public exogym::sdk::Strategy {
   }
   void zero_grad() override {
     maybe_fail("zero_grad");
+    if (record_) {
+      int held = 0;
+      for (auto& p : params_) held += p.grad().defined() ? 1 : 0;
+      ctx_->record("gradients_held", held);
+    }
     for (auto& p : params_) {
       if (p.grad().defined()) p.mutable_grad().zero_();
     }

@@ -45,7 +45,7 @@ void add_options(CLI::App& app, BenchOptions& o) {
       ->delimiter(',')
       ->check(CLI::Range(1, 1 << 20))
       ->group(what);
-  app.add_option("--max-nodes", o.max_nodes, "largest K of the node-count sweep (default 1024)")
+  app.add_option("--max-nodes", o.max_nodes, "largest K of the node-count sweep (default 4096)")
       ->type_name("K")
       ->check(CLI::Range(1, 1 << 20))
       ->group(what);

@@ -20,7 +20,7 @@ struct BenchOptions {
   std::vector<std::string> sections = {"startup", "overhead",   "sweep",     "parallelism", "memory",
                                        "report",  "checkpoint", "precision", "nonfinite"};
   std::vector<std::string> models = {"mlp", "cnn", "nanogpt"};
-  int max_nodes = 1024;  // the node-count sweep's largest K
+  int max_nodes = 4096;  // the node-count sweep's largest K
   std::filesystem::path data_dir;
   std::string json_file;    // empty: no JSON
   std::string plugin_path;  // absolute; empty: the default search

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <iostream>
 #include <string>
+#include <utility>
 
 #include "bench/harness.h"
 #include "bench/table.h"
@@ -62,10 +63,35 @@ void check_memory(Targets& targets, const BenchOptions& o, double dataset) {
                 format_bytes(peak) + " <= " + format_bytes(limit));
 }
 
-void check_k1024(Targets& targets, const json& sweep) {
-  const bool k1024 = std::any_of(sweep.begin(), sweep.end(), [](const json& r) { return r["nodes"] == 1024; });
-  targets.check("K=1024 MLP DiLoCo nodes run to completion", k1024 ? 1 : 0, 1, k1024,
-                k1024 ? "completed" : "not run (--max-nodes below 1024)");
+// The node-count sweep (MLP DiLoCo): 1,024 nodes within 4 GB and 4,096
+// within 20 GB of peak memory (state identical on every node is kept once
+// per process), and node-steps per second at the largest K within 10 % of
+// the rate at 16 nodes.
+void check_sweep(Targets& targets, const json& sweep) {
+  auto row_of = [&](int K) -> const json* {
+    for (const auto& r : sweep) {
+      if (r["nodes"] == K) return &r;
+    }
+    return nullptr;
+  };
+  for (const auto& [K, limit] : {std::pair<int, double>{1024, 4e9}, {4096, 20e9}}) {
+    const json* row = row_of(K);
+    const std::string what = "MLP DiLoCo at K=" + std::to_string(K) + " within " + format_bytes(limit);
+    if (!row) {
+      targets.check(what, 0, limit, false, "not run (--max-nodes below " + std::to_string(K) + ")");
+      continue;
+    }
+    const double peak = (*row)["peak_rss_bytes"];
+    targets.check(what, peak, limit, peak <= limit, format_bytes(peak) + " <= " + format_bytes(limit));
+  }
+  const json* base = row_of(16);
+  const json& largest = sweep.back();
+  if (base && largest["nodes"].get<int>() > 16) {
+    const double ratio =
+        largest["node_steps_per_second"].get<double>() / (*base)["node_steps_per_second"].get<double>();
+    targets.check("node-steps/s at K=" + std::to_string(largest["nodes"].get<int>()) + " against K=16", ratio, 0.9,
+                  ratio >= 0.9, fmt(ratio, 2) + " >= 0.90");
+  }
 }
 
 // report.html: 5 variants of 600 steps written in under 0.2 s; a
@@ -129,7 +155,7 @@ json check_targets(const BenchOptions& o, const json& report, double dataset) {
   if (!overhead.empty()) check_startup(targets, overhead);
   if (!o.quick && o.wants("memory")) check_memory(targets, o, dataset);
   if (o.wants("report")) check_report(targets, report.at("report").at("reports"));
-  if (!o.quick && o.wants("sweep")) check_k1024(targets, report.value("node_sweep", json::array()));
+  if (!o.quick && o.wants("sweep")) check_sweep(targets, report.value("node_sweep", json::array()));
   if (!o.quick && o.wants("checkpoint")) check_checkpoints(targets, report.at("checkpoint"));
   if (!o.quick && o.wants("precision")) check_precision(targets, report.at("precision"));
   return targets.checked();
