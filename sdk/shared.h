@@ -42,8 +42,7 @@ class SharedObjects {
   virtual ~SharedObjects() = default;
   // This node's next object under `key`: the one the first node of the
   // process to make the same request made with its `make`.
-  virtual std::shared_ptr<void> share(const std::string& key,
-                                      const std::function<std::shared_ptr<void>()>& make) = 0;
+  virtual std::shared_ptr<void> share(const std::string& key, const std::function<std::shared_ptr<void>()>& make) = 0;
 };
 
 // The object of type T under `key` for this node (see above). Every node of

@@ -125,7 +125,7 @@ json node_sweep_section(const BenchOptions& o, double dataset) {
     spec["kind"] = "simulator";
     const json sim = measure(o, spec);
     const double loop_s = sim["loop_seconds"];
-    const double state = state_bytes(sim["parameters"], 2);
+    const double state = state_bytes(sim["parameters"], 2, /*gradients=*/false);
     const double per_node = (sim["peak_rss"].get<double>() - sim["base_rss"].get<double>() - dataset) / K;
     sweep.push_back({{"nodes", K},
                      {"steps", steps},

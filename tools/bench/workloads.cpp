@@ -51,6 +51,8 @@ json adamw_options() { return {{"optimizer", {{"name", "adamw"}, {"lr", 1e-3}}}}
 
 json diloco_options() { return {{"H", 10}, {"optimizer", {{"name", "adamw"}, {"lr", 1e-3}}}}; }
 
-double state_bytes(int64_t parameters, int optimizer_tensors) { return 4.0 * parameters * (2 + optimizer_tensors); }
+double state_bytes(int64_t parameters, int optimizer_tensors, bool gradients) {
+  return 4.0 * static_cast<double>(parameters) * ((gradients ? 2 : 1) + optimizer_tensors);
+}
 
 }  // namespace exogym::bench

@@ -42,7 +42,8 @@ nlohmann::json adamw_options();
 nlohmann::json diloco_options();
 
 // Bytes of parameters + gradients + optimizer state per node (AdamW: 2
-// moments).
-double state_bytes(int64_t parameters, int optimizer_tensors);
+// moments); without `gradients`, what a node keeps between steps (the
+// runtime releases gradients after each step).
+double state_bytes(int64_t parameters, int optimizer_tensors, bool gradients = true);
 
 }  // namespace exogym::bench
