@@ -81,6 +81,16 @@ TEST_CASE("the benchmark harness in quick mode measures the simulator against a 
   CHECK(precision[0]["model"] == "mlp");
   CHECK(precision[0]["fp32_steps_per_second"].get<double>() > 0);
   CHECK(precision[0]["bf16_steps_per_second"].get<double>() > 0);
+  // DiLoCo (quick: 2 MLP nodes, H = 2, 4 steps): the bare loop does the
+  // simulator's work in the same order, so node 0 ends at the same loss, bit
+  // for bit; memory is measured against what one replica takes alone.
+  const json& gpt16 = report.at("nanogpt16");
+  CHECK(gpt16["nodes"] == 2);
+  CHECK(gpt16["bare_last_loss"].get<double>() == gpt16["simulator_last_loss"].get<double>());
+  CHECK(gpt16["throughput_ratio"].get<double>() > 0);
+  CHECK(gpt16["state_bytes_per_node"] == 4.0 * 4 * (784 * 256 + 256 + 256 * 10 + 10));
+  CHECK(gpt16["one_replica_bytes"].get<double>() > gpt16["state_bytes_per_node"].get<double>());
+  CHECK(gpt16["memory_ratio"].get<double>() > 0);
   // The non-finite check: one pass over the MLP's parameters, and a step.
   const json& nonfinite = report.at("nonfinite");
   REQUIRE(nonfinite.size() == 1);

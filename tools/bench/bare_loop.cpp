@@ -62,79 +62,147 @@ struct Replica {
   std::unique_ptr<torch::optim::Optimizer> optimizer;
 };
 
-}  // namespace
-
-BareLoopResult run_bare_loop(const BareLoopConfig& c) {
-  const auto spec = sdk::OptimizerSpec::from_json(c.optimizer, "optimizer");
-  at::manual_seed(c.seed);
-  std::vector<Replica> replicas(c.nodes);
-  for (int r = 0; r < c.nodes; ++r) {
-    Replica& replica = replicas[r];
-    replica.model = c.model_plugin->create_model(c.model_options);
-    if (r == 0) replica.model->init_parameters();  // the others copy replica 0, as in the simulator
-    replica.model->set_generator(at::detail::createCPUGenerator(c.seed + r));
-    replica.model->module().train();
-    for (auto& p : replica.model->module().parameters()) replica.params.push_back(p);
-    replica.optimizer = spec.build(replica.params);
-  }
-  {
+// The replicas, the DiLoCo master and the workers' steps.
+class BareLoop {
+ public:
+  explicit BareLoop(const BareLoopConfig& c)
+      : c_(c), barrier_(c.workers), sampler_(c.data->size(), c.nodes, c.batch_size, c.seed) {
+    const auto spec = sdk::OptimizerSpec::from_json(c.optimizer, "optimizer");
+    at::manual_seed(c.seed);
+    replicas_.resize(c.nodes);
+    for (int r = 0; r < c.nodes; ++r) {
+      Replica& replica = replicas_[r];
+      replica.model = c.model_plugin->create_model(c.model_options);
+      if (r == 0) replica.model->init_parameters();  // the others copy replica 0, as in the simulator
+      replica.model->set_generator(at::detail::createCPUGenerator(c.seed + r));
+      replica.model->module().train();
+      for (auto& p : replica.model->module().parameters()) replica.params.push_back(p);
+      replica.optimizer = spec.build(replica.params);
+    }
     at::NoGradGuard no_grad;  // every replica starts from replica 0's weights
     for (int r = 1; r < c.nodes; ++r) {
-      for (size_t i = 0; i < replicas[r].params.size(); ++i) replicas[r].params[i].copy_(replicas[0].params[i]);
+      for (size_t i = 0; i < replicas_[r].params.size(); ++i) replicas_[r].params[i].copy_(replicas_[0].params[i]);
+    }
+    num_params_ = replicas_[0].params.size();
+    average_.resize(num_params_);
+    if (diloco()) {
+      // One master copy and one outer optimizer, as the simulator keeps once
+      // per process; DiLoCo's default outer optimizer (modules/diloco.h).
+      for (auto& p : replicas_[0].params) master_.push_back(p.detach().clone().set_requires_grad(true));
+      const nlohmann::json outer_default = {{"name", "sgd"}, {"lr", 0.7}, {"momentum", 0.9}, {"nesterov", true}};
+      outer_ = sdk::OptimizerSpec::from_json(c.outer_optimizer, "outer_optimizer", outer_default).build(master_);
     }
   }
-  runtime::data::IidSampler sampler(c.data->size(), c.nodes, c.batch_size, c.seed);
-  const size_t num_params = replicas[0].params.size();
 
-  Barrier barrier(c.workers);
-  std::exception_ptr error;
-  std::mutex error_mutex;
-  double last_loss = 0;
-  auto worker = [&](int w) {
-    at::set_num_threads(c.threads);
+  BareLoopResult run() {
+    const auto started = std::chrono::steady_clock::now();
+    std::vector<std::thread> threads;
+    for (int w = 0; w < c_.workers; ++w) threads.emplace_back([this, w] { work(w); });
+    for (auto& thread : threads) thread.join();
+    if (error_) std::rethrow_exception(error_);
+    BareLoopResult result;
+    result.loop_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    result.last_loss = last_loss_;
+    return result;
+  }
+
+ private:
+  bool diloco() const { return c_.diloco_H > 0; }
+
+  // Worker w trains replicas w, w + workers, ...
+  void work(int w) {
+    at::set_num_threads(c_.threads);
     try {
-      for (int64_t t = 0; t < c.steps; ++t) {
-        for (int r = w; r < c.nodes; r += c.workers) {
-          Replica& replica = replicas[r];
-          replica.optimizer->zero_grad();
-          at::Tensor loss = replica.model->loss(c.data->get(sampler.batch_indices(r, t)));
+      for (int64_t t = 0; t < c_.steps; ++t) {
+        for (int r = w; r < c_.nodes; r += c_.workers) {
+          Replica& replica = replicas_[r];
+          if (!diloco()) replica.optimizer->zero_grad();
+          at::Tensor loss = replica.model->loss(c_.data->get(sampler_.batch_indices(r, t)));
           loss.backward();
-          if (r == 0) last_loss = loss.item<double>();
-        }
-        if (!barrier.wait()) return;
-        {
-          // Average every gradient in rank order; worker w reduces tensors
-          // w, w + workers, ...
-          at::NoGradGuard no_grad;
-          for (size_t i = w; i < num_params; i += c.workers) {
-            if (!replicas[0].params[i].grad().defined()) continue;
-            at::Tensor sum = replicas[0].params[i].grad().clone();
-            for (int r = 1; r < c.nodes; ++r) sum.add_(replicas[r].params[i].grad());
-            sum.div_(c.nodes);
-            for (int r = 0; r < c.nodes; ++r) replicas[r].params[i].mutable_grad().copy_(sum);
+          if (r == 0) last_loss_ = loss.item<double>();
+          if (diloco()) {
+            // The inner step; gradients released, as the simulator does.
+            replica.optimizer->step();
+            for (auto& p : replica.params) p.mutable_grad().reset();
           }
         }
-        if (!barrier.wait()) return;
-        for (int r = w; r < c.nodes; r += c.workers) replicas[r].optimizer->step();
+        if (!(diloco() ? outer_step(w, t) : allreduce_step(w))) return;
       }
     } catch (...) {
       {
-        std::lock_guard<std::mutex> lock(error_mutex);
-        if (!error) error = std::current_exception();
+        std::lock_guard<std::mutex> lock(error_mutex_);
+        if (!error_) error_ = std::current_exception();
       }
-      barrier.break_it();
+      barrier_.break_it();
     }
-  };
+  }
 
-  const auto started = std::chrono::steady_clock::now();
-  std::vector<std::thread> threads;
-  for (int w = 0; w < c.workers; ++w) threads.emplace_back(worker, w);
-  for (auto& thread : threads) thread.join();
-  if (error) std::rethrow_exception(error);
-  BareLoopResult result;
-  result.loop_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  result.last_loss = last_loss;
-  return result;
-}
+  // After the forward and backward passes: gradients averaged, then every
+  // optimizer steps. False once another worker failed.
+  bool allreduce_step(int w) {
+    if (!barrier_.wait()) return false;
+    average_share(w, [](Replica& replica, size_t i) { return replica.params[i].grad(); });
+    for (size_t i = w; i < num_params_; i += c_.workers) {
+      if (!average_[i].defined()) continue;
+      for (int r = 0; r < c_.nodes; ++r) replicas_[r].params[i].mutable_grad().copy_(average_[i]);
+      average_[i] = at::Tensor();  // not kept between steps
+    }
+    if (!barrier_.wait()) return false;
+    for (int r = w; r < c_.nodes; r += c_.workers) replicas_[r].optimizer->step();
+    return true;
+  }
+
+  // DiLoCo's outer step after inner step t, when it is due: parameters
+  // averaged, one outer step on the master, copied into every replica.
+  bool outer_step(int w, int64_t t) {
+    if ((t + 1) % c_.diloco_H != 0 || c_.nodes == 1) return true;
+    if (!barrier_.wait()) return false;
+    average_share(w, [](Replica& replica, size_t i) { return replica.params[i].detach(); });
+    if (!barrier_.wait()) return false;
+    at::NoGradGuard no_grad;
+    if (w == 0) {
+      for (size_t i = 0; i < num_params_; ++i) {
+        master_[i].mutable_grad() = master_[i].detach() - average_[i];
+        average_[i] = at::Tensor();  // not kept between rounds
+      }
+      outer_->step();
+      for (auto& m : master_) m.mutable_grad().reset();
+    }
+    if (!barrier_.wait()) return false;
+    for (int r = w; r < c_.nodes; r += c_.workers)
+      for (size_t i = 0; i < num_params_; ++i) replicas_[r].params[i].detach().copy_(master_[i].detach());
+    return true;
+  }
+
+  // Worker w's share of the averages: tensors w, w + workers, ..., each
+  // summed in rank order into average_; `of` picks the tensor.
+  template <typename Of>
+  void average_share(int w, Of&& of) {
+    at::NoGradGuard no_grad;
+    for (size_t i = w; i < num_params_; i += c_.workers) {
+      average_[i] = at::Tensor();
+      if (!of(replicas_[0], i).defined()) continue;
+      at::Tensor sum = of(replicas_[0], i).clone();
+      for (int r = 1; r < c_.nodes; ++r) sum.add_(of(replicas_[r], i));
+      average_[i] = sum.div_(c_.nodes);
+    }
+  }
+
+  const BareLoopConfig& c_;
+  Barrier barrier_;
+  runtime::data::IidSampler sampler_;
+  std::vector<Replica> replicas_;
+  size_t num_params_ = 0;
+  std::vector<at::Tensor> average_;
+  std::vector<at::Tensor> master_;
+  std::unique_ptr<torch::optim::Optimizer> outer_;
+  std::exception_ptr error_;
+  std::mutex error_mutex_;
+  double last_loss_ = 0;
+};
+
+}  // namespace
+
+BareLoopResult run_bare_loop(const BareLoopConfig& config) { return BareLoop(config).run(); }
 
 }  // namespace exogym::bench

@@ -2,9 +2,11 @@
 // The benchmark's baseline: K model replicas trained data-parallel by a bare
 // LibTorch loop, with no ExoGym runtime in between (no node threads, no
 // collectives, no metering, no outputs). It does the same work as an
-// "allreduce" run of the simulator: the same model plugin, the same batches,
-// gradients averaged in rank order, the same optimizer, with the same number
-// of worker threads and intra-op threads.
+// "allreduce" run of the simulator (gradients averaged in rank order each
+// step), or of a "diloco" one (local steps; every H steps the parameters
+// averaged in rank order, one outer step on one master copy, copied back to
+// every replica): the same model plugin, the same batches, the same
+// optimizers, with the same number of worker threads and intra-op threads.
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -21,6 +23,10 @@ struct BareLoopConfig {
   nlohmann::json model_options;  // validated
   std::shared_ptr<const sdk::Dataset> data;
   nlohmann::json optimizer;  // e.g. {"name": "adamw", "lr": 1e-3}
+  // 0: allreduce; H > 0: DiLoCo with H inner steps per outer step, the outer
+  // optimizer being `outer_optimizer` (DiLoCo's default when null).
+  int64_t diloco_H = 0;
+  nlohmann::json outer_optimizer;
   int nodes = 1;
   int64_t steps = 10, batch_size = 64;
   uint64_t seed = 42;
@@ -30,7 +36,7 @@ struct BareLoopConfig {
 
 struct BareLoopResult {
   double loop_seconds = 0;
-  double last_loss = 0;  // replica 0's
+  double last_loss = 0;  // replica 0's at the last step, as the simulator's train.csv
 };
 
 BareLoopResult run_bare_loop(const BareLoopConfig& config);

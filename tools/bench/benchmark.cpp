@@ -6,6 +6,7 @@
 #include "bench/report_cost.h"
 #include "bench/sections.h"
 #include "bench/targets.h"
+#include "bench/workloads.h"
 #include "exogym/runtime/cluster/cluster.h"
 #include "exogym/runtime/output/atomic_file.h"
 
@@ -20,7 +21,7 @@ int run_benchmark(const BenchOptions& o) {
   // The sweep and the memory target count memory beyond the dataset's.
   double dataset = 0;
   if (o.wants("sweep") || o.wants("memory")) {
-    dataset = dataset_bytes(o);
+    dataset = dataset_bytes(o, mnist_data(o));
     report["dataset_bytes"] = dataset;
   }
   if (o.wants("sweep")) report["node_sweep"] = node_sweep_section(o, dataset);
@@ -28,6 +29,7 @@ int run_benchmark(const BenchOptions& o) {
   if (o.wants("report")) report["report"] = report_section(o);
   if (o.wants("checkpoint")) report["checkpoint"] = checkpoint_section(o);
   if (o.wants("precision")) report["precision"] = precision_section(o);
+  if (o.wants("nanogpt16")) report["nanogpt16"] = nanogpt16_section(o);
   if (o.wants("nonfinite")) report["nonfinite"] = nonfinite_section(o);
   report["targets"] = check_targets(o, report, dataset);
   if (!o.json_file.empty()) {

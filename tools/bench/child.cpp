@@ -108,6 +108,7 @@ json child_simulator(const json& spec, double age_at_main) {
 }
 
 json child_bare(const json& spec) {
+  const double base_rss = current_rss_bytes();
   rt::cluster::tune_malloc_for_training(
       rt::cluster::available_cores());  // as the simulator: the same process configuration
   auto loader = make_loader(spec);
@@ -116,7 +117,14 @@ json child_bare(const json& spec) {
   config.model_plugin = plugin;
   config.model_options = plugin->validate(spec["model_options"], "model.options");
   config.data = load_dataset(spec);
-  config.optimizer = spec["strategy_options"]["optimizer"];
+  const json& strategy_options = spec["strategy_options"];
+  config.optimizer = strategy_options["optimizer"];
+  if (spec["strategy"] == "diloco") {
+    config.diloco_H = strategy_options.at("H");
+    config.outer_optimizer = strategy_options.value("outer_optimizer", json());
+  } else if (spec["strategy"] != "allreduce") {
+    throw std::runtime_error("the bare loop does allreduce or diloco, not " + spec["strategy"].dump());
+  }
   config.nodes = spec["nodes"];
   config.steps = spec["steps"];
   config.batch_size = spec["batch_size"];
@@ -124,7 +132,10 @@ json child_bare(const json& spec) {
   config.workers = threads.parallelism;
   config.threads = threads.threads;
   const auto result = run_bare_loop(config);
-  return {{"loop_seconds", result.loop_seconds}, {"last_loss", result.last_loss}, {"peak_rss", peak_rss_bytes()}};
+  return {{"loop_seconds", result.loop_seconds},
+          {"last_loss", result.last_loss},
+          {"base_rss", base_rss},
+          {"peak_rss", peak_rss_bytes()}};
 }
 
 // The parameters' pass of train.on_nonfinite (divergence.h) on one replica

@@ -13,7 +13,8 @@ const char* const kDescription =
     "Measures the whole exogym-run process on a small MNIST job, and the simulator against a bare LibTorch loop "
     "doing the same work, for the models mlp, cnn and nanogpt "
     "(small, block 128) at K = 1, 4 and 16 nodes, plus a node-count sweep (MLP DiLoCo), a parallelism sweep, the cost "
-    "of reports, of checkpoints and of the non-finite check, bf16 against fp32, "
+    "of reports, of checkpoints and of the non-finite check, bf16 against fp32, 16 nanoGPT-small DiLoCo nodes against "
+    "a bare loop, "
     "then checks the performance targets. Every measurement runs in a fresh child process.";
 
 bool BenchOptions::wants(const std::string& section) const {
@@ -33,12 +34,12 @@ void add_options(CLI::App& app, BenchOptions& o) {
       ->group(what);
   app.add_option("--sections", o.sections,
                  "comma-separated subset of startup,overhead,sweep,parallelism,memory,report,checkpoint,precision,"
-                 "nonfinite "
+                 "nanogpt16,nonfinite "
                  "(default: all)")
       ->type_name("LIST")
       ->delimiter(',')
-      ->check(CLI::IsMember(
-          {"startup", "overhead", "sweep", "parallelism", "memory", "report", "checkpoint", "precision", "nonfinite"}))
+      ->check(CLI::IsMember({"startup", "overhead", "sweep", "parallelism", "memory", "report", "checkpoint",
+                             "precision", "nanogpt16", "nonfinite"}))
       ->group(what);
   app.add_option("--nodes", o.nodes, "node counts of the overhead table (default 1,4,16); repeatable")
       ->type_name("LIST")

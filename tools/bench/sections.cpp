@@ -103,8 +103,8 @@ json overhead_section(const BenchOptions& o) {
   return overhead;
 }
 
-double dataset_bytes(const BenchOptions& o) {
-  return measure(o, {{"kind", "dataset"}, {"data", mnist_data(o)}})["dataset_bytes"];
+double dataset_bytes(const BenchOptions& o, const json& data) {
+  return measure(o, {{"kind", "dataset"}, {"data", data}})["dataset_bytes"];
 }
 
 // The sweep's batch per node: 4,096 nodes × 8 examples fit MNIST's 60,000
@@ -231,6 +231,62 @@ json precision_section(const BenchOptions& o) {
                     fmt(fp32 / bf16, 2) + "x"});
   }
   print_table({"model", "K", "steps", "fp32 steps/s", "bf16 steps/s", "bf16 speed-up"}, rows);
+  return out;
+}
+
+json nanogpt16_section(const BenchOptions& o) {
+  const ModelCase gpt = o.quick ? mlp_case(o) : nanogpt_case(o);
+  const int nodes = o.quick ? 2 : 16;
+  std::cout << nodes << " " << gpt.name << " nodes, DiLoCo (H = 10, AdamW inner): the simulator against a bare loop "
+            << "doing the same work, and peak memory against " << nodes << " single replicas";
+  if (o.repeat > 1) std::cout << " (the fastest of " << o.repeat << " runs of each)";
+  std::cout << "\n\n";
+  const int64_t steps = o.quick ? 4 : 20;
+  const double dataset = dataset_bytes(o, gpt.data);
+  json spec = training_spec(gpt, nodes, steps, gpt.batch_size, "diloco", diloco_options());
+  if (o.quick) spec["strategy_options"]["H"] = 2;  // outer steps within the quick run
+  std::vector<double> sim_runs, bare_runs;
+  json sim, bare;
+  for (int i = 0; i < o.repeat; ++i) {  // alternating, so that noise spreads over both
+    spec["kind"] = "simulator";
+    sim = measure(o, spec);
+    spec["kind"] = "bare";
+    bare = measure(o, spec);
+    sim_runs.push_back(sim["loop_seconds"]);
+    bare_runs.push_back(bare["loop_seconds"]);
+  }
+  // What one replica takes training alone in the bare loop: its parameters,
+  // gradients and AdamW moments, and one step's activations (with the
+  // allocator's slack around them, which a real process has too).
+  json alone = training_spec(gpt, 1, o.quick ? 2 : 5, gpt.batch_size, "allreduce", adamw_options());
+  alone["kind"] = "bare";
+  const json one = measure(o, alone);
+  const double one_replica = one["peak_rss"].get<double>() - one["base_rss"].get<double>() - dataset;
+  const double state = state_bytes(sim["parameters"], 2);
+  const double used = sim["peak_rss"].get<double>() - sim["base_rss"].get<double>() - dataset;
+  const double sim_s = fastest(sim_runs), bare_s = fastest(bare_runs);
+  const json out = {{"model", gpt.name},
+                    {"nodes", nodes},
+                    {"steps", steps},
+                    {"simulator_loop_seconds", sim_s},
+                    {"bare_loop_seconds", bare_s},
+                    {"throughput_ratio", bare_s / sim_s},
+                    {"simulator_runs_seconds", sim_runs},
+                    {"bare_runs_seconds", bare_runs},
+                    // Node 0's; the same work gives the same loss.
+                    {"simulator_last_loss", sim["last_loss"]},
+                    {"bare_last_loss", bare["last_loss"]},
+                    {"state_bytes_per_node", state},
+                    {"activation_bytes", one_replica - state},
+                    {"one_replica_bytes", one_replica},
+                    {"peak_rss_bytes", sim["peak_rss"]},
+                    {"bytes_beyond_dataset", used},
+                    {"memory_ratio", used / (nodes * one_replica)}};
+  print_table({"model", "K", "steps", "bare_s", "sim_s", "throughput", "state/node", "activations", "peak_rss",
+               "beyond dataset", "of K x one replica"},
+              {{gpt.name, std::to_string(nodes), std::to_string(steps), fmt(bare_s, 2), fmt(sim_s, 2),
+                fmt(bare_s / sim_s, 3), format_bytes(state), format_bytes(one_replica - state),
+                format_bytes(sim["peak_rss"]), format_bytes(used), fmt(used / (nodes * one_replica), 2)}});
   return out;
 }
 

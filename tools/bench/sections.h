@@ -11,8 +11,9 @@ namespace exogym::bench {
 // loop doing the same work, for each model and node count.
 nlohmann::json overhead_section(const BenchOptions& options);
 
-// The memory MNIST's training split takes in a process.
-double dataset_bytes(const BenchOptions& options);
+// The memory a dataset (a training spec's "data", workloads.h) takes in a
+// process.
+double dataset_bytes(const BenchOptions& options, const nlohmann::json& data);
 
 // MLP DiLoCo at node counts growing fourfold up to options.max_nodes, and
 // its memory per node beyond `dataset` bytes.
@@ -28,6 +29,12 @@ nlohmann::json checkpoint_section(const BenchOptions& options);
 // Mixed precision: steps per second of the same DiLoCo run in fp32 and in
 // bf16, for nanoGPT small (4 nodes) and the MNIST MLP (4 nodes).
 nlohmann::json precision_section(const BenchOptions& options);
+// 16 nanoGPT-small nodes, DiLoCo: the simulator's loop against a bare loop
+// doing the same work, and its peak memory (beyond the dataset) against 16
+// times what one replica takes training alone (state and one step's
+// activations).
+nlohmann::json nanogpt16_section(const BenchOptions& options);
+
 // The whole exogym-run process on issue #21's small MNIST job (4 and 16
 // nodes): wall time, and the run's own split of it (whole_run.cpp).
 nlohmann::json whole_run_section(const BenchOptions& options);

@@ -129,6 +129,18 @@ void check_precision(Targets& targets, const json& section) {
   }
 }
 
+// 16 nanoGPT-small DiLoCo nodes: within 5 % of the bare loop's throughput,
+// and peak memory (beyond the dataset) within 1.3 x 16 single replicas.
+void check_nanogpt16(Targets& targets, const json& row) {
+  const double throughput = row["throughput_ratio"], memory = row["memory_ratio"];
+  const std::string K = std::to_string(row["nodes"].get<int>());
+  targets.check(K + " nanoGPT-small DiLoCo nodes: throughput against the bare loop", throughput, 0.95,
+                throughput >= 0.95, fmt(throughput, 3) + " >= 0.95");
+  targets.check(K + " nanoGPT-small DiLoCo nodes: memory against " + K + " single replicas", memory, 1.3, memory <= 1.3,
+                format_bytes(row["bytes_beyond_dataset"]) + " = " + fmt(memory, 2) + " x " + K + " x " +
+                    format_bytes(row["one_replica_bytes"]) + ", <= 1.3 x");
+}
+
 // The whole process of the small MNIST job within 1.3 s, its datasets ready
 // within 0.1 s, and start-up after the datasets within 0.1 s at 16 nodes.
 void check_whole_run(Targets& targets, const json& rows) {
@@ -158,6 +170,7 @@ json check_targets(const BenchOptions& o, const json& report, double dataset) {
   if (!o.quick && o.wants("sweep")) check_sweep(targets, report.value("node_sweep", json::array()));
   if (!o.quick && o.wants("checkpoint")) check_checkpoints(targets, report.at("checkpoint"));
   if (!o.quick && o.wants("precision")) check_precision(targets, report.at("precision"));
+  if (!o.quick && o.wants("nanogpt16")) check_nanogpt16(targets, report.at("nanogpt16"));
   return targets.checked();
 }
 
