@@ -91,6 +91,13 @@ TEST_CASE("the benchmark harness in quick mode measures the simulator against a 
   CHECK(gpt16["state_bytes_per_node"] == 4.0 * 4 * (784 * 256 + 256 + 256 * 10 + 10));
   CHECK(gpt16["one_replica_bytes"].get<double>() > gpt16["state_bytes_per_node"].get<double>());
   CHECK(gpt16["memory_ratio"].get<double>() > 0);
+  // DeMo: one node's compression per step against its passes.
+  const json& demo = report.at("demo");
+  CHECK(demo["model"] == "mlp");
+  CHECK(demo["forward_backward_seconds"].get<double>() > 0);
+  CHECK(demo["compression_seconds"].get<double>() > 0);
+  CHECK(demo["ratio"].get<double>() ==
+        Approx(demo["compression_seconds"].get<double>() / demo["forward_backward_seconds"].get<double>()));
   // The non-finite check: one pass over the MLP's parameters, and a step.
   const json& nonfinite = report.at("nonfinite");
   REQUIRE(nonfinite.size() == 1);

@@ -167,17 +167,21 @@ TEST_CASE("demo: encode then decode is the identity for 0-D, 1-D, 2-D and conv t
       {{97}, {97, 1}},
       {{784}, {14, 56}},
       {{130}, {5, 26}},
-      {{66, 65}, {2, 5, 33, 13}},
-      {{10, 784}, {1, 14, 10, 56}},
-      {{8, 3, 5, 5}, {1, 3, 8, 25}},    // flattened to 8 x 75
-      {{6, 1, 3, 3}, {1, 1, 6, 9}},     // 6 x 9
-      {{16, 8, 3, 3}, {1, 2, 16, 36}},  // 16 x 72
+      {{66, 65}, {2, 5, 13, 33}},  // tiles 33 x 13, stored [column frequency][row frequency]
+      {{10, 784}, {1, 14, 56, 10}},
+      {{8, 3, 5, 5}, {1, 3, 25, 8}},    // flattened to 8 x 75
+      {{6, 1, 3, 3}, {1, 1, 9, 6}},     // 6 x 9
+      {{16, 8, 3, 3}, {1, 2, 36, 16}},  // 16 x 72
+      {{256, 784}, {4, 14, 56, 64}},    // the fast DCT from here on: tiles of at least 8 x 8
+      {{63, 45}, {1, 1, 45, 63}},       // odd lengths
+      {{64, 232}, {1, 4, 58, 64}},      // 58 = 2 x 29
   };
   for (const auto& c : cases) {
     INFO("shape " << at::IntArrayRef(c.shape));
     at::Tensor x = at::randn(c.shape);
     at::Tensor encoded = transform.encode(x);
     REQUIRE(encoded.sizes() == at::IntArrayRef(c.encoded));
+    REQUIRE(transform.encoded_shape(x.sizes()) == c.encoded);
     at::Tensor back = transform.decode(encoded, x.sizes());
     REQUIRE(back.sizes() == x.sizes());
     REQUIRE(max_abs(back - x) < 1e-5);
@@ -185,9 +189,31 @@ TEST_CASE("demo: encode then decode is the identity for 0-D, 1-D, 2-D and conv t
     REQUIRE(encoded.pow(2).sum().item<double>() == Approx(x.pow(2).sum().item<double>()).epsilon(1e-4));
   }
   // A 2-D tile is a 2-D DCT: a constant matrix has only DC coefficients.
-  at::Tensor encoded = transform.encode(at::ones({66, 65}));
-  REQUIRE(max_abs(encoded.index({at::indexing::Slice(), at::indexing::Slice(), 0, 0}) - std::sqrt(33.0 * 13.0)) < 1e-4);
-  REQUIRE(encoded.abs().sum().item<double>() == Approx(2 * 5 * std::sqrt(33.0 * 13.0)).epsilon(1e-4));
+  for (std::vector<int64_t> shape : {std::vector<int64_t>{66, 65}, std::vector<int64_t>{128, 112}}) {
+    INFO("shape " << at::IntArrayRef(shape));
+    at::Tensor encoded = transform.encode(at::ones(shape));
+    const double tiles = static_cast<double>(encoded.size(0) * encoded.size(1));
+    const double dc = std::sqrt(static_cast<double>(encoded.size(2) * encoded.size(3)));
+    REQUIRE(max_abs(encoded.index({at::indexing::Slice(), at::indexing::Slice(), 0, 0}) - dc) < 1e-4);
+    REQUIRE(encoded.abs().sum().item<double>() == Approx(tiles * dc).epsilon(1e-4));
+  }
+}
+
+TEST_CASE("demo: the fast DCT is the DCT: it matches the basis's matrix products, in double", "[demo]") {
+  // Lengths 8 to 64, even and odd, powers of two and not: each split of the
+  // fast transform and its direct base cases.
+  demo::DctTransform transform(64);
+  at::manual_seed(12);
+  for (int64_t n1 : {8, 9, 12, 16, 29, 56, 64}) {
+    for (int64_t n2 : {8, 14, 45, 64}) {
+      INFO("tile " << n1 << " x " << n2);
+      at::Tensor x = at::randn({2 * n1, 3 * n2});
+      at::Tensor fast = transform.encode(x);                   // float on the CPU: the fast DCT
+      at::Tensor exact = transform.encode(x.to(at::kDouble));  // double: the matrix products
+      REQUIRE(fast.sizes() == exact.sizes());
+      REQUIRE(max_abs(fast.to(at::kDouble) - exact) < 2e-5 * max_abs(exact));
+    }
+  }
 }
 
 TEST_CASE("demo: compress keeps the top-k coefficients of each chunk", "[demo]") {
@@ -208,6 +234,52 @@ TEST_CASE("demo: compress keeps the top-k coefficients of each chunk", "[demo]")
   at::Tensor sorted_idx = std::get<0>(t.idx.sort(-1));
   REQUIRE(at::equal(sorted_idx, at::tensor({5L, 6L, 7L, 5L, 6L, 7L}).reshape({1, 2, 3})));
   REQUIRE(demo::decompress(t.idx, t.val, tiles.sizes()).sizes() == tiles.sizes());
+}
+
+TEST_CASE("demo: extract_topk takes the largest magnitudes out, the lower positions first among equal ones", "[demo]") {
+  at::Tensor encoded = at::tensor({1.f, -3.f, 3.f, 0.5f, 2.f, -2.f, 2.f, 0.f}).reshape({2, 4});
+  auto sent = demo::extract_topk(encoded, 2);
+  // Row 0: -3 and 3; row 1: three of magnitude 2, the first two go.
+  REQUIRE(at::equal(sent.idx, at::tensor({1L, 2L, 0L, 1L}).reshape({2, 2})));
+  REQUIRE(at::equal(sent.val, at::tensor({-3.f, 3.f, 2.f, -2.f}).reshape({2, 2})));
+  REQUIRE(at::equal(encoded, at::tensor({1.f, 0.f, 0.f, 0.5f, 0.f, 0.f, 2.f, 0.f}).reshape({2, 4})));
+  // compress() picks the same and leaves its input alone.
+  at::Tensor again = at::tensor({1.f, -3.f, 3.f, 0.5f}).reshape({1, 4});
+  REQUIRE(at::equal(demo::compress(again, 2).idx, at::tensor({1L, 2L}).reshape({1, 2})));
+  REQUIRE(again[0][1].item<float>() == -3.f);
+}
+
+TEST_CASE("demo: the momentum kept encoded is the reference's delta - decode(sent), sending the same", "[demo]") {
+  // The reference keeps δ parameter-shaped: δ <- decay·δ + lr·g, sends the
+  // top-k of DCT(δ) and subtracts their decode. Computed here in double with
+  // the basis's matrix products, against the fused fast path in float.
+  demo::DctTransform transform(64), reference(64);
+  const double decay = 0.9, lr = 0.1;
+  const int64_t k = 8;
+  for (std::vector<int64_t> shape : {std::vector<int64_t>{128, 112}, std::vector<int64_t>{6, 10}}) {
+    INFO("shape " << at::IntArrayRef(shape));
+    at::manual_seed(13);
+    at::Tensor encoded_delta = at::zeros(transform.encoded_shape(shape));
+    at::Tensor delta = at::zeros(shape, at::kDouble);
+    for (int step = 0; step < 3; ++step) {
+      INFO("step " << step);
+      at::Tensor g = at::randn(shape);
+      const auto sent = transform.accumulate_and_extract(encoded_delta, g, decay, lr, k);
+      delta.mul_(decay).add_(g.to(at::kDouble), lr);
+      at::Tensor encoded = reference.encode(delta);
+      const auto expected = demo::compress(encoded, k);
+      REQUIRE(at::equal(sent.idx, expected.idx));
+      REQUIRE(max_abs(sent.val.to(at::kDouble) - expected.val) < 1e-5 * max_abs(expected.val));
+      delta.sub_(reference.decode(demo::decompress(expected.idx, expected.val, encoded.sizes()), shape));
+      at::Tensor residual = reference.encode(delta);
+      REQUIRE(max_abs(encoded_delta.to(at::kDouble) - residual) < 1e-5 * max_abs(residual));
+    }
+    // No gradient: the momentum only decays before the selection.
+    at::Tensor before = encoded_delta.clone();
+    const auto sent = transform.accumulate_and_extract(encoded_delta, at::Tensor(), decay, lr, k);
+    at::Tensor kept = demo::decompress(sent.idx, sent.val, before.sizes()) + encoded_delta;
+    REQUIRE(max_abs(kept - before * decay) < 1e-6);
+  }
 }
 
 TEST_CASE("demo: batch_decompress averages each coefficient over the nodes that sent it", "[demo]") {
@@ -319,15 +391,39 @@ TEST_CASE("demo: max_norm clips the local gradient before it enters the momentum
   json clipped_options = options;
   clipped_options["max_norm"] = 1.0;
   auto [clipped, norm2] = residual(clipped_options);
-  REQUIRE(plain.count("delta.weight") == 1);
-  REQUIRE(plain.count("delta.frozen") == 0);
+  REQUIRE(plain.count("delta_dct.weight") == 1);
+  REQUIRE(plain.count("delta_dct.frozen") == 0);
   const double scale = 1.0 / (norm + 1e-6);
   REQUIRE(scale < 0.2);
   for (const auto& [key, delta] : plain) {
     INFO(key);
     REQUIRE(max_abs(clipped.at(key) - delta * scale) < 1e-6);
   }
-  REQUIRE(max_abs(plain.at("delta.weight")) > 1e-2);
+  REQUIRE(max_abs(plain.at("delta_dct.weight")) > 1e-2);
+}
+
+TEST_CASE("demo: a checkpoint's momentum loads, parameter-shaped ones of earlier versions too", "[demo]") {
+  ShapesModel model;
+  auto strategy = make_demo({{"compression_topk", 2}});
+  demo::DctTransform transform(64);
+  at::manual_seed(14);
+  const at::Tensor old_delta = at::randn({6, 10});  // "delta.weight": δ itself, before it was kept encoded
+  exogym::sdk::StateDict saved;
+  run_nodes(1, [&](int, exogym::sdk::NodeContext& ctx) {
+    strategy->init(ctx, model);
+    strategy->load_state({{"delta.weight", old_delta}});
+    strategy->save_state(saved);
+    REQUIRE(saved.count("delta.weight") == 0);
+    REQUIRE(max_abs(saved.at("delta_dct.weight") - transform.encode(old_delta)) < 1e-6);
+    // The encoded key as saved comes back exactly; a wrong shape is named.
+    exogym::sdk::StateDict state = {{"delta_dct.weight", saved.at("delta_dct.weight").clone() + 1}};
+    strategy->load_state(state);
+    exogym::sdk::StateDict again;
+    strategy->save_state(again);
+    REQUIRE(at::equal(again.at("delta_dct.weight"), state.at("delta_dct.weight")));
+    REQUIRE_THROWS_WITH(strategy->load_state({{"delta_dct.weight", at::zeros({60})}}),
+                        Catch::Contains("delta_dct.weight has the shape [60], expected [1, 1, 10, 6]"));
+  });
 }
 
 TEST_CASE("demo: misspelt or out-of-range options are rejected, naming them", "[demo]") {

@@ -5,6 +5,12 @@
 // the decoded average of what all nodes sent (sign-SGD), so replicas stay
 // identical while each step communicates a small fraction of the parameters.
 //
+// δ is kept in the DCT domain: the transform is linear and orthonormal, so
+// DCT(decay·δ + lr·g) = decay·DCT(δ) + lr·DCT(g), and taking the sent
+// coefficients out of DCT(δ) is the reference's δ - decode(sent). A node
+// then encodes only its gradient each step and never decodes: the one
+// decode left, of the nodes' average, is done once per process.
+//
 // Fixes over the reference: lr is an option (it was stuck at 1e-3), max_norm
 // clips the local gradient (it was ignored), convolution kernels and 0-D
 // parameters are transformed (flattened to 2-D / treated as 1-D; they
@@ -15,6 +21,7 @@
 
 #include <memory>
 #include <mutex>
+#include <string>
 
 #include "exogym/modules/dct.h"
 #include "exogym/sdk/comm.h"
@@ -74,7 +81,9 @@ class DemoStrategy final : public sdk::Strategy {
       if (!item.value().requires_grad()) continue;
       names_.push_back(item.key());
       params_.push_back(item.value());
-      deltas_.push_back(at::zeros_like(item.value(), at::MemoryFormat::Contiguous));
+      const at::Tensor& p = item.value();
+      deltas_.push_back(p.numel() == 0 ? at::empty({0}, p.options())
+                                       : at::zeros(transform_.encoded_shape(p.sizes()), p.options()));
     }
     lr_ = base_lr_ * schedule_.factor(0, ctx.max_steps);
     shared_ = sdk::shared_in_process<Shared>(ctx, "demo", [] { return std::make_shared<Shared>(); });
@@ -97,15 +106,11 @@ class DemoStrategy final : public sdk::Strategy {
     double dense_bytes = 0, sent_bytes = 0;
     for (size_t i = 0; i < params_.size(); ++i) {
       at::Tensor& p = params_[i];
-      at::Tensor& delta = deltas_[i];
       if (weight_decay_ != 0) p.mul_(1.0 - lr_ * weight_decay_);
-      delta.mul_(decay_);
-      if (p.grad().defined()) delta.add_(p.grad(), lr_);  // no gradient: g = 0
       if (p.numel() == 0) continue;
-      at::Tensor encoded = transform_.encode(delta);
-      encoded_shapes[i] = encoded.sizes().vec();
-      demo::Compressed sent = demo::compress(encoded, topk_);
-      delta.sub_(transform_.decode(demo::decompress(sent.idx, sent.val, encoded.sizes()), p.sizes()));
+      // No gradient: g = 0.
+      demo::Compressed sent = transform_.accumulate_and_extract(deltas_[i], p.grad(), decay_, lr_, topk_);
+      encoded_shapes[i] = deltas_[i].sizes().vec();
       dense_bytes += static_cast<double>(p.numel() * p.element_size());
       sent_bytes +=
           static_cast<double>(sent.idx.numel() * sent.idx.element_size() + sent.val.numel() * sent.val.element_size());
@@ -140,15 +145,25 @@ class DemoStrategy final : public sdk::Strategy {
 
   double lr() const override { return lr_; }
 
+  // δ as kept, in the DCT domain (dct.h's layout), so that a resumed run
+  // continues bit for bit.
   void save_state(sdk::StateDict& out) const override {
-    for (size_t i = 0; i < params_.size(); ++i) out["delta." + names_[i]] = deltas_[i];
+    for (size_t i = 0; i < params_.size(); ++i) out["delta_dct." + names_[i]] = deltas_[i];
   }
 
+  // Also reads the parameter-shaped "delta.<name>" of checkpoints written
+  // before δ was kept encoded.
   void load_state(const sdk::StateDict& in) override {
     at::NoGradGuard no_grad;
     for (size_t i = 0; i < params_.size(); ++i) {
-      auto it = in.find("delta." + names_[i]);
-      if (it != in.end()) deltas_[i].copy_(it->second);
+      if (auto it = in.find("delta_dct." + names_[i]); it != in.end()) {
+        if (it->second.sizes() != deltas_[i].sizes())
+          throw sdk::Error("DeMo state: delta_dct." + names_[i] + " has the shape " + shape_text(it->second) +
+                           ", expected " + shape_text(deltas_[i]) + " (was compression_chunk changed?)");
+        deltas_[i].copy_(it->second);
+      } else if (auto old = in.find("delta." + names_[i]); old != in.end() && params_[i].numel() > 0) {
+        deltas_[i].copy_(transform_.encode(old->second.to(deltas_[i].options())));
+      }
     }
   }
 
@@ -165,6 +180,12 @@ class DemoStrategy final : public sdk::Strategy {
   }
 
  private:
+  static std::string shape_text(const at::Tensor& t) {
+    std::string text = "[";
+    for (int64_t d = 0; d < t.dim(); ++d) text += (d ? ", " : "") + std::to_string(t.size(d));
+    return text + "]";
+  }
+
   // The sign of the decoded average of what every node sent, per parameter
   // (undefined for an empty one).
   std::vector<at::Tensor> decoded_update(const std::vector<std::vector<at::Tensor>>& gathered,

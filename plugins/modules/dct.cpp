@@ -2,10 +2,14 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <stdexcept>
+#include <utility>
 
 #include "exogym/sdk/error.h"
+#include "fast_dct.h"
 
 namespace exogym::modules::demo {
 
@@ -32,11 +36,19 @@ DctTransform::DctTransform(int64_t target_chunk) : target_(target_chunk) {
   EXOGYM_CHECK_INTERNAL(target_chunk >= 1, "DctTransform: the chunk size must be positive");
 }
 
+DctTransform::~DctTransform() = default;
+
 const at::Tensor& DctTransform::basis(int64_t n, const at::Tensor& like) {
   auto key = std::make_tuple(n, static_cast<int>(like.scalar_type()), like.device().str());
   auto it = cache_.find(key);
   if (it == cache_.end()) it = cache_.emplace(key, dct_basis(n, like.scalar_type(), like.device())).first;
   return it->second;
+}
+
+const detail::DctPlan& DctTransform::plan(int64_t n) {
+  auto& slot = plans_[n];
+  if (!slot) slot = std::make_unique<detail::DctPlan>(n);
+  return *slot;
 }
 
 namespace {
@@ -51,9 +63,55 @@ std::vector<int64_t> transform_shape(at::IntArrayRef shape) {
   return {shape[0], rest};
 }
 
+// Tiles smaller than this along either axis are encoded with matrix
+// products: the fast DCT's passes would be too short to pay.
+constexpr int64_t kFastMinChunk = 8;
+
 }  // namespace
 
-at::Tensor DctTransform::encode(const at::Tensor& x) {
+std::vector<int64_t> DctTransform::encoded_shape(at::IntArrayRef shape) const {
+  const auto t = transform_shape(shape);
+  if (t.size() == 1) {
+    const int64_t n = chunk_size(t[0], target_);
+    return {t[0] / n, n};
+  }
+  const int64_t n1 = chunk_size(t[0], target_), n2 = chunk_size(t[1], target_);
+  return {t[0] / n1, t[1] / n2, n2, n1};
+}
+
+bool DctTransform::fast_path(const at::Tensor& x, at::IntArrayRef tshape) const {
+  return x.device().is_cpu() && x.scalar_type() == at::kFloat && tshape.size() == 2 &&
+         chunk_size(tshape[0], target_) >= kFastMinChunk && chunk_size(tshape[1], target_) >= kFastMinChunk;
+}
+
+void DctTransform::encode_tile_row(const float* x, int64_t C, int64_t y, int64_t n1, int64_t n2) {
+  const detail::DctPlan& rows = plan(n1);
+  const detail::DctPlan& columns = plan(n2);
+  const size_t need = static_cast<size_t>(2 * n1 * C + std::max(rows.scratch_floats(C), columns.scratch_floats(n1)));
+  if (scratch_.size() < need) scratch_.resize(need);
+  if (block_.size() < static_cast<size_t>(n1 * C)) block_.resize(n1 * C);
+  float* along_rows = scratch_.data();      // n1 x C
+  float* transposed = along_rows + n1 * C;  // C x n1
+  float* rest = transposed + n1 * C;
+  // Along the rows of every tile of the row at once (each step of the
+  // transform a pass over all C columns), then, transposed, along the
+  // columns of each tile (passes over n1 values).
+  rows.apply(x + y * n1 * C, C, along_rows, C, C, rest);
+  constexpr int64_t kStrip = 16;  // columns per strip: the writes stay within a few cache lines
+  for (int64_t c0 = 0; c0 < C; c0 += kStrip) {
+    const int64_t c1 = std::min(C, c0 + kStrip);
+    for (int64_t a = 0; a < n1; ++a)
+      for (int64_t c = c0; c < c1; ++c) transposed[c * n1 + a] = along_rows[a * C + c];
+  }
+  for (int64_t xi = 0; xi < C / n2; ++xi)
+    columns.apply(transposed + xi * n2 * n1, n1, block_.data() + xi * n2 * n1, n1, n1, rest);
+  // The orthonormal factors of each coefficient: [b][a] -> s2[b] * s1[a].
+  if (scale_.size() < static_cast<size_t>(n1 * n2)) scale_.resize(n1 * n2);
+  for (int64_t b = 0; b < n2; ++b)
+    for (int64_t a = 0; a < n1; ++a) scale_[b * n1 + a] = columns.orthonormal_scale(b) * rows.orthonormal_scale(a);
+}
+
+at::Tensor DctTransform::encode_matmul(const at::Tensor& x) {
   const auto shape = transform_shape(x.sizes());
   if (shape.size() == 1) {
     const int64_t N = shape[0], n = chunk_size(N, target_);
@@ -65,9 +123,28 @@ at::Tensor DctTransform::encode(const at::Tensor& x) {
   const int64_t n1 = chunk_size(R, target_), n2 = chunk_size(C, target_);
   const at::Tensor& D1 = basis(n1, x);
   const at::Tensor& D2 = basis(n2, x);
-  // X[y,h,x,w] -> tiles T[y,x,h,w]; E = D1 · T · D2ᵀ per tile.
+  // X[y,h,x,w] -> tiles T[y,x,h,w]; E = D1 · T · D2ᵀ per tile, stored [b][a].
   at::Tensor tiles = x.reshape({R / n1, n1, C / n2, n2}).permute({0, 2, 1, 3});
-  return at::matmul(at::matmul(D1, tiles), D2.t()).contiguous();
+  return at::matmul(at::matmul(D1, tiles), D2.t()).transpose(-1, -2).contiguous();
+}
+
+at::Tensor DctTransform::encode(const at::Tensor& x) {
+  const auto tshape = transform_shape(x.sizes());
+  if (!fast_path(x, tshape)) return encode_matmul(x);
+  const int64_t R = tshape[0], C = tshape[1];
+  const int64_t n1 = chunk_size(R, target_), n2 = chunk_size(C, target_);
+  const at::Tensor source = x.contiguous();
+  at::Tensor out = at::empty(encoded_shape(x.sizes()), x.options());
+  float* o = out.data_ptr<float>();
+  const int64_t length = n1 * n2;
+  for (int64_t y = 0; y < R / n1; ++y) {
+    encode_tile_row(source.data_ptr<float>(), C, y, n1, n2);
+    for (int64_t xi = 0; xi < C / n2; ++xi, o += length) {
+      const float* tile = block_.data() + xi * length;
+      for (int64_t i = 0; i < length; ++i) o[i] = scale_[i] * tile[i];
+    }
+  }
+  return out;
 }
 
 at::Tensor DctTransform::decode(const at::Tensor& encoded, at::IntArrayRef shape) {
@@ -77,10 +154,11 @@ at::Tensor DctTransform::decode(const at::Tensor& encoded, at::IntArrayRef shape
     const at::Tensor& D = basis(n, encoded);
     return at::matmul(encoded, D).reshape(shape);
   }
-  const int64_t n1 = encoded.size(2), n2 = encoded.size(3);
+  const int64_t n2 = encoded.size(2), n1 = encoded.size(3);
   const at::Tensor& D1 = basis(n1, encoded);
   const at::Tensor& D2 = basis(n2, encoded);
-  at::Tensor tiles = at::matmul(at::matmul(D1.t(), encoded), D2);  // (Y, X, n1, n2)
+  // [b][a] -> [a][b], then T = D1ᵀ · E · D2 per tile.
+  at::Tensor tiles = at::matmul(at::matmul(D1.t(), encoded.transpose(-1, -2)), D2);  // (Y, X, n1, n2)
   return tiles.permute({0, 2, 1, 3}).reshape(shape);
 }
 
@@ -88,7 +166,7 @@ namespace {
 
 // The encoding with each chunk's coefficients on the last axis.
 at::Tensor chunk_rows(const at::Tensor& encoded) {
-  if (encoded.dim() == 4) return encoded.reshape({encoded.size(0), encoded.size(1), -1});
+  if (encoded.dim() == 4) return encoded.view({encoded.size(0), encoded.size(1), -1});
   return encoded;
 }
 
@@ -97,13 +175,121 @@ std::vector<int64_t> rows_shape(at::IntArrayRef encoded_shape) {
   return encoded_shape.vec();
 }
 
+// Magnitudes are compared in blocks of this many coefficients first.
+constexpr int64_t kBlock = 16;
+
+// The k largest magnitudes of `row` (of the equal ones, the lower
+// positions), in ascending positions into idx/val, and set to 0 in `row`.
+// With at least k blocks, the k-th largest of the blocks' maxima is at
+// most the row's k-th largest magnitude (those k maxima are k coefficients
+// of the row), so only the blocks whose maximum reaches it can hold a
+// winner: a vectorised pass for the maxima, then a few blocks scanned.
+struct SelectionScratch {
+  std::vector<std::pair<float, int64_t>> candidates;
+  std::vector<float> maxima, kth;
+};
+
+void extract_row(float* row, int64_t length, int64_t k, int64_t* idx, float* val, SelectionScratch& scratch) {
+  auto& candidates = scratch.candidates;
+  auto& maxima = scratch.maxima;
+  auto better = [](const std::pair<float, int64_t>& a, const std::pair<float, int64_t>& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  };
+  const int64_t blocks = (length + kBlock - 1) / kBlock;
+  float threshold = 0;  // no magnitude is below it
+  if (blocks >= k) {
+    maxima.resize(blocks);
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int64_t end = std::min(length, (b + 1) * kBlock);
+      float m = 0;
+      for (int64_t i = b * kBlock; i < end; ++i) m = std::max(m, std::fabs(row[i]));
+      maxima[b] = m;
+    }
+    scratch.kth.assign(maxima.begin(), maxima.end());
+    std::nth_element(scratch.kth.begin(), scratch.kth.begin() + (k - 1), scratch.kth.end(), std::greater<float>());
+    threshold = scratch.kth[k - 1];
+  }
+  candidates.clear();
+  for (int64_t b = 0; b < blocks; ++b) {
+    if (blocks >= k && maxima[b] < threshold) continue;
+    for (int64_t i = b * kBlock; i < std::min(length, (b + 1) * kBlock); ++i) {
+      const float magnitude = std::fabs(row[i]);
+      // NaN fails every comparison: kept, so that the selection sees it.
+      if (!(magnitude < threshold)) candidates.emplace_back(magnitude, i);
+    }
+  }
+  std::nth_element(candidates.begin(), candidates.begin() + (k - 1), candidates.end(), better);
+  candidates.resize(k);
+  std::sort(candidates.begin(), candidates.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+  for (int64_t j = 0; j < k; ++j) {
+    idx[j] = candidates[j].second;
+    val[j] = row[candidates[j].second];
+    row[candidates[j].second] = 0;
+  }
+}
+
 }  // namespace
 
-Compressed compress(const at::Tensor& encoded, int64_t topk) {
+Compressed extract_topk(at::Tensor& encoded, int64_t topk) {
+  EXOGYM_CHECK_INTERNAL(encoded.is_contiguous(), "extract_topk: the encoding must be contiguous");
   at::Tensor rows = chunk_rows(encoded);
-  const int64_t k = std::max<int64_t>(1, std::min<int64_t>(topk, rows.size(-1)));
-  at::Tensor idx = std::get<1>(at::topk(rows.abs(), k, /*dim=*/-1, /*largest=*/true, /*sorted=*/false));
-  at::Tensor val = at::gather(rows, -1, idx);
+  const int64_t length = rows.size(-1);
+  const int64_t k = std::max<int64_t>(1, std::min<int64_t>(topk, length));
+  std::vector<int64_t> sent_shape = rows.sizes().vec();
+  sent_shape.back() = k;
+  if (!(encoded.device().is_cpu() && encoded.scalar_type() == at::kFloat)) {
+    // Elsewhere (a GPU): the same selection with ATen's operators.
+    at::Tensor idx =
+        std::get<0>(std::get<1>(at::topk(rows.abs(), k, /*dim=*/-1, /*largest=*/true, /*sorted=*/false)).sort(-1));
+    at::Tensor val = at::gather(rows, -1, idx);
+    rows.scatter_(-1, idx, 0.0);
+    return {idx, val};
+  }
+  at::Tensor idx = at::empty(sent_shape, encoded.options().dtype(at::kLong));
+  at::Tensor val = at::empty(sent_shape, encoded.options());
+  SelectionScratch scratch;
+  float* data = rows.data_ptr<float>();
+  const int64_t chunks = rows.numel() / length;
+  for (int64_t c = 0; c < chunks; ++c)
+    extract_row(data + c * length, length, k, idx.data_ptr<int64_t>() + c * k, val.data_ptr<float>() + c * k, scratch);
+  return {idx, val};
+}
+
+Compressed compress(const at::Tensor& encoded, int64_t topk) {
+  at::Tensor copy = encoded.contiguous().clone();
+  return extract_topk(copy, topk);
+}
+
+Compressed DctTransform::accumulate_and_extract(at::Tensor& encoded_delta, const at::Tensor& grad, double decay,
+                                                double lr, int64_t topk) {
+  const bool fused = grad.defined() && fast_path(grad, transform_shape(grad.sizes())) &&
+                     encoded_delta.is_contiguous() && encoded_delta.scalar_type() == at::kFloat;
+  if (!fused) {
+    encoded_delta.mul_(decay);
+    if (grad.defined()) encoded_delta.add_(encode(grad), lr);
+    return extract_topk(encoded_delta, topk);
+  }
+  // Tile by tile while it is in cache: the momentum's update, then the
+  // selection of what to send.
+  const auto tshape = transform_shape(grad.sizes());
+  const int64_t R = tshape[0], C = tshape[1];
+  const int64_t n1 = chunk_size(R, target_), n2 = chunk_size(C, target_), length = n1 * n2;
+  const int64_t k = std::max<int64_t>(1, std::min<int64_t>(topk, length));
+  const at::Tensor source = grad.contiguous();
+  at::Tensor idx = at::empty({R / n1, C / n2, k}, grad.options().dtype(at::kLong));
+  at::Tensor val = at::empty({R / n1, C / n2, k}, grad.options());
+  SelectionScratch scratch;
+  const float d = static_cast<float>(decay), l = static_cast<float>(lr);
+  float* delta = encoded_delta.data_ptr<float>();
+  for (int64_t y = 0, t = 0; y < R / n1; ++y) {
+    encode_tile_row(source.data_ptr<float>(), C, y, n1, n2);
+    for (int64_t xi = 0; xi < C / n2; ++xi, ++t) {
+      const float* encoded = block_.data() + xi * length;
+      float* tile = delta + t * length;
+      for (int64_t i = 0; i < length; ++i) tile[i] = d * tile[i] + l * (scale_[i] * encoded[i]);
+      extract_row(tile, length, k, idx.data_ptr<int64_t>() + t * k, val.data_ptr<float>() + t * k, scratch);
+    }
+  }
   return {idx, val};
 }
 

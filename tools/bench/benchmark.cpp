@@ -30,6 +30,7 @@ int run_benchmark(const BenchOptions& o) {
   if (o.wants("checkpoint")) report["checkpoint"] = checkpoint_section(o);
   if (o.wants("precision")) report["precision"] = precision_section(o);
   if (o.wants("nanogpt16")) report["nanogpt16"] = nanogpt16_section(o);
+  if (o.wants("demo")) report["demo"] = demo_section(o);
   if (o.wants("nonfinite")) report["nonfinite"] = nonfinite_section(o);
   report["targets"] = check_targets(o, report, dataset);
   if (!o.json_file.empty()) {

@@ -46,26 +46,6 @@ double peak_rss_bytes() {
   return static_cast<double>(usage.ru_maxrss) * 1024.0;
 }
 
-rt::plugin::PluginLoader make_loader(const json& spec) {
-  std::vector<fs::path> paths;
-  if (spec.contains("plugin_path")) paths.emplace_back(spec["plugin_path"].get<std::string>());
-  return rt::plugin::PluginLoader(paths);
-}
-
-std::shared_ptr<const sdk::Dataset> load_dataset(const json& spec) {
-  const json data = spec["data"];
-  sdk::DatasetRequest request;
-  request.path = data.value("path", "");
-  request.split = "train";
-  request.seed = 42;
-  request.local_nodes = request.num_nodes = spec.value("nodes", 1);
-  const std::string name = data["dataset"];
-  auto specs = rt::data::builtin_dataset_options(name);
-  if (!specs) throw std::runtime_error("the benchmark uses built-in datasets, not \"" + name + "\"");
-  json options = sdk::validate_options(data.value("options", json::object()), *specs, "data.options");
-  return rt::data::make_builtin_dataset(name, options, request);
-}
-
 json simulator_manifest(const json& spec, const fs::path& dir) {
   return {
       {"name", "bench"},
@@ -163,6 +143,26 @@ json child_dataset(const json& spec) {
 
 }  // namespace
 
+runtime::plugin::PluginLoader make_loader(const json& spec) {
+  std::vector<fs::path> paths;
+  if (spec.contains("plugin_path")) paths.emplace_back(spec["plugin_path"].get<std::string>());
+  return rt::plugin::PluginLoader(paths);
+}
+
+std::shared_ptr<const sdk::Dataset> load_dataset(const json& spec) {
+  const json data = spec["data"];
+  sdk::DatasetRequest request;
+  request.path = data.value("path", "");
+  request.split = "train";
+  request.seed = 42;
+  request.local_nodes = request.num_nodes = spec.value("nodes", 1);
+  const std::string name = data["dataset"];
+  auto specs = rt::data::builtin_dataset_options(name);
+  if (!specs) throw std::runtime_error("the benchmark uses built-in datasets, not \"" + name + "\"");
+  json options = sdk::validate_options(data.value("options", json::object()), *specs, "data.options");
+  return rt::data::make_builtin_dataset(name, options, request);
+}
+
 double process_age() {
   std::ifstream stat_file("/proc/self/stat");
   std::string stat((std::istreambuf_iterator<char>(stat_file)), std::istreambuf_iterator<char>());
@@ -184,6 +184,7 @@ int run_child(const std::string& spec_text, double age_at_main) {
   const json result = kind == "simulator"   ? child_simulator(spec, age_at_main)
                       : kind == "bare"      ? child_bare(spec)
                       : kind == "nonfinite" ? child_nonfinite(spec)
+                      : kind == "demo"      ? child_demo(spec)
                                             : child_dataset(spec);
   std::cout << kResultPrefix << result.dump() << std::endl;
   return 0;

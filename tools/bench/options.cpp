@@ -14,7 +14,7 @@ const char* const kDescription =
     "doing the same work, for the models mlp, cnn and nanogpt "
     "(small, block 128) at K = 1, 4 and 16 nodes, plus a node-count sweep (MLP DiLoCo), a parallelism sweep, the cost "
     "of reports, of checkpoints and of the non-finite check, bf16 against fp32, 16 nanoGPT-small DiLoCo nodes against "
-    "a bare loop, "
+    "a bare loop, DeMo's compression against the MLP's step, "
     "then checks the performance targets. Every measurement runs in a fresh child process.";
 
 bool BenchOptions::wants(const std::string& section) const {
@@ -34,12 +34,12 @@ void add_options(CLI::App& app, BenchOptions& o) {
       ->group(what);
   app.add_option("--sections", o.sections,
                  "comma-separated subset of startup,overhead,sweep,parallelism,memory,report,checkpoint,precision,"
-                 "nanogpt16,nonfinite "
+                 "nanogpt16,demo,nonfinite "
                  "(default: all)")
       ->type_name("LIST")
       ->delimiter(',')
       ->check(CLI::IsMember({"startup", "overhead", "sweep", "parallelism", "memory", "report", "checkpoint",
-                             "precision", "nanogpt16", "nonfinite"}))
+                             "precision", "nanogpt16", "demo", "nonfinite"}))
       ->group(what);
   app.add_option("--nodes", o.nodes, "node counts of the overhead table (default 1,4,16); repeatable")
       ->type_name("LIST")

@@ -290,6 +290,29 @@ json nanogpt16_section(const BenchOptions& o) {
   return out;
 }
 
+json demo_section(const BenchOptions& o) {
+  std::cout << "DeMo's compression per node-step (momentum update in the DCT domain and top-32 selection, chunks of "
+               "64) against the model's forward and backward passes: one node, batch 64";
+  if (o.repeat > 1) std::cout << " (the fastest of " << o.repeat << " runs)";
+  std::cout << "\n\n";
+  const ModelCase mlp = mlp_case(o);
+  json spec = {{"kind", "demo"},   {"model", mlp.name},          {"model_options", mlp.model_options},
+               {"data", mlp.data}, {"steps", o.quick ? 8 : 200}, {"batch_size", 64}};
+  std::vector<double> passes, compression;
+  for (int i = 0; i < o.repeat; ++i) {
+    const json run = measure(o, spec);
+    passes.push_back(run["forward_backward_seconds"]);
+    compression.push_back(run["compression_seconds"]);
+  }
+  const double pass_s = fastest(passes), compression_s = fastest(compression);
+  print_table({"model", "forward+backward ms", "compression ms", "compression/passes"},
+              {{mlp.name, fmt(1e3 * pass_s, 3), fmt(1e3 * compression_s, 3), fmt(compression_s / pass_s, 2)}});
+  return {{"model", mlp.name},
+          {"forward_backward_seconds", pass_s},
+          {"compression_seconds", compression_s},
+          {"ratio", compression_s / pass_s}};
+}
+
 json nonfinite_section(const BenchOptions& o) {
   std::cout << "The non-finite check (train.on_nonfinite): a pass over one replica's parameters against a step\n\n";
   json out = json::array();

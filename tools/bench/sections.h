@@ -39,6 +39,10 @@ nlohmann::json nanogpt16_section(const BenchOptions& options);
 // nodes): wall time, and the run's own split of it (whole_run.cpp).
 nlohmann::json whole_run_section(const BenchOptions& options);
 
+// DeMo: the compression of one node's gradients per step against the MNIST
+// MLP's forward and backward passes (demo_cost.cpp).
+nlohmann::json demo_section(const BenchOptions& options);
+
 // The non-finite check: one pass over a replica's parameters (what checking
 // them every step would add per node), against a step of one node.
 nlohmann::json nonfinite_section(const BenchOptions& options);

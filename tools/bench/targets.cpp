@@ -141,6 +141,15 @@ void check_nanogpt16(Targets& targets, const json& row) {
                     format_bytes(row["one_replica_bytes"]) + ", <= 1.3 x");
 }
 
+// DeMo's compression at most half of the MNIST MLP's forward and backward
+// passes, per node-step.
+void check_demo(Targets& targets, const json& row) {
+  const double ratio = row["ratio"];
+  targets.check("DeMo's compression against the MLP's forward and backward passes", ratio, 0.5, ratio <= 0.5,
+                fmt(1e3 * row["compression_seconds"].get<double>(), 3) + " ms = " + fmt(ratio, 2) + " x " +
+                    fmt(1e3 * row["forward_backward_seconds"].get<double>(), 3) + " ms, <= 0.5 x");
+}
+
 // The whole process of the small MNIST job within 1.3 s, its datasets ready
 // within 0.1 s, and start-up after the datasets within 0.1 s at 16 nodes.
 void check_whole_run(Targets& targets, const json& rows) {
@@ -171,6 +180,7 @@ json check_targets(const BenchOptions& o, const json& report, double dataset) {
   if (!o.quick && o.wants("checkpoint")) check_checkpoints(targets, report.at("checkpoint"));
   if (!o.quick && o.wants("precision")) check_precision(targets, report.at("precision"));
   if (!o.quick && o.wants("nanogpt16")) check_nanogpt16(targets, report.at("nanogpt16"));
+  if (!o.quick && o.wants("demo")) check_demo(targets, report.at("demo"));
   return targets.checked();
 }
 
