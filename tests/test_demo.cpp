@@ -423,6 +423,8 @@ TEST_CASE("demo: a checkpoint's momentum loads, parameter-shaped ones of earlier
     REQUIRE(at::equal(again.at("delta_dct.weight"), state.at("delta_dct.weight")));
     REQUIRE_THROWS_WITH(strategy->load_state({{"delta_dct.weight", at::zeros({60})}}),
                         Catch::Contains("delta_dct.weight has the shape [60], expected [1, 1, 10, 6]"));
+    REQUIRE_THROWS_WITH(strategy->load_state({{"delta.weight", at::zeros({5})}}),
+                        Catch::Contains("delta.weight has the shape [5], expected [6, 10]"));
   });
 }
 

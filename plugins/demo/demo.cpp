@@ -17,6 +17,7 @@
 // crashed), a parameter without a gradient counts as a zero gradient (it
 // crashed), and the average of the received coefficients is deterministic.
 #include <ATen/ATen.h>
+#include <c10/util/StringUtil.h>
 #include <torch/nn/module.h>
 
 #include <memory>
@@ -157,12 +158,10 @@ class DemoStrategy final : public sdk::Strategy {
     at::NoGradGuard no_grad;
     for (size_t i = 0; i < params_.size(); ++i) {
       if (auto it = in.find("delta_dct." + names_[i]); it != in.end()) {
-        if (it->second.sizes() != deltas_[i].sizes())
-          throw sdk::Error("DeMo state: delta_dct." + names_[i] + " has the shape " + shape_text(it->second) +
-                           ", expected " + shape_text(deltas_[i]) + " (was compression_chunk changed?)");
-        deltas_[i].copy_(it->second);
+        deltas_[i].copy_(checked_shape(it->first, it->second, deltas_[i].sizes()));
       } else if (auto old = in.find("delta." + names_[i]); old != in.end() && params_[i].numel() > 0) {
-        deltas_[i].copy_(transform_.encode(old->second.to(deltas_[i].options())));
+        const at::Tensor& delta = checked_shape(old->first, old->second, params_[i].sizes());
+        deltas_[i].copy_(transform_.encode(delta.to(deltas_[i].options())));
       }
     }
   }
@@ -180,10 +179,11 @@ class DemoStrategy final : public sdk::Strategy {
   }
 
  private:
-  static std::string shape_text(const at::Tensor& t) {
-    std::string text = "[";
-    for (int64_t d = 0; d < t.dim(); ++d) text += (d ? ", " : "") + std::to_string(t.size(d));
-    return text + "]";
+  static const at::Tensor& checked_shape(const std::string& key, const at::Tensor& t, at::IntArrayRef expected) {
+    if (t.sizes() != expected)
+      throw sdk::Error("DeMo state: " + key + " has the shape " + c10::str(t.sizes()) + ", expected " +
+                       c10::str(expected) + " (was compression_chunk changed?)");
+    return t;
   }
 
   // The sign of the decoded average of what every node sent, per parameter

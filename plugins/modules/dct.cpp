@@ -128,22 +128,25 @@ at::Tensor DctTransform::encode_matmul(const at::Tensor& x) {
   return at::matmul(at::matmul(D1, tiles), D2.t()).transpose(-1, -2).contiguous();
 }
 
-at::Tensor DctTransform::encode(const at::Tensor& x) {
+void DctTransform::for_each_tile(const at::Tensor& x, const std::function<void(int64_t, const float*)>& visit) {
   const auto tshape = transform_shape(x.sizes());
-  if (!fast_path(x, tshape)) return encode_matmul(x);
   const int64_t R = tshape[0], C = tshape[1];
   const int64_t n1 = chunk_size(R, target_), n2 = chunk_size(C, target_);
   const at::Tensor source = x.contiguous();
-  at::Tensor out = at::empty(encoded_shape(x.sizes()), x.options());
-  float* o = out.data_ptr<float>();
-  const int64_t length = n1 * n2;
-  for (int64_t y = 0; y < R / n1; ++y) {
+  for (int64_t y = 0, t = 0; y < R / n1; ++y) {
     encode_tile_row(source.data_ptr<float>(), C, y, n1, n2);
-    for (int64_t xi = 0; xi < C / n2; ++xi, o += length) {
-      const float* tile = block_.data() + xi * length;
-      for (int64_t i = 0; i < length; ++i) o[i] = scale_[i] * tile[i];
-    }
+    for (int64_t xi = 0; xi < C / n2; ++xi, ++t) visit(t, block_.data() + xi * n1 * n2);
   }
+}
+
+at::Tensor DctTransform::encode(const at::Tensor& x) {
+  if (!fast_path(x, transform_shape(x.sizes()))) return encode_matmul(x);
+  at::Tensor out = at::empty(encoded_shape(x.sizes()), x.options());
+  const int64_t length = out.size(2) * out.size(3);
+  float* o = out.data_ptr<float>();
+  for_each_tile(x, [&](int64_t t, const float* coefficients) {
+    for (int64_t i = 0; i < length; ++i) o[t * length + i] = scale_[i] * coefficients[i];
+  });
   return out;
 }
 
@@ -228,31 +231,48 @@ void extract_row(float* row, int64_t length, int64_t k, int64_t* idx, float* val
   }
 }
 
+// The coefficients each chunk sends, taken out chunk by chunk: `chunks`
+// is the encoding's shape without its last (per-chunk) axis.
+class Selection {
+ public:
+  Selection(std::vector<int64_t> chunks, int64_t length, int64_t topk, const at::TensorOptions& options)
+      : length_(length), k_(std::max<int64_t>(1, std::min<int64_t>(topk, length))) {
+    chunks.push_back(k_);
+    idx_ = at::empty(chunks, options.dtype(at::kLong));
+    val_ = at::empty(chunks, options);
+  }
+  int64_t k() const { return k_; }
+  // Chunk c, at `row` (length_ floats).
+  void take(int64_t c, float* row) {
+    extract_row(row, length_, k_, idx_.data_ptr<int64_t>() + c * k_, val_.data_ptr<float>() + c * k_, scratch_);
+  }
+  Compressed result() const { return {idx_, val_}; }
+
+ private:
+  int64_t length_, k_;
+  at::Tensor idx_, val_;
+  SelectionScratch scratch_;
+};
+
 }  // namespace
 
 Compressed extract_topk(at::Tensor& encoded, int64_t topk) {
   EXOGYM_CHECK_INTERNAL(encoded.is_contiguous(), "extract_topk: the encoding must be contiguous");
   at::Tensor rows = chunk_rows(encoded);
   const int64_t length = rows.size(-1);
-  const int64_t k = std::max<int64_t>(1, std::min<int64_t>(topk, length));
-  std::vector<int64_t> sent_shape = rows.sizes().vec();
-  sent_shape.back() = k;
+  const at::IntArrayRef sizes = rows.sizes();
+  Selection selection(sizes.slice(0, sizes.size() - 1).vec(), length, topk, encoded.options());
   if (!(encoded.device().is_cpu() && encoded.scalar_type() == at::kFloat)) {
     // Elsewhere (a GPU): the same selection with ATen's operators.
-    at::Tensor idx =
-        std::get<0>(std::get<1>(at::topk(rows.abs(), k, /*dim=*/-1, /*largest=*/true, /*sorted=*/false)).sort(-1));
+    at::Tensor idx = std::get<0>(
+        std::get<1>(at::topk(rows.abs(), selection.k(), /*dim=*/-1, /*largest=*/true, /*sorted=*/false)).sort(-1));
     at::Tensor val = at::gather(rows, -1, idx);
     rows.scatter_(-1, idx, 0.0);
     return {idx, val};
   }
-  at::Tensor idx = at::empty(sent_shape, encoded.options().dtype(at::kLong));
-  at::Tensor val = at::empty(sent_shape, encoded.options());
-  SelectionScratch scratch;
   float* data = rows.data_ptr<float>();
-  const int64_t chunks = rows.numel() / length;
-  for (int64_t c = 0; c < chunks; ++c)
-    extract_row(data + c * length, length, k, idx.data_ptr<int64_t>() + c * k, val.data_ptr<float>() + c * k, scratch);
-  return {idx, val};
+  for (int64_t c = 0; c < rows.numel() / length; ++c) selection.take(c, data + c * length);
+  return selection.result();
 }
 
 Compressed compress(const at::Tensor& encoded, int64_t topk) {
@@ -271,26 +291,16 @@ Compressed DctTransform::accumulate_and_extract(at::Tensor& encoded_delta, const
   }
   // Tile by tile while it is in cache: the momentum's update, then the
   // selection of what to send.
-  const auto tshape = transform_shape(grad.sizes());
-  const int64_t R = tshape[0], C = tshape[1];
-  const int64_t n1 = chunk_size(R, target_), n2 = chunk_size(C, target_), length = n1 * n2;
-  const int64_t k = std::max<int64_t>(1, std::min<int64_t>(topk, length));
-  const at::Tensor source = grad.contiguous();
-  at::Tensor idx = at::empty({R / n1, C / n2, k}, grad.options().dtype(at::kLong));
-  at::Tensor val = at::empty({R / n1, C / n2, k}, grad.options());
-  SelectionScratch scratch;
+  const int64_t length = encoded_delta.size(2) * encoded_delta.size(3);
+  Selection selection({encoded_delta.size(0), encoded_delta.size(1)}, length, topk, encoded_delta.options());
   const float d = static_cast<float>(decay), l = static_cast<float>(lr);
   float* delta = encoded_delta.data_ptr<float>();
-  for (int64_t y = 0, t = 0; y < R / n1; ++y) {
-    encode_tile_row(source.data_ptr<float>(), C, y, n1, n2);
-    for (int64_t xi = 0; xi < C / n2; ++xi, ++t) {
-      const float* encoded = block_.data() + xi * length;
-      float* tile = delta + t * length;
-      for (int64_t i = 0; i < length; ++i) tile[i] = d * tile[i] + l * (scale_[i] * encoded[i]);
-      extract_row(tile, length, k, idx.data_ptr<int64_t>() + t * k, val.data_ptr<float>() + t * k, scratch);
-    }
-  }
-  return {idx, val};
+  for_each_tile(grad, [&](int64_t t, const float* coefficients) {
+    float* tile = delta + t * length;
+    for (int64_t i = 0; i < length; ++i) tile[i] = d * tile[i] + l * (scale_[i] * coefficients[i]);
+    selection.take(t, tile);
+  });
+  return selection.result();
 }
 
 at::Tensor decompress(const at::Tensor& idx, const at::Tensor& val, at::IntArrayRef encoded_shape) {

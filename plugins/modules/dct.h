@@ -24,6 +24,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -92,6 +93,9 @@ class DctTransform {
   // block_[(xi * n2 + b) * n1 + a], to be multiplied by scale_[b * n1 + a]
   // to make it orthonormal.
   void encode_tile_row(const float* x, int64_t C, int64_t y, int64_t n1, int64_t n2);
+  // visit(t, coefficients) for each tile t of `x` (on the fast path), in
+  // the encoding's order; coefficients[i] * scale_[i] is its i-th.
+  void for_each_tile(const at::Tensor& x, const std::function<void(int64_t, const float*)>& visit);
   at::Tensor encode_matmul(const at::Tensor& x);
 
   int64_t target_;

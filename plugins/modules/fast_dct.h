@@ -24,8 +24,6 @@ class DctPlan {
   DctPlan(const DctPlan&) = delete;
   DctPlan& operator=(const DctPlan&) = delete;
 
-  int64_t size() const { return n_; }
-
   // out row k (at out + k * out_stride) = sum_j C[k][j] * row j of `in` (at
   // in + j * in_stride), for m floats per row, where
   // C[k][j] = cos(pi (2j + 1) k / 2n): the unnormalised DCT-II.

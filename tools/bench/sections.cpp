@@ -20,22 +20,38 @@ namespace {
 
 using Rows = std::vector<std::vector<std::string>>;
 
-// One overhead row: `repeat` runs of each loop, alternating the two so that
-// slow phases of a noisy machine spread over both.
-json overhead_row(const BenchOptions& o, const ModelCase& c, int K, int64_t steps) {
-  json spec = training_spec(c, K, steps, c.batch_size, "allreduce", adamw_options());
-  std::vector<double> sim_runs, bare_runs, startups, loads;
-  json sim, bare;
+// `repeat` runs of the simulator and of the bare loop on `spec`, alternating
+// the two so that slow phases of a noisy machine spread over both.
+struct SideBySide {
+  std::vector<json> simulator, bare;  // every run's measurement
+};
+
+SideBySide side_by_side(const BenchOptions& o, json spec) {
+  SideBySide runs;
   for (int i = 0; i < o.repeat; ++i) {
     spec["kind"] = "simulator";
-    sim = measure(o, spec);
+    runs.simulator.push_back(measure(o, spec));
     spec["kind"] = "bare";
-    bare = measure(o, spec);
-    sim_runs.push_back(sim["loop_seconds"]);
-    bare_runs.push_back(bare["loop_seconds"]);
-    startups.push_back(sim["startup_seconds"]);
-    loads.push_back(sim["libtorch_load_seconds"]);
+    runs.bare.push_back(measure(o, spec));
   }
+  return runs;
+}
+
+// One field of every run.
+std::vector<double> field(const std::vector<json>& runs, const char* name) {
+  std::vector<double> values;
+  for (const auto& run : runs) values.push_back(run.at(name));
+  return values;
+}
+
+// One overhead row.
+json overhead_row(const BenchOptions& o, const ModelCase& c, int K, int64_t steps) {
+  const SideBySide runs = side_by_side(o, training_spec(c, K, steps, c.batch_size, "allreduce", adamw_options()));
+  const json &sim = runs.simulator.back(), &bare = runs.bare.back();
+  const std::vector<double> sim_runs = field(runs.simulator, "loop_seconds"),
+                            bare_runs = field(runs.bare, "loop_seconds");
+  const std::vector<double> startups = field(runs.simulator, "startup_seconds");
+  const std::vector<double> loads = field(runs.simulator, "libtorch_load_seconds");
   // The load time shown is the fastest start-up's own part.
   const size_t fastest_start = std::min_element(startups.begin(), startups.end()) - startups.begin();
   const double sim_s = fastest(sim_runs), bare_s = fastest(bare_runs);
@@ -245,16 +261,10 @@ json nanogpt16_section(const BenchOptions& o) {
   const double dataset = dataset_bytes(o, gpt.data);
   json spec = training_spec(gpt, nodes, steps, gpt.batch_size, "diloco", diloco_options());
   if (o.quick) spec["strategy_options"]["H"] = 2;  // outer steps within the quick run
-  std::vector<double> sim_runs, bare_runs;
-  json sim, bare;
-  for (int i = 0; i < o.repeat; ++i) {  // alternating, so that noise spreads over both
-    spec["kind"] = "simulator";
-    sim = measure(o, spec);
-    spec["kind"] = "bare";
-    bare = measure(o, spec);
-    sim_runs.push_back(sim["loop_seconds"]);
-    bare_runs.push_back(bare["loop_seconds"]);
-  }
+  const SideBySide runs = side_by_side(o, spec);
+  const json &sim = runs.simulator.back(), &bare = runs.bare.back();
+  const std::vector<double> sim_runs = field(runs.simulator, "loop_seconds"),
+                            bare_runs = field(runs.bare, "loop_seconds");
   // What one replica takes training alone in the bare loop: its parameters,
   // gradients and AdamW moments, and one step's activations (with the
   // allocator's slack around them, which a real process has too).
