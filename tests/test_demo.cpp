@@ -5,10 +5,13 @@
 #include <ATen/Parallel.h>
 #include <torch/nn/module.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <fstream>
 #include <functional>
 #include <future>
+#include <numeric>
 #include <sstream>
 
 #include "exogym/modules/dct.h"
@@ -201,10 +204,11 @@ TEST_CASE("demo: encode then decode is the identity for 0-D, 1-D, 2-D and conv t
 
 TEST_CASE("demo: the fast DCT is the DCT: it matches the basis's matrix products, in double", "[demo]") {
   // Lengths 8 to 64, even and odd, powers of two and not: each split of the
-  // fast transform and its direct base cases.
+  // fast transform, its kernels unrolled for lengths up to 16, its direct
+  // base cases, and widths that are and are not multiples of its strips.
   demo::DctTransform transform(64);
   at::manual_seed(12);
-  for (int64_t n1 : {8, 9, 12, 16, 29, 56, 64}) {
+  for (int64_t n1 : {8, 9, 10, 12, 16, 29, 32, 56, 64}) {
     for (int64_t n2 : {8, 14, 45, 64}) {
       INFO("tile " << n1 << " x " << n2);
       at::Tensor x = at::randn({2 * n1, 3 * n2});
@@ -247,6 +251,39 @@ TEST_CASE("demo: extract_topk takes the largest magnitudes out, the lower positi
   at::Tensor again = at::tensor({1.f, -3.f, 3.f, 0.5f}).reshape({1, 4});
   REQUIRE(at::equal(demo::compress(again, 2).idx, at::tensor({1L, 2L}).reshape({1, 2})));
   REQUIRE(again[0][1].item<float>() == -3.f);
+}
+
+TEST_CASE("demo: extract_topk is a full sort's top-k on long rows with ties, infinities and NaN", "[demo]") {
+  // Long rows take the bound from blocks' maxima, short ones (fewer blocks
+  // than k) do not; 3590 ends in a partial block. Four magnitudes only, so
+  // ties cross the k-th place; a NaN counts as the largest, as in torch.topk.
+  at::manual_seed(14);
+  for (int64_t length : {40, 600, 3584, 3590}) {
+    for (int64_t k : {1, 7, 32}) {
+      INFO("length " << length << ", k " << k);
+      at::Tensor rows = (at::randint(0, 7, {3, length}) - 3).to(at::kFloat) * 0.5;
+      rows[1][length / 2] = INFINITY;
+      rows[1][length - 1] = -INFINITY;
+      rows[2][3] = NAN;
+      at::Tensor work = rows.clone();
+      const auto sent = demo::extract_topk(work, k);
+      at::Tensor expected_work = rows.clone();
+      for (int64_t r = 0; r < 3; ++r) {
+        const float* row = rows[r].data_ptr<float>();
+        auto rank = [&](int64_t i) { return std::make_pair(std::isnan(row[i]), std::fabs(row[i])); };
+        std::vector<int64_t> order(length);
+        std::iota(order.begin(), order.end(), 0);
+        std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return rank(a) > rank(b); });
+        order.resize(k);
+        std::sort(order.begin(), order.end());
+        at::Tensor positions = at::tensor(order);
+        REQUIRE(at::equal(sent.idx[r], positions));
+        REQUIRE(at::equal(sent.val[r].nan_to_num(7.f), rows[r].index({positions}).nan_to_num(7.f)));
+        expected_work[r].index_put_({positions}, 0.f);
+      }
+      REQUIRE(at::equal(work, expected_work));
+    }
+  }
 }
 
 TEST_CASE("demo: the momentum kept encoded is the reference's delta - decode(sent), sending the same", "[demo]") {

@@ -8,8 +8,10 @@
 #include <stdexcept>
 #include <utility>
 
+#include "cpu_dispatch.h"
 #include "exogym/sdk/error.h"
 #include "fast_dct.h"
+#include "topk.h"
 
 namespace exogym::modules::demo {
 
@@ -67,6 +69,18 @@ std::vector<int64_t> transform_shape(at::IntArrayRef shape) {
 // products: the fast DCT's passes would be too short to pay.
 constexpr int64_t kFastMinChunk = 8;
 
+// The orthonormal factors applied to a tile of fast-DCT coefficients:
+// out = scale * coefficients, and the momentum's update
+// tile = decay * tile + lr * (scale * coefficients).
+EXOGYM_CLONED void scale_tile(const float* scale, const float* coefficients, float* out, int64_t length) {
+  for (int64_t i = 0; i < length; ++i) out[i] = scale[i] * coefficients[i];
+}
+
+EXOGYM_CLONED void decay_and_add_scaled(float* tile, float decay, float lr, const float* scale,
+                                        const float* coefficients, int64_t length) {
+  for (int64_t i = 0; i < length; ++i) tile[i] = decay * tile[i] + lr * (scale[i] * coefficients[i]);
+}
+
 }  // namespace
 
 std::vector<int64_t> DctTransform::encoded_shape(at::IntArrayRef shape) const {
@@ -97,12 +111,7 @@ void DctTransform::encode_tile_row(const float* x, int64_t C, int64_t y, int64_t
   // transform a pass over all C columns), then, transposed, along the
   // columns of each tile (passes over n1 values).
   rows.apply(x + y * n1 * C, C, along_rows, C, C, rest);
-  constexpr int64_t kStrip = 16;  // columns per strip: the writes stay within a few cache lines
-  for (int64_t c0 = 0; c0 < C; c0 += kStrip) {
-    const int64_t c1 = std::min(C, c0 + kStrip);
-    for (int64_t a = 0; a < n1; ++a)
-      for (int64_t c = c0; c < c1; ++c) transposed[c * n1 + a] = along_rows[a * C + c];
-  }
+  detail::transpose(along_rows, C, transposed, n1, n1, C);
   for (int64_t xi = 0; xi < C / n2; ++xi)
     columns.apply(transposed + xi * n2 * n1, n1, block_.data() + xi * n2 * n1, n1, n1, rest);
   // The orthonormal factors of each coefficient: [b][a] -> s2[b] * s1[a].
@@ -145,7 +154,7 @@ at::Tensor DctTransform::encode(const at::Tensor& x) {
   const int64_t length = out.size(2) * out.size(3);
   float* o = out.data_ptr<float>();
   for_each_tile(x, [&](int64_t t, const float* coefficients) {
-    for (int64_t i = 0; i < length; ++i) o[t * length + i] = scale_[i] * coefficients[i];
+    scale_tile(scale_.data(), coefficients, o + t * length, length);
   });
   return out;
 }
@@ -167,118 +176,12 @@ at::Tensor DctTransform::decode(const at::Tensor& encoded, at::IntArrayRef shape
 
 namespace {
 
-// The encoding with each chunk's coefficients on the last axis.
-at::Tensor chunk_rows(const at::Tensor& encoded) {
-  if (encoded.dim() == 4) return encoded.view({encoded.size(0), encoded.size(1), -1});
-  return encoded;
-}
-
 std::vector<int64_t> rows_shape(at::IntArrayRef encoded_shape) {
   if (encoded_shape.size() == 4) return {encoded_shape[0], encoded_shape[1], encoded_shape[2] * encoded_shape[3]};
   return encoded_shape.vec();
 }
 
-// Magnitudes are compared in blocks of this many coefficients first.
-constexpr int64_t kBlock = 16;
-
-// The k largest magnitudes of `row` (of the equal ones, the lower
-// positions), in ascending positions into idx/val, and set to 0 in `row`.
-// With at least k blocks, the k-th largest of the blocks' maxima is at
-// most the row's k-th largest magnitude (those k maxima are k coefficients
-// of the row), so only the blocks whose maximum reaches it can hold a
-// winner: a vectorised pass for the maxima, then a few blocks scanned.
-struct SelectionScratch {
-  std::vector<std::pair<float, int64_t>> candidates;
-  std::vector<float> maxima, kth;
-};
-
-void extract_row(float* row, int64_t length, int64_t k, int64_t* idx, float* val, SelectionScratch& scratch) {
-  auto& candidates = scratch.candidates;
-  auto& maxima = scratch.maxima;
-  auto better = [](const std::pair<float, int64_t>& a, const std::pair<float, int64_t>& b) {
-    return a.first > b.first || (a.first == b.first && a.second < b.second);
-  };
-  const int64_t blocks = (length + kBlock - 1) / kBlock;
-  float threshold = 0;  // no magnitude is below it
-  if (blocks >= k) {
-    maxima.resize(blocks);
-    for (int64_t b = 0; b < blocks; ++b) {
-      const int64_t end = std::min(length, (b + 1) * kBlock);
-      float m = 0;
-      for (int64_t i = b * kBlock; i < end; ++i) m = std::max(m, std::fabs(row[i]));
-      maxima[b] = m;
-    }
-    scratch.kth.assign(maxima.begin(), maxima.end());
-    std::nth_element(scratch.kth.begin(), scratch.kth.begin() + (k - 1), scratch.kth.end(), std::greater<float>());
-    threshold = scratch.kth[k - 1];
-  }
-  candidates.clear();
-  for (int64_t b = 0; b < blocks; ++b) {
-    if (blocks >= k && maxima[b] < threshold) continue;
-    for (int64_t i = b * kBlock; i < std::min(length, (b + 1) * kBlock); ++i) {
-      const float magnitude = std::fabs(row[i]);
-      // NaN fails every comparison: kept, so that the selection sees it.
-      if (!(magnitude < threshold)) candidates.emplace_back(magnitude, i);
-    }
-  }
-  std::nth_element(candidates.begin(), candidates.begin() + (k - 1), candidates.end(), better);
-  candidates.resize(k);
-  std::sort(candidates.begin(), candidates.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
-  for (int64_t j = 0; j < k; ++j) {
-    idx[j] = candidates[j].second;
-    val[j] = row[candidates[j].second];
-    row[candidates[j].second] = 0;
-  }
-}
-
-// The coefficients each chunk sends, taken out chunk by chunk: `chunks`
-// is the encoding's shape without its last (per-chunk) axis.
-class Selection {
- public:
-  Selection(std::vector<int64_t> chunks, int64_t length, int64_t topk, const at::TensorOptions& options)
-      : length_(length), k_(std::max<int64_t>(1, std::min<int64_t>(topk, length))) {
-    chunks.push_back(k_);
-    idx_ = at::empty(chunks, options.dtype(at::kLong));
-    val_ = at::empty(chunks, options);
-  }
-  int64_t k() const { return k_; }
-  // Chunk c, at `row` (length_ floats).
-  void take(int64_t c, float* row) {
-    extract_row(row, length_, k_, idx_.data_ptr<int64_t>() + c * k_, val_.data_ptr<float>() + c * k_, scratch_);
-  }
-  Compressed result() const { return {idx_, val_}; }
-
- private:
-  int64_t length_, k_;
-  at::Tensor idx_, val_;
-  SelectionScratch scratch_;
-};
-
 }  // namespace
-
-Compressed extract_topk(at::Tensor& encoded, int64_t topk) {
-  EXOGYM_CHECK_INTERNAL(encoded.is_contiguous(), "extract_topk: the encoding must be contiguous");
-  at::Tensor rows = chunk_rows(encoded);
-  const int64_t length = rows.size(-1);
-  const at::IntArrayRef sizes = rows.sizes();
-  Selection selection(sizes.slice(0, sizes.size() - 1).vec(), length, topk, encoded.options());
-  if (!(encoded.device().is_cpu() && encoded.scalar_type() == at::kFloat)) {
-    // Elsewhere (a GPU): the same selection with ATen's operators.
-    at::Tensor idx = std::get<0>(
-        std::get<1>(at::topk(rows.abs(), selection.k(), /*dim=*/-1, /*largest=*/true, /*sorted=*/false)).sort(-1));
-    at::Tensor val = at::gather(rows, -1, idx);
-    rows.scatter_(-1, idx, 0.0);
-    return {idx, val};
-  }
-  float* data = rows.data_ptr<float>();
-  for (int64_t c = 0; c < rows.numel() / length; ++c) selection.take(c, data + c * length);
-  return selection.result();
-}
-
-Compressed compress(const at::Tensor& encoded, int64_t topk) {
-  at::Tensor copy = encoded.contiguous().clone();
-  return extract_topk(copy, topk);
-}
 
 Compressed DctTransform::accumulate_and_extract(at::Tensor& encoded_delta, const at::Tensor& grad, double decay,
                                                 double lr, int64_t topk) {
@@ -292,12 +195,13 @@ Compressed DctTransform::accumulate_and_extract(at::Tensor& encoded_delta, const
   // Tile by tile while it is in cache: the momentum's update, then the
   // selection of what to send.
   const int64_t length = encoded_delta.size(2) * encoded_delta.size(3);
-  Selection selection({encoded_delta.size(0), encoded_delta.size(1)}, length, topk, encoded_delta.options());
+  detail::TopkSelection selection({encoded_delta.size(0), encoded_delta.size(1)}, length, topk,
+                                  encoded_delta.options());
   const float d = static_cast<float>(decay), l = static_cast<float>(lr);
   float* delta = encoded_delta.data_ptr<float>();
   for_each_tile(grad, [&](int64_t t, const float* coefficients) {
     float* tile = delta + t * length;
-    for (int64_t i = 0; i < length; ++i) tile[i] = d * tile[i] + l * (scale_[i] * coefficients[i]);
+    decay_and_add_scaled(tile, d, l, scale_.data(), coefficients, length);
     selection.take(t, tile);
   });
   return selection.result();

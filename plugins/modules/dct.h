@@ -47,7 +47,9 @@ int64_t chunk_size(int64_t size, int64_t target);
 // on `device`. D·Dᵀ = I, so the inverse transform is Dᵀ.
 at::Tensor dct_basis(int64_t n, at::ScalarType dtype, c10::Device device);
 
-// Top-k coefficients of each chunk. A 4-D encoding (Y, X, n2, n1) is
+// Top-k coefficients of each chunk by magnitude (of equal ones, the lower
+// positions; a NaN counts as the largest, as in torch.topk, so that a
+// non-finite momentum is sent and seen). A 4-D encoding (Y, X, n2, n1) is
 // treated as (Y, X, n2*n1); a 2-D one as is. k is clamped to [1, chunk
 // elements].
 struct Compressed {

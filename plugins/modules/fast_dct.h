@@ -1,11 +1,13 @@
 #pragma once
 // A fast DCT-II for DeMo's encoder (dct.h): the transform along axis 0 of a
-// row-major block of n rows, each row a vector of m floats, so that every
-// operation is a vectorised pass over whole rows. Even lengths split into
-// two half-length DCTs (Lee's algorithm: sums and scaled differences of
-// mirrored rows), recursively; odd lengths and the smallest ones are done
-// directly. For n = 64 that is about 12 flops per element instead of the
-// 128 of a matrix product with the DCT basis.
+// row-major block of n rows, each row a vector of m floats, done on strips
+// of 16 columns so that every operation is a vector operation. Even lengths
+// split into two half-length DCTs (Lee's algorithm: sums and scaled
+// differences of mirrored rows), recursively; once a length is 16 or less
+// the rest of the recursion is unrolled at compile time with the strip's
+// values in registers; odd lengths and the smallest ones are done directly.
+// For n = 64 that is about 12 flops per element instead of the 128 of a
+// matrix product with the DCT basis.
 //
 // Internal to the modules library (not installed). Results are
 // deterministic: the same input gives the same bits on every call and
@@ -16,6 +18,8 @@
 #include <vector>
 
 namespace exogym::modules::demo::detail {
+
+struct StripKernel;
 
 class DctPlan {
  public:
@@ -32,11 +36,20 @@ class DctPlan {
 
   int64_t scratch_floats(int64_t m) const;
 
+  // Columns per strip (see apply()).
+  static constexpr int64_t kStrip = 16;
+
   // The factor that makes row k orthonormal: sqrt(1/n) for k = 0, else
   // sqrt(2/n).
   float orthonormal_scale(int64_t k) const { return k == 0 ? scale0_ : scale_; }
 
  private:
+  friend struct StripKernel;
+  // apply() on kStrip columns, and on any number of them.
+  void transform_strip(const float* in, int64_t in_stride, float* out, int64_t out_stride, float* scratch) const;
+  void transform_rows(const float* in, int64_t in_stride, float* out, int64_t out_stride, int64_t m,
+                      float* scratch) const;
+
   int64_t n_;
   float scale0_, scale_;
   // Direct lengths: C (n x n). Split lengths: 1 / (2 cos(pi (2j+1) / 2n))
@@ -45,5 +58,9 @@ class DctPlan {
   std::vector<float> inverse_cos_;
   std::unique_ptr<DctPlan> half_;
 };
+
+// out[c * out_stride + r] = in[r * in_stride + c] for r < rows, c < columns
+// (in and out must not overlap): blocks of kStrip x kStrip in registers.
+void transpose(const float* in, int64_t in_stride, float* out, int64_t out_stride, int64_t rows, int64_t columns);
 
 }  // namespace exogym::modules::demo::detail
