@@ -158,6 +158,21 @@ TEST_CASE("IidSampler: K = 1024 nodes", "[data]") {
   REQUIRE(std::set<int64_t>(all.begin(), all.end()).size() == 8192);
 }
 
+TEST_CASE("IidSampler: nodes H steps apart share each epoch's permutation, even when an epoch is one step", "[data]") {
+  // 4,096 nodes of 8 on MNIST: one step per epoch. Between DiLoCo's outer
+  // steps (H = 10) the nodes drift up to 10 steps, i.e. 10 epochs, apart:
+  // here node r runs step t while node 0 is 9 steps behind.
+  IidSampler sampler(60000, 4096, 8, 5);
+  REQUIRE(sampler.steps_per_epoch() == 1);
+  for (int64_t t = 9; t < 40; ++t) {
+    for (int rank = 0; rank < 4096; rank += 512) {
+      sampler.batch_indices(rank, t);
+      sampler.batch_indices(0, t - 9);
+    }
+  }
+  REQUIRE(sampler.permutations_computed() == 40);
+}
+
 TEST_CASE("IidSampler: errors", "[data]") {
   REQUIRE_THROWS_AS(IidSampler(100, 4, 32, 0), ConfigError);
   REQUIRE_THROWS_WITH(IidSampler(100, 4, 32, 0), Contains("train.batch_size") &&

@@ -3,6 +3,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/ops/randperm.h>
 
+#include <algorithm>
 #include <iterator>
 #include <stdexcept>
 #include <string>
@@ -32,7 +33,12 @@ void Sampler::check_shape(const char* sampler, int64_t dataset_size, int num_nod
 }
 
 IidSampler::IidSampler(int64_t dataset_size, int num_nodes, int64_t batch_size, uint64_t seed)
-    : dataset_size_(dataset_size), num_nodes_(num_nodes), batch_size_(batch_size), seed_(seed) {
+    : dataset_size_(dataset_size),
+      num_nodes_(num_nodes),
+      batch_size_(batch_size),
+      seed_(seed),
+      cached_epochs_(std::max(kMinCachedEpochs, kCacheBytes / (sizeof(int64_t) * static_cast<size_t>(std::max<int64_t>(
+                                                                                     1, dataset_size))))) {
   check_shape("IidSampler", dataset_size, num_nodes, batch_size);
   const int64_t per_step = num_nodes * batch_size;
   steps_per_epoch_ = dataset_size / per_step;
@@ -54,8 +60,9 @@ std::shared_ptr<const std::vector<int64_t>> IidSampler::epoch_permutation(int64_
   // Computed under the lock: the other threads need the same permutation and
   // would only wait for it anyway, and it takes about a millisecond for MNIST.
   auto perm = std::make_shared<const std::vector<int64_t>>(permutation(dataset_size_, seed_, epoch));
+  ++permutations_computed_;
   cache_.emplace(epoch, perm);
-  while (cache_.size() > kCachedEpochs) {
+  while (cache_.size() > cached_epochs_) {
     // Evict the oldest epoch, unless that is the one just asked for (a node
     // lagging behind), then the newest instead.
     auto victim = cache_.begin();
@@ -63,6 +70,11 @@ std::shared_ptr<const std::vector<int64_t>> IidSampler::epoch_permutation(int64_
     cache_.erase(victim);
   }
   return perm;
+}
+
+int64_t IidSampler::permutations_computed() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return permutations_computed_;
 }
 
 std::vector<int64_t> IidSampler::batch_indices(int rank, int64_t step) const {

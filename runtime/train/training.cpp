@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "exogym/runtime/cluster/block_cache.h"
 #include "exogym/runtime/cluster/cluster.h"
 #include "exogym/runtime/cluster/devices.h"
 #include "exogym/runtime/cluster/host_memory.h"
@@ -34,6 +35,8 @@ cluster::ThreadPlan prepare_cores(const RunState& s, int cores) {
   const cluster::ThreadPlan plan = cluster::plan_threads(
       {s.role.block.count, cores, m.parallelism, m.threads, m.pin_threads}, cluster::available_cores());
   if (!cluster::tune_malloc_for_training(plan.cores)) s.log->debug("malloc settings left as they are");
+  if (!cluster::install_block_cache())
+    s.log->debug("LibTorch's CPU allocator left as it is (EXOGYM_CPU_BLOCK_CACHE=0)");
   if (plan.oversubscribed()) {
     s.log->warn("parallelism {} × threads {} exceeds the {} cores: OpenMP teams will contend and slow the run down",
                 plan.parallelism, plan.threads, plan.cores);

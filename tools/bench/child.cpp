@@ -16,6 +16,7 @@
 
 #include "bench/bare_loop.h"
 #include "bench/harness.h"
+#include "exogym/runtime/cluster/block_cache.h"
 #include "exogym/runtime/cluster/cluster.h"
 #include "exogym/runtime/cluster/malloc_tuning.h"
 #include "exogym/runtime/data/registry.h"
@@ -89,8 +90,9 @@ json child_simulator(const json& spec, double age_at_main) {
 
 json child_bare(const json& spec) {
   const double base_rss = current_rss_bytes();
-  rt::cluster::tune_malloc_for_training(
-      rt::cluster::available_cores());  // as the simulator: the same process configuration
+  // As the simulator: the same process configuration.
+  rt::cluster::tune_malloc_for_training(rt::cluster::available_cores());
+  rt::cluster::install_block_cache();
   auto loader = make_loader(spec);
   auto plugin = loader.load("model", spec["model"].get<std::string>(), "model.plugin", fs::current_path());
   BareLoopConfig config;

@@ -1,0 +1,68 @@
+// LibTorch's CPU allocator replaced by the runtime's block cache
+// (runtime/cluster/block_cache.h): a training step's large tensors reuse
+// the previous step's blocks.
+#include <ATen/ATen.h>
+#include <c10/core/CPUAllocator.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "exogym/runtime/cluster/block_cache.h"
+#include "testing.h"
+
+namespace cluster = exogym::runtime::cluster;
+
+namespace {
+
+bool cache_disabled() {
+  const char* setting = std::getenv("EXOGYM_CPU_BLOCK_CACHE");
+  return setting && std::strcmp(setting, "0") == 0;
+}
+
+}  // namespace
+
+TEST_CASE("the block cache gives a freed large block to the next tensor of its size", "[malloc]") {
+  if (cache_disabled()) {
+    CHECK_FALSE(cluster::install_block_cache());
+    return;
+  }
+  REQUIRE(cluster::install_block_cache());
+  const cluster::BlockCacheStats before = cluster::block_cache_stats();
+  void* first = nullptr;
+  {
+    at::Tensor gradient = at::ones({256, 784});  // the MLP's first weight: 784 KiB
+    first = gradient.data_ptr();
+    REQUIRE(reinterpret_cast<uintptr_t>(first) % 64 == 0);  // LibTorch's alignment
+  }
+  at::Tensor next = at::empty({784, 256});
+  CHECK(next.data_ptr() == first);
+  const cluster::BlockCacheStats after = cluster::block_cache_stats();
+  CHECK(after.reused >= before.reused + 1);
+  // A block freed on another thread is found too (it is kept by the CPU
+  // that freed it, and taken from there when this one has none).
+  void* moved = next.data_ptr();
+  std::thread([t = std::move(next)]() mutable { t = at::Tensor(); }).join();
+  at::Tensor again = at::zeros({256, 784});
+  CHECK(again.data_ptr() == moved);
+  CHECK(again.sum().item<float>() == 0.f);
+}
+
+TEST_CASE("the block cache leaves small tensors to malloc and serves LibTorch's raw allocations", "[malloc]") {
+  if (cache_disabled()) return;
+  REQUIRE(cluster::install_block_cache());
+  const cluster::BlockCacheStats before = cluster::block_cache_stats();
+  for (int i = 0; i < 10; ++i) at::Tensor small = at::ones({1000});  // 4 kB
+  const cluster::BlockCacheStats after = cluster::block_cache_stats();
+  CHECK(after.reused == before.reused);
+  CHECK(after.allocated == before.allocated);
+  // raw_allocate/raw_deallocate (used by some LibTorch kernels) need the
+  // pointer alone to free a block.
+  c10::Allocator* allocator = c10::GetCPUAllocator();
+  REQUIRE(allocator->raw_deleter() != nullptr);
+  void* raw = allocator->raw_allocate(1 << 20);
+  std::memset(raw, 1, 1 << 20);
+  allocator->raw_deallocate(raw);
+  at::Tensor empty = at::empty({0});
+  CHECK(empty.numel() == 0);
+}
