@@ -101,7 +101,7 @@ bool DctTransform::fast_path(const at::Tensor& x, at::IntArrayRef tshape) const 
 void DctTransform::encode_tile_row(const float* x, int64_t C, int64_t y, int64_t n1, int64_t n2) {
   const detail::DctPlan& rows = plan(n1);
   const detail::DctPlan& columns = plan(n2);
-  const size_t need = static_cast<size_t>(2 * n1 * C + std::max(rows.scratch_floats(C), columns.scratch_floats(n1)));
+  const size_t need = static_cast<size_t>(2 * n1 * C + std::max(rows.scratch_floats(), columns.scratch_floats()));
   if (scratch_.size() < need) scratch_.resize(need);
   if (block_.size() < static_cast<size_t>(n1 * C)) block_.resize(n1 * C);
   float* along_rows = scratch_.data();      // n1 x C

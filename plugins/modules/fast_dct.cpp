@@ -56,58 +56,8 @@ EXOGYM_INLINE void swap_index_bit(Strip* rows) {
   }
 }
 
-EXOGYM_INLINE void sum_and_scaled_difference(const float* a, const float* b, float* sum, float* difference, float scale,
-                                             int64_t m) {
-  for (int64_t i = 0; i < m; ++i) {
-    sum[i] = a[i] + b[i];
-    difference[i] = (a[i] - b[i]) * scale;
-  }
-}
-
-EXOGYM_INLINE void add(const float* a, const float* b, float* out, int64_t m) {
-  for (int64_t i = 0; i < m; ++i) out[i] = a[i] + b[i];
-}
-
-EXOGYM_INLINE void copy(const float* a, float* out, int64_t m) {
-  for (int64_t i = 0; i < m; ++i) out[i] = a[i];
-}
-
-EXOGYM_INLINE void scaled(float s, const float* a, float* out, int64_t m) {
-  for (int64_t i = 0; i < m; ++i) out[i] = s * a[i];
-}
-
-EXOGYM_INLINE void add_scaled(float s, const float* a, float* out, int64_t m) {
-  for (int64_t i = 0; i < m; ++i) out[i] += s * a[i];
-}
-
-// out row k = sum_j basis[k][j] * in row j, for a length N known here:
-// each output row written once, in one pass reading the N input rows.
-template <int N>
-EXOGYM_INLINE void direct(const float* basis, const float* in, int64_t in_stride, float* out, int64_t out_stride,
-                          int64_t m) {
-  for (int k = 0; k < N; ++k) {
-    const float* c = basis + k * N;
-    float* row = out + k * out_stride;
-    for (int64_t i = 0; i < m; ++i) {
-      float sum = c[0] * in[i];
-#pragma GCC unroll 16
-      for (int j = 1; j < N; ++j) sum += c[j] * in[j * in_stride + i];
-      row[i] = sum;
-    }
-  }
-}
-
-EXOGYM_INLINE void direct_any(int64_t n, const float* basis, const float* in, int64_t in_stride, float* out,
-                              int64_t out_stride, int64_t m) {
-  for (int64_t k = 0; k < n; ++k) {
-    float* row = out + k * out_stride;
-    const float* c = basis + k * n;
-    scaled(c[0], in, row, m);
-    for (int64_t j = 1; j < n; ++j) add_scaled(c[j], in + j * in_stride, row, m);
-  }
-}
-
-// direct_any() on one strip (odd lengths above kRegistersUpTo).
+// out row k = sum_j basis[k][j] * in row j on one strip, for odd lengths
+// above kRegistersUpTo.
 EXOGYM_INLINE void direct_any_strip(int64_t n, const float* basis, const float* in, int64_t in_stride, float* out,
                                     int64_t out_stride) {
   for (int64_t k = 0; k < n; ++k) {
@@ -193,58 +143,19 @@ DctPlan::DctPlan(int64_t n)
 
 DctPlan::~DctPlan() = default;
 
-int64_t DctPlan::scratch_floats(int64_t m) const {
-  if (!half_) return 0;
+int64_t DctPlan::strip_scratch_floats() const {
+  if (n_ <= kRegistersUpTo || !half_) return 0;
   // The sums and the differences, the transformed differences, and what
   // the half-length plan needs.
-  return 2 * n_ * m + half_->scratch_floats(m);
+  return 2 * n_ * kStrip + half_->strip_scratch_floats();
 }
 
-EXOGYM_CLONED void DctPlan::transform_rows(const float* in, int64_t in_stride, float* out, int64_t out_stride,
-                                           int64_t m, float* scratch) const {
-  if (!half_) {
-    const float* c = basis_.data();
-    switch (n_) {
-      case 1:
-        return direct<1>(c, in, in_stride, out, out_stride, m);
-      case 2:
-        return direct<2>(c, in, in_stride, out, out_stride, m);
-      case 3:
-        return direct<3>(c, in, in_stride, out, out_stride, m);
-      case 4:
-        return direct<4>(c, in, in_stride, out, out_stride, m);
-      case 5:
-        return direct<5>(c, in, in_stride, out, out_stride, m);
-      case 7:
-        return direct<7>(c, in, in_stride, out, out_stride, m);
-      case 9:
-        return direct<9>(c, in, in_stride, out, out_stride, m);
-      default:
-        return direct_any(n_, c, in, in_stride, out, out_stride, m);
-    }
-  }
-  const int64_t h = n_ / 2;
-  float* sums = scratch;
-  float* differences = scratch + h * m;
-  float* transformed = scratch + n_ * m;  // h rows; the rest is the half plan's
-  float* rest = scratch + 2 * n_ * m;
-  for (int64_t j = 0; j < h; ++j) {
-    sum_and_scaled_difference(in + j * in_stride, in + (n_ - 1 - j) * in_stride, sums + j * m, differences + j * m,
-                              inverse_cos_[j], m);
-  }
-  // Even outputs straight into out's even rows; odd ones from W.
-  half_->transform_rows(sums, m, out, 2 * out_stride, m, rest);
-  half_->transform_rows(differences, m, transformed, m, m, rest);
-  for (int64_t k = 0; k + 1 < h; ++k)
-    add(transformed + k * m, transformed + (k + 1) * m, out + (2 * k + 1) * out_stride, m);
-  copy(transformed + (h - 1) * m, out + (n_ - 1) * out_stride, m);
-}
+int64_t DctPlan::scratch_floats() const { return 2 * n_ * kStrip + strip_scratch_floats(); }
 
 EXOGYM_CLONED void DctPlan::transform_strip(const float* in, int64_t in_stride, float* out, int64_t out_stride,
                                             float* scratch) const {
   if (n_ <= kRegistersUpTo) return StripKernel::dispatch(*this, in, in_stride, out, out_stride);
   if (!half_) return direct_any_strip(n_, basis_.data(), in, in_stride, out, out_stride);
-  // As transform_rows, on one strip.
   const int64_t h = n_ / 2;
   float* sums = scratch;
   float* differences = scratch + h * kStrip;
@@ -265,16 +176,26 @@ EXOGYM_CLONED void DctPlan::transform_strip(const float* in, int64_t in_stride, 
 void DctPlan::apply(const float* in, int64_t in_stride, float* out, int64_t out_stride, int64_t m,
                     float* scratch) const {
   // Strips of kStrip columns, each pass over a row of a strip one vector
-  // operation and a strip's scratch in L1; the rest as rows of m floats.
+  // operation and a strip's scratch in L1.
+  float* padded_in = scratch;
+  float* padded_out = scratch + n_ * kStrip;
+  float* rest = scratch + 2 * n_ * kStrip;
   int64_t s = 0;
   for (; s + kStrip <= m; s += kStrip) {
     // The next strip's rows are n cache lines far apart, a pattern the
     // hardware prefetchers miss: ask for them while this one is computed.
     if (s + 2 * kStrip <= m)
       for (int64_t j = 0; j < n_; ++j) __builtin_prefetch(in + j * in_stride + s + kStrip);
-    transform_strip(in + s, in_stride, out + s, out_stride, scratch);
+    transform_strip(in + s, in_stride, out + s, out_stride, rest);
   }
-  if (s < m) transform_rows(in + s, in_stride, out + s, out_stride, m - s, scratch);
+  if (s == m) return;
+  // The last columns, fewer than a strip: padded with zeros to one.
+  const int64_t w = m - s;
+  for (int64_t j = 0; j < n_; ++j)
+    for (int64_t i = 0; i < kStrip; ++i) padded_in[j * kStrip + i] = i < w ? in[j * in_stride + s + i] : 0.f;
+  transform_strip(padded_in, kStrip, padded_out, kStrip, rest);
+  for (int64_t k = 0; k < n_; ++k)
+    for (int64_t i = 0; i < w; ++i) out[k * out_stride + s + i] = padded_out[k * kStrip + i];
 }
 
 EXOGYM_CLONED void transpose(const float* in, int64_t in_stride, float* out, int64_t out_stride, int64_t rows,

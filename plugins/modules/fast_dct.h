@@ -1,9 +1,10 @@
 #pragma once
 // A fast DCT-II for DeMo's encoder (dct.h): the transform along axis 0 of a
 // row-major block of n rows, each row a vector of m floats, done on strips
-// of 16 columns so that every operation is a vector operation. Even lengths
-// split into two half-length DCTs (Lee's algorithm: sums and scaled
-// differences of mirrored rows), recursively; once a length is 16 or less
+// of 16 columns (the last one padded) so that every operation is a vector
+// operation. Even lengths split into two half-length DCTs (Lee's
+// algorithm: sums and scaled differences of mirrored rows), recursively;
+// once a length is 16 or less
 // the rest of the recursion is unrolled at compile time with the strip's
 // values in registers; odd lengths and the smallest ones are done directly.
 // For n = 64 that is about 12 flops per element instead of the 128 of a
@@ -31,10 +32,10 @@ class DctPlan {
   // out row k (at out + k * out_stride) = sum_j C[k][j] * row j of `in` (at
   // in + j * in_stride), for m floats per row, where
   // C[k][j] = cos(pi (2j + 1) k / 2n): the unnormalised DCT-II.
-  // `scratch` holds scratch_floats(m) floats; `in` and `out` must not overlap.
+  // `scratch` holds scratch_floats() floats; `in` and `out` must not overlap.
   void apply(const float* in, int64_t in_stride, float* out, int64_t out_stride, int64_t m, float* scratch) const;
 
-  int64_t scratch_floats(int64_t m) const;
+  int64_t scratch_floats() const;
 
   // Columns per strip (see apply()).
   static constexpr int64_t kStrip = 16;
@@ -45,10 +46,9 @@ class DctPlan {
 
  private:
   friend struct StripKernel;
-  // apply() on kStrip columns, and on any number of them.
+  // apply() on kStrip columns, with strip_scratch_floats() of scratch.
   void transform_strip(const float* in, int64_t in_stride, float* out, int64_t out_stride, float* scratch) const;
-  void transform_rows(const float* in, int64_t in_stride, float* out, int64_t out_stride, int64_t m,
-                      float* scratch) const;
+  int64_t strip_scratch_floats() const;
 
   int64_t n_;
   float scale0_, scale_;
