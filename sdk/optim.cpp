@@ -15,6 +15,7 @@
 #include <limits>
 
 #include "exogym/sdk/error.h"
+#include "exogym/sdk/fused_adamw.h"
 #include "exogym/sdk/options.h"
 
 namespace exogym::sdk {
@@ -233,11 +234,12 @@ std::unique_ptr<torch::optim::Optimizer> OptimizerSpec::build(const std::vector<
                                                              .amsgrad(flag("amsgrad")));
   }
   if (key == "adamw") {
-    return std::make_unique<torch::optim::AdamW>(tensors, torch::optim::AdamWOptions(number("lr"))
-                                                              .betas(betas())
-                                                              .eps(number("eps"))
-                                                              .weight_decay(number("weight_decay"))
-                                                              .amsgrad(flag("amsgrad")));
+    // LibTorch's AdamW, bit for bit, in one pass per parameter where it can.
+    return std::make_unique<FusedAdamW>(tensors, torch::optim::AdamWOptions(number("lr"))
+                                                     .betas(betas())
+                                                     .eps(number("eps"))
+                                                     .weight_decay(number("weight_decay"))
+                                                     .amsgrad(flag("amsgrad")));
   }
   if (key == "sgd") {
     return std::make_unique<torch::optim::SGD>(tensors, torch::optim::SGDOptions(number("lr"))

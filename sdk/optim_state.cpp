@@ -10,34 +10,19 @@
 #include <torch/optim/sgd.h>
 
 #include <memory>
-#include <sstream>
 #include <string>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/model.h"
+#include "exogym/sdk/optim_state_key.h"
 
 namespace exogym::sdk {
 
 namespace {
 
 using torch::optim::OptimizerParamState;
-
-// The optimizer's state key of a parameter: a string in LibTorch 1.x, the
-// TensorImpl pointer in 2.x.
-template <class State>
-auto state_key(State& /*state*/, const at::Tensor& param) {
-  using Key = typename std::decay_t<State>::key_type;
-  if constexpr (std::is_same_v<Key, std::string>) {
-    std::ostringstream key;  // how LibTorch 1.x prints the pointer (c10::guts::to_string, gone in 2.x)
-    key << param.unsafeGetTensorImpl();
-    return key.str();
-  } else {
-    return static_cast<Key>(param.unsafeGetTensorImpl());
-  }
-}
 
 // One parameter's state, field by field: its tensors (some undefined, e.g.
 // max_exp_avg_sq without amsgrad) and, for optimizers that count, the step.
@@ -83,7 +68,7 @@ void save_optimizer_state(torch::optim::Optimizer& optimizer, const std::vector<
                           const std::string& prefix) {
   auto& state = optimizer.state();
   for (size_t i = 0; i < params.size(); ++i) {
-    auto it = state.find(state_key(state, params[i]));
+    auto it = state.find(detail::optimizer_state_key(state, params[i]));
     if (it == state.end()) continue;
     const std::string base = prefix + std::to_string(i) + ".";
     Fields fields = fields_of(*it->second);
@@ -98,7 +83,7 @@ void load_optimizer_state(torch::optim::Optimizer& optimizer, const std::vector<
   auto& state = optimizer.state();
   for (size_t i = 0; i < params.size(); ++i) {
     const std::string base = prefix + std::to_string(i) + ".";
-    const auto key = state_key(state, params[i]);
+    const auto key = detail::optimizer_state_key(state, params[i]);
     if (!has_key_with_prefix(in, base)) {
       state.erase(key);
       continue;

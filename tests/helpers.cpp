@@ -104,12 +104,14 @@ nlohmann::json small_manifest(int nodes) {
   };
 }
 
-runtime::train::RunResult run_json(const nlohmann::json& manifest, const fs::path& dir, int cores) {
+runtime::train::RunResult run_json(const nlohmann::json& manifest, const fs::path& dir, int cores,
+                                   int64_t timing_mark_step) {
   auto set = runtime::manifest::parse_manifest(manifest, dir, "test");
   runtime::train::RunOptions options;
   options.progress = runtime::output::Progress::Mode::Quiet;
   options.run_dir = dir / "run";
   options.cores = cores;
+  options.timing_mark_step = timing_mark_step;
   return runtime::train::train_run(set.runs.at(0), test_loader(), options);
 }
 

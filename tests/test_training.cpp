@@ -199,6 +199,21 @@ TEST_CASE("only node 0's replica is initialised, and every node starts from it",
   CHECK(model.at("linear.bias").eq(-0.5).all().item<bool>());
 }
 
+TEST_CASE("a timing mark splits the loop's time where the first node finished that step", "[training]") {
+  TempDir dir("mark");
+  json m = small_manifest(4);
+  m["strategy"] = {{"plugin", "diloco"}, {"options", {{"H", 5}}}};
+  m["train"]["max_steps"] = 10;
+  m["data"].erase("val");
+  m.erase("eval");
+  const auto marked = run_json(m, dir / "marked", 0, /*timing_mark_step=*/4);
+  CHECK(marked.after_mark_seconds > 0);
+  CHECK(marked.after_mark_seconds < marked.loop_seconds);
+  // Past the last step: never reached, no time.
+  CHECK(run_json(m, dir / "late", 0, 10).after_mark_seconds == 0);
+  CHECK(run_json(m, dir / "none").after_mark_seconds == 0);
+}
+
 TEST_CASE("a run writes config, train and validation CSVs, summary, model.pt and model.safetensors", "[training]") {
   TempDir dir("outputs");
   json m = small_manifest(2);

@@ -132,6 +132,7 @@ void NodeRun::run() {
         train_step(t);
       else
         start_step(t);
+      if (t == s_.loop.mark_step) s_.loop.note_mark();
       boundary(t + 1);
     }
     s_.loop.note_end();

@@ -60,6 +60,8 @@ struct RunResult {
   // included), and the training loop from that first step to the end of its
   // nodes' last step (evaluations included).
   double dataset_seconds = 0, startup_seconds = 0, loop_seconds = 0;
+  // From RunOptions::timing_mark_step to the loop's end; 0 without a mark.
+  double after_mark_seconds = 0;
   // Checkpoints this run wrote, the wall time node 0 spent in them (its
   // file, the meetings, the commit), and the size of the last one.
   int64_t checkpoints = 0;

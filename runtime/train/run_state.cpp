@@ -10,6 +10,12 @@ void LoopSpan::note_start() {
   if (start_ == Clock::time_point{} || now < start_) start_ = now;
 }
 
+void LoopSpan::note_mark() {
+  const auto now = Clock::now();
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (mark_ == Clock::time_point{} || now < mark_) mark_ = now;
+}
+
 void LoopSpan::note_end() {
   const auto now = Clock::now();
   std::lock_guard<std::mutex> lock(mutex_);

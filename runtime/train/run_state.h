@@ -47,9 +47,16 @@ class LoopSpan {
   Clock::time_point start() const { return start_; }
   Clock::time_point end() const { return end_; }
 
+  // For benchmarks (RunOptions::timing_mark_step): when the first node
+  // finished step `mark_step` (0-based).
+  int64_t mark_step = -1;
+  void note_mark();
+  bool marked() const { return mark_ != Clock::time_point{}; }
+  Clock::time_point mark() const { return mark_; }
+
  private:
   std::mutex mutex_;
-  Clock::time_point start_, end_;
+  Clock::time_point start_, end_, mark_;
 };
 
 struct RunState {

@@ -188,6 +188,7 @@ RunResult run_result(const RunState& s) {
   if (s.loop.started()) {  // this process's nodes
     r.startup_seconds = seconds_between(s.started, s.loop.start());
     r.loop_seconds = seconds_between(s.loop.start(), s.loop.end());
+    if (s.loop.marked()) r.after_mark_seconds = seconds_between(s.loop.mark(), s.loop.end());
     r.checkpoints = s.checkpoints_written;
     r.checkpoint_seconds = s.checkpoint_seconds;
     r.checkpoint_bytes = s.checkpoint_bytes;

@@ -94,6 +94,7 @@ void check_run(const manifest::Manifest& m, plugin::PluginLoader& loader, int pr
 
 RunResult train_run(const manifest::Manifest& m, plugin::PluginLoader& loader, const RunOptions& options) {
   RunState s(m, process_role(m, options.mesh));
+  s.loop.mark_step = options.timing_mark_step;
   s.log = logger();
   check_threads(m, options.cores > 0 ? options.cores : cluster::available_cores());
 

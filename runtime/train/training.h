@@ -48,6 +48,12 @@ struct RunOptions {
   // from the one of step `from_step` (docs/checkpoints.md).
   bool resume = false;
   std::optional<int64_t> from_step;
+  // For benchmarks: RunResult::after_mark_seconds runs from the moment the
+  // first node finished this step (0-based; -1: none) to the loop's end.
+  // Where a collective holds every node at that step (DiLoCo's outer step),
+  // that is the time of the steps after it, without the first steps' costs
+  // (page faults on fresh optimizer state, cold caches).
+  int64_t timing_mark_step = -1;
 };
 
 // Loads the model and strategy plugins and validates their options, without

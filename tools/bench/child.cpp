@@ -71,10 +71,12 @@ json child_simulator(const json& spec, double age_at_main) {
   rt::train::RunOptions options;
   options.progress = rt::output::Progress::Mode::Quiet;
   options.run_dir = dir / "run";
+  options.timing_mark_step = spec.value("mark_step", int64_t{-1});
   const rt::train::RunResult r = rt::train::train_run(set.runs.at(0), loader, options);
   std::error_code ec;
   fs::remove_all(dir, ec);
   return {{"loop_seconds", r.loop_seconds},
+          {"after_mark_seconds", r.after_mark_seconds},
           {"startup_seconds", age_at_main + r.startup_seconds - r.dataset_seconds},
           // Before main: loading LibTorch and its static initialisers.
           {"libtorch_load_seconds", age_at_main},

@@ -66,7 +66,9 @@ void check_memory(Targets& targets, const BenchOptions& o, double dataset) {
 // The node-count sweep (MLP DiLoCo): 1,024 nodes within 4 GB and 4,096
 // within 20 GB of peak memory (state identical on every node is kept once
 // per process), and node-steps per second at the largest K within 10 % of
-// the rate at 16 nodes.
+// the rate at 16 nodes: the steady rate (the sweep's second half), since the
+// first steps' costs (fresh optimizer state faulted in) are the same per
+// node at any K. The first half's ratio is printed with it.
 void check_sweep(Targets& targets, const json& sweep) {
   auto row_of = [&](int K) -> const json* {
     for (const auto& r : sweep) {
@@ -89,8 +91,10 @@ void check_sweep(Targets& targets, const json& sweep) {
   if (base && largest["nodes"].get<int>() > 16) {
     const double ratio =
         largest["node_steps_per_second"].get<double>() / (*base)["node_steps_per_second"].get<double>();
+    const double first_ratio = largest["node_steps_per_second_first_half"].get<double>() /
+                               (*base)["node_steps_per_second_first_half"].get<double>();
     targets.check("node-steps/s at K=" + std::to_string(largest["nodes"].get<int>()) + " against K=16", ratio, 0.9,
-                  ratio >= 0.9, fmt(ratio, 2) + " >= 0.90");
+                  ratio >= 0.9, fmt(ratio, 2) + " >= 0.90 (first steps: " + fmt(first_ratio, 2) + ")");
   }
 }
 

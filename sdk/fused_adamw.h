@@ -1,0 +1,42 @@
+#pragma once
+// AdamW whose CPU step makes one pass over each parameter instead of
+// LibTorch's ten (mul_, add_, mul_, addcmul_, sqrt, div, add_, mul_,
+// addcdiv_ and a temporary), with results bit-identical to
+// torch::optim::AdamW's. With many nodes a node's parameters and moments
+// come from memory, not cache, at the first step after it waited for the
+// others, and the passes made AdamW the largest part of a small model's step.
+//
+// Bit-identical: every element goes through the same float operations, in
+// the same order and with the same fused multiply-adds, as LibTorch's
+// vectorised CPU kernels. Since those depend on how LibTorch was built and
+// on the CPU (no FMA below AVX2), the fused step is used only after a probe
+// in this process found it equal, bit for bit, to torch::optim::AdamW on a
+// few steps of small tensors; otherwise, and for anything but dense,
+// contiguous fp32 CPU tensors, or with amsgrad, step() is LibTorch's own.
+// EXOGYM_FUSED_ADAMW=0 in the environment turns the fused step off.
+//
+// The state is LibTorch's (AdamWParamState: step, exp_avg, exp_avg_sq), so
+// checkpoints (optim_state.h) and state_dict code see no difference.
+#include <torch/optim/adamw.h>
+
+namespace exogym::sdk {
+
+class FusedAdamW : public torch::optim::AdamW {
+ public:
+  using torch::optim::AdamW::AdamW;
+  at::Tensor step(LossClosure closure = nullptr) override;
+
+  // Whether the last step() took the fused path (for tests and benchmarks).
+  bool last_step_fused() const { return last_step_fused_; }
+  // Whether this process's LibTorch and CPU allow the fused path: the
+  // probe above, run once per process.
+  static bool available();
+
+ private:
+  bool fusable() const;
+  void fused_step();
+
+  bool last_step_fused_ = false;
+};
+
+}  // namespace exogym::sdk
