@@ -12,6 +12,7 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -185,7 +186,7 @@ bool FusedAdamW::available() {
         ours[i].mutable_grad() = grad;
       }
       reference.step();
-      fused.fused_step();
+      if (!fused.fused_step()) return false;
     }
     for (size_t i = 0; i < sizes.size(); ++i) {
       auto& a = static_cast<torch::optim::AdamWParamState&>(
@@ -201,58 +202,65 @@ bool FusedAdamW::available() {
   return agrees;
 }
 
-bool FusedAdamW::fusable() const {
-  if (!available()) return false;
-  for (const auto& group : param_groups()) {
-    if (static_cast<const torch::optim::AdamWOptions&>(group.options()).amsgrad()) return false;
-    for (const auto& p : group.params()) {
+bool FusedAdamW::fused_step() {
+  // Every parameter with a gradient and its state, looked up once; nothing
+  // changes until all of them can take the fused step.
+  using Key = std::decay_t<decltype(state())>::key_type;
+  struct Item {
+    at::Tensor param;
+    const torch::optim::AdamWOptions* options;
+    Key key;
+    torch::optim::AdamWParamState* state;  // null: created by this step
+  };
+  std::vector<Item> items;
+  for (auto& group : param_groups()) {
+    const auto& options = static_cast<const torch::optim::AdamWOptions&>(group.options());
+    if (options.amsgrad()) return false;
+    for (auto& p : group.params()) {
       if (!p.grad().defined()) continue;
       if (!plain_cpu_float(p, p) || !plain_cpu_float(p.grad(), p)) return false;
-      auto it = state().find(detail::optimizer_state_key(state(), p));
-      if (it == state().end()) continue;
-      const auto& s = static_cast<const torch::optim::AdamWParamState&>(*it->second);
-      if (!plain_cpu_float(s.exp_avg(), p) || !plain_cpu_float(s.exp_avg_sq(), p)) return false;
+      Key key = detail::optimizer_state_key(state(), p);
+      auto it = state().find(key);
+      torch::optim::AdamWParamState* existing = nullptr;
+      if (it != state().end()) {
+        existing = static_cast<torch::optim::AdamWParamState*>(it->second.get());
+        if (!plain_cpu_float(existing->exp_avg(), p) || !plain_cpu_float(existing->exp_avg_sq(), p)) return false;
+      }
+      items.push_back({p, &options, std::move(key), existing});
     }
+  }
+  static const std::pair<Update, Update> chosen = kernels();
+  for (auto& item : items) {
+    const at::Tensor& p = item.param;
+    const bool fresh = item.state == nullptr;
+    if (fresh) {
+      // LibTorch fills new moments with zeros; the fresh update writes
+      // them in its one pass instead.
+      auto created = std::make_unique<torch::optim::AdamWParamState>();
+      created->step(0);
+      created->exp_avg(at::empty_like(p, at::MemoryFormat::Contiguous));
+      created->exp_avg_sq(at::empty_like(p, at::MemoryFormat::Contiguous));
+      item.state = created.get();
+      state()[item.key] = std::move(created);
+    }
+    auto& s = *item.state;
+    s.step(s.step() + 1);
+    const Coefficients c = coefficients_of(*item.options, s.step());
+    (fresh ? chosen.first : chosen.second)(p.data_ptr<float>(), p.grad().data_ptr<float>(),
+                                           s.exp_avg().data_ptr<float>(), s.exp_avg_sq().data_ptr<float>(), p.numel(),
+                                           c);
   }
   return true;
 }
 
-void FusedAdamW::fused_step() {
-  static const std::pair<Update, Update> chosen = kernels();
-  for (auto& group : param_groups()) {
-    const auto& options = static_cast<const torch::optim::AdamWOptions&>(group.options());
-    for (auto& p : group.params()) {
-      if (!p.grad().defined()) continue;
-      const auto key = detail::optimizer_state_key(state(), p);
-      auto it = state().find(key);
-      const bool fresh = it == state().end();
-      if (fresh) {
-        // LibTorch fills new moments with zeros; the fresh update writes
-        // them in its one pass instead.
-        auto created = std::make_unique<torch::optim::AdamWParamState>();
-        created->step(0);
-        created->exp_avg(at::empty_like(p, at::MemoryFormat::Contiguous));
-        created->exp_avg_sq(at::empty_like(p, at::MemoryFormat::Contiguous));
-        it = state().emplace(key, std::move(created)).first;
-      }
-      auto& s = static_cast<torch::optim::AdamWParamState&>(*it->second);
-      s.step(s.step() + 1);
-      const Coefficients c = coefficients_of(options, s.step());
-      float* param = p.data_ptr<float>();
-      const float* grad = p.grad().data_ptr<float>();
-      float* m = s.exp_avg().data_ptr<float>();
-      float* v = s.exp_avg_sq().data_ptr<float>();
-      (fresh ? chosen.first : chosen.second)(param, grad, m, v, p.numel(), c);
-    }
-  }
-}
-
 at::Tensor FusedAdamW::step(LossClosure closure) {
   // A closure makes the gradients only inside step(): LibTorch's path.
-  last_step_fused_ = !closure && fusable();
+  last_step_fused_ = false;
+  if (!closure && available()) {
+    at::NoGradGuard no_grad;
+    last_step_fused_ = fused_step();
+  }
   if (!last_step_fused_) return torch::optim::AdamW::step(std::move(closure));
-  at::NoGradGuard no_grad;
-  fused_step();
   return {};
 }
 

@@ -33,8 +33,10 @@ class FusedAdamW : public torch::optim::AdamW {
   static bool available();
 
  private:
-  bool fusable() const;
-  void fused_step();
+  // The fused step, if every parameter with a gradient (and its state) is
+  // a contiguous fp32 CPU tensor and no group uses amsgrad; otherwise it
+  // returns false having changed nothing.
+  bool fused_step();
 
   bool last_step_fused_ = false;
 };
