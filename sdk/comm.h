@@ -20,6 +20,7 @@
 //                 strategy bug. Every node's collective fails, the run ends.
 #include <ATen/core/Tensor.h>
 
+#include <memory>
 #include <vector>
 
 namespace exogym::sdk {
@@ -27,6 +28,10 @@ namespace exogym::sdk {
 enum class ReduceOp { Sum, Avg, Min, Max };
 
 const char* to_string(ReduceOp op);
+
+// A collective's result that the nodes of a process may hold in common:
+// read only.
+using SharedTensors = std::shared_ptr<const std::vector<at::Tensor>>;
 
 class Communicator {
  public:
@@ -39,6 +44,16 @@ class Communicator {
   // In place: afterwards every rank holds op(tensor of rank 0, ..., rank K-1).
   // Avg is the rank-ordered sum divided by K.
   virtual void all_reduce(std::vector<at::Tensor>& tensors, ReduceOp op = ReduceOp::Sum) = 0;
+
+  // op(tensors of rank 0, ..., rank K-1), the same bits all_reduce gives,
+  // returned instead of written into `tensors` (which stay as they were).
+  // The nodes of a process may receive the very same tensors, so the result
+  // is read only: for a result a strategy needs once per process, as
+  // DiLoCo's outer step on its shared master, which would otherwise write
+  // the average into every node's tensors only to overwrite it. Metered as
+  // an all_reduce of `tensors`. The default (for communicators that do not
+  // override it) all-reduces copies.
+  virtual SharedTensors all_reduce_shared(const std::vector<at::Tensor>& tensors, ReduceOp op = ReduceOp::Sum);
 
   // In place: afterwards every rank holds root's tensors.
   virtual void broadcast(std::vector<at::Tensor>& tensors, int root = 0) = 0;

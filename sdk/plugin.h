@@ -30,7 +30,7 @@
 // Bumped whenever a type crossing the plugin boundary changes layout or
 // virtual functions (sdk/*.h). A test build may override it to check refusal.
 #ifndef EXOGYM_ABI_VERSION
-#define EXOGYM_ABI_VERSION 7
+#define EXOGYM_ABI_VERSION 8
 #endif
 
 #define EXOGYM_STRINGIFY_IMPL(x) #x

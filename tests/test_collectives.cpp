@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <future>
 #include <mutex>
 #include <set>
@@ -17,6 +18,7 @@
 #include "exogym/runtime/cluster/cluster.h"
 #include "exogym/runtime/cluster/compute_slots.h"
 #include "exogym/runtime/cluster/work_crew.h"
+#include "exogym/runtime/comm/inprocess_group.h"
 #include "exogym/sdk/comm.h"
 #include "exogym/sdk/error.h"
 #include "helpers.h"
@@ -165,6 +167,69 @@ TEST_CASE("all_reduce sums in rank order: bit-identical for any parallelism", "[
   REQUIRE_FALSE(at::equal(reversed, expected));
 }
 
+TEST_CASE("all_reduce_shared gives all_reduce's bits in one result the nodes share, and leaves their tensors alone",
+          "[collectives]") {
+  const int K = 5;
+  // A float matrix large enough for several chunks and the work crew, a
+  // small one, a non-contiguous view, a double and an integer tensor.
+  auto inputs = [&](int rank) {
+    auto gen = at::detail::createCPUGenerator(77 + rank);
+    at::Tensor big = at::randn({300, 1000}, gen, at::kFloat) * std::pow(10.0f, static_cast<float>(rank % 3) * 2);
+    at::Tensor matrix = at::randn({4, 6}, gen, at::kFloat);
+    return std::vector<at::Tensor>{big, at::randn({7}, gen, at::kFloat), matrix.t(), at::randn({3}, gen, at::kDouble),
+                                   at::full({2}, 3 * rank + 1, at::kLong)};
+  };
+  for (auto op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Min, ReduceOp::Max}) {
+    std::vector<std::vector<at::Tensor>> expected(K);
+    std::vector<exogym::sdk::SharedTensors> shared(K);
+    std::vector<bool> untouched(K, false);
+    run_nodes(K, 2, [&](int rank, exogym::sdk::Communicator& comm) {
+      std::vector<at::Tensor> mine = inputs(rank);
+      shared[rank] = comm.all_reduce_shared(mine, op);
+      untouched[rank] = true;
+      for (size_t i = 0; i < mine.size(); ++i) untouched[rank] = untouched[rank] && at::equal(mine[i], inputs(rank)[i]);
+      expected[rank] = inputs(rank);
+      comm.all_reduce(expected[rank], op);
+    });
+    for (int r = 0; r < K; ++r) {
+      INFO("op " << exogym::sdk::to_string(op) << " node " << r);
+      REQUIRE(untouched[r]);
+      // One result for the whole process: the same tensors, not copies.
+      REQUIRE(shared[r].get() == shared[0].get());
+      REQUIRE(shared[r]->size() == expected[r].size());
+      for (size_t i = 0; i < expected[r].size(); ++i) {
+        const at::Tensor& t = (*shared[r])[i];
+        REQUIRE(t.is_contiguous());
+        REQUIRE(t.scalar_type() == expected[r][i].scalar_type());
+        REQUIRE(at::equal(t, expected[r][i]));
+      }
+    }
+  }
+}
+
+TEST_CASE("all_reduce_shared over the live nodes, and on a node alone", "[collectives]") {
+  exogym::runtime::cluster::AbortSignal abort;
+  exogym::runtime::comm::InProcessGroup group(4, abort);
+  group.set_members({0, 2, 3});
+  std::vector<exogym::sdk::SharedTensors> shared(4);
+  std::vector<std::thread> threads;
+  for (int rank : {0, 2, 3}) {
+    threads.emplace_back([&, rank] {
+      auto comm = group.communicator(rank);
+      shared[rank] = comm->all_reduce_shared({at::full({3}, rank + 1.0f)}, ReduceOp::Avg);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int rank : {0, 2, 3}) REQUIRE(at::equal(shared[rank]->at(0), at::full({3}, 8.0f / 3)));
+
+  run_nodes(1, 1, [&](int, exogym::sdk::Communicator& comm) {
+    at::Tensor t = at::tensor({1.5f, 2.5f});
+    auto alone = comm.all_reduce_shared({t}, ReduceOp::Avg);
+    REQUIRE(at::equal(alone->at(0), t));
+    REQUIRE_FALSE(alone->at(0).is_same(t));  // a copy: the node may write its own
+  });
+}
+
 TEST_CASE("at most `parallelism` nodes compute at once", "[collectives]") {
   const int K = 6;
   std::atomic<int> computing{0}, most{0};
@@ -205,15 +270,21 @@ TEST_CASE("mismatched collectives are reported, not deadlocked", "[collectives]"
                                   comm.all_reduce(t);
                                 }),
                       Catch::Contains("collective mismatch") && Catch::Contains("node 1"));
-  REQUIRE_THROWS_WITH(run_nodes(2, 2,
-                                [&](int rank, exogym::sdk::Communicator& comm) {
-                                  at::Tensor t = at::ones({4});
-                                  if (rank == 0)
-                                    comm.all_reduce(t);
-                                  else
-                                    comm.broadcast(t, 0);
-                                }),
+  // Node 0 all-reduces, node 1 calls `other`.
+  auto against_all_reduce = [](const std::function<void(exogym::sdk::Communicator&, const at::Tensor&)>& other) {
+    run_nodes(2, 2, [&](int rank, exogym::sdk::Communicator& comm) {
+      at::Tensor t = at::ones({4});
+      if (rank == 0) {
+        comm.all_reduce(t);
+      } else {
+        other(comm, t);
+      }
+    });
+  };
+  REQUIRE_THROWS_WITH(against_all_reduce([](auto& comm, const at::Tensor& t) { comm.broadcast(t, 0); }),
                       Catch::Contains("called broadcast while node 0 called all_reduce"));
+  REQUIRE_THROWS_WITH(against_all_reduce([](auto& comm, const at::Tensor& t) { comm.all_reduce_shared({t}); }),
+                      Catch::Contains("node 1 called all_reduce_shared while node 0 called all_reduce"));
 }
 
 TEST_CASE("a single node's collectives are identities", "[collectives]") {

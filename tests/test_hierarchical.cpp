@@ -208,6 +208,37 @@ TEST_CASE("exact hierarchical sums match the in-process backend bit for bit, and
   REQUIRE((partial[0] - in_process[0]).abs().max().item<double>() <= 1e-6 * scale);
 }
 
+TEST_CASE("all_reduce_shared over processes gives the exact sums' bits, one result per process", "[multiprocess]") {
+  const int K = 5, P = 2;
+  const std::vector<int64_t> shape = {300, 41};
+  auto inputs = [&](int rank) {
+    return std::vector<at::Tensor>{node_values(rank, shape), at::full({2}, 3 * rank + 1, at::kLong)};
+  };
+  std::vector<at::Tensor> in_process(K);
+  exogym::test::run_nodes(K, 2, [&](int rank, exogym::sdk::Communicator& comm) {
+    auto list = inputs(rank);
+    comm.all_reduce(list, ReduceOp::Avg);
+    in_process[rank] = list[0];
+  });
+  std::vector<exogym::sdk::SharedTensors> shared(K);
+  std::vector<bool> untouched(K, false);
+  run_meshes(P, K, true, [&](int rank, exogym::sdk::Communicator& comm) {
+    const auto mine = inputs(rank);
+    shared[rank] = comm.all_reduce_shared(mine, ReduceOp::Avg);
+    untouched[rank] = at::equal(mine[0], inputs(rank)[0]);
+  });
+  for (int r = 0; r < K; ++r) {
+    INFO("node " << r);
+    REQUIRE(untouched[r]);
+    REQUIRE(at::equal(shared[r]->at(0), in_process[0]));
+    REQUIRE(at::equal(shared[r]->at(1), at::full({2}, 7, at::kLong)));  // (1 + 4 + ... + 13) / 5
+    // The nodes of one process hold the same result.
+    const int first = node_block(K, P, exogym::runtime::dist::process_of_node(r, K, P)).first;
+    REQUIRE(shared[r].get() == shared[first].get());
+  }
+  REQUIRE(shared[0].get() != shared[K - 1].get());
+}
+
 TEST_CASE("four processes with one node each reduce, broadcast and gather", "[multiprocess]") {
   const int K = 4;
   std::vector<at::Tensor> sums(K), roots(K);

@@ -86,19 +86,19 @@ void DiLoCoModule::communicate(sdk::NodeContext& ctx, sdk::Model& /*model*/, int
   // K = 1 is plain local training.
   if (ctx.num_nodes == 1) return;
   at::NoGradGuard no_grad;
-  std::vector<at::Tensor> list = params_;
-  ctx.communicator().all_reduce(list, sdk::ReduceOp::Avg);  // params_ now hold the average
+  // The average, once for the process: only the outer step reads it (every
+  // node then continues from the master), so no node needs its own copy.
+  const sdk::SharedTensors average = ctx.communicator().all_reduce_shared(params_, sdk::ReduceOp::Avg);
   Shared& s = *shared_;
   {
     std::lock_guard<std::mutex> lock(s.mutex);
     if (s.outer_step != step) {
-      // The first node of the process here: every node holds the same
-      // average, so its own is the process's.
+      // The first node of the process here takes the outer step for all.
       double squared_norm = 0;
       for (size_t i = 0; i < s.master.size(); ++i) {
         // Pseudo-gradient: old global minus new average (the negative of
         // the average update), a fresh tensor each round.
-        s.master[i].mutable_grad() = s.master[i].detach() - params_[i];
+        s.master[i].mutable_grad() = s.master[i].detach() - (*average)[i];
         squared_norm += s.master[i].grad().square().sum().item<double>();
       }
       s.pseudo_grad_norm = std::sqrt(squared_norm);

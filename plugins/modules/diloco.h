@@ -8,7 +8,8 @@
 // process keeps one copy for all its nodes (sdk/shared.h), stepped by the
 // first of its nodes to get past the average.
 //
-// Communicates: one all_reduce (Avg) of every trainable parameter after
+// Communicates: one all_reduce (Avg, as all_reduce_shared: the process reads
+// the average once, for its outer step) of every trainable parameter after
 // steps H-1, 2H-1, ... (0-based); nothing with one node (local training).
 // Options: "H" and "outer_optimizer" (specs()).
 // State: the master parameters ("<prefix>master.<i>"), the outer

@@ -31,6 +31,14 @@ class BackendCommunicator final : public sdk::Communicator {
   void all_reduce(std::vector<at::Tensor>& tensors, sdk::ReduceOp op) override {
     run_in_place(CollectiveKind::AllReduce, tensors, op, 0);
   }
+  sdk::SharedTensors all_reduce_shared(const std::vector<at::Tensor>& tensors, sdk::ReduceOp op) override {
+    CollectiveCall call;
+    call.kind = CollectiveKind::AllReduce;
+    call.op = op;
+    call.shared_result = true;
+    call.tensors = contiguous_payload(tensors);
+    return backend_.run(rank_, std::move(call), slot_);
+  }
   void broadcast(std::vector<at::Tensor>& tensors, int root) override {
     if (root < 0 || root >= backend_.size()) {
       throw sdk::Error("broadcast: root " + std::to_string(root) + " is not a rank of " +

@@ -23,9 +23,11 @@ class CollectiveBackend {
   // size(), unless nodes are down.
   virtual int live_count() const { return size(); }
   // Node `rank`'s part of a collective. Returns once the results are in
-  // call.tensors (all_reduce, broadcast) or *call.gathered (all_gather).
+  // call.tensors (all_reduce, broadcast) or *call.gathered (all_gather);
+  // for call.shared_result, returns the result instead (the same tensors
+  // for every node of the process), else null.
   // `slot` (may be null) is released while the node waits for the others.
-  virtual void run(int rank, CollectiveCall call, cluster::NodeSlot* slot) = 0;
+  virtual sdk::SharedTensors run(int rank, CollectiveCall call, cluster::NodeSlot* slot) = 0;
 };
 
 // Node `rank`'s communicator over `backend`, which must outlive it.

@@ -12,13 +12,17 @@ const char* collective_name(int32_t kind) {
   return kind >= 0 && kind < 4 ? names[kind] : "an unknown collective";
 }
 
+const char* collective_name(const CollectiveCall& call) {
+  return call.shared_result ? "all_reduce_shared" : collective_name(call.kind);
+}
+
 void check_same_collective(const CollectiveCall& call, int rank, const CollectiveCall& reference, int reference_rank) {
   // A mismatch is a strategy bug: say exactly where.
   auto where = [&] {
-    return std::string("collective mismatch: node ") + std::to_string(rank) + " called " + collective_name(call.kind) +
-           " while node " + std::to_string(reference_rank) + " called " + collective_name(reference.kind);
+    return std::string("collective mismatch: node ") + std::to_string(rank) + " called " + collective_name(call) +
+           " while node " + std::to_string(reference_rank) + " called " + collective_name(reference);
   };
-  if (call.kind != reference.kind) throw sdk::Error(where());
+  if (call.kind != reference.kind || call.shared_result != reference.shared_result) throw sdk::Error(where());
   if (call.tensors.size() != reference.tensors.size()) {
     throw sdk::Error(where() + " with " + std::to_string(call.tensors.size()) + " tensors instead of " +
                      std::to_string(reference.tensors.size()));

@@ -22,7 +22,10 @@ inline const char* collective_name(CollectiveKind kind) { return collective_name
 struct CollectiveCall {
   CollectiveKind kind = CollectiveKind::Barrier;
   sdk::ReduceOp op = sdk::ReduceOp::Sum;  // all_reduce
-  int root = 0;                           // broadcast
+  // all_reduce_shared: the node takes a result its process's nodes share
+  // (CollectiveBackend::run returns it) and its tensors are only read.
+  bool shared_result = false;
+  int root = 0;  // broadcast
   // The node's tensors, contiguous; results are written into them. Held by
   // value: if a node leaves early (it failed), the storage others may still
   // be reading stays alive until the collective is over.
@@ -31,9 +34,12 @@ struct CollectiveCall {
   std::vector<std::vector<at::Tensor>>* gathered = nullptr;
 };
 
+// The function the node called: collective_name, or "all_reduce_shared".
+const char* collective_name(const CollectiveCall& call);
+
 // Throws sdk::Error, naming both nodes and saying what differs, unless node
 // `rank`'s call matches node `reference_rank`'s: the same collective, op,
-// root and tensor shapes and dtypes (all_gather: only the same number of
+// root and tensor shapes and dtypes, and all_reduce_shared on both or neither (all_gather: only the same number of
 // tensors, whose shapes may differ between nodes).
 void check_same_collective(const CollectiveCall& call, int rank, const CollectiveCall& reference, int reference_rank);
 

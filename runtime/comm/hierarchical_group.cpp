@@ -79,13 +79,15 @@ std::unique_ptr<sdk::Communicator> HierarchicalGroup::communicator(int rank, clu
   return make_communicator(*this, rank, slot);
 }
 
-void HierarchicalGroup::run(int rank, CollectiveCall call, cluster::NodeSlot* slot) {
+sdk::SharedTensors HierarchicalGroup::run(int rank, CollectiveCall call, cluster::NodeSlot* slot) {
   const std::vector<at::Tensor> mine = call.tensors;
   auto* gathered = call.gathered;
   const CollectiveKind kind = call.kind;
   const bool receives = kind != CollectiveKind::Broadcast || rank != call.root;
+  const bool shared = call.shared_result;
   rendezvous_.meet(rank - block_.first, std::move(call), slot);
-  // The leader left the results in result_ or gathered_.
+  // The leader left the results in result_, shared_result_ or gathered_.
+  if (shared) return shared_result_;
   switch (kind) {
     case CollectiveKind::AllReduce:
     case CollectiveKind::Broadcast:
@@ -107,6 +109,7 @@ void HierarchicalGroup::run(int rank, CollectiveCall call, cluster::NodeSlot* sl
     case CollectiveKind::Barrier:
       break;
   }
+  return nullptr;
 }
 
 void HierarchicalGroup::lead(const Calls& calls) {
@@ -130,11 +133,19 @@ void HierarchicalGroup::lead(const Calls& calls) {
     }
   }
   result_.clear();
+  shared_result_ = nullptr;
   gathered_.clear();
   buffers_.clear();
   switch (first.kind) {
     case CollectiveKind::AllReduce:
       lead_all_reduce(calls, mine);
+      if (first.shared_result) {
+        // Fresh tensors (the fold's), on the nodes' device: CUDA tensors
+        // may have travelled through host memory.
+        auto shared = std::make_shared<std::vector<at::Tensor>>();
+        for (size_t i = 0; i < result_.size(); ++i) shared->push_back(result_[i].to(first.tensors[i].device()));
+        shared_result_ = std::move(shared);
+      }
       break;
     case CollectiveKind::Broadcast:
       lead_broadcast(calls, mine);

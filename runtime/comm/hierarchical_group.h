@@ -74,7 +74,7 @@ class HierarchicalGroup final : public CollectiveBackend {
   // The communicator of node `rank` (a global rank in this process's block).
   std::unique_ptr<sdk::Communicator> communicator(int rank, cluster::NodeSlot* slot = nullptr);
 
-  void run(int rank, CollectiveCall call, cluster::NodeSlot* slot) override;
+  sdk::SharedTensors run(int rank, CollectiveCall call, cluster::NodeSlot* slot) override;
 
  private:
   using Calls = Rendezvous::Calls;
@@ -129,6 +129,7 @@ class HierarchicalGroup final : public CollectiveBackend {
   // rendezvous is over (until the next one's leader starts, when every local
   // node has arrived again).
   std::vector<at::Tensor> result_;                 // all_reduce, broadcast
+  sdk::SharedTensors shared_result_;               // all_reduce_shared: result_ on the nodes' devices
   std::vector<std::vector<at::Tensor>> gathered_;  // all_gather, by global rank
   std::vector<at::Tensor> buffers_;                // byte buffers the results view
 

@@ -43,9 +43,11 @@ std::unique_ptr<sdk::Communicator> InProcessGroup::communicator(int rank, cluste
   return make_communicator(*this, rank, slot);
 }
 
-void InProcessGroup::run(int rank, CollectiveCall call, cluster::NodeSlot* slot) {
+sdk::SharedTensors InProcessGroup::run(int rank, CollectiveCall call, cluster::NodeSlot* slot) {
+  const bool shared = call.shared_result;
   if (members_.size() == 1) {
-    // Nothing to exchange: all_gather still returns fresh tensors.
+    // Nothing to exchange: all_gather and all_reduce_shared still return
+    // fresh tensors.
     if (call.kind == CollectiveKind::Broadcast && call.root != rank) {
       throw sdk::Error("broadcast: root " + std::to_string(call.root) + " is down");
     }
@@ -54,9 +56,13 @@ void InProcessGroup::run(int rank, CollectiveCall call, cluster::NodeSlot* slot)
       for (const auto& t : call.tensors) call.gathered->front().push_back(t.clone());
     }
     if (abort_.aborted()) throw sdk::AbortedError("run aborted: " + abort_.reason());
-    return;
+    if (!shared) return nullptr;
+    auto result = std::make_shared<std::vector<at::Tensor>>();
+    for (const auto& t : call.tensors) result->push_back(t.clone());
+    return result;
   }
   rendezvous_.meet(rank, std::move(call), slot);
+  return shared ? shared_result_ : nullptr;
 }
 
 namespace {
@@ -75,32 +81,48 @@ bool plain_float_sum(const Rendezvous::Calls& calls, const std::vector<int>& mem
 
 }  // namespace
 
-void InProcessGroup::reduce_chunk(const Rendezvous::Calls& calls, size_t tensor, int64_t start) const {
+void InProcessGroup::reduce_chunk(const Rendezvous::Calls& calls, size_t tensor, int64_t start,
+                                  const at::Tensor& out) const {
   const int64_t end = std::min(calls[members_[0]].tensors[tensor].numel(), start + kChunkElements);
-  auto slice = [&](int r) { return calls[r].tensors[tensor].view(-1).slice(0, start, end); };
+  auto slice = [&](const at::Tensor& t) { return t.view(-1).slice(0, start, end); };
+  auto member = [&](size_t i) -> const at::Tensor& { return calls[members_[i]].tensors[tensor]; };
   // Rank order, element by element: the same bits whoever does the work.
-  // The sum builds up in the first member's slice, which nobody else touches.
+  // In place, the sum builds up in the first member's slice, which nobody
+  // else touches.
   const size_t count = members_.size();
-  at::Tensor acc = slice(members_[0]);
+  const bool in_place = !out.defined();
+  at::Tensor acc = slice(in_place ? member(0) : out);
   const sdk::ReduceOp op = calls[members_[0]].op;
   if (plain_float_sum(calls, members_, tensor)) {
     // The same additions as add_ (x + 1 * y is exact in one rounding), on
     // raw memory: with thousands of nodes, the views and calls of the
     // general path cost more than the arithmetic.
-    auto data = [&](int r) { return calls[r].tensors[tensor].data_ptr<float>() + start; };
-    float* sum = data(members_[0]);
+    auto data = [&](const at::Tensor& t) { return t.data_ptr<float>() + start; };
+    float* sum = data(in_place ? member(0) : out);
     const int64_t n = end - start;
-    for (size_t i = 1; i < count; ++i) {
-      const float* x = data(members_[i]);
+    if (!in_place) {
+      // out = x0 + x1 gives the bits of x0 += x1 (a collective that does
+      // work has two members or more).
+      const float* x0 = data(member(0));
+      const float* x1 = data(member(1));
+      for (int64_t j = 0; j < n; ++j) sum[j] = x0[j] + x1[j];
+    }
+    for (size_t i = in_place ? 1 : 2; i < count; ++i) {
+      const float* x = data(member(i));
       for (int64_t j = 0; j < n; ++j) sum[j] += x[j];
     }
     if (op == sdk::ReduceOp::Avg) average_sum(acc, static_cast<int64_t>(count));
-    for (size_t i = 1; i < count; ++i) std::memcpy(data(members_[i]), sum, static_cast<size_t>(n) * sizeof(float));
+    if (in_place) {
+      for (size_t i = 1; i < count; ++i) std::memcpy(data(member(i)), sum, static_cast<size_t>(n) * sizeof(float));
+    }
     return;
   }
-  for (size_t i = 1; i < count; ++i) combine(acc, slice(members_[i]), op);
+  if (!in_place) acc.copy_(slice(member(0)));
+  for (size_t i = 1; i < count; ++i) combine(acc, slice(member(i)), op);
   if (op == sdk::ReduceOp::Avg) average_sum(acc, static_cast<int64_t>(count));
-  for (size_t i = 1; i < count; ++i) slice(members_[i]).copy_(acc);
+  if (in_place) {
+    for (size_t i = 1; i < count; ++i) slice(member(i)).copy_(acc);
+  }
 }
 
 void InProcessGroup::execute(const Rendezvous::Calls& calls) {
@@ -116,15 +138,24 @@ void InProcessGroup::execute(const Rendezvous::Calls& calls) {
       crew_.run(count, item);
     }
   };
+  shared_result_ = nullptr;  // every node took the last one
   switch (first.kind) {
     case CollectiveKind::AllReduce: {
+      // all_reduce_shared: one result for all, in fresh tensors.
+      std::vector<at::Tensor> out(first.tensors.size());
+      if (first.shared_result) {
+        for (size_t i = 0; i < out.size(); ++i) out[i] = at::empty_like(first.tensors[i], at::MemoryFormat::Contiguous);
+      }
       std::vector<std::pair<size_t, int64_t>> chunks;  // (tensor, first element)
       for (size_t i = 0; i < first.tensors.size(); ++i) {
         for (int64_t start = 0; start < first.tensors[i].numel(); start += kChunkElements)
           chunks.emplace_back(i, start);
       }
-      run_items(static_cast<int64_t>(chunks.size()),
-                [&](int64_t index) { reduce_chunk(calls, chunks[index].first, chunks[index].second); });
+      run_items(static_cast<int64_t>(chunks.size()), [&](int64_t index) {
+        const size_t tensor = chunks[index].first;
+        reduce_chunk(calls, tensor, chunks[index].second, out[tensor]);
+      });
+      if (first.shared_result) shared_result_ = std::make_shared<const std::vector<at::Tensor>>(std::move(out));
       break;
     }
     case CollectiveKind::Broadcast: {

@@ -40,18 +40,23 @@ class InProcessGroup final : public CollectiveBackend {
   // the node waits for the others.
   std::unique_ptr<sdk::Communicator> communicator(int rank, cluster::NodeSlot* slot = nullptr);
 
-  void run(int rank, CollectiveCall call, cluster::NodeSlot* slot) override;
+  sdk::SharedTensors run(int rank, CollectiveCall call, cluster::NodeSlot* slot) override;
 
  private:
   // The last node's part: every node has posted its call.
   void execute(const Rendezvous::Calls& calls);
-  void reduce_chunk(const Rendezvous::Calls& calls, size_t tensor, int64_t start) const;
+  // Reduces one chunk of tensor `tensor` into `out` (all_reduce_shared's
+  // result), or in place into every member's tensor if `out` is undefined.
+  void reduce_chunk(const Rendezvous::Calls& calls, size_t tensor, int64_t start, const at::Tensor& out) const;
 
   const int size_;
   std::vector<int> members_;  // the live ranks
   cluster::AbortSignal& abort_;
   cluster::WorkCrew crew_;
   Rendezvous rendezvous_;
+  // The last all_reduce_shared's result, which every node takes once the
+  // collective is over (before any node can start the next one).
+  sdk::SharedTensors shared_result_;
 };
 
 }  // namespace exogym::runtime::comm

@@ -11,13 +11,28 @@ int MeteredCommunicator::position(int rank) const {
   return static_cast<int>(std::lower_bound(live_->begin(), live_->end(), rank) - live_->begin());
 }
 
-void MeteredCommunicator::all_reduce(std::vector<at::Tensor>& tensors, sdk::ReduceOp op) {
+template <typename Reduce>
+auto MeteredCommunicator::metered_all_reduce(const std::vector<at::Tensor>& tensors, Reduce reduce) {
   const double bytes = payload_bytes(tensors);
   const int K = size();
   meter_.before_collective(source_);
-  inner_.all_reduce(tensors, op);
+  auto result = reduce();
   meter_.after_collective(source_, CollectiveKind::AllReduce, all_reduce_traffic(bytes, K),
                           all_reduce_total_sent(bytes, K), meter_.network().all_reduce_time(bytes, K));
+  return result;
+}
+
+void MeteredCommunicator::all_reduce(std::vector<at::Tensor>& tensors, sdk::ReduceOp op) {
+  metered_all_reduce(tensors, [&] {
+    inner_.all_reduce(tensors, op);
+    return 0;
+  });
+}
+
+sdk::SharedTensors MeteredCommunicator::all_reduce_shared(const std::vector<at::Tensor>& tensors, sdk::ReduceOp op) {
+  // The same traffic as all_reduce: a real cluster sends the same bytes,
+  // only this process keeps fewer copies of the result.
+  return metered_all_reduce(tensors, [&] { return inner_.all_reduce_shared(tensors, op); });
 }
 
 void MeteredCommunicator::broadcast(std::vector<at::Tensor>& tensors, int root) {

@@ -21,6 +21,7 @@ class MeteredCommunicator final : public sdk::Communicator {
   int rank() const override { return inner_.rank(); }
   int size() const override { return inner_.size(); }
   void all_reduce(std::vector<at::Tensor>& tensors, sdk::ReduceOp op) override;
+  sdk::SharedTensors all_reduce_shared(const std::vector<at::Tensor>& tensors, sdk::ReduceOp op) override;
   void broadcast(std::vector<at::Tensor>& tensors, int root) override;
   std::vector<std::vector<at::Tensor>> all_gather(const std::vector<at::Tensor>& tensors) override;
   void barrier() override;
@@ -30,6 +31,9 @@ class MeteredCommunicator final : public sdk::Communicator {
   using sdk::Communicator::broadcast;
 
  private:
+  // Meters an all_reduce of `tensors` around `reduce`.
+  template <typename Reduce>
+  auto metered_all_reduce(const std::vector<at::Tensor>& tensors, Reduce reduce);
   // A rank's place among the live nodes (the rank itself when all are).
   int position(int rank) const;
 
