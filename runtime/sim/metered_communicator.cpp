@@ -11,28 +11,26 @@ int MeteredCommunicator::position(int rank) const {
   return static_cast<int>(std::lower_bound(live_->begin(), live_->end(), rank) - live_->begin());
 }
 
-template <typename Reduce>
-auto MeteredCommunicator::metered_all_reduce(const std::vector<at::Tensor>& tensors, Reduce reduce) {
+void MeteredCommunicator::metered_all_reduce(const std::vector<at::Tensor>& tensors,
+                                             const std::function<void()>& reduce) {
   const double bytes = payload_bytes(tensors);
   const int K = size();
   meter_.before_collective(source_);
-  auto result = reduce();
+  reduce();
   meter_.after_collective(source_, CollectiveKind::AllReduce, all_reduce_traffic(bytes, K),
                           all_reduce_total_sent(bytes, K), meter_.network().all_reduce_time(bytes, K));
-  return result;
 }
 
 void MeteredCommunicator::all_reduce(std::vector<at::Tensor>& tensors, sdk::ReduceOp op) {
-  metered_all_reduce(tensors, [&] {
-    inner_.all_reduce(tensors, op);
-    return 0;
-  });
+  metered_all_reduce(tensors, [&] { inner_.all_reduce(tensors, op); });
 }
 
 sdk::SharedTensors MeteredCommunicator::all_reduce_shared(const std::vector<at::Tensor>& tensors, sdk::ReduceOp op) {
   // The same traffic as all_reduce: a real cluster sends the same bytes,
   // only this process keeps fewer copies of the result.
-  return metered_all_reduce(tensors, [&] { return inner_.all_reduce_shared(tensors, op); });
+  sdk::SharedTensors result;
+  metered_all_reduce(tensors, [&] { result = inner_.all_reduce_shared(tensors, op); });
+  return result;
 }
 
 void MeteredCommunicator::broadcast(std::vector<at::Tensor>& tensors, int root) {

@@ -2,6 +2,9 @@
 // Exact communication accounting: every node's communicator is wrapped in a
 // MeteredCommunicator, so bytes are counted by the runtime, at each tensor's
 // real dtype and size, and no strategy counts anything itself.
+#include <functional>
+#include <vector>
+
 #include "exogym/runtime/sim/node_meter.h"
 #include "exogym/runtime/sim/traffic_source.h"
 #include "exogym/sdk/comm.h"
@@ -31,9 +34,8 @@ class MeteredCommunicator final : public sdk::Communicator {
   using sdk::Communicator::broadcast;
 
  private:
-  // Meters an all_reduce of `tensors` around `reduce`.
-  template <typename Reduce>
-  auto metered_all_reduce(const std::vector<at::Tensor>& tensors, Reduce reduce);
+  // Runs `reduce`, metered as an all_reduce of `tensors`.
+  void metered_all_reduce(const std::vector<at::Tensor>& tensors, const std::function<void()>& reduce);
   // A rank's place among the live nodes (the rank itself when all are).
   int position(int rank) const;
 
