@@ -19,6 +19,7 @@
 #include "exogym/runtime/cluster/compute_slots.h"
 #include "exogym/runtime/cluster/work_crew.h"
 #include "exogym/runtime/comm/inprocess_group.h"
+#include "exogym/runtime/comm/rendezvous.h"
 #include "exogym/sdk/comm.h"
 #include "exogym/sdk/error.h"
 #include "helpers.h"
@@ -393,6 +394,46 @@ TEST_CASE("an abort wakes parked and queued nodes", "[collectives]") {
   queued.join();
   parked.join();
   REQUIRE(aborted.load() == 2);
+}
+
+TEST_CASE("an abort lets a waiting node leave a collective only once the work on its call is over", "[collectives]") {
+  // The last node to arrive works on every node's call (all_gather writes
+  // into a result in the caller's stack frame): a node that left on the
+  // abort while that work went on would have it write into freed memory.
+  for (bool with_slots : {false, true}) {
+    INFO((with_slots ? "parked in a compute slot" : "without compute slots"));
+    exogym::runtime::cluster::AbortSignal abort;
+    exogym::runtime::cluster::ComputeSlots slots(2, abort);
+    std::atomic<bool> working{false}, finish{false}, work_done{false};
+    exogym::runtime::comm::Rendezvous meeting(2, 0, abort, [&](const exogym::runtime::comm::Rendezvous::Calls&) {
+      working = true;
+      while (!finish.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      work_done = true;
+    });
+    std::atomic<int> left_aborted{0}, left_early{0};
+    auto node = [&](int index) {
+      exogym::runtime::cluster::NodeSlot slot(with_slots ? &slots : nullptr);
+      slot.acquire();
+      try {
+        meeting.meet(index, exogym::runtime::comm::CollectiveCall(), &slot);
+      } catch (const exogym::sdk::AbortedError&) {
+        ++left_aborted;
+      }
+      if (!work_done.load()) ++left_early;
+    };
+    std::thread first(node, 0), second(node, 1);
+    while (!working.load()) std::this_thread::yield();
+    abort.trigger("test abort");
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    CHECK(left_aborted.load() == 0);  // the waiting node still waits for the work
+    finish = true;
+    first.join();
+    second.join();
+    REQUIRE(left_early.load() == 0);
+    // The waiting node, and with compute slots the worker too (it cannot
+    // take a slot back once the run is aborted).
+    REQUIRE(left_aborted.load() == (with_slots ? 2 : 1));
+  }
 }
 
 TEST_CASE("pinned compute slots keep the nodes that compute at once on different CPUs", "[collectives]") {

@@ -57,17 +57,34 @@ bool Rendezvous::arrive(int index, CollectiveCall call, cluster::NodeSlot* parke
   generation = generation_;
   if (++arrived_ < static_cast<int>(expected_.size())) return false;
   arrived_ = 0;
+  working_ = true;
   return true;
 }
 
 void Rendezvous::wait(uint64_t generation, cluster::NodeSlot* parked) {
   if (parked) {
-    parked->wait_granted();  // the last node grants it once the work is done
+    try {
+      parked->wait_granted();  // the last node grants it once the work is done
+    } catch (const sdk::AbortedError&) {
+      leave_aborted();
+    }
     return;
   }
   std::unique_lock<std::mutex> lock(mutex_);
   cv_.wait(lock, [&] { return generation_ != generation || abort_.aborted(); });
-  if (generation_ == generation) throw sdk::AbortedError("run aborted: " + abort_.reason());
+  if (generation_ != generation) return;
+  lock.unlock();
+  leave_aborted();
+}
+
+void Rendezvous::leave_aborted() {
+  {
+    // No work starts after the abort (arrive() checks it first), and no
+    // later collective's either (this node has not arrived at it).
+    std::unique_lock<std::mutex> lock(mutex_);
+    cv_.wait(lock, [&] { return !working_; });
+  }
+  throw sdk::AbortedError("run aborted: " + abort_.reason());
 }
 
 void Rendezvous::check_matching() const {
@@ -79,6 +96,19 @@ void Rendezvous::check_matching() const {
 }
 
 void Rendezvous::work_and_wake(int index, cluster::NodeSlot* parked) {
+  // However this ends, the nodes that an abort woke may leave after it:
+  // the work writes into their calls, and the grant below points into their
+  // compute slots, which they destroy when they leave.
+  struct WorkOver {
+    Rendezvous& r;
+    ~WorkOver() {
+      {
+        std::lock_guard<std::mutex> lock(r.mutex_);
+        r.working_ = false;
+      }
+      r.cv_.notify_all();
+    }
+  } work_over{*this};
   // Every member has arrived and waits: this thread does the work.
   try {
     check_matching();

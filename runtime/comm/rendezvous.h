@@ -10,7 +10,10 @@
 // free ones to the others in rank order.
 //
 // No hangs: an abort wakes every waiting node with sdk::AbortedError, and an
-// error in the matching or the work aborts the run.
+// error in the matching or the work aborts the run. A waiting node leaves on
+// an abort only once the work under way (if any) is over, since the work
+// writes into the node's call: its tensors and its all_gather result, which
+// lives in the node's stack frame.
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -53,6 +56,9 @@ class Rendezvous {
  private:
   bool arrive(int index, CollectiveCall call, cluster::NodeSlot* parked, uint64_t& generation);
   void wait(uint64_t generation, cluster::NodeSlot* parked);
+  // After an abort: blocks until no work of collective `generation` is
+  // under way, then throws sdk::AbortedError.
+  [[noreturn]] void leave_aborted();
   void check_matching() const;
   void work_and_wake(int index, cluster::NodeSlot* parked);
 
@@ -70,6 +76,7 @@ class Rendezvous {
   std::vector<cluster::NodeSlot*> parked_;  // the members that gave a compute slot back to wait
   int arrived_ = 0;
   uint64_t generation_ = 0;
+  bool working_ = false;  // the last node of this generation is doing the work
 };
 
 }  // namespace exogym::runtime::comm
