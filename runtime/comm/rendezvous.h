@@ -12,8 +12,8 @@
 // No hangs: an abort wakes every waiting node with sdk::AbortedError, and an
 // error in the matching or the work aborts the run. A waiting node leaves on
 // an abort only once the work under way (if any) is over, since the work
-// writes into the node's call: its tensors and its all_gather result, which
-// lives in the node's stack frame.
+// writes into the node's call (its tensors and its all_gather result, which
+// lives in the node's stack frame) and hands the node's compute slot back.
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -56,8 +56,8 @@ class Rendezvous {
  private:
   bool arrive(int index, CollectiveCall call, cluster::NodeSlot* parked, uint64_t& generation);
   void wait(uint64_t generation, cluster::NodeSlot* parked);
-  // After an abort: blocks until no work of collective `generation` is
-  // under way, then throws sdk::AbortedError.
+  // After an abort: blocks until no work is under way (the last node's
+  // work and its grant of compute slots), then throws sdk::AbortedError.
   [[noreturn]] void leave_aborted();
   void check_matching() const;
   void work_and_wake(int index, cluster::NodeSlot* parked);
