@@ -49,14 +49,12 @@ bool tune_malloc_for_training(int cores) {
     ok = mallopt(M_TRIM_THRESHOLD, 128 * MiB) == 1 && ok;
     // A thread's arena is a chain of 64 MiB heaps, and glibc unmaps the last
     // one as soon as it empties unless the heap before it has less than the
-    // top pad free (and shrinks a heap to the pad). A step whose temporaries
-    // straddle a heap boundary then maps, faults in and unmaps a heap every
-    // time (nanoGPT: three a step). A pad of a whole heap keeps every heap:
-    // with 32 MiB, whether a heap stayed depended on what the heap before it
-    // held, and after other work in the process a step could lose a heap
-    // every time (tests/test_malloc_tuning.cpp). The main heap keeps the
-    // pad beyond its top too; the trim threshold above still returns more.
-    ok = mallopt(M_TOP_PAD, 64 * MiB) == 1 && ok;
+    // top pad free. A step whose temporaries straddle a heap boundary then
+    // maps, faults in and unmaps a heap every time (nanoGPT: three a step).
+    // A pad of a whole heap (64 MiB) would keep every heap whatever the
+    // layout, but 4,096 MLP nodes ran 10-20 % slower with it
+    // (docs/performance.md, "glibc's malloc gave memory back").
+    ok = mallopt(M_TOP_PAD, 32 * MiB) == 1 && ok;
     // glibc gives each thread an arena of its own, up to 8 per core, and
     // memory one arena holds is no use to another. Every node has a thread
     // but only one per core computes at a time: an arena per core (and the
@@ -80,7 +78,7 @@ bool prepare_heap_for_startup() {
   constexpr int kTopPad = 64 << 20;
   // Without a trim threshold above the pad, the free() below would hand
   // the new memory straight back (and the advice with it). The threshold is
-  // the one tune_malloc_for_training() sets, with the same pad.
+  // the one tune_malloc_for_training() sets; it later halves the pad.
   if (mallopt(M_TOP_PAD, kTopPad) != 1 || mallopt(M_TRIM_THRESHOLD, 2 * kTopPad) != 1) return false;
   // The heap begins at the break as it is now; the first allocation then
   // extends it by the top pad.
