@@ -38,9 +38,10 @@ struct CollectiveCall {
 const char* collective_name(const CollectiveCall& call);
 
 // Throws sdk::Error, naming both nodes and saying what differs, unless node
-// `rank`'s call matches node `reference_rank`'s: the same collective, op,
-// root and tensor shapes and dtypes, and all_reduce_shared on both or neither (all_gather: only the same number of
-// tensors, whose shapes may differ between nodes).
+// `rank`'s call matches node `reference_rank`'s: the same collective (and
+// all_reduce_shared on both or neither), op, root and tensor shapes and
+// dtypes (all_gather: only the same number of tensors, whose shapes may
+// differ between nodes).
 void check_same_collective(const CollectiveCall& call, int rank, const CollectiveCall& reference, int reference_rank);
 
 }  // namespace exogym::runtime::comm
