@@ -2,16 +2,22 @@
 # Sets EXOGYM_GLOO_FOUND, and EXOGYM_NCCL_FOUND with EXOGYM_NCCL_INCLUDE_DIR
 # and EXOGYM_NCCL_LIBRARY.
 
-# Gloo: Debian's libgloo-dev ships a CMake package (target `gloo`). The
-# rendezvous also needs c10d's TCPStore header from LibTorch.
+# Gloo: its header and library are found by name (CMAKE_PREFIX_PATH and the
+# usual folders), not through Debian's Gloo CMake package, which names its
+# library by an absolute path and so breaks in an unpacked or moved root.
+# ExoGym::gloo is that library; cmake/LinkOrder.cmake puts it ahead of
+# LibTorch, which may carry a Gloo of its own (pip's does).
 set(EXOGYM_GLOO_FOUND OFF)
 if(NOT EXOGYM_WITH_GLOO STREQUAL "OFF")
-  find_package(Gloo CONFIG QUIET)
-  find_path(EXOGYM_TCPSTORE_HEADER torch/csrc/distributed/c10d/TCPStore.hpp HINTS ${TORCH_INCLUDE_DIRS})
-  if(TARGET gloo AND EXOGYM_TCPSTORE_HEADER)
+  find_path(EXOGYM_GLOO_INCLUDE_DIR gloo/config.h)
+  find_library(EXOGYM_GLOO_LIBRARY NAMES gloo)
+  if(EXOGYM_GLOO_INCLUDE_DIR AND EXOGYM_GLOO_LIBRARY)
     set(EXOGYM_GLOO_FOUND ON)
+    add_library(ExoGym::gloo UNKNOWN IMPORTED)
+    set_target_properties(ExoGym::gloo PROPERTIES IMPORTED_LOCATION "${EXOGYM_GLOO_LIBRARY}"
+      INTERFACE_INCLUDE_DIRECTORIES "${EXOGYM_GLOO_INCLUDE_DIR}")
   elseif(EXOGYM_WITH_GLOO STREQUAL "ON")
-    message(FATAL_ERROR "EXOGYM_WITH_GLOO=ON but Gloo (libgloo-dev) or LibTorch's c10d headers were not found")
+    message(FATAL_ERROR "EXOGYM_WITH_GLOO=ON but Gloo (gloo/config.h and libgloo, Debian's libgloo-dev) was not found")
   endif()
 endif()
 message(STATUS "ExoGym: Gloo backend between processes: ${EXOGYM_GLOO_FOUND}")

@@ -168,8 +168,11 @@ bool FusedAdamW::available() {
     if (!kernels().first) return false;
     at::NoGradGuard no_grad;
     std::mt19937 generator(20261124);
-    // 8 whole groups of 8 and a tail, under LibTorch's 16 and 32 too.
-    const std::vector<int64_t> sizes = {13, 67};
+    // Tails under 8, 16 and 32 lanes, and enough elements (about 4,000 over
+    // six steps of gradients from 1e-6 to 1e3) that a LibTorch rounding
+    // some operation differently shows: 2.11's AdamW agreed on 80 elements
+    // over three steps and differed on larger tensors.
+    const std::vector<int64_t> sizes = {13, 67, 4099};
     std::vector<at::Tensor> theirs, ours;
     for (int64_t n : sizes) {
       at::Tensor start = probe_tensor(generator, n);
@@ -179,9 +182,14 @@ bool FusedAdamW::available() {
     const auto options = torch::optim::AdamWOptions(0.01).betas({0.8, 0.95}).eps(1e-3).weight_decay(0.1);
     torch::optim::AdamW reference(theirs, options);
     FusedAdamW fused(ours, options);
-    for (int step = 0; step < 3; ++step) {
+    const double scales[] = {1.0, 1e-3, 1e3, 1e-6, 1.0, 1e3};
+    for (int step = 0; step < 6; ++step) {
+      if (step == 3) {  // as a schedule would, between steps
+        reference.param_groups()[0].options().set_lr(0.003);
+        fused.param_groups()[0].options().set_lr(0.003);
+      }
       for (size_t i = 0; i < sizes.size(); ++i) {
-        at::Tensor grad = probe_tensor(generator, sizes[i]).mul_(step == 1 ? 1e-3 : 1.0);
+        at::Tensor grad = probe_tensor(generator, sizes[i]).mul_(scales[step]);
         theirs[i].mutable_grad() = grad.clone();
         ours[i].mutable_grad() = grad;
       }

@@ -70,7 +70,7 @@ TEST_CASE("precision accepts fp32 and bf16 only, naming the field", "[precision]
   json m = small_manifest(2);
   m["precision"] = "fp16";
   REQUIRE_THROWS_WITH(runtime::manifest::parse_manifest(m, ".", "test"),
-                      Catch::Matchers::Contains("precision") && Catch::Matchers::Contains("bf16"));
+                      Catch::Contains("precision") && Catch::Contains("bf16"));
   m.erase("precision");
   CHECK(runtime::manifest::parse_manifest(m, ".", "test").runs.at(0).precision == Precision::Fp32);
 }

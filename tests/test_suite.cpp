@@ -7,12 +7,12 @@
 // CMake list separator), and Catch reads '[' as the start of a tag and a
 // leading "--" as an option: such an entry runs no test at all and passes.
 TEST_CASE("every test name survives ctest's test list", "[sdk]") {
-  const auto& tests = Catch::getRegistryHub().getTestCaseRegistry().getAllTests();
-  REQUIRE(tests.size() > 100);
-  for (const auto& test : tests) {
-    INFO(test.name);
-    CHECK(test.name.find(';') == std::string::npos);
-    CHECK(test.name.find('[') == std::string::npos);
-    CHECK(test.name.rfind("--", 0) != 0);
+  const auto names = exogym::testing::all_test_names();
+  REQUIRE(names.size() > 100);
+  for (const auto& name : names) {
+    INFO(name);
+    CHECK(name.find(';') == std::string::npos);
+    CHECK(name.find('[') == std::string::npos);
+    CHECK(name.rfind("--", 0) != 0);
   }
 }

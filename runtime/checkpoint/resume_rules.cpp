@@ -10,6 +10,9 @@ const std::vector<std::string>& changeable_fields() {
   static const std::vector<std::string> fields = {
       "name",        "train.max_steps", "eval",          "checkpoint", "output", "parallelism", "threads",
       "pin_threads", "data.train.path", "data.val.path", "runtime",
+      // A run checkpointed on a GPU may continue on a machine without one (and
+      // back): checkpoints hold CPU tensors, the dropout generator is the CPU's.
+      "device",
   };
   return fields;
 }

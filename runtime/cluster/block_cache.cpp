@@ -9,6 +9,7 @@
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace exogym::runtime::cluster {
@@ -98,9 +99,16 @@ void* take_cached(size_t size) {
   return nullptr;
 }
 
+// c10::Allocator changed between LibTorch versions: 1.x declares
+// `allocate(size_t) const`, 2.x `allocate(size_t)` (non-const) and a pure
+// virtual `copy_data`. Both spellings are defined here without `override`, so
+// one source builds against either: whichever the base declares, one of them
+// overrides it and the other is a plain member.
 class CachingCpuAllocator final : public c10::Allocator {
  public:
-  c10::DataPtr allocate(size_t n) const override {
+  c10::DataPtr allocate(size_t n) { return std::as_const(*this).allocate(n); }
+  void copy_data(void* dest, const void* src, std::size_t count) const { std::memcpy(dest, src, count); }
+  c10::DataPtr allocate(size_t n) const {
     const c10::Device cpu(c10::DeviceType::CPU);
     if (n == 0) return {nullptr, nullptr, &release, cpu};
     const size_t size = block_size(n);
@@ -113,7 +121,7 @@ class CachingCpuAllocator final : public c10::Allocator {
     void* data = static_cast<char*>(start) + kHeader;
     return {data, data, &release, cpu};
   }
-  c10::DeleterFnPtr raw_deleter() const override { return &release; }
+  c10::DeleterFnPtr raw_deleter() const { return &release; }
 };
 
 }  // namespace
