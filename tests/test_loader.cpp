@@ -79,6 +79,16 @@ TEST_CASE("EXOGYM_PLUGIN_PATH is searched", "[loader]") {
   REQUIRE(plugin->description().kind == "dataset");
 }
 
+TEST_CASE("the search path ends with the executable's own plugin folder and holds no configured prefix", "[loader]") {
+  // A stale install in the build's configured prefix (/usr/local) must not
+  // shadow a relocated install's own plugins: after the flags and
+  // EXOGYM_PLUGIN_PATH comes bin/../lib/exogym/plugins, and nothing else.
+  ::unsetenv("EXOGYM_PLUGIN_PATH");
+  PluginLoader loader({kTestPlugins});
+  const fs::path own = fs::weakly_canonical(fs::path(EXOGYM_BINARY_DIR) / "lib" / "exogym" / "plugins");
+  REQUIRE(loader.search_path() == std::vector<fs::path>{fs::canonical(kTestPlugins), own});
+}
+
 TEST_CASE("discover lists the built plugins from their records", "[loader]") {
   PluginLoader loader;  // the build tree, next to the test binary
   auto found = loader.discover();
