@@ -16,6 +16,7 @@
 #include <set>
 #include <string>
 
+#include "exogym/runtime/plugin/plugin_loader.h"
 #include "exogym/sdk/classifier.h"
 #include "exogym/sdk/comm.h"
 #include "exogym/sdk/compose.h"
@@ -352,6 +353,20 @@ TEST_CASE("reduce operations and the runtime fingerprint print as users read the
   CHECK(std::string(exogym::sdk::to_string(exogym::sdk::ReduceOp::Max)) == "max");
   CHECK(std::string(exogym::sdk::runtime_fingerprint()) == EXOGYM_BUILD_FINGERPRINT);
   CHECK_THAT(exogym::sdk::runtime_fingerprint(), Catch::Contains(";torch=1.") || Catch::Contains(";torch=2."));
+}
+
+TEST_CASE("named_trainable_parameters names the trainable parameters in the model's order", "[sdk][model]") {
+  auto plugin = exogym::test::test_loader().load("model", "mlp", "model.plugin");
+  auto model = plugin->create_model(plugin->validate({{"hidden", {8}}}, "model.options"));
+  model->module().named_parameters()["layers.0.bias"].set_requires_grad(false);  // a frozen one is left out
+  const auto named = exogym::sdk::named_trainable_parameters(*model);
+  const auto plain = exogym::sdk::trainable_parameters(*model);
+  std::vector<std::string> names;
+  for (const auto& p : named) names.push_back(p.name);
+  CHECK(names == std::vector<std::string>{"layers.0.weight", "layers.1.weight", "layers.1.bias"});
+  REQUIRE(plain.size() == named.size());
+  for (size_t i = 0; i < named.size(); ++i) CHECK(named[i].tensor.is_same(plain[i]));
+  CHECK(named[1].tensor.sizes() == at::IntArrayRef({10, 8}));
 }
 
 TEST_CASE("the docs list every installed SDK header and place each SDK function in its header", "[sdk][docs]") {
