@@ -196,8 +196,7 @@ TEST_CASE("variant errors name the variant", "[manifest]") {
   auto base_fault = config_error([&] { parse(no_strategy); });
   CHECK(base_fault.path == "strategy");
   CHECK(base_fault.what ==
-        "strategy: required option missing (an object: the strategy plugin and its options) (in variant \"run1\", "
-        "runs[1])");
+        "strategy: required option missing (an object: the strategy plugin and its options) (in variant \"run1\")");
 
   // A base that lacks what every variant supplies is fine.
   no_strategy["runs"][1]["strategy"] = {{"plugin", "diloco"}};

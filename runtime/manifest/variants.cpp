@@ -129,6 +129,10 @@ bool patch_sets(const json& patch, const std::string& path) {
 
 }  // namespace
 
+ConfigError in_variant(const ConfigError& error, const std::string& variant) {
+  return ConfigError(error.path(), error.message() + " (in variant " + json_excerpt(variant) + ")");
+}
+
 std::vector<Manifest> read_variants(const json& base, const json& runs, const fs::path& base_dir,
                                     const std::string& default_name, const std::vector<std::string>& overrides) {
   const std::vector<Variant> variants = list_variants(runs);
@@ -145,8 +149,7 @@ std::vector<Manifest> read_variants(const json& base, const json& runs, const fs
       }
       // The fault is in the base (or the combination): keep the base's path
       // and say which variant exposed it.
-      throw ConfigError(error.path(), error.message() + " (in variant " + json_excerpt(variants[i].name) + ", " +
-                                          entry_path(i) + ")");
+      throw in_variant(error, variants[i].name);
     }
   }
   return out;
