@@ -24,6 +24,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
+std::shared_ptr<spdlog::logger> logger() {
+  auto log = spdlog::get("exogym");
+  return log ? log : spdlog::default_logger();
+}
+
 std::string comparison_title(const manifest::ManifestSet& set) {
   return set.runs.empty() ? std::string("comparison") : set.runs.front().name + ": comparison";
 }
@@ -63,9 +68,16 @@ std::vector<const manifest::Manifest*> selected_runs(const manifest::ManifestSet
     }
   }
   // A typo in the last variant should not surface after the first trained.
+  std::vector<std::string> warned;
   for (const auto* run : selected) {
     try {
-      train::check_run(*run, loader, options.mesh ? options.mesh->size() : 1);
+      // Each warning once, by the process that writes (a variant's seeds
+      // would repeat it).
+      for (const auto& warning : train::check_run(*run, loader, options.mesh ? options.mesh->size() : 1)) {
+        if (std::find(warned.begin(), warned.end(), warning) != warned.end()) continue;
+        warned.push_back(warning);
+        if (!options.mesh || options.mesh->rank() == 0) logger()->warn("{}", warning);
+      }
     } catch (const sdk::ConfigError& e) {
       if (!set.has_variants) throw;
       throw manifest::in_variant(e, run->variant);

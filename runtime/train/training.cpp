@@ -86,10 +86,10 @@ void write_diverged_summary(RunState& s, const Diverged& diverged) {
 
 }  // namespace
 
-void check_run(const manifest::Manifest& m, plugin::PluginLoader& loader, int processes) {
+std::vector<std::string> check_run(const manifest::Manifest& m, plugin::PluginLoader& loader, int processes) {
   check_processes(m, processes);
   cluster::resolve_devices(m.device);
-  load_plugins(m, loader);
+  return load_plugins(m, loader).warnings;
 }
 
 RunResult train_run(const manifest::Manifest& m, plugin::PluginLoader& loader, const RunOptions& options) {
