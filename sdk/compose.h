@@ -116,7 +116,8 @@ class CommunicateOptimizeStrategy : public Strategy {
 };
 
 // The parameters a module synchronises: every trainable parameter, in the
-// module's registration order (the same on every node).
+// module's registration order (the same on every node). With their names:
+// named_trainable_parameters (model.h), in the same order.
 std::vector<at::Tensor> trainable_parameters(Model& model);
 
 // Merges two option lists (a module's and the local step's).

@@ -89,6 +89,26 @@ class Model {
   at::Generator generator_;
 };
 
+// A trainable parameter and its name in the model's module
+// ("layers.0.weight", "transformer.h.1.attn.c_attn.weight").
+struct NamedParameter {
+  std::string name;
+  at::Tensor tensor;
+};
+
+// Every trainable parameter (requires_grad) with its name, in the module's
+// registration order: the order of trainable_parameters() (compose.h), the
+// same on every node. For strategies that group parameters by layer or
+// name (fragments, per-layer rules) without relying on an order of their
+// own. Inline, so that a plugin using it needs no newer SDK library.
+inline std::vector<NamedParameter> named_trainable_parameters(Model& model) {
+  std::vector<NamedParameter> params;
+  for (const auto& item : model.module().named_parameters(/*recurse=*/true)) {
+    if (item.value().requires_grad()) params.push_back({item.key(), item.value()});
+  }
+  return params;
+}
+
 // batch[key], or an error naming the missing key and the keys there are.
 const at::Tensor& batch_tensor(const Batch& batch, const std::string& key);
 

@@ -7,8 +7,10 @@
 // Lifetime: every node has its own instance, made by the plugin's factory on
 // the main thread before training (node 0's first, the others' possibly at
 // the same time on helper threads) from options already validated against
-// the plugin's OptionSpecs. A ConfigError thrown by the constructor is
-// reported under "strategy.options.<its path>". After that, each node's
+// the plugin's OptionSpecs. A ConfigError thrown by the constructor, or by
+// any function below (init() may check options against the model), is the
+// user's to fix: reported under "strategy.options.<its path>" with the
+// variant, exit status 2. After that, each node's
 // instance is used only by that node's thread, and it is destroyed on the
 // main thread after every node has finished.
 //

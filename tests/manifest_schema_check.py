@@ -3,7 +3,8 @@
 
 1. examples/manifest.schema.json is what `exogym-run --schema` prints with the
    built-in plugins (else it is stale: the message says how to regenerate it).
-2. It is a valid draft-7 schema, and every example manifest carries "$schema"
+2. It is a valid draft-7 schema, and every example manifest (those git
+   tracks or would, not a run's outputs ignored under examples/runs/) carries "$schema"
    pointing at it and is valid against it.
 3. A misspelt key or a wrong type, at the top, in a plugin's options, in an
    optimizer or in a variant, is rejected by the schema and by exogym-run
@@ -73,8 +74,44 @@ def check_current(exogym_run, schema_file):
     return json.loads(generated)
 
 
+def example_manifests(source_dir):
+    """The example manifests the repository holds: the JSON files under
+    examples/ that git tracks or would (untracked, not ignored). Not what a user's runs left there (tools/dev
+    example writes examples/runs/..., ignored by git, whose config.json files
+    are manifests without "$schema"). Outside a git checkout: every JSON file
+    under examples/ but examples/runs/."""
+    listed = subprocess.run(["git", "-C", source_dir, "ls-files", "-z", "--cached", "--others", "--exclude-standard",
+                             "--", "examples"], capture_output=True)
+    if listed.returncode == 0 and listed.stdout:
+        files = {os.path.join(source_dir, f) for f in listed.stdout.decode().split("\0") if f.endswith(".json")}
+        files = [f for f in files if os.path.exists(f)]
+    else:
+        runs = os.path.join(source_dir, "examples", "runs") + os.sep
+        files = [f for f in glob.glob(f"{source_dir}/examples/**/*.json", recursive=True) if not f.startswith(runs)]
+    return sorted(files)
+
+
+def check_example_listing():
+    """example_manifests() in a repository where a run left its outputs in
+    an ignored folder: they are not examples; a new manifest not yet added
+    is."""
+    with tempfile.TemporaryDirectory() as repo:
+        os.makedirs(os.path.join(repo, "examples", "runs", "demo", "ddp"))
+        for name, text in (("examples/demo.json", "{}"), ("examples/runs/demo/ddp/config.json", "{}"),
+                           ("examples/untracked.json", "{}"), (".gitignore", "/examples/runs/\n")):
+            with open(os.path.join(repo, name), "w") as f:
+                f.write(text)
+        git = ["git", "-C", repo, "-c", "user.name=t", "-c", "user.email=t@t"]
+        subprocess.run(git + ["init", "-q"], check=True)
+        subprocess.run(git + ["add", ".gitignore", "examples/demo.json"], check=True)
+        subprocess.run(git + ["commit", "-qm", "x"], check=True)
+        found = [os.path.relpath(f, repo) for f in example_manifests(repo)]
+        if found != ["examples/demo.json", "examples/untracked.json"]:
+            fail(f"the examples of a repository with ignored run outputs are {found}, not the two manifests")
+
+
 def check_examples(validator, source_dir, schema_file):
-    manifests = sorted(glob.glob(f"{source_dir}/examples/**/*.json", recursive=True))
+    manifests = example_manifests(source_dir)
     manifests.remove(schema_file)
     for path in manifests:
         doc = load_manifest(path)
@@ -141,6 +178,7 @@ def main(source_dir, build_dir):
     source_dir = os.path.abspath(source_dir)
     exogym_run = os.path.join(build_dir, "bin", "exogym-run")
     schema_file = os.path.join(source_dir, "examples", "manifest.schema.json")
+    check_example_listing()
     schema = check_current(exogym_run, schema_file)
     jsonschema.Draft7Validator.check_schema(schema)
     validator = jsonschema.Draft7Validator(schema)

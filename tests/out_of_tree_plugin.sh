@@ -32,6 +32,12 @@ diff <(ls "$build_dir/lib/exogym/plugins") <(ls "$work/prefix/lib/exogym/plugins
 if [ -s "$work/list-errors.txt" ] || grep -Eq "faulty|wrong_|counting|probe" "$work/installed-list.txt"; then
   echo "FAIL: --list-plugins on the install:"; cat "$work/installed-list.txt" "$work/list-errors.txt"; exit 1
 fi
+# The moved install searches its own folder and no prefix configured at
+# build time (a stale /usr/local install would shadow its plugins).
+search=$(sed -n '/^plugin search path:$/,/^$/p' "$work/installed-list.txt" | sed '1d;/^$/d')
+if [ "$search" != "  $work/prefix/lib/exogym/plugins" ]; then
+  echo "FAIL: the moved install's plugin search path is not its own folder alone:"; echo "$search"; exit 1
+fi
 "$work/prefix/bin/exogym-run" --plugin-path "$work/plugin" --list-plugins > "$work/list.txt"
 
 # Trains with `strategy` for 60 steps and checks the global loss is below 1.

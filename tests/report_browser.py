@@ -2,7 +2,10 @@
 """A comparison's report.html, opened in headless Chromium (Debian's) over
 the DevTools protocol: no console message or page error, no network request
 but the page itself, one series per variant in each chart with as many points
-as the run's CSV files hold, and a screenshot that is not blank. Then the
+as the run's CSV files hold, and a screenshot that is not blank. Its
+controls: the log scale and the train loss smoothing each show one view of
+the charts they switch, every point where the CSV files put it; and the
+summary table fits a printed page's width (where on screen it scrolls). Then the
 same for a comparison over seeds ("seeds"): each chart has one mean series
 and one band per variant, their points the mean and mean ± sample standard
 deviation of the seeds' CSV files, row by row.
@@ -51,15 +54,25 @@ MANIFEST = {
              {"name": "sparta", "strategy": {"plugin": "sparta", "options": {"p": 0.05, "optimizer": OPTIMIZER}}}],
 }
 
+# Whether the summary table fits its box, nothing of it cut or scrolled away.
+TABLE_FITS_JS = """(() => { const wrap = document.querySelector('.table-wrap');
+  const table = wrap.querySelector('table.summary');
+  return wrap.scrollWidth <= wrap.clientWidth &&
+         table.getBoundingClientRect().right <= document.documentElement.clientWidth; })()"""
+
 SEEDS = [1, 2, 3]
 SEEDED_VARIANTS = ["ddp", "diloco"]
 
-# Read from the live page: every line chart, its series, its bands and their points.
-CHARTS_JS = """JSON.stringify([...document.querySelectorAll('svg.line-chart')].map(svg => ({
+# Read from the live page: every line chart shown (a chart's other views,
+# chosen with the page's controls, are not), its series, its bands and their
+# points.
+CHARTS_JS = """JSON.stringify([...document.querySelectorAll('svg.line-chart')].filter(svg =>
+    svg.getClientRects().length > 0).map(svg => ({
   id: svg.id,
   series: [...svg.querySelectorAll('polyline.series')].map(p => ({
     label: p.dataset.label,
-    points: p.points.numberOfItems})),
+    points: p.points.numberOfItems,
+    xy: [...Array(p.points.numberOfItems).keys()].map(i => [p.points.getItem(i).x, p.points.getItem(i).y])})),
   bands: [...svg.querySelectorAll('polygon.band')].map(p => ({
     label: p.dataset.label,
     points: p.points.numberOfItems}))})))"""
@@ -107,8 +120,16 @@ class Browser:
             self.events.append(json.loads(self.ws.recv()))
         raise RuntimeError(f"no {method} within {seconds} s")
 
-    def open(self, url):
-        """Loads `url` in a new tab; returns what the checks need."""
+    def evaluate(self, expression, session):
+        result = self.send("Runtime.evaluate", {"expression": expression, "returnByValue": True}, session)
+        if "exceptionDetails" in result:
+            raise RuntimeError(f"{expression}: {result['exceptionDetails']}")
+        return result["result"].get("value")
+
+    def open(self, url, controls=()):
+        """Loads `url` in a new tab; returns what the checks need. With
+        `controls` (control ids), also the charts shown after clicking each
+        in turn, and the summary table's fit on screen and in print."""
         target = self.send("Target.createTarget", {"url": "about:blank"})["targetId"]
         session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
         for domain in ("Page", "Runtime", "Log", "Network"):
@@ -119,16 +140,29 @@ class Browser:
         self.send("Page.navigate", {"url": url}, session)
         self.wait_for("Page.loadEventFired", session)
         time.sleep(0.5)  # let late requests and messages arrive
-        charts = self.send("Runtime.evaluate", {"expression": CHARTS_JS, "returnByValue": True}, session)
+        charts = self.evaluate(CHARTS_JS, session)
         shot = self.send("Page.captureScreenshot", {"format": "png"}, session)["data"]
+        after = {}
+        for control in controls:
+            self.evaluate(f"document.getElementById('{control}').click()", session)
+            after[control] = json.loads(self.evaluate(CHARTS_JS, session))
+        fits = {}
+        if controls:
+            # A page's width in print (A4 less margins): the table fits it, or
+            # on screen scrolls sideways, which shows that the check can fail.
+            self.send("Emulation.setDeviceMetricsOverride",
+                      {"width": 700, "height": 1000, "deviceScaleFactor": 1, "mobile": False}, session)
+            for media in ("screen", "print"):
+                self.send("Emulation.setEmulatedMedia", {"media": media}, session)
+                fits[media] = self.evaluate(TABLE_FITS_JS, session)
         mine = [e for e in self.events if e.get("sessionId") == session]
         console = [e["params"] for e in mine if e["method"] in ("Runtime.consoleAPICalled", "Runtime.exceptionThrown")]
         console += [e["params"]["entry"] for e in mine
                     if e["method"] == "Log.entryAdded" and e["params"]["entry"]["level"] in ("error", "warning")]
         requests = [e["params"]["request"]["url"] for e in mine if e["method"] == "Network.requestWillBeSent"]
         self.send("Target.closeTarget", {"targetId": target})
-        return {"charts": json.loads(charts["result"]["value"]), "console": console,
-                "requests": [r for r in requests if r != url], "ink": ink(shot)}
+        return {"charts": json.loads(charts), "console": console, "requests": [r for r in requests if r != url],
+                "ink": ink(shot), "after": after, "fits": fits}
 
     def close(self):
         try:
@@ -189,6 +223,96 @@ def drawn_points(series, bands=None):
         lower = [a - b for a, b in zip(y, spread)]
         band_counts[v] = count(finite_points(x, upper)) + count(finite_points(x, lower))
     return counts, band_counts
+
+
+LEFT, TOP, PLOT_HEIGHT = 64, 12, 220  # line_chart.cpp: kLeft, kTop, kPlotHeight
+# The charts the page's controls switch (report_page.cpp): a log x axis, and
+# the train loss smoothed.
+LOG_CHARTS = {"train-loss-time", "train-loss-bytes", "val-global-time", "val-global-bytes"}
+SMOOTHED_CHARTS = {"train-loss-step", "train-loss-time", "train-loss-bytes"}
+
+
+def ema(values, weight):
+    """W&B's debiased exponential moving average, as the report smooths
+    (runtime/output/report/smoothing.cpp): the same float operations."""
+    out, last, kept = [], 0.0, 1.0
+    for v in values:
+        if not math.isfinite(v):
+            out.append(math.nan)
+            continue
+        last = weight * last + (1 - weight) * v
+        kept *= weight
+        out.append(last / (1 - kept))
+    return out
+
+
+def padded(lo, hi):
+    if not hi - lo > 1e-9 * max(abs(lo), abs(hi)):
+        pad = 1.0 if lo == 0 else abs(lo) * 0.05
+        return lo - pad, hi + pad
+    return lo, hi
+
+
+def downsample(points, lo, width):
+    """runtime/output/report/downsample.cpp: per pixel column in turn, the
+    first smallest and the first largest point, in their order."""
+    kept, column, low, high = [], None, 0, 0
+    for i, (x, y) in enumerate(points):
+        c = min(max(int((x - lo) / width * PLOT_WIDTH), 0), PLOT_WIDTH - 1)
+        if c != column:
+            if column is not None:
+                kept += [points[j] for j in sorted({low, high})]
+            column, low, high = c, i, i
+        else:
+            low = i if y < points[low][1] else low
+            high = i if y > points[high][1] else high
+    if column is not None:
+        kept += [points[j] for j in sorted({low, high})]
+    return kept
+
+
+def expected_coords(series, log_x, weight):
+    """{variant: [(px, py)]}: where one chart view draws each variant's
+    points, from {variant: (x, y)}."""
+    finite = {}
+    for v, (x, y) in series.items():
+        x = [math.log10(a) if a > 0 else math.nan for a in x] if log_x else x
+        finite[v] = finite_points(x, ema(y, weight) if weight else y)
+    xs = [x for points in finite.values() for x, _ in points]
+    lo, hi = padded(min(xs), max(xs)) if xs else (0.0, 1.0)
+    kept = {v: downsample(points, lo, hi - lo) for v, points in finite.items()}
+    ys = [y for points in kept.values() for _, y in points]
+    y_lo, y_hi = padded(min(ys), max(ys)) if ys else (0.0, 1.0)
+    return {v: [(LEFT + (x - lo) / (hi - lo) * PLOT_WIDTH, TOP + (y_hi - y) / (y_hi - y_lo) * PLOT_HEIGHT)
+                for x, y in points] for v, points in kept.items()}
+
+
+def view_problems(shown_charts, comparison, log_x, smoothing):
+    """The charts shown with the log scale on or off and a smoothing code
+    ("0", "90") chosen: one view of each chart, every series where it
+    belongs (within the SVG's rounding to 0.1 pixel)."""
+    series = {}
+    for v in VARIANTS:
+        for chart, xy in run_series(os.path.join(comparison, v)).items():
+            series.setdefault(chart, {})[v] = xy
+    wanted = {}
+    for chart in series:
+        log = log_x and chart in LOG_CHARTS
+        smooths = smoothing != "0" and chart in SMOOTHED_CHARTS
+        wanted[chart + ("-log" if log else "") + (f"-ema{smoothing}" if smooths else "")] = (chart, log, smooths)
+    shown = {c["id"]: c for c in shown_charts}
+    what = f"log scale {'on' if log_x else 'off'}, smoothing {smoothing}"
+    if shown.keys() != wanted.keys():
+        return [f"{what}: shown {sorted(shown)}, expected {sorted(wanted)}"]
+    problems = []
+    for view, (chart, log, smooths) in wanted.items():
+        drawn_xy = {s["label"]: s["xy"] for s in shown[view]["series"]}
+        for v, points in expected_coords(series[chart], log, int(smoothing) / 100 if smooths else 0).items():
+            got = drawn_xy.get(v) or []
+            if len(got) != len(points) or any(abs(a - c) > 0.06 or abs(b - d) > 0.06
+                                              for (a, b), (c, d) in zip(got, points)):
+                problems.append(f"{what}: chart {view}, {v}: drew {got[:3]}..., expected {points[:3]}...")
+    return problems
 
 
 def run_series(run):
@@ -327,7 +451,8 @@ def main():
         browser = Browser(work)
         try:
             check_canary(browser, work)
-            seen = browser.open("file://" + os.path.join(comparison, "report.html"))
+            seen = browser.open("file://" + os.path.join(comparison, "report.html"),
+                                controls=("log-scale", "smoothing-90"))
             seen_seeded = browser.open("file://" + os.path.join(seeded_comparison, "report.html"))
         finally:
             browser.close()
@@ -335,6 +460,13 @@ def main():
         problems = page_problems(seen)
         problems += chart_problems(drawn(seen, "series"), expected_charts(comparison), "series")
         problems += [f"chart {c['id']}: a band without seeds" for c in seen["charts"] if c["bands"]]
+        problems += view_problems(seen["charts"], comparison, False, "0")
+        problems += view_problems(seen["after"]["log-scale"], comparison, True, "0")
+        problems += view_problems(seen["after"]["smoothing-90"], comparison, True, "90")
+        if seen["fits"]["screen"]:
+            problems.append("the summary table fits 700 pixels on screen: the print check cannot fail")
+        if not seen["fits"]["print"]:
+            problems.append("the summary table is cut in print (wider than a 700-pixel page)")
         seeded_problems = page_problems(seen_seeded)
         expected = expected_seeded_charts(seeded_comparison)
         seeded_problems += chart_problems(drawn(seen_seeded, "series"), {c: e[0] for c, e in expected.items()},
@@ -343,6 +475,7 @@ def main():
         problems += [f"seeded: {p}" for p in seeded_problems]
         if problems:
             sys.exit("FAILED:\n  " + "\n  ".join(problems))
+        print("log scale and smoothing switch every chart's view as expected; the table fits a printed page")
         print(f"{len(seen['charts'])} charts as expected, and {len(seen_seeded['charts'])} over {len(SEEDS)} seeds "
               f"with a band per variant; no console message, no request, {seen['ink']:.1%} and "
               f"{seen_seeded['ink']:.1%} of the screenshots drawn")

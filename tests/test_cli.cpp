@@ -194,3 +194,76 @@ TEST_CASE("exogym-run --schema prints the manifest's JSON Schema with every plug
   CHECK(with_value.code == 2);
   CHECK_THAT(with_value.err, Catch::Contains("--schema"));
 }
+
+namespace {
+
+// faulty's options for a ConfigError ("deliberately refused") from `where`,
+// on node 1 at step 0.
+json refusing_strategy(const std::string& where) {
+  return {{"plugin", std::string(EXOGYM_TEST_PLUGIN_DIR) + "/exogym_strategy_faulty.so"},
+          {"options", {{"fail_in", where}, {"fail_mode", "config"}, {"fail_node", 1}, {"fail_step", 0}}}};
+}
+
+}  // namespace
+
+TEST_CASE("a ConfigError from a strategy's init() is the user's: exit 2, its options' path, the variant, no progress",
+          "[cli]") {
+  TempDir dir("initrefused");
+  json m = small_manifest(2);
+  m["runs"] = {{{"name", "ddp"}}, {{"name", "refused"}, {"strategy", refusing_strategy("init")}}};
+  const fs::path file = write_manifest(dir, m);
+  const Outcome o = run_tool("exogym-run", "--progress=lines --only refused " + file.string(), dir);
+  CHECK(o.code == 2);
+  CHECK_THAT(o.err, Catch::EndsWith("exogym-run: " + file.string() +
+                                    ": strategy.options.fail_step: deliberately refused for the test (found by node "
+                                    "1 at step 0, init of strategy \"" EXOGYM_TEST_PLUGIN_DIR
+                                    "/exogym_strategy_faulty.so\" (" EXOGYM_TEST_PLUGIN_DIR
+                                    "/exogym_strategy_faulty.so)) (in variant \"refused\")\n"));
+  CHECK_THAT(o.err, !Catch::Contains(" step 0/20"));  // no progress line of a run that never stepped
+}
+
+TEST_CASE("an option error names the variant whether the option check or the plugin's constructor found it", "[cli]") {
+  TempDir dir("variantwording");
+  json m = small_manifest(2);
+  json bad_value = refusing_strategy("step");
+  bad_value["options"]["fail_mode"] = "fp8";
+  m["runs"] = {{{"name", "declared"}, {"strategy", bad_value}},
+               {{"name", "constructor"}, {"strategy", refusing_strategy("constructor")}}};
+  const fs::path file = write_manifest(dir, m);
+  Outcome o = run_tool("exogym-run", "--only declared " + file.string(), dir);
+  CHECK(o.code == 2);
+  CHECK_THAT(o.err, Catch::StartsWith("exogym-run: " + file.string() + ": strategy.options.fail_mode: ") &&
+                        Catch::EndsWith(" (in variant \"declared\")\n"));
+  o = run_tool("exogym-run", "--only constructor " + file.string(), dir);
+  CHECK(o.code == 2);
+  CHECK_THAT(o.err, Catch::EndsWith("exogym-run: " + file.string() +
+                                    ": strategy.options.fail_step: deliberately refused for the test (in variant "
+                                    "\"constructor\")\n"));
+}
+
+TEST_CASE("a run that fails before its first step leaves no folder, and the next run takes its name", "[cli]") {
+  TempDir dir("nofolder");
+  json m = small_manifest(2);
+  m["train"]["max_steps"] = 2;
+  m["strategy"] = refusing_strategy("init");
+  CHECK(run_tool("exogym-run", "-q " + write_manifest(dir, m).string(), dir).code == 2);
+  // A comparison whose first variant fails in init(), or whose data is missing.
+  json compare = small_manifest(2);
+  compare["train"]["max_steps"] = 2;
+  compare["runs"] = {{{"name", "refused"}, {"strategy", refusing_strategy("init")}}, {{"name", "ddp"}}};
+  CHECK(run_tool("exogym-run", "-q " + write_manifest(dir, compare).string(), dir).code == 2);
+  compare["runs"] = {{{"name", "ddp"},
+                      {"data", {{"train", {{"dataset", "mnist"}, {"path", "no-such-folder"}, {"options", nullptr}}}}}}};
+  CHECK(run_tool("exogym-run", "-q " + write_manifest(dir, compare).string(), dir).code == 2);
+  CHECK((!fs::exists(dir / "runs") || fs::is_empty(dir / "runs")));
+  m["strategy"] = small_manifest(2)["strategy"];
+  CHECK(run_tool("exogym-run", "-q " + write_manifest(dir, m).string(), dir).code == 0);
+  CHECK(fs::exists(dir / "runs" / "test" / "summary.json"));  // the name, not test-4
+  CHECK_FALSE(fs::exists(dir / "runs" / "test-2"));
+  // A comparison that trained a variant before one failed keeps that one.
+  compare["runs"] = {{{"name", "ddp"}}, {{"name", "refused"}, {"strategy", refusing_strategy("init")}}};
+  CHECK(run_tool("exogym-run", "-q " + write_manifest(dir, compare).string(), dir).code == 2);
+  CHECK(fs::exists(dir / "runs" / "test-2" / "ddp" / "summary.json"));
+  CHECK_FALSE(fs::exists(dir / "runs" / "test-2" / "refused"));
+  CHECK_FALSE(fs::exists(dir / "runs" / "test-3"));
+}

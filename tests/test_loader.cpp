@@ -7,6 +7,7 @@
 #include <map>
 
 #include "cli_helpers.h"
+#include "exogym/runtime/plugin/catalog.h"
 #include "exogym/runtime/plugin/plugin_loader.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/model.h"
@@ -79,6 +80,16 @@ TEST_CASE("EXOGYM_PLUGIN_PATH is searched", "[loader]") {
   REQUIRE(plugin->description().kind == "dataset");
 }
 
+TEST_CASE("the search path ends with the executable's own plugin folder and holds no configured prefix", "[loader]") {
+  // A stale install in the build's configured prefix (/usr/local) must not
+  // shadow a relocated install's own plugins: after the flags and
+  // EXOGYM_PLUGIN_PATH comes bin/../lib/exogym/plugins, and nothing else.
+  ::unsetenv("EXOGYM_PLUGIN_PATH");
+  PluginLoader loader({kTestPlugins});
+  const fs::path own = fs::weakly_canonical(fs::path(EXOGYM_BINARY_DIR) / "lib" / "exogym" / "plugins");
+  REQUIRE(loader.search_path() == std::vector<fs::path>{fs::canonical(kTestPlugins), own});
+}
+
 TEST_CASE("discover lists the built plugins from their records", "[loader]") {
   PluginLoader loader;  // the build tree, next to the test binary
   auto found = loader.discover();
@@ -91,6 +102,17 @@ TEST_CASE("discover lists the built plugins from their records", "[loader]") {
   REQUIRE(kinds["mlp"] == "model");
   REQUIRE(kinds["cnn"] == "model");
   REQUIRE(kinds.count("faulty") == 0);  // test plugins live elsewhere
+}
+
+TEST_CASE("the plugin list lists options only with --with-options, the built-in datasets' too", "[loader]") {
+  PluginLoader loader;
+  const std::string bare = exogym::runtime::plugin::plugin_catalog(loader, false);
+  CHECK_THAT(bare, Catch::Contains("\ndataset  synthetic      built in\n"));
+  CHECK_THAT(bare, Catch::Contains("\nstrategy allreduce "));
+  CHECK_THAT(bare, !Catch::Contains("\n    "));  // an option's line
+  const std::string full = exogym::runtime::plugin::plugin_catalog(loader, true);
+  CHECK_THAT(full, Catch::Contains("built in\n    "));  // synthetic's options follow it
+  CHECK_THAT(full, Catch::Contains("\n    optimizer "));
 }
 
 TEST_CASE("plugin options are validated with JSON paths", "[loader]") {

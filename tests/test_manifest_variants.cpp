@@ -1,6 +1,8 @@
 // The manifest's "runs" variants (JSON merge patches over the base) and the
 // --set overrides that apply to the base and every variant.
 #include "exogym/runtime/manifest/overrides.h"
+#include "exogym/runtime/train/training.h"
+#include "helpers.h"
 #include "manifest_fixtures.h"
 #include "testing.h"
 
@@ -120,6 +122,31 @@ TEST_CASE("runs expand into variants merged over the base", "[manifest]") {
   CHECK(sparta.run_dir() == fs::path("/manifests/runs/cmp/sparta-fast"));
 }
 
+TEST_CASE("a variant that switches plugin is warned of the base's options the new plugin declares too", "[manifest]") {
+  json m = minimal();
+  m["strategy"] = json::parse(
+      R"({"plugin": "diloco", "options": {"H": 20, "optimizer": {"name": "sgd", "lr": 0.05}, "max_norm": 1.0,
+          "lr_schedule": {"name": "cosine"}}})");
+  m["runs"] = json::parse(R"([
+    {"name": "ddp", "strategy": {"plugin": "allreduce", "options": {"max_norm": 2.0}}},
+    {"name": "longer", "strategy": {"options": {"H": 50}}}])");
+  const ManifestSet set = parse(m, {"strategy.options.lr_schedule={\"name\": \"linear\"}"});
+  const Manifest& ddp = set.runs[0];
+  CHECK(ddp.strategy.options == json::parse(R"({"max_norm": 2.0, "lr_schedule": {"name": "linear"}})"));
+  CHECK(ddp.strategy.base_plugin == "diloco");
+  // What the variant (or --set) sets itself is not left behind.
+  CHECK(ddp.strategy.base_options == json::parse(R"({"H": 20, "optimizer": {"name": "sgd", "lr": 0.05}})"));
+  auto& loader = exogym::test::test_loader();
+  // H is diloco's alone: not worth a word.
+  CHECK(exogym::runtime::train::check_run(ddp, loader) ==
+        std::vector<std::string>{
+            "strategy.options: variant \"ddp\" switches strategy.plugin from \"diloco\" to \"allreduce\", so it "
+            "does not inherit the base's strategy.options; \"allreduce\" declares these too and they take its "
+            "defaults: optimizer (set them in the variant to keep the base's values)"});
+  CHECK(set.runs[1].strategy.base_plugin.empty());
+  CHECK(exogym::runtime::train::check_run(set.runs[1], loader).empty());
+}
+
 TEST_CASE("a variant that keeps its plugin merges its options over the base's", "[manifest]") {
   json m = comparison();
   m["runs"] = json::array({{{"name", "a"}, {"strategy", {{"plugin", "ddp"}, {"options", {{"lr", 0.5}}}}}}});
@@ -196,8 +223,7 @@ TEST_CASE("variant errors name the variant", "[manifest]") {
   auto base_fault = config_error([&] { parse(no_strategy); });
   CHECK(base_fault.path == "strategy");
   CHECK(base_fault.what ==
-        "strategy: required option missing (an object: the strategy plugin and its options) (in variant \"run1\", "
-        "runs[1])");
+        "strategy: required option missing (an object: the strategy plugin and its options) (in variant \"run1\")");
 
   // A base that lacks what every variant supplies is fine.
   no_strategy["runs"][1]["strategy"] = {{"plugin", "diloco"}};

@@ -13,6 +13,7 @@
 #include "exogym/runtime/output/report/line_chart.h"
 #include "exogym/runtime/output/report/report.h"
 #include "exogym/runtime/output/report/run_folder.h"
+#include "exogym/runtime/output/report/smoothing.h"
 #include "exogym/sdk/error.h"
 #include "helpers.h"
 #include "testing.h"
@@ -92,6 +93,58 @@ TEST_CASE("a line chart draws one polyline per series with its points, labels es
   REQUIRE_THAT(svg, Catch::Contains("data-label=\"&lt;b&gt;&amp;\" data-points=\"1\""));
   REQUIRE(svg.find("<b>") == std::string::npos);
   REQUIRE(report::format_value(1.5e6, report::AxisFormat::Bytes) == "1.50 MB");
+}
+
+TEST_CASE("a log x axis places points at log10(x) and leaves out x <= 0", "[report]") {
+  report::Series a{"ddp", "#123456", {0, 10, 100, 1000}, {4, 3, 2, 1}};
+  report::ChartSpec spec{"bytes-log", {"bytes (log scale)"}, {"loss"}, true};
+  const std::string svg = report::line_chart_svg(spec, {a});
+  CHECK_THAT(svg, Catch::Contains("data-label=\"ddp\" data-points=\"3\""));
+  // x from 1 to 3 (10 to 1000) over the plot's 560 pixels from x = 64: 64, 344, 624.
+  CHECK_THAT(svg, Catch::Contains("points=\"64.0,"));
+  CHECK_THAT(svg, Catch::Contains(" 344.0,"));
+  CHECK_THAT(svg, Catch::Contains(" 624.0,"));
+  CHECK_THAT(svg, Catch::Contains(">10</text>") && Catch::Contains(">100</text>") && Catch::Contains(">1000</text>"));
+}
+
+TEST_CASE("EMA smoothing as W&B's: debiased, non-finite values skipped, weight 0 the values", "[report]") {
+  const std::vector<double> y{1, 2, NAN, 4};
+  const auto s = report::ema_smoothed(y, 0.5);
+  REQUIRE(s.size() == 4);
+  CHECK(s[0] == Approx(1.0));          // 0.5 / (1 - 0.5)
+  CHECK(s[1] == Approx(1.25 / 0.75));  // (0.25 + 1) / (1 - 0.25)
+  CHECK(std::isnan(s[2]));
+  CHECK(s[3] == Approx(2.625 / 0.875));  // (0.625 + 2) / (1 - 0.125)
+  const auto same = report::ema_smoothed(y, 0);
+  CHECK(same[0] == 1);
+  CHECK(same[3] == 4);
+}
+
+TEST_CASE("report.html offers log scales and train loss smoothing without script, and prints its table whole",
+          "[report]") {
+  TempDir dir("report-views");
+  json m = small_manifest(2);
+  m["train"]["max_steps"] = 6;
+  run_json(m, dir.path());
+  const std::string page = read_text(dir / "run" / "report.html");
+  CHECK_THAT(page, Catch::Contains("<input type=\"checkbox\" id=\"log-scale\">"));
+  CHECK_THAT(page, Catch::Contains("id=\"smoothing-90\" value=\"90\">"));
+  CHECK(page.find("<script") == std::string::npos);
+  // Bytes and simulated time in both scales; the train loss at every smoothing.
+  for (const std::string id : {"train-loss-step", "train-loss-step-ema60", "train-loss-step-ema99", "train-loss-time",
+                               "train-loss-time-log", "train-loss-time-log-ema90", "train-loss-bytes-ema90",
+                               "train-loss-bytes-log-ema99", "val-global-time-log", "val-global-bytes-log"}) {
+    INFO(id);
+    CHECK(count(page, "id=\"" + id + "\"") == 1);
+  }
+  CHECK(count(page, "id=\"val-global-bytes-log-ema") == 0);  // validation losses are not smoothed
+  CHECK(count(page, "id=\"lr-step-log") == 0);
+  CHECK_THAT(page, Catch::Contains(">bytes sent per node (log scale)</text>"));
+  CHECK_THAT(page, Catch::Contains(">train loss (EMA 0.99)</text>"));
+  // The default views show without :has; the others wait for their control.
+  CHECK_THAT(page, Catch::Contains(".scale[data-scale=log]{display:none}"));
+  CHECK_THAT(page, Catch::Contains("body:has(#smoothing-90:checked) .smooth[data-smoothing=\"90\"]{display:block}"));
+  CHECK_THAT(page, Catch::Contains(".table-wrap{overflow:visible}"));
 }
 
 TEST_CASE("a folder that is not a run is a data error naming it, and exogym-report needs one run", "[report]") {

@@ -12,9 +12,11 @@
 #include <torch/optim/sgd.h>
 
 #include <cmath>
+#include <regex>
 #include <set>
 #include <string>
 
+#include "exogym/runtime/plugin/plugin_loader.h"
 #include "exogym/sdk/classifier.h"
 #include "exogym/sdk/comm.h"
 #include "exogym/sdk/compose.h"
@@ -24,6 +26,7 @@
 #include "exogym/sdk/options.h"
 #include "exogym/sdk/plugin.h"
 #include "exogym/sdk/random.h"
+#include "helpers.h"
 #include "sdk_fixtures.h"
 #include "testing.h"
 
@@ -350,4 +353,57 @@ TEST_CASE("reduce operations and the runtime fingerprint print as users read the
   CHECK(std::string(exogym::sdk::to_string(exogym::sdk::ReduceOp::Max)) == "max");
   CHECK(std::string(exogym::sdk::runtime_fingerprint()) == EXOGYM_BUILD_FINGERPRINT);
   CHECK_THAT(exogym::sdk::runtime_fingerprint(), Catch::Contains(";torch=1.") || Catch::Contains(";torch=2."));
+}
+
+TEST_CASE("named_trainable_parameters names the trainable parameters in the model's order", "[sdk][model]") {
+  auto plugin = exogym::test::test_loader().load("model", "mlp", "model.plugin");
+  auto model = plugin->create_model(plugin->validate({{"hidden", {8}}}, "model.options"));
+  model->module().named_parameters()["layers.0.bias"].set_requires_grad(false);  // a frozen one is left out
+  const auto named = exogym::sdk::named_trainable_parameters(*model);
+  const auto plain = exogym::sdk::trainable_parameters(*model);
+  std::vector<std::string> names;
+  for (const auto& p : named) names.push_back(p.name);
+  CHECK(names == std::vector<std::string>{"layers.0.weight", "layers.1.weight", "layers.1.bias"});
+  REQUIRE(plain.size() == named.size());
+  for (size_t i = 0; i < named.size(); ++i) CHECK(named[i].tensor.is_same(plain[i]));
+  CHECK(named[1].tensor.sizes() == at::IntArrayRef({10, 8}));
+}
+
+TEST_CASE("the docs list every installed SDK header and place each SDK function in its header", "[sdk][docs]") {
+  namespace fs = std::filesystem;
+  using exogym::test::read_text;
+  const fs::path source = EXOGYM_SOURCE_DIR;
+  const std::string cmake = read_text(source / "sdk" / "CMakeLists.txt");
+  const size_t from = cmake.find("install(FILES"), to = cmake.find("DESTINATION include/exogym/sdk");
+  REQUIRE(from < to);
+  const std::string installed = cmake.substr(from, to - from);
+  const std::string plugins = read_text(source / "docs" / "plugins.md");
+  const size_t list_from = plugins.find("the headers in `sdk/`"), list_to = plugins.find("installed as");
+  REQUIRE(list_from < list_to);
+  const std::string list = plugins.substr(list_from, list_to - list_from);
+  const std::regex header(R"(\b(\w+\.h)\b)");
+  int headers = 0;
+  for (std::sregex_iterator it(installed.begin(), installed.end(), header), end; it != end; ++it, ++headers) {
+    INFO((*it)[1]);
+    CHECK(list.find("`" + (*it)[1].str() + "`") != std::string::npos);
+  }
+  CHECK(headers >= 15);
+  // "`sdk::f` (`sdk/x.h`)" or "`sdk::f` / `sdk::g` (`sdk/x.h`)": x.h declares f (and g),
+  // a function or a type.
+  const std::regex placed(R"(`sdk::(\w+)`(?: / `sdk::(\w+)`)?\s+\(`sdk/(\w+\.h)`\))");
+  int places = 0;
+  for (const std::string page : {"plugins.md", "checkpoints.md"}) {
+    const std::string text = read_text(source / "docs" / page);
+    for (std::sregex_iterator it(text.begin(), text.end(), placed), end; it != end; ++it, ++places) {
+      const std::string declared = read_text(source / "sdk" / (*it)[3].str());
+      for (int name : {1, 2}) {
+        if (!(*it)[name].matched) continue;
+        INFO(page << ": sdk::" << (*it)[name] << " in sdk/" << (*it)[3]);
+        // Declared: a function's "name(", or a type's "using name =", "struct name", "class name".
+        const std::string n = (*it)[name].str();
+        CHECK(std::regex_search(declared, std::regex("\\b" + n + "\\(|using " + n + " =|(struct|class) " + n + "\\b")));
+      }
+    }
+  }
+  CHECK(places >= 2);  // checkpoints.md's optimizer state and plugins.md's named parameters
 }

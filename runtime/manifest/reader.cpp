@@ -44,7 +44,11 @@ std::string read_name(const json& top, const std::string& default_name) {
 }
 
 PluginRef read_plugin(const json& section, const std::string& path) {
-  return {section.at("plugin"), section.at("options"), path};
+  PluginRef ref;
+  ref.plugin = section.at("plugin").get<std::string>();
+  ref.options = section.at("options");
+  ref.path = path;
+  return ref;
 }
 
 data::PartitionSpec read_partition(const json& value, const std::string& path, int nodes) {

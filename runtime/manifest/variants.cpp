@@ -97,19 +97,44 @@ std::vector<Variant> list_variants(const json& runs) {
   return variants;
 }
 
+// The base's "model" or "strategy" object when the variant switches it to
+// another plugin, else null.
+json switched_section(const json& base, const json& patch, const char* section) {
+  const json& patch_section = patch.contains(section) ? patch[section] : json();
+  if (patch_section.is_object() && patch_section.contains("plugin") && base.contains(section) &&
+      base[section].is_object() && base[section].value("plugin", json()) != patch_section["plugin"]) {
+    return base[section];
+  }
+  return json();
+}
+
 json merge(json base, const json& patch) {
   // A variant that switches to another plugin starts from that plugin's
   // defaults: the base's options belong to the base's plugin (DiLoCo's "H"
   // would be an unknown option for allreduce).
   for (const char* section : {"model", "strategy"}) {
-    const json& patch_section = patch.contains(section) ? patch[section] : json();
-    if (patch_section.is_object() && patch_section.contains("plugin") && base.contains(section) &&
-        base[section].is_object() && base[section].value("plugin", json()) != patch_section["plugin"]) {
-      base[section].erase("options");
-    }
+    if (!switched_section(base, patch, section).is_null()) base[section].erase("options");
   }
   base.merge_patch(patch);
   return base;
+}
+
+// Notes on `run` what a switch of plugin left behind: the base's options
+// the run does not set itself (the runtime names those the new plugin
+// declares too, train/setup.h).
+void note_switched_plugins(const json& base, const json& patch, Manifest& run) {
+  for (const char* section : {"model", "strategy"}) {
+    const json from = switched_section(base, patch, section);
+    if (from.is_null()) continue;
+    PluginRef& ref = std::string(section) == "model" ? run.model : run.strategy;
+    const json plugin = from.value("plugin", json());
+    ref.base_plugin = plugin.is_string() ? plugin.get<std::string>() : plugin.dump();
+    const json options = from.value("options", json::object());
+    if (!options.is_object()) continue;
+    for (const auto& [key, value] : options.items()) {
+      if (!ref.options.is_object() || !ref.options.contains(key)) ref.base_options[key] = value;
+    }
+  }
 }
 
 // Whether a merge patch sets the value at a dotted JSON path (or deletes it
@@ -129,6 +154,10 @@ bool patch_sets(const json& patch, const std::string& path) {
 
 }  // namespace
 
+ConfigError in_variant(const ConfigError& error, const std::string& variant) {
+  return ConfigError(error.path(), error.message() + " (in variant " + json_excerpt(variant) + ")");
+}
+
 std::vector<Manifest> read_variants(const json& base, const json& runs, const fs::path& base_dir,
                                     const std::string& default_name, const std::vector<std::string>& overrides) {
   const std::vector<Variant> variants = list_variants(runs);
@@ -139,14 +168,14 @@ std::vector<Manifest> read_variants(const json& base, const json& runs, const fs
     merged.erase("seeds");  // an override's, already taken by the manifest set (seeds.h)
     try {
       out.push_back(read_run(merged, base_dir, default_name, variants[i].name));
+      note_switched_plugins(base, variants[i].patch, out.back());
     } catch (const ConfigError& error) {
       if (!error.path().empty() && patch_sets(variants[i].patch, error.path())) {
         throw ConfigError(entry_path(i) + "." + error.path(), error.message());
       }
       // The fault is in the base (or the combination): keep the base's path
       // and say which variant exposed it.
-      throw ConfigError(error.path(), error.message() + " (in variant " + json_excerpt(variants[i].name) + ", " +
-                                          entry_path(i) + ")");
+      throw in_variant(error, variants[i].name);
     }
   }
   return out;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "exogym/runtime/manifest/manifest.h"
+#include "exogym/sdk/error.h"
 
 namespace exogym::runtime::manifest {
 
@@ -15,6 +16,11 @@ namespace exogym::runtime::manifest {
 // the variant's values. A variant is named by its "name", else after its
 // strategy plugin. Errors at a key the variant sets name it (runs[1].nodes);
 // faults of the base keep the base's path and say which variant showed them.
+// `error` with the variant that showed it: "... (in variant "ddp")". The one
+// wording of every error of a variant, whether the manifest, a plugin's
+// declared options, or the plugin itself (its constructor, init()) found it.
+sdk::ConfigError in_variant(const sdk::ConfigError& error, const std::string& variant);
+
 std::vector<Manifest> read_variants(const nlohmann::json& base, const nlohmann::json& runs,
                                     const std::filesystem::path& base_dir, const std::string& default_name,
                                     const std::vector<std::string>& overrides);

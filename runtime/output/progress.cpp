@@ -80,6 +80,7 @@ void Progress::step(int64_t steps_done, double loss, double lr) {
   steps_done_ = steps_done;
   loss_ = loss;
   lr_ = lr;
+  stepped_ = true;
   if (mode_ == Mode::Quiet) return;
   auto now = std::chrono::steady_clock::now();
   if (mode_ == Mode::Live || mode_ == Mode::Jsonl) {
@@ -123,7 +124,11 @@ void Progress::validation(int64_t step, double local_loss, double global_loss, c
 void Progress::finish() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (mode_ == Mode::Quiet || max_steps_ < 0) return;
-  mode_ == Mode::Jsonl ? print_json("finish", true) : print_line(true);
+  if (mode_ == Mode::Jsonl) {
+    print_json("finish", true);
+  } else if (stepped_) {
+    print_line(true);
+  }
   max_steps_ = -1;  // finished: print once
 }
 

@@ -27,6 +27,11 @@ class Progress {
   void step(int64_t steps_done, double loss, double lr);
   // A validation result: the losses, and the global model's metrics.
   void validation(int64_t step, double local_loss, double global_loss, const Metrics& global_metrics);
+  // The final line (or "finish" event). Without a step reported since the
+  // start there is nothing to say: a run that failed in its set-up or in a
+  // strategy's init() ends with its error alone, not "step 0/20 loss 0"
+  // (JSON lines still get their "finish" event, for readers that pair it
+  // with "start").
   void finish();
 
   // Live on a terminal, plain lines otherwise.
@@ -45,6 +50,7 @@ class Progress {
   double loss_ = 0, lr_ = 0;
   int64_t next_line_step_ = 0;
   bool line_open_ = false;
+  bool stepped_ = false;  // step() was called
   std::mutex mutex_;
 };
 

@@ -53,7 +53,7 @@ std::string plugin_catalog(PluginLoader& loader, bool with_options) {
   std::string out;
   for (const auto& name : data::builtin_dataset_names()) {
     out += format("%-8s %-14s built in\n", "dataset", name.c_str());
-    out += option_lines(*data::builtin_dataset_options(name));
+    if (with_options) out += option_lines(*data::builtin_dataset_options(name));
   }
   out += "\nplugin search path:\n";
   for (const auto& dir : loader.search_path()) out += "  " + dir.string() + "\n";

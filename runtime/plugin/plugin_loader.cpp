@@ -93,10 +93,11 @@ static void append_path_list(std::vector<fs::path>& out, const std::string& list
 std::vector<fs::path> PluginLoader::search_path() const {
   std::vector<fs::path> dirs = extra_dirs_;
   if (const char* env = std::getenv("EXOGYM_PLUGIN_PATH")) append_path_list(dirs, env);
-#ifdef EXOGYM_INSTALL_PLUGIN_DIR
-  dirs.emplace_back(EXOGYM_INSTALL_PLUGIN_DIR);
-#endif
-  // Next to the running program: bin/../lib/exogym/plugins.
+  // The install's own folder, found from the running program
+  // (bin/../lib/exogym/plugins), which is also the build tree's. No prefix
+  // configured at build time: an install moved or installed elsewhere
+  // (cmake --install --prefix) would otherwise search, and be shadowed by, a
+  // stale install in that prefix.
   boost::dll::fs::error_code ec;
   fs::path exe = boost::dll::program_location(ec);
   if (!ec) dirs.push_back(exe.parent_path().parent_path() / "lib" / "exogym" / "plugins");

@@ -3,9 +3,9 @@
 // creates models, strategies and datasets from them.
 //
 // Lookup of "plugin": "diloco" (kind strategy): --plugin-path dirs, then
-// EXOGYM_PLUGIN_PATH (':'-separated), then the install's plugin folder, then
-// the build tree (lib/exogym/plugins next to the executable, which covers
-// both a build tree and a relocated install). The file searched for is
+// EXOGYM_PLUGIN_PATH (':'-separated), then lib/exogym/plugins next to the
+// executable (bin/../lib/exogym/plugins: the install's own folder wherever
+// it was installed or moved, or the build tree's). The file searched for is
 // exogym_<kind>_<name>.so. A value ending in ".so" is a path to the file.
 #include <filesystem>
 #include <map>

@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "exogym/runtime/manifest/document.h"
+#include "exogym/runtime/manifest/variants.h"
 #include "exogym/runtime/output/atomic_file.h"
 #include "exogym/sdk/error.h"
 
@@ -50,7 +51,7 @@ manifest::ManifestSet resumed_variants(const fs::path& folder, const std::vector
       one = manifest::parse_manifest(config, folder / variant, config.value("name", folder.filename().string()),
                                      overrides);
     } catch (const sdk::ConfigError& e) {
-      throw sdk::ConfigError(e.path(), e.message() + " (in variant \"" + variant + "\")");
+      throw manifest::in_variant(e, variant);
     }
     manifest::Manifest run = std::move(one.runs.front());
     run.variant = variant;

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "exogym/runtime/dist/process_mesh.h"
+#include "exogym/runtime/manifest/variants.h"
 #include "exogym/runtime/output/atomic_file.h"
 #include "exogym/runtime/output/comparison.h"
 #include "exogym/runtime/output/report/report.h"
@@ -22,6 +23,11 @@ namespace exogym::runtime::run {
 namespace fs = std::filesystem;
 
 namespace {
+
+std::shared_ptr<spdlog::logger> logger() {
+  auto log = spdlog::get("exogym");
+  return log ? log : spdlog::default_logger();
+}
 
 std::string comparison_title(const manifest::ManifestSet& set) {
   return set.runs.empty() ? std::string("comparison") : set.runs.front().name + ": comparison";
@@ -62,15 +68,45 @@ std::vector<const manifest::Manifest*> selected_runs(const manifest::ManifestSet
     }
   }
   // A typo in the last variant should not surface after the first trained.
+  std::vector<std::string> warned;
   for (const auto* run : selected) {
     try {
-      train::check_run(*run, loader, options.mesh ? options.mesh->size() : 1);
+      // Each warning once, by the process that writes (a variant's seeds
+      // would repeat it).
+      for (const auto& warning : train::check_run(*run, loader, options.mesh ? options.mesh->size() : 1)) {
+        if (std::find(warned.begin(), warned.end(), warning) != warned.end()) continue;
+        warned.push_back(warning);
+        if (!options.mesh || options.mesh->rank() == 0) logger()->warn("{}", warning);
+      }
     } catch (const sdk::ConfigError& e) {
       if (!set.has_variants) throw;
-      throw sdk::ConfigError(e.path(), e.message() + " (in variant \"" + run->variant + "\")");
+      throw manifest::in_variant(e, run->variant);
     }
   }
   return selected;
+}
+
+// A comparison that stopped: the report of what ran, or, when no variant
+// left a folder (each run that fails before training removes its own), no
+// comparison folder either, so that failed attempts leave no <name>-N.
+void close_stopped_comparison(const manifest::ManifestSet& set, const fs::path& folder,
+                              const std::vector<fs::path>& variant_dirs) noexcept {
+  std::error_code ec;
+  const bool any =
+      std::any_of(variant_dirs.begin(), variant_dirs.end(), [&](const fs::path& dir) { return fs::exists(dir, ec); });
+  if (any) return write_stopped_comparison_report(set, folder, variant_dirs);
+  fs::remove_all(folder, ec);
+}
+
+// Rethrows the exception being handled; an option error with the variant
+// it came from, worded as the checks before training word it.
+[[noreturn]] void rethrow_in_variant(const manifest::ManifestSet& set, const manifest::Manifest& run) {
+  try {
+    throw;
+  } catch (const sdk::ConfigError& e) {
+    if (!set.has_variants) throw;
+    throw manifest::in_variant(e, run.variant);
+  }
 }
 
 }  // namespace
@@ -126,8 +162,9 @@ RunnerResult run_manifest_set(const manifest::ManifestSet& set, plugin::PluginLo
     try {
       result.runs.push_back(train::train_run(*run, loader, run_options));
     } catch (...) {
-      if (compares) write_stopped_comparison_report(set, result.folder, variant_dirs);
-      throw;
+      if (compares && resumes) write_stopped_comparison_report(set, result.folder, variant_dirs);
+      if (compares && !resumes) close_stopped_comparison(set, result.folder, variant_dirs);
+      rethrow_in_variant(set, *run);
     }
     if (!set.compares()) result.folder = result.runs.back().run_dir;
   }

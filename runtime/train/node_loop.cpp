@@ -125,6 +125,7 @@ NodeRun::NodeRun(RunState& s, cluster::Cluster& cluster, int rank, cluster::Node
 void NodeRun::run() {
   try {
     start();
+    s_.nodes_started.fetch_add(1);
     s_.loop.note_start();
     for (int64_t t = s_.first_step; t < m_.max_steps; ++t) {
       if (membership_.meets_before(t)) change_membership(t);
@@ -143,6 +144,13 @@ void NodeRun::run() {
     throw;
   } catch (const Diverged&) {
     throw;  // it names the node and step already; training.cpp marks the summary
+  } catch (const sdk::ConfigError& e) {
+    // A plugin's ConfigError (init() checking its options, say) is the user's: at its options, exit 2, where found.
+    const bool model = phase_.find(model_name_) != std::string::npos;
+    if (!model && phase_.find(strategy_name_) == std::string::npos) throw;  // the runtime's own, with its path
+    const sdk::ConfigError at = at_options(model ? m_.model : m_.strategy, e);
+    throw sdk::ConfigError(at.path(), at.message() + " (found by node " + std::to_string(rank_) + " at step " +
+                                          std::to_string(ctx_.step) + ", " + phase_ + ")");
   } catch (...) {
     // Anything a plugin throws, `throw 42` included, stops the run cleanly.
     throw sdk::Error("node " + std::to_string(rank_) + ", step " + std::to_string(ctx_.step) + ", " + phase_ + ": " +

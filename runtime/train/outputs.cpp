@@ -78,6 +78,18 @@ void write_run_report(RunState& s) {
   output::report::write_report({s.run_dir}, s.run_dir / "report.html", run_title(s.m));
 }
 
+bool remove_untrained_run_folder(RunState& s, const RunOptions& options) noexcept {
+  // Resumed, the folder is the user's; with every node of this process
+  // past init(), it records training (or an error during it) worth keeping.
+  if (options.resume || !s.role.writes || s.run_dir.empty() || s.nodes_started.load() == s.role.block.count)
+    return false;
+  s.writer.reset();  // closes its files first
+  std::error_code ec;
+  std::filesystem::remove_all(s.run_dir, ec);
+  if (ec && s.log) s.log->warn("could not remove {}, a run that did not start: {}", s.run_dir.string(), ec.message());
+  return !ec;
+}
+
 void write_stopped_run_report(RunState& s) noexcept {
   if (!s.role.writes || !s.writer) return;
   try {

@@ -8,9 +8,9 @@
 
 namespace exogym::runtime::train {
 
-// Sets s.run_dir (process 0: options.run_dir, or a fresh folder; a resumed
-// run's in every process) and s.config, what config.json will hold. Creates
-// nothing.
+// Sets s.run_dir (process 0: options.run_dir, or a fresh folder it claims
+// with mkdir; a resumed run's in every process) and s.config, what
+// config.json will hold.
 void choose_run_folder(RunState& s, const cluster::ThreadPlan& plan, const RunOptions& options);
 
 // Sets s.writer or s.metric_buffer, and s.progress; writes config.json. A
@@ -22,8 +22,15 @@ void open_outputs(RunState& s, const RunOptions& options);
 // the folder. Throws sdk::Error naming the file when it cannot be written.
 void write_run_report(RunState& s);
 
-// The same after the run failed or was interrupted, with what the files
-// reached. Never throws: a report that cannot be written is logged, and the
+// After the run failed or was interrupted before every node of this
+// process finished its strategy's init(): removes the folder a fresh run
+// made (config.json and empty CSVs, nothing trained), so that failed
+// attempts leave no <name>-N behind and the next one takes the name.
+// Returns whether it did; a resumed run's folder is never removed.
+bool remove_untrained_run_folder(RunState& s, const RunOptions& options) noexcept;
+
+// report.html after the run failed or was interrupted, with what the
+// files reached. Never throws: a report that cannot be written is logged, and the
 // run's own error is what the user sees.
 void write_stopped_run_report(RunState& s) noexcept;
 

@@ -21,11 +21,6 @@ namespace {
 // The stream of the models' own generators (dropout), one per node: "MODEL".
 constexpr uint64_t kModelStream = 0x4D4F44454CULL;
 
-// A plugin's own ConfigError names a path inside its options.
-sdk::ConfigError at_options(const manifest::PluginRef& ref, const sdk::ConfigError& e) {
-  return sdk::ConfigError(ref.path + ".options" + (e.path().empty() ? "" : "." + e.path()), e.message());
-}
-
 std::shared_ptr<sdk::Model> build_model(const manifest::Manifest& m, const RunPlugins& plugins,
                                         const c10::Device& device, int rank) {
   std::shared_ptr<sdk::Model> model;
@@ -61,6 +56,12 @@ sdk::ConfigError out_of_memory(const manifest::Manifest& m, int rank, bool first
 }
 
 }  // namespace
+
+sdk::ConfigError at_options(const manifest::PluginRef& ref, const sdk::ConfigError& e) {
+  const std::string options = ref.path + ".options";
+  if (e.path() == options || e.path().rfind(options + ".", 0) == 0) return e;
+  return sdk::ConfigError(options + (e.path().empty() ? "" : "." + e.path()), e.message());
+}
 
 // Only node 0's initial weights matter (every node starts from them through
 // the initial broadcast), so the first replica is built alone from the run's

@@ -9,6 +9,7 @@
 #include "exogym/runtime/manifest/manifest.h"
 #include "exogym/runtime/train/memory_check.h"
 #include "exogym/runtime/train/setup.h"
+#include "exogym/sdk/error.h"
 #include "exogym/sdk/model.h"
 #include "exogym/sdk/strategy.h"
 
@@ -20,6 +21,11 @@ struct Replicas {
   std::vector<std::shared_ptr<sdk::Model>> models;
   std::vector<std::shared_ptr<sdk::Strategy>> strategies;
 };
+
+// A ConfigError a plugin threw (from its constructor, init(), step(), ...)
+// at the plugin's options in the manifest: "strategy.options.tau". A path
+// that already starts there is kept.
+sdk::ConfigError at_options(const manifest::PluginRef& ref, const sdk::ConfigError& e);
 
 // Builds the replicas and strategies of the nodes in `block`, using up to
 // `cores` threads. Node 0's replica, the only one whose initial weights

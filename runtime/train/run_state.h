@@ -6,6 +6,7 @@
 #include <c10/core/Device.h>
 #include <spdlog/logger.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -88,6 +89,11 @@ struct RunState {
   std::unique_ptr<MetricBuffer> metric_buffer;
   std::unique_ptr<ReportRelay> relay;  // the other processes' (reports.h)
   std::unique_ptr<output::Progress> progress;
+
+  // This process's nodes that finished start() (the initial broadcast and
+  // the strategy's init()): a run that fails before all did trained
+  // nothing, and leaves no folder (outputs.h).
+  std::atomic<int> nodes_started{0};
 
   std::unique_ptr<Simulation> simulation;
   // Who is alive step by step (every node, unless the run simulates failures).

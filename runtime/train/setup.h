@@ -4,6 +4,7 @@
 // data read).
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <vector>
 
 #include "exogym/runtime/data/node_data.h"
@@ -37,6 +38,10 @@ void check_processes(const manifest::Manifest& m, int processes);
 struct RunPlugins {
   std::shared_ptr<plugin::LoadedPlugin> model, strategy;
   nlohmann::json model_options, strategy_options;  // validated, every default filled in
+  // A variant that switched plugin: the base's options the new plugin
+  // declares too but the variant left at the new plugin's defaults, one
+  // warning per section (docs/manifest.md#variants).
+  std::vector<std::string> warnings;
 };
 
 // Loads the model and strategy plugins and validates their options.

@@ -86,10 +86,10 @@ void write_diverged_summary(RunState& s, const Diverged& diverged) {
 
 }  // namespace
 
-void check_run(const manifest::Manifest& m, plugin::PluginLoader& loader, int processes) {
+std::vector<std::string> check_run(const manifest::Manifest& m, plugin::PluginLoader& loader, int processes) {
   check_processes(m, processes);
   cluster::resolve_devices(m.device);
-  load_plugins(m, loader);
+  return load_plugins(m, loader).warnings;
 }
 
 RunResult train_run(const manifest::Manifest& m, plugin::PluginLoader& loader, const RunOptions& options) {
@@ -112,14 +112,14 @@ RunResult train_run(const manifest::Manifest& m, plugin::PluginLoader& loader, c
 
   s.simulation = std::make_unique<Simulation>(m, s.role.block);
   choose_run_folder(s, plan, options);
-  // A resumed run is checked against its checkpoint before anything in its
-  // folder changes.
-  if (options.resume) load_resume_point(s, options);
-  s.membership = std::make_unique<Membership>(m, s.first_step, s.role.mesh);
-  if (s.resume && s.resume->index.sections.contains("faults"))
-    s.membership->restore(s.resume->index.sections.at("faults"));
-  open_outputs(s, options);
   try {
+    // A resumed run is checked against its checkpoint before anything in its
+    // folder changes.
+    if (options.resume) load_resume_point(s, options);
+    s.membership = std::make_unique<Membership>(m, s.first_step, s.role.mesh);
+    if (s.resume && s.resume->index.sections.contains("faults"))
+      s.membership->restore(s.resume->index.sections.at("faults"));
+    open_outputs(s, options);
     prepare_checkpoints(s);
     try {
       run_nodes(s, plan, !options.partial_reduce);
@@ -138,8 +138,9 @@ RunResult train_run(const manifest::Manifest& m, plugin::PluginLoader& loader, c
     write_run_report(s);
     return result;
   } catch (...) {
-    // A stopped or failed run keeps a report of what it reached.
-    write_stopped_run_report(s);
+    // A stopped or failed run keeps a report of what it reached; one that
+    // never trained leaves no folder.
+    if (!remove_untrained_run_folder(s, options)) write_stopped_run_report(s);
     throw;
   }
 }

@@ -58,8 +58,9 @@ struct RunOptions {
 
 // Loads the model and strategy plugins and validates their options, without
 // training: used to check every variant before the first one starts.
-// `processes`: how many processes the run is spread over.
-void check_run(const manifest::Manifest& manifest, plugin::PluginLoader& loader, int processes = 1);
+// `processes`: how many processes the run is spread over. Returns the
+// warnings to show once (RunPlugins::warnings).
+std::vector<std::string> check_run(const manifest::Manifest& manifest, plugin::PluginLoader& loader, int processes = 1);
 
 // Everything is validated (plugins loaded, options checked, data read) before
 // the first node starts. Throws sdk::ConfigError for manifest problems and

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "exogym/sdk/comm.h"
+#include "exogym/sdk/error.h"
 #include "exogym/sdk/model.h"
 #include "exogym/sdk/node.h"
 #include "exogym/sdk/plugin.h"
@@ -28,9 +29,9 @@ exogym::sdk::OptionSpecs faulty_options() {
           OptionSpec{"fail_mode",
                      OptionType::String,
                      "throw",
-                     "throw an exception (throw42: an int), or end (exit), kill (SIGKILL) or stop (SIGSTOP) the node's "
-                     "process",
-                     {"throw", "throw42", "exit", "kill", "stop"}},
+                     "throw an exception (throw42: an int; config: an sdk::ConfigError at fail_step, as an option "
+                     "check would), or end (exit), kill (SIGKILL) or stop (SIGSTOP) the node's process",
+                     {"throw", "throw42", "config", "exit", "kill", "stop"}},
           OptionSpec{"fail_in",
                      OptionType::String,
                      "step",
@@ -88,6 +89,7 @@ class FaultyStrategy final : public exogym::sdk::Strategy {
     if (fail_mode_ == "kill") ::raise(SIGKILL);
     if (fail_mode_ == "stop") ::raise(SIGSTOP);
     if (fail_mode_ == "throw42") throw 42;
+    if (fail_mode_ == "config") throw exogym::sdk::ConfigError("fail_step", "deliberately refused for the test");
     throw std::runtime_error("deliberate failure for the test");
   }
 

@@ -74,6 +74,15 @@ Band band_of(const Series& s, double x_min, double x_max) {
   return {downsample(s.x, upper, x_min, x_max, kPlotWidth), downsample(s.x, lower, x_min, x_max, kPlotWidth)};
 }
 
+// The series as drawn on a log x axis: x replaced by log10(x), NaN (not
+// drawn) where x <= 0.
+std::vector<Series> with_log_x(std::vector<Series> series) {
+  for (auto& s : series) {
+    for (auto& x : s.x) x = x > 0 ? std::log10(x) : NAN;
+  }
+  return series;
+}
+
 }  // namespace
 
 std::string escape_html(const std::string& text) {
@@ -112,7 +121,8 @@ std::string format_value(double value, AxisFormat format) {
   return buffer;
 }
 
-std::string line_chart_svg(const ChartSpec& spec, const std::vector<Series>& series) {
+std::string line_chart_svg(const ChartSpec& spec, const std::vector<Series>& given) {
+  const std::vector<Series> series = spec.log_x ? with_log_x(given) : given;
   Range xr, yr;
   for (const auto& s : series) {
     for (size_t i = 0; i < s.x.size() && i < s.y.size(); ++i) {
@@ -147,7 +157,8 @@ std::string line_chart_svg(const ChartSpec& spec, const std::vector<Series>& ser
     const std::string x = coordinate(px(t));
     out << "<line class=\"grid\" x1=\"" << x << "\" x2=\"" << x << "\" y1=\"" << kTop << "\" y2=\""
         << kTop + kPlotHeight << "\"/><text x=\"" << x << "\" y=\"" << kTop + kPlotHeight + 16
-        << "\" text-anchor=\"middle\">" << escape_html(format_value(t, spec.x.format)) << "</text>";
+        << "\" text-anchor=\"middle\">" << escape_html(format_value(spec.log_x ? std::pow(10.0, t) : t, spec.x.format))
+        << "</text>";
   }
   out << "<rect class=\"frame\" x=\"" << kLeft << "\" y=\"" << kTop << "\" width=\"" << kPlotWidth << "\" height=\""
       << kPlotHeight << "\"/><text class=\"axis-label\" x=\"" << kLeft + kPlotWidth / 2 << "\" y=\"" << kHeight - 6

@@ -26,6 +26,9 @@ struct Series {
 struct ChartSpec {
   std::string id;  // unique in the page (the test and links find charts by it)
   Axis x, y;
+  // A logarithmic x axis: points are placed at log10(x), and those at x <= 0
+  // (bytes before a strategy's first exchange) are left out.
+  bool log_x = false;
 };
 
 // Plot area width in pixels: series are down-sampled to this many columns.
