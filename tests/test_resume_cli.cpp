@@ -123,6 +123,29 @@ TEST_CASE("Ctrl-C writes a checkpoint where the run stopped, exits 130, and the 
   require_resumes_to(run, run_folder(dir, "whole"), dir / "resumed.log");
 }
 
+TEST_CASE("SIGTERM delivered twice at once (as timeout does) is one request: a checkpoint, exit 130",
+          "[checkpoint][slow]") {
+  TempDir dir("resume-double-term");
+  json m = long_manifest();
+  m["checkpoint"]["interval"] = 500;
+  const fs::path run = run_folder(dir, "out");
+  const auto started = Clock::now();
+  const pid_t pid = spawn({write_manifest(dir, "twice", m).string(), "--progress=none"}, {}, dir / "twice.log");
+  const fs::path marker = run / "checkpoints" / "step-500" / "index.json";
+  while (!fs::exists(marker) && Clock::now() - started < std::chrono::seconds(120))
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  // The process, then its group: the same stop, twice within microseconds.
+  ::kill(pid, SIGTERM);
+  ::kill(pid, SIGTERM);
+  const Outcome stopped = wait_for(pid, dir / "twice.log", started, 120);
+  INFO(stopped.output);
+  REQUIRE(stopped.code == 130);
+  CHECK(stopped.output.find("--resume " + run.string()) != std::string::npos);
+  const int64_t step = runtime::checkpoint::list_checkpoints(run).rbegin()->first;
+  CHECK(step > 500);
+  CHECK(step < 3000);
+}
+
 TEST_CASE("Ctrl-C over --nproc 2: the processes agree on a step, save it there, exit 130, and the run resumes exactly",
           "[checkpoint][slow]") {
   TempDir dir("resume-nproc-ctrl-c");

@@ -1,7 +1,8 @@
 #pragma once
 // Ctrl-C (SIGINT) and SIGTERM stop a run cleanly: every node stops at its
 // next step, the run folder keeps every row written so far, and the CLI exits
-// with status 130. A second signal kills the process at once.
+// with status 130. A second signal kills the process at once, unless it
+// comes within half a second of the first (one request delivered twice).
 #include "exogym/sdk/error.h"
 
 namespace exogym::runtime::cluster {
