@@ -12,6 +12,7 @@
 
 #include "checkpoint_fixtures.h"
 #include "cli_helpers.h"
+#include "exogym/runtime/checkpoint/checkpoint_index.h"
 #include "exogym/runtime/checkpoint/checkpoint_reader.h"
 #include "helpers.h"
 #include "testing.h"
@@ -345,16 +346,16 @@ TEST_CASE("bad resume input is a clear error with exit status 2 that changes not
   expect(resume({"--from-step", "3"}), "--from-step: no checkpoint at step 3; there are: 5, 10");
   expect(run_cli({"m.json", "--resume", run.string()}, dir / "bad.log"), "--resume: takes the run folder");
 
-  // A checkpoint written by other plugins or another ABI.
+  // A checkpoint written by other plugins or another ABI (sealed: not damage).
   const fs::path index_file = run / "checkpoints" / "step-10" / "index.json";
   const json index = json::parse(read_text(index_file));
   json other = index;
   other["plugins"][1]["version"] = "9.9.9";
-  std::ofstream(index_file) << other.dump();
+  std::ofstream(index_file) << runtime::checkpoint::seal_index(other).dump();
   expect(resume({"--set", "train.max_steps=12"}), "written with strategy plugin \"allreduce\" 9.9.9");
   other = index;
   other["abi"] = 1;
-  std::ofstream(index_file) << other.dump();
+  std::ofstream(index_file) << runtime::checkpoint::seal_index(other).dump();
   expect(resume({"--set", "train.max_steps=12"}), "written by a runtime with plugin ABI 1");
 
   // A run without checkpoints.

@@ -116,8 +116,14 @@ RunResult train_run(const manifest::Manifest& m, plugin::PluginLoader& loader, c
   // folder changes.
   if (options.resume) load_resume_point(s, options);
   s.membership = std::make_unique<Membership>(m, s.first_step, s.role.mesh);
-  if (s.resume && s.resume->index.sections.contains("faults"))
-    s.membership->restore(s.resume->index.sections.at("faults"));
+  if (s.resume && s.resume->index.sections.contains("faults")) {
+    try {
+      s.membership->restore(s.resume->index.sections.at("faults"));
+    } catch (const nlohmann::json::exception& e) {
+      throw sdk::DataError((s.resume->folder / checkpoint::kIndexFile).string() +
+                           ": sections.faults: not the state of the failures (" + e.what() + ")");
+    }
+  }
   open_outputs(s, options);
   try {
     prepare_checkpoints(s);
