@@ -86,6 +86,11 @@ void write_diverged_summary(RunState& s, const Diverged& diverged) {
 
 }  // namespace
 
+void DatasetCache::end_run() {
+  for (auto it = entries.begin(); it != entries.end();) it = used.count(it->first) ? std::next(it) : entries.erase(it);
+  used.clear();
+}
+
 void check_run(const manifest::Manifest& m, plugin::PluginLoader& loader, int processes) {
   check_processes(m, processes);
   cluster::resolve_devices(m.device);
