@@ -14,6 +14,7 @@
 #include "cli_helpers.h"
 #include "exogym/runtime/checkpoint/checkpoint_index.h"
 #include "exogym/runtime/checkpoint/checkpoint_reader.h"
+#include "exogym/runtime/output/folder_lock.h"
 #include "exogym/sdk/error.h"
 #include "helpers.h"
 #include "testing.h"
@@ -191,6 +192,33 @@ TEST_CASE("a step folder without an index is named in a warning, and a resume pr
   std::vector<int64_t> steps;
   for (const auto& [step, folder] : runtime::checkpoint::list_checkpoints(run)) steps.push_back(step);
   CHECK(steps == std::vector<int64_t>{15, 20});
+}
+
+TEST_CASE("one exogym-run at a time per run folder: a resume of a folder in use stops with exit 2, changing nothing",
+          "[checkpoint]") {
+  TempDir dir("resume-locked");
+  json m = damage_manifest();
+  m["train"]["max_steps"] = 10;
+  const fs::path run = dir / "run";
+  train_into(m, run);
+  const std::string config = read_text(run / "config.json"), train_csv = read_text(run / "train.csv");
+  {
+    // This process stands for a resume in progress.
+    runtime::output::FolderLock held(run);
+    const Outcome o = run_cli({"--resume", run.string(), "--set", "train.max_steps=20"}, dir / "locked.log");
+    INFO(o.output);
+    CHECK(o.code == 2);
+    CHECK(o.output.find(run.string() + ": in use by another exogym-run") != std::string::npos);
+    CHECK(read_text(run / "config.json") == config);
+    CHECK(read_text(run / "train.csv") == train_csv);
+    CHECK(fs::exists(run / "summary.json"));
+    CHECK_THROWS_AS(runtime::output::FolderLock(run), sdk::DataError);
+  }
+  // Released (as by a process that ended, however it ended): it resumes.
+  const Outcome o = run_cli({"--resume", run.string(), "--set", "train.max_steps=20"}, dir / "free.log");
+  INFO(o.output);
+  CHECK(o.code == 0);
+  CHECK(read_lines(run / "train.csv").size() == 21);
 }
 
 }  // namespace exogym::test

@@ -11,6 +11,7 @@
 #include "exogym/runtime/cluster/host_memory.h"
 #include "exogym/runtime/cluster/malloc_tuning.h"
 #include "exogym/runtime/cluster/thread_plan.h"
+#include "exogym/runtime/output/folder_lock.h"
 #include "exogym/runtime/train/checkpointing.h"
 #include "exogym/runtime/train/divergence.h"
 #include "exogym/runtime/train/node_loop.h"
@@ -117,6 +118,10 @@ RunResult train_run(const manifest::Manifest& m, plugin::PluginLoader& loader, c
 
   s.simulation = std::make_unique<Simulation>(m, s.role.block);
   choose_run_folder(s, plan, options);
+  // Before the folder is read for a resume: a second exogym-run on it stops
+  // here, with nothing changed.
+  if (s.role.writes && std::filesystem::is_directory(s.run_dir))
+    s.folder_lock = std::make_unique<output::FolderLock>(s.run_dir);
   // A resumed run is checked against its checkpoint before anything in its
   // folder changes.
   if (options.resume) load_resume_point(s, options);
