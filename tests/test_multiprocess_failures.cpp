@@ -92,6 +92,9 @@ TEST_CASE("a hung process is noticed by its silent heartbeat within the timeout"
   REQUIRE_THAT(o.output, Catch::Contains("process 1 (nodes 2-3") && Catch::Contains("no sign of life for 3 s"));
   // The launcher ended the stopped process itself.
   REQUIRE_THAT(o.output, Catch::Contains("terminating"));
+  // Continued, the stopped process does not blame process 0's host for the
+  // silence that was its own.
+  CHECK_THAT(o.output, !Catch::Contains("process 0's host is unreachable"));
 }
 
 TEST_CASE("a node error in one process ends every process with that error", "[multiprocess][cli]") {
