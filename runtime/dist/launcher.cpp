@@ -247,6 +247,8 @@ int supervise(Workers& workers, std::chrono::milliseconds grace) {
 }  // namespace
 
 std::string describe_exit(int status) {
+  // 130: the run was interrupted (a signal to this process or to another).
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 130) return "was interrupted (exit status 130)";
   if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
   if (WIFSIGNALED(status)) {
     const int sig = WTERMSIG(status);

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "exogym/runtime/cluster/cluster.h"
 #include "exogym/runtime/cluster/interrupt.h"
@@ -86,6 +87,11 @@ int run_in_mesh(const RunCommand& command, const manifest::ManifestSet& set, plu
     if (interrupted && !dynamic_cast<const cluster::Interrupted*>(&e)) {
       throw cluster::Interrupted(reason + " (" + e.what() + ")");
     }
+    // A signal sent to another process alone (SIGTERM to one host's
+    // process) stopped the run: here too it is an interruption, naming that
+    // process, not a failure of this one.
+    if (!interrupted && std::string(e.what()).find(" failed: interrupted by a signal") != std::string::npos)
+      throw cluster::Interrupted(std::string("stopped: ") + e.what());
     throw;
   }
 }
