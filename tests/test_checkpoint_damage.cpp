@@ -5,6 +5,8 @@
 // with exit 2 naming the file and the field; nothing in the run folder
 // changes before the checkpoint to resume from is checked
 // (docs/checkpoints.md).
+#include <sys/stat.h>
+
 #include <cstdint>
 #include <cstring>
 #include <fstream>
@@ -170,6 +172,26 @@ TEST_CASE("a node file of another model is skipped, and when none fits nothing i
   CHECK(o.output.find((all / "checkpoints" / "step-10" / "node-0.safetensors").string() +
                       ": \"model.layers.0.weight\" has shape [16, 32], the model's is [32, 32]") != std::string::npos);
   for (const auto& [file, text] : before) CHECK(read_text(all / file) == text);
+}
+
+TEST_CASE("a FIFO or a device in a checkpoint is skipped with a warning, without blocking", "[checkpoint]") {
+  TempDir dir("damage-fifo");
+  const json m = damage_manifest();
+  train_into(m, dir / "whole");
+  for (const std::string name : {"node-1.safetensors", "index.json"}) {
+    INFO(name);
+    const fs::path run = dir / "run";
+    fs::remove_all(run);
+    train_into(m, run);
+    const fs::path file = run / "checkpoints" / "step-20" / name;
+    fs::remove(file);
+    if (name == "index.json")
+      fs::create_symlink("/dev/zero", file);
+    else
+      REQUIRE(::mkfifo(file.c_str(), 0600) == 0);
+    require_falls_back(run, dir / "whole", file.string() + (name == "index.json" ? ": a device" : ": a FIFO"),
+                       dir / "resumed.log");
+  }
 }
 
 TEST_CASE("a step folder without an index is named in a warning, and a resume prunes beyond keep", "[checkpoint]") {

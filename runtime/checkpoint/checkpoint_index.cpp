@@ -1,9 +1,7 @@
 #include "exogym/runtime/checkpoint/checkpoint_index.h"
 
-#include <fstream>
-#include <sstream>
-
 #include "exogym/runtime/util/hash.h"
+#include "exogym/runtime/util/regular_file.h"
 #include "exogym/sdk/error.h"
 
 namespace exogym::runtime::checkpoint {
@@ -65,13 +63,9 @@ CheckpointIndex CheckpointIndex::from_json(const json& j, const fs::path& file) 
 
 CheckpointIndex CheckpointIndex::read(const fs::path& folder) {
   const fs::path file = folder / kIndexFile;
-  std::ifstream in(file);
-  if (!in) throw sdk::DataError(file.string() + ": cannot read (an incomplete checkpoint?)");
-  std::stringstream text;
-  text << in.rdbuf();
   json j;
   try {
-    j = json::parse(text.str());
+    j = json::parse(util::read_regular_file(file));
   } catch (const json::exception& e) {
     throw sdk::DataError(file.string() + ": damaged: " + e.what());
   }

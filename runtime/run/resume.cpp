@@ -7,6 +7,7 @@
 
 #include "exogym/runtime/manifest/document.h"
 #include "exogym/runtime/output/atomic_file.h"
+#include "exogym/runtime/util/regular_file.h"
 #include "exogym/sdk/error.h"
 
 namespace exogym::runtime::run {
@@ -131,9 +132,10 @@ void write_variants_record(const fs::path& folder, const std::vector<const manif
 
 VariantStart variant_start(const fs::path& run_dir, const manifest::Manifest& run) {
   if (!fs::exists(run_dir / "config.json")) return VariantStart::Fresh;
-  std::ifstream in(run_dir / "summary.json");
-  if (!in) return VariantStart::Resume;
-  const json summary = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  const fs::path file = run_dir / "summary.json";
+  if (util::path_kind(file) == util::PathKind::Missing) return VariantStart::Resume;
+  // Not a FIFO or a device: a DataError naming it rather than a hang.
+  const json summary = json::parse(util::read_regular_file(file), nullptr, /*allow_exceptions=*/false);
   // A summary for fewer steps: the run is being extended (--set train.max_steps).
   const bool finished = summary.is_object() && summary.value("steps", int64_t{-1}) == run.max_steps;
   return finished ? VariantStart::Finished : VariantStart::Resume;
