@@ -134,6 +134,18 @@ TEST_CASE("an edited index.json is damage, and sealed again its lengths and fiel
   }
 }
 
+TEST_CASE("a sealed but unreadable failures section is skipped for the checkpoint before it", "[checkpoint]") {
+  TempDir dir("damage-faults");
+  json m = damage_manifest();
+  m["faults"] = json::parse(R"([{"node": 1, "fail_at": 3, "rejoin_at": 7}])");
+  train_into(m, dir / "whole");
+  const fs::path run = dir / "run";
+  train_into(m, run);
+  edit_index(
+      run / "checkpoints" / "step-20", [](json& i) { i["sections"]["faults"]["epoch"] = "x"; }, true);
+  require_falls_back(run, dir / "whole", "index.json: sections.faults: type must be number", dir / "resumed.log");
+}
+
 TEST_CASE("a node file of another model is skipped, and when none fits nothing in the run folder changes",
           "[checkpoint]") {
   TempDir dir("damage-shape");

@@ -13,6 +13,7 @@
 #include "exogym/runtime/output/atomic_file.h"
 #include "exogym/runtime/plugin/plugin_loader.h"
 #include "exogym/runtime/sim/node_meter.h"
+#include "exogym/runtime/util/exception_text.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/options.h"
 #include "exogym/sdk/plugin.h"
@@ -72,13 +73,6 @@ json outputs_section(RunState& s) {
   return section;
 }
 
-// What a json exception says, without the library's "[json.exception...] ".
-std::string json_problem(const json::exception& e) {
-  const std::string text = e.what();
-  const size_t end = text.rfind("] ", text.find(' '));
-  return end == std::string::npos ? text : text.substr(end + 2);
-}
-
 void restore_outputs(RunState& s, const json& section, const fs::path& index_file) {
   s.last_eval.reset();
   s.target_hit.reset();
@@ -92,7 +86,7 @@ void restore_outputs(RunState& s, const json& section, const fs::path& index_fil
       s.target_hit = TargetHit{t.at("step").get<int64_t>(), t.at("sim_time_s").get<double>(),
                                t.at("bytes_sent").get<double>(), t.at("wall_seconds").get<double>()};
   } catch (const json::exception& e) {
-    throw sdk::DataError(index_file.string() + ": sections.outputs: " + json_problem(e));
+    throw sdk::DataError(index_file.string() + ": sections.outputs: " + util::without_json_prefix(e.what()));
   }
 }
 
@@ -182,8 +176,17 @@ void check_fits(RunState& s, const fs::path& run_dir, const checkpoint::LoadedCh
       throw sdk::DataError(file + ": metadata \"meter\": " + e.what());
     }
   }
-  if (!s.role.writes) return;
   const fs::path index_file = c.folder / checkpoint::kIndexFile;
+  if (c.index.sections.contains("faults")) {
+    // Read into a scratch membership: what train_run restores after this.
+    Membership scratch(s.m, c.index.step);
+    try {
+      scratch.restore(c.index.sections.at("faults"));
+    } catch (const json::exception& e) {
+      throw sdk::DataError(index_file.string() + ": sections.faults: " + util::without_json_prefix(e.what()));
+    }
+  }
+  if (!s.role.writes) return;
   check_csvs(run_dir, c.index, index_file);
   restore_outputs(s, c.index.sections.at("outputs"), index_file);
 }

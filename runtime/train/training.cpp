@@ -19,6 +19,7 @@
 #include "exogym/runtime/train/run_state.h"
 #include "exogym/runtime/train/setup.h"
 #include "exogym/runtime/train/summary.h"
+#include "exogym/runtime/util/exception_text.h"
 
 namespace exogym::runtime::train {
 
@@ -131,7 +132,8 @@ RunResult train_run(const manifest::Manifest& m, plugin::PluginLoader& loader, c
       s.membership->restore(s.resume->index.sections.at("faults"));
     } catch (const nlohmann::json::exception& e) {
       throw sdk::DataError((s.resume->folder / checkpoint::kIndexFile).string() +
-                           ": sections.faults: not the state of the failures (" + e.what() + ")");
+                           ": sections.faults: not the state of the failures (" + util::without_json_prefix(e.what()) +
+                           ")");
     }
   }
   open_outputs(s, options);
