@@ -142,6 +142,7 @@ TEST_CASE("SIGTERM delivered twice at once (as timeout does) is one request: a c
   INFO(stopped.output);
   REQUIRE(stopped.code == 130);
   CHECK(stopped.output.find("--resume " + run.string()) != std::string::npos);
+  CHECK(stopped.output.find("interrupted by a signal (SIGTERM)") != std::string::npos);
   const int64_t step = runtime::checkpoint::list_checkpoints(run).rbegin()->first;
   CHECK(step > 500);
   CHECK(step < 3000);

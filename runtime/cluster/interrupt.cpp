@@ -4,6 +4,7 @@
 #include <csignal>
 #include <cstdint>
 #include <ctime>
+#include <string>
 
 namespace exogym::runtime::cluster {
 
@@ -11,6 +12,7 @@ namespace {
 
 std::atomic<bool> g_requested{false};
 std::atomic<int64_t> g_first_ns{0};
+std::atomic<int> g_signal{0};  // the first one
 
 // A signal sent again within this time is the same request: `timeout` and a
 // terminal's Ctrl-C may deliver one stop to the process and to its group at
@@ -27,6 +29,7 @@ extern "C" void on_signal(int signal) {
   const int64_t now = monotonic_ns();
   if (!g_requested.exchange(true)) {
     g_first_ns.store(now);
+    g_signal.store(signal);
     return;
   }
   if (now - g_first_ns.load() < kSameRequestNs) return;
@@ -47,5 +50,16 @@ void install_interrupt_handlers() {
 }
 
 bool interrupt_requested() { return g_requested.load(std::memory_order_relaxed); }
+
+std::string interrupt_signal_text() {
+  switch (g_signal.load()) {
+    case SIGINT:
+      return "Ctrl-C";
+    case SIGTERM:
+      return "SIGTERM";
+    default:
+      return "Ctrl-C";  // none yet: what a user most likely sends
+  }
+}
 
 }  // namespace exogym::runtime::cluster

@@ -82,7 +82,8 @@ int run_in_mesh(const RunCommand& command, const manifest::ManifestSet& set, plu
     // Ctrl-C reached every process; one that stopped in a collective because
     // a peer stopped first was interrupted too.
     const bool interrupted = dynamic_cast<const cluster::Interrupted*>(&e) != nullptr || cluster::interrupt_requested();
-    const std::string reason = interrupted ? std::string("interrupted by a signal (Ctrl-C)") : e.what();
+    const std::string reason =
+        interrupted ? "interrupted by a signal (" + cluster::interrupt_signal_text() + ")" : e.what();
     mesh->fail(reason);  // the others name this process themselves
     if (interrupted && !dynamic_cast<const cluster::Interrupted*>(&e)) {
       throw cluster::Interrupted(reason + " (" + e.what() + ")");
