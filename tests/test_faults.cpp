@@ -18,6 +18,7 @@
 #include "exogym/runtime/comm/inprocess_group.h"
 #include "exogym/runtime/manifest/manifest.h"
 #include "exogym/runtime/sim/fault_schedule.h"
+#include "exogym/runtime/sim/timed_churn.h"
 #include "exogym/runtime/train/setup.h"
 #include "exogym/sdk/error.h"
 #include "helpers.h"
@@ -410,6 +411,42 @@ TEST_CASE("churn on the simulated clock: reproducible with any parallelism, and 
   under_watchdog(120, [&] { return train_into(m, dir / "parts"); });
   under_watchdog(120, [&] { return resume_in(dir / "parts", {"train.max_steps=40"}); });
   require_same_run(p1, dir / "parts");
+}
+
+TEST_CASE("churn on the clock with an mtbf below a step is refused, and a step draws a bounded number of failures",
+          "[faults]") {
+  json m = small_manifest(3);
+  m["compute"] = {{"step_time", "50ms"}};
+  m["churn"] = {{"mtbf", "1ns"}, {"downtime", "1ns"}};
+  CHECK(config_error(m) ==
+        "churn.mtbf: \"1ns\" is shorter than one step of the fastest node (50ms, from compute.step_time): every "
+        "node would fail within every step; give at least 50ms");
+  m["churn"] = {{"mtbf", "30ms"}, {"downtime", "1ns"}};
+  CHECK(config_error(m).rfind("churn.mtbf: \"30ms\" is shorter than one step of the fastest node (50ms, ", 0) == 0);
+  // A node twice as fast has steps of 25 ms.
+  m["compute"]["speed"] = {{"1", 2.0}};
+  CHECK(config_error(m) == "(no error)");
+  m["churn"] = {{"mtbf", "20ms"}, {"downtime", "1ns"}};
+  CHECK(config_error(m) ==
+        "churn.mtbf: \"20ms\" is shorter than one step of the fastest node (25ms, from compute.step_time and "
+        "compute.speed): every node would fail within every step; give at least 25ms");
+  m["churn"] = {{"mtbf", "50ms"}, {"downtime", "1ns"}};
+  m["compute"].erase("speed");
+  REQUIRE(config_error(m) == "(no error)");
+
+  // A clock that jumps a million mtbfs in one step (a huge latency) stops
+  // with an error naming the option instead of drawing for minutes.
+  runtime::sim::TimedChurn churn(parsed(m));
+  CHECK_FALSE(churn.down(0, 0.0));
+  const auto started = std::chrono::steady_clock::now();
+  try {
+    churn.down(1, 1e9);
+    FAIL("no error");
+  } catch (const sdk::ConfigError& e) {
+    CHECK(std::string(e.what()).rfind("churn.mtbf: 50ms draws more than 1000000 failures of node 1 in one step", 0) ==
+          0);
+  }
+  CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(5));
 }
 
 }  // namespace exogym::test

@@ -104,4 +104,16 @@ TEST_CASE("churn on the simulated clock over --nproc 2 is the single-process run
   require_same_run(single, run_layout(dir, m, "p2", {"--nproc", "2"}));
 }
 
+TEST_CASE("churn on the clock with an mtbf of 1ns ends at once with exit 2 naming churn.mtbf", "[faults][cli]") {
+  TempDir dir("faults-tiny-mtbf");
+  const Outcome o = run_cli({write_manifest(dir, "tiny", timed_churn_manifest()).string(), "--quiet", "--set",
+                             "nodes=3", "--set", R"(churn={"mtbf":"1ns","downtime":"1ns"})"},
+                            dir / "tiny.log", 60);
+  INFO(o.output);
+  CHECK(o.code == 2);
+  CHECK(o.output.find("churn.mtbf: \"1ns\" is shorter than one step of the fastest node (10ms") != std::string::npos);
+  CHECK(o.seconds < 30);
+  CHECK_FALSE(fs::exists(run_folder(dir, "out")));
+}
+
 }  // namespace exogym::test

@@ -203,3 +203,39 @@ TEST_CASE("exogym-generate streams a continuation of the prompt, the same seed g
   CHECK(cli("--help", "help.txt") == 0);
   CHECK_THAT(read_text(dir / "help.txt"), Catch::Contains("Usage: exogym-generate") && Catch::Contains("--top-k"));
 }
+
+TEST_CASE("exogym-generate: a damaged, empty or endless model.pt and a huge --tokens are one-line errors, exit 2",
+          "[lm][generate][cli]") {
+  TempDir dir("lm-generate-bad-model");
+  const fs::path run = tiny_text_run(dir.path());
+  const std::string model = read_text(run / "model.pt");
+  const auto cli = [&](const std::string& args) {
+    const std::string command = "timeout 60 " + std::string(EXOGYM_BINARY_DIR) + "/bin/exogym-generate " + args +
+                                " > " + (dir / "out.txt").string() + " 2>&1";
+    const int status = std::system(command.c_str());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  const fs::path file = run / "model.pt";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"damaged", "not a {name: tensor} dict saved by exogym-run or torch.save: "},
+      {"empty", "not a {name: tensor} dict saved by exogym-run or torch.save: the file is empty"},
+      {"/dev/zero", "a device, not a regular file"},
+  };
+  for (const auto& [what, words] : cases) {
+    INFO(what);
+    fs::remove(file);
+    if (what == "damaged") write_text(file, model.substr(0, 40) + std::string(200, '\x7f') + model.substr(240));
+    if (what == "empty") write_text(file, "");
+    if (what == "/dev/zero") fs::create_symlink("/dev/zero", file);
+    CHECK(cli(run.string() + " --tokens 5") == 2);
+    const std::string out = read_text(dir / "out.txt");
+    INFO(out);
+    CHECK(out.rfind("exogym-generate: " + file.string() + ": " + words, 0) == 0);
+    // One line: no LibTorch stack trace after it.
+    CHECK(out.find('\n') == out.size() - 1);
+  }
+  fs::remove(file);
+  write_text(file, model);
+  CHECK(cli(run.string() + " --tokens 99999999999999999999") == 2);
+  CHECK_THAT(read_text(dir / "out.txt"), Catch::Contains("--tokens"));
+}

@@ -92,6 +92,9 @@ TEST_CASE("a hung process is noticed by its silent heartbeat within the timeout"
   REQUIRE_THAT(o.output, Catch::Contains("process 1 (nodes 2-3") && Catch::Contains("no sign of life for 3 s"));
   // The launcher ended the stopped process itself.
   REQUIRE_THAT(o.output, Catch::Contains("terminating"));
+  // Continued, the stopped process does not blame process 0's host for the
+  // silence that was its own.
+  CHECK_THAT(o.output, !Catch::Contains("process 0's host is unreachable"));
 }
 
 TEST_CASE("a node error in one process ends every process with that error", "[multiprocess][cli]") {
@@ -237,4 +240,37 @@ TEST_CASE("SIGTERM or kill -INT to the launcher stops every process it started, 
   // Passed on at once, not after the grace period for failed processes.
   REQUIRE_THAT(o.output, !Catch::Contains("terminating"));
   for (const pid_t pid : workers) REQUIRE(::kill(pid, 0) == -1);  // ended and reaped by the launcher
+}
+
+TEST_CASE("SIGTERM to one process alone ends the run as interrupted, exit 130, naming that process",
+          "[multiprocess][cli]") {
+  TempDir dir("mp-term-one");
+  json m = small_manifest(4);
+  m["train"]["max_steps"] = 1000000;  // runs until stopped; no checkpoints
+  const auto file = write_manifest(dir, "m", m);
+  const auto started = Clock::now();
+  const pid_t launcher = spawn({"--quiet", "--nproc", "2", "--timeout", "20", file.string()}, {}, dir / "log.txt");
+  const std::string children = "/proc/" + std::to_string(launcher) + "/task/" + std::to_string(launcher) + "/children";
+  pid_t rank1 = 0;
+  while (rank1 == 0 && Clock::now() - started < std::chrono::seconds(20)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::ifstream in(children);
+    for (pid_t pid; in >> pid;) {
+      std::ifstream variables("/proc/" + std::to_string(pid) + "/environ");
+      // NUL-separated NAME=value entries.
+      const std::string text = std::string(1, '\0') + std::string((std::istreambuf_iterator<char>(variables)),
+                                                                  std::istreambuf_iterator<char>());
+      if (text.find(std::string("\0RANK=1\0", 8)) != std::string::npos) rank1 = pid;
+    }
+  }
+  REQUIRE(rank1 != 0);
+  std::this_thread::sleep_for(std::chrono::seconds(2));  // training
+  ::kill(rank1, SIGTERM);
+  const Outcome o = wait_for(launcher, dir / "log.txt", started, 60);
+  INFO(o.output);
+  CHECK(o.code == 130);
+  // Process 0 names the process the signal reached; nobody reports a failure.
+  CHECK_THAT(o.output, Catch::Contains("exogym-run[0]: stopped: ") && Catch::Contains("process 1 (nodes 2-3") &&
+                           Catch::Contains("interrupted by a signal"));
+  CHECK_THAT(o.output, !Catch::Contains("error:") && !Catch::Contains("exited with status 1"));
 }

@@ -1,6 +1,7 @@
 // report.html: down-sampling, charts, reading run folders, the page a run
 // and exogym-report write, and the metrics the strategies record for it.
 // The page in a real browser: tests/report_browser.py.
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -49,9 +50,9 @@ json with_strategy(json m, const std::string& plugin, const json& options) {
   return m;
 }
 
-int run_report_tool(const std::string& args, const TempDir& dir) {
-  const std::string command =
-      std::string(EXOGYM_BINARY_DIR) + "/bin/exogym-report " + args + " > " + (dir / "out.txt").string() + " 2>&1";
+int run_report_tool(const std::string& args, const TempDir& dir, const std::string& prefix = "") {
+  const std::string command = prefix + std::string(EXOGYM_BINARY_DIR) + "/bin/exogym-report " + args + " > " +
+                              (dir / "out.txt").string() + " 2>&1";
   const int status = std::system(command.c_str());
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
@@ -222,6 +223,45 @@ TEST_CASE("exogym-report: runs of different manifests together, comparison folde
   REQUIRE_THAT(read_text(dir / "out.txt"), Catch::Contains("junk: not a run folder"));
   REQUIRE_THAT(read_text(out),
                Catch::Contains("junk: not a run folder (it has no config.json and train.csv): left out"));
+}
+
+TEST_CASE("exogym-report: a FIFO, symbolic link loops and a damaged summary.json are errors naming the file",
+          "[report]") {
+  TempDir dir("report-special");
+  run_json(small_manifest(2), dir / "a");
+  const fs::path good = dir / "a" / "run";
+  auto copy = [&](const std::string& name) {
+    fs::copy(good, dir / name, fs::copy_options::recursive);
+    return dir / name;
+  };
+  const fs::path fifo = copy("fifo");
+  fs::remove(fifo / "metrics.csv");
+  REQUIRE(::mkfifo((fifo / "metrics.csv").c_str(), 0600) == 0);
+  const fs::path loop = copy("loop");
+  fs::remove(loop / "train.csv");
+  fs::create_symlink(loop / "train.csv", loop / "train.csv");
+  fs::create_symlink(dir / "ring-b", dir / "ring-a");
+  fs::create_symlink(dir / "ring-a", dir / "ring-b");
+  const fs::path garbage = copy("garbage");
+  std::ofstream(garbage / "summary.json", std::ios::binary) << std::string("\x93\x01garbage\xff{", 11);
+  const std::vector<std::pair<fs::path, std::string>> cases = {
+      {fifo, (fifo / "metrics.csv").string() + ": a FIFO, not a regular file"},
+      {loop, (loop / "train.csv").string() + ": a loop of symbolic links"},
+      {dir / "ring-a", (dir / "ring-a").string() + ": not a folder (or a loop of symbolic links)"},
+      {garbage, (garbage / "summary.json").string() + ": not a JSON object (damaged?)"},
+  };
+  for (const auto& [folder, words] : cases) {
+    INFO(folder);
+    // `timeout`: a tool blocked on the FIFO fails the test instead of hanging it.
+    const int code = run_report_tool("-q " + good.string() + " " + folder.string() + " -o " + (dir / "r.html").string(),
+                                     dir, "timeout 20 ");
+    const std::string out = read_text(dir / "out.txt");
+    INFO(out);
+    CHECK(code == 2);
+    CHECK(out.find(words + ": left out") != std::string::npos);
+    CHECK(out.find("filesystem error") == std::string::npos);
+    CHECK(read_text(dir / "r.html").find("data-label=\"run\"") != std::string::npos);
+  }
 }
 
 TEST_CASE("strategies record their metrics: DiLoCo, SPARTA, FedAvg, DeMo, clipping", "[report]") {

@@ -12,6 +12,7 @@
 
 #include "checkpoint_fixtures.h"
 #include "cli_helpers.h"
+#include "exogym/runtime/checkpoint/checkpoint_index.h"
 #include "exogym/runtime/checkpoint/checkpoint_reader.h"
 #include "helpers.h"
 #include "testing.h"
@@ -121,6 +122,30 @@ TEST_CASE("Ctrl-C writes a checkpoint where the run stopped, exits 130, and the 
   CHECK(step < 3000);
   CHECK(read_lines(run / "train.csv").size() == static_cast<size_t>(step + 1));
   require_resumes_to(run, run_folder(dir, "whole"), dir / "resumed.log");
+}
+
+TEST_CASE("SIGTERM delivered twice at once (as timeout does) is one request: a checkpoint, exit 130",
+          "[checkpoint][slow]") {
+  TempDir dir("resume-double-term");
+  json m = long_manifest();
+  m["checkpoint"]["interval"] = 500;
+  const fs::path run = run_folder(dir, "out");
+  const auto started = Clock::now();
+  const pid_t pid = spawn({write_manifest(dir, "twice", m).string(), "--progress=none"}, {}, dir / "twice.log");
+  const fs::path marker = run / "checkpoints" / "step-500" / "index.json";
+  while (!fs::exists(marker) && Clock::now() - started < std::chrono::seconds(120))
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  // The process, then its group: the same stop, twice within microseconds.
+  ::kill(pid, SIGTERM);
+  ::kill(pid, SIGTERM);
+  const Outcome stopped = wait_for(pid, dir / "twice.log", started, 120);
+  INFO(stopped.output);
+  REQUIRE(stopped.code == 130);
+  CHECK(stopped.output.find("--resume " + run.string()) != std::string::npos);
+  CHECK(stopped.output.find("interrupted by a signal (SIGTERM)") != std::string::npos);
+  const int64_t step = runtime::checkpoint::list_checkpoints(run).rbegin()->first;
+  CHECK(step > 500);
+  CHECK(step < 3000);
 }
 
 TEST_CASE("Ctrl-C over --nproc 2: the processes agree on a step, save it there, exit 130, and the run resumes exactly",
@@ -322,16 +347,16 @@ TEST_CASE("bad resume input is a clear error with exit status 2 that changes not
   expect(resume({"--from-step", "3"}), "--from-step: no checkpoint at step 3; there are: 5, 10");
   expect(run_cli({"m.json", "--resume", run.string()}, dir / "bad.log"), "--resume: takes the run folder");
 
-  // A checkpoint written by other plugins or another ABI.
+  // A checkpoint written by other plugins or another ABI (sealed: not damage).
   const fs::path index_file = run / "checkpoints" / "step-10" / "index.json";
   const json index = json::parse(read_text(index_file));
   json other = index;
   other["plugins"][1]["version"] = "9.9.9";
-  std::ofstream(index_file) << other.dump();
+  std::ofstream(index_file) << runtime::checkpoint::seal_index(other).dump();
   expect(resume({"--set", "train.max_steps=12"}), "written with strategy plugin \"allreduce\" 9.9.9");
   other = index;
   other["abi"] = 1;
-  std::ofstream(index_file) << other.dump();
+  std::ofstream(index_file) << runtime::checkpoint::seal_index(other).dump();
   expect(resume({"--set", "train.max_steps=12"}), "written by a runtime with plugin ABI 1");
 
   // A run without checkpoints.

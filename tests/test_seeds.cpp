@@ -14,7 +14,9 @@
 #include "exogym/runtime/output/report/report.h"
 #include "exogym/runtime/output/report/run_folder.h"
 #include "exogym/runtime/output/report/seed_groups.h"
+#include "exogym/runtime/run/resume.h"
 #include "exogym/runtime/run/runner.h"
+#include "exogym/runtime/train/training.h"
 #include "exogym/runtime/util/mean_std.h"
 #include "helpers.h"
 #include "manifest_fixtures.h"
@@ -354,4 +356,58 @@ TEST_CASE(
   INFO(resumed.output);
   CHECK(resumed.code == 0);
   CHECK(read_csv(dir / "ck" / "test" / "seed-2" / "train.csv").size() == 30);
+}
+
+TEST_CASE("seeds: variants.json grows by a line per seed, and reads back every run", "[seeds][manifest]") {
+  TempDir dir("seeds-record");
+  json m = two_variants();
+  json seeds = json::array();
+  for (int seed = 1; seed <= 2000; ++seed) seeds.push_back(seed);
+  m["seeds"] = seeds;
+  const ManifestSet set = parse(m);
+  std::vector<const Manifest*> runs;
+  for (const auto& run : set.runs) runs.push_back(&run);
+  exogym::runtime::run::write_variants_record(dir.path(), runs);
+  // Two variants' manifests, then about 60 bytes a run.
+  const auto bytes = fs::file_size(dir / "variants.json");
+  CHECK(bytes < 2 * read_text(dir / "variants.json").find("\"seed-2\"") + 100 * 4000);
+  const ManifestSet back = exogym::runtime::run::resumed_manifest(dir.path(), {});
+  REQUIRE(back.runs.size() == 4000);
+  for (size_t i = 0; i < set.runs.size(); i += 333) {
+    INFO(i);
+    CHECK(back.runs[i].variant == set.runs[i].variant);
+    CHECK(back.runs[i].seed == set.runs[i].seed);
+    CHECK(back.runs[i].resolved == set.runs[i].resolved);
+    CHECK(back.runs[i].nodes == set.runs[i].nodes);
+  }
+  CHECK(back.seeds == set.seeds);
+}
+
+TEST_CASE("seeds: the dataset cache keeps the last run's datasets only, so memory stays flat in the seeds", "[seeds]") {
+  TempDir dir("seeds-cache");
+  exogym::runtime::train::DatasetCache cache;
+  std::weak_ptr<const exogym::sdk::Dataset> first;
+  size_t per_run = 0;
+  for (int seed = 1; seed <= 4; ++seed) {
+    json m = small_manifest(2);
+    m["seed"] = seed;
+    m["train"]["max_steps"] = 2;
+    m["eval"]["interval"] = 0;
+    auto set = exogym::runtime::manifest::parse_manifest(m, dir.path(), "test");
+    exogym::runtime::train::RunOptions options;
+    options.progress = exogym::runtime::output::Progress::Mode::Quiet;
+    options.run_dir = dir / ("seed-" + std::to_string(seed));
+    options.dataset_cache = &cache;
+    exogym::runtime::train::train_run(set.runs.at(0), exogym::test::test_loader(), options);
+    if (seed == 1) {
+      REQUIRE_FALSE(cache.entries.empty());
+      first = cache.entries.begin()->second;
+      per_run = cache.entries.size();
+    }
+    cache.end_run();
+    // One seed's datasets (the synthetic set depends on the seed).
+    CHECK(cache.entries.size() == per_run);
+    CHECK(cache.used.empty());
+  }
+  CHECK(first.expired());
 }

@@ -121,6 +121,23 @@ TEST_CASE("SHA-256 and HMAC-SHA256 match FIPS 180-4 and RFC 4231", "[dist]") {
         "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
   CHECK(hex(hmac_sha256(std::string(131, '\xaa'), "Test Using Larger Than Block-Size Key - Hash Key First")) ==
         "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
+  // RFC 4231 case 7: a key and a message both longer than a block.
+  CHECK(hex(hmac_sha256(std::string(131, '\xaa'),
+                        "This is a test using a larger than block-size key and a larger than block-size data. The "
+                        "key needs to be hashed before being used by the HMAC algorithm.")) ==
+        "9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2");
+  // The proofs' comparison (constant time, both sides of the handshake).
+  using exogym::runtime::util::bytes_equal;
+  using exogym::runtime::util::digests_equal;
+  const std::string proof = std::string(reinterpret_cast<const char*>(sha256("x").data()), 32);
+  std::string last = proof;
+  last.back() ^= 1;
+  CHECK(bytes_equal(proof, proof));
+  CHECK_FALSE(bytes_equal(proof, last));
+  CHECK_FALSE(bytes_equal(proof, proof.substr(0, 31)));
+  CHECK(bytes_equal("", ""));
+  CHECK(digests_equal(sha256("x"), sha256("x")));
+  CHECK_FALSE(digests_equal(sha256("x"), sha256("y")));
 }
 
 #if EXOGYM_HAVE_GLOO

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "exogym/runtime/util/duration_text.h"
+#include "exogym/runtime/util/exception_text.h"
 #include "exogym/runtime/util/hash.h"
 #include "testing.h"
 
@@ -44,4 +45,14 @@ TEST_CASE("durations read in seconds", "[util]") {
   REQUIRE(exogym::runtime::util::seconds_text(milliseconds(20000)) == "20 s");
   REQUIRE(exogym::runtime::util::seconds_text(milliseconds(1500)) == "1.5 s");
   REQUIRE(exogym::runtime::util::seconds_text(milliseconds(20)) == "0.02 s");
+}
+
+TEST_CASE("json errors lose the library's prefix, other messages are kept", "[util]") {
+  using exogym::runtime::util::without_json_prefix;
+  REQUIRE(without_json_prefix("[json.exception.type_error.302] type must be number, but is string") ==
+          "type must be number, but is string");
+  REQUIRE(without_json_prefix("[json.exception.out_of_range.403] key 'sequence' not found") ==
+          "key 'sequence' not found");
+  REQUIRE(without_json_prefix("run.csv: [not json] as is") == "run.csv: [not json] as is");
+  REQUIRE(without_json_prefix("[json.exception.x") == "[json.exception.x");
 }

@@ -2,6 +2,8 @@
 // each character as it is produced (the reference's shakespeare_inference).
 #include <ATen/Parallel.h>
 
+#include <charconv>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -28,9 +30,20 @@ int main(int argc, char** argv) {
   app.add_option("--prompt", prompt, "text to continue; every character must be in the run's vocabulary")
       ->capture_default_str()
       ->group(sampling);
+  // CLI11 converts a number too large for int64 without a word (it saturates):
+  // the text itself must fit.
+  const CLI::Validator fits_int64(
+      [](std::string& text) -> std::string {
+        int64_t value = 0;
+        const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+        if (error != std::errc() || end != text.data() + text.size() || value < 0)
+          return "expected a whole number from 0 to " + std::to_string(INT64_MAX) + ", got " + text;
+        return "";
+      },
+      "N");
   app.add_option("--tokens", options.max_tokens, "characters to generate; stops early at EOS")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber)
+      ->check(fits_int64)
       ->type_name("N")
       ->group(sampling);
   app.add_option("--temperature", options.temperature, "divide the logits by T; 0: always the most likely")

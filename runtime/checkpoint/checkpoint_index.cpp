@@ -1,8 +1,7 @@
 #include "exogym/runtime/checkpoint/checkpoint_index.h"
 
-#include <fstream>
-#include <sstream>
-
+#include "exogym/runtime/util/hash.h"
+#include "exogym/runtime/util/regular_file.h"
 #include "exogym/sdk/error.h"
 
 namespace exogym::runtime::checkpoint {
@@ -16,15 +15,33 @@ namespace {
 const char* const kFormat = "exogym-checkpoint-1";
 }
 
+json seal_index(json index) {
+  index.erase("digest");
+  util::Fnv1a hash;
+  hash.add(index.dump());
+  index["digest"] = hash.hex();
+  return index;
+}
+
 json CheckpointIndex::to_json() const {
-  return {{"format", kFormat},   {"step", step},
-          {"nodes", nodes},      {"processes", processes},
-          {"abi", abi},          {"exogym_version", exogym_version},
-          {"plugins", plugins},  {"manifest", {{"hash", manifest_hash}, {"settings", settings}}},
-          {"sections", sections}};
+  return seal_index({{"format", kFormat},
+                     {"step", step},
+                     {"nodes", nodes},
+                     {"processes", processes},
+                     {"abi", abi},
+                     {"exogym_version", exogym_version},
+                     {"plugins", plugins},
+                     {"manifest", {{"hash", manifest_hash}, {"settings", settings}}},
+                     {"sections", sections}});
 }
 
 CheckpointIndex CheckpointIndex::from_json(const json& j, const fs::path& file) {
+  if (!j.is_object() || !j.contains("digest") || !j.at("digest").is_string())
+    throw sdk::DataError(file.string() + ": not a valid checkpoint index: no \"digest\"");
+  // Every field is read back (the CSVs' lengths, the last evaluation...):
+  // an edit anywhere is damage, found before anything uses it.
+  if (seal_index(j).at("digest") != j.at("digest"))
+    throw sdk::DataError(file.string() + ": damaged (its fields do not match its digest)");
   try {
     if (j.at("format").get<std::string>() != kFormat)
       throw sdk::DataError(file.string() + ": unknown checkpoint format " + j.at("format").dump());
@@ -46,13 +63,9 @@ CheckpointIndex CheckpointIndex::from_json(const json& j, const fs::path& file) 
 
 CheckpointIndex CheckpointIndex::read(const fs::path& folder) {
   const fs::path file = folder / kIndexFile;
-  std::ifstream in(file);
-  if (!in) throw sdk::DataError(file.string() + ": cannot read (an incomplete checkpoint?)");
-  std::stringstream text;
-  text << in.rdbuf();
   json j;
   try {
-    j = json::parse(text.str());
+    j = json::parse(util::read_regular_file(file));
   } catch (const json::exception& e) {
     throw sdk::DataError(file.string() + ": damaged: " + e.what());
   }

@@ -24,6 +24,7 @@ struct CheckpointIndex {
   // Run-wide state, one section per component (train/ writes "outputs").
   nlohmann::json sections = nlohmann::json::object();
 
+  // With "digest": FNV-1a of the rest, which from_json checks.
   nlohmann::json to_json() const;
   // sdk::DataError naming `file` when a field is missing or of the wrong type.
   static CheckpointIndex from_json(const nlohmann::json& json, const std::filesystem::path& file);
@@ -32,5 +33,9 @@ struct CheckpointIndex {
 };
 
 extern const char* const kIndexFile;  // "index.json"
+
+// `index` with its "digest" set to the FNV-1a of its other fields, dumped
+// (nlohmann's dump is canonical: sorted keys, shortest round-trip numbers).
+nlohmann::json seal_index(nlohmann::json index);
 
 }  // namespace exogym::runtime::checkpoint

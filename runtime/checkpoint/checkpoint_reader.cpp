@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "exogym/runtime/checkpoint/checkpoint_writer.h"
 #include "exogym/sdk/error.h"
@@ -12,17 +13,38 @@ namespace exogym::runtime::checkpoint {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// The step of a folder named step-<N>, written as checkpoint_folder_name does.
+std::optional<int64_t> step_of(const std::string& name) {
+  if (name.rfind("step-", 0) != 0 || name.size() == 5) return std::nullopt;
+  const std::string digits = name.substr(5);
+  if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 18) return std::nullopt;
+  const int64_t step = std::stoll(digits);
+  if (checkpoint_folder_name(step) != name) return std::nullopt;
+  return step;
+}
+
+}  // namespace
+
 std::map<int64_t, fs::path> list_checkpoints(const fs::path& run_dir) {
   std::map<int64_t, fs::path> found;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(run_dir / "checkpoints", ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind("step-", 0) != 0 || name.size() == 5) continue;
-    const std::string digits = name.substr(5);
-    if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 18) continue;
-    const int64_t step = std::stoll(digits);
-    if (checkpoint_folder_name(step) == name && fs::exists(entry.path() / kIndexFile)) found[step] = entry.path();
+    const auto step = step_of(entry.path().filename().string());
+    if (step && fs::exists(entry.path() / kIndexFile)) found[*step] = entry.path();
   }
+  return found;
+}
+
+std::vector<fs::path> list_incomplete_checkpoints(const fs::path& run_dir) {
+  std::vector<fs::path> found;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(run_dir / "checkpoints", ec)) {
+    if (step_of(entry.path().filename().string()) && !fs::exists(entry.path() / kIndexFile))
+      found.push_back(entry.path());
+  }
+  std::sort(found.begin(), found.end());
   return found;
 }
 
@@ -38,7 +60,11 @@ LoadedCheckpoint load_checkpoint(const fs::path& folder, int first, int count) {
 }
 
 LoadedCheckpoint find_checkpoint(const fs::path& run_dir, std::optional<int64_t> from_step, int first, int count,
-                                 spdlog::logger& log) {
+                                 spdlog::logger& log, const CheckpointCheck& check) {
+  // Never made by the writer (it renames a complete folder into place):
+  // someone's copy or edit, not used, and said so.
+  for (const fs::path& folder : list_incomplete_checkpoints(run_dir))
+    log.warn("skipping checkpoint {}: it has no {} (an incomplete copy?)", folder.string(), kIndexFile);
   const std::map<int64_t, fs::path> found = list_checkpoints(run_dir);
   if (found.empty())
     throw sdk::DataError(run_dir.string() +
@@ -51,12 +77,16 @@ LoadedCheckpoint find_checkpoint(const fs::path& run_dir, std::optional<int64_t>
       throw sdk::ConfigError("--from-step",
                              "no checkpoint at step " + std::to_string(*from_step) + "; there are: " + steps);
     }
-    return load_checkpoint(it->second, first, count);
+    LoadedCheckpoint loaded = load_checkpoint(it->second, first, count);
+    if (check) check(loaded);
+    return loaded;
   }
   std::string problems;
   for (auto it = found.rbegin(); it != found.rend(); ++it) {
     try {
-      return load_checkpoint(it->second, first, count);
+      LoadedCheckpoint loaded = load_checkpoint(it->second, first, count);
+      if (check) check(loaded);
+      return loaded;
     } catch (const sdk::DataError& e) {
       log.warn("skipping checkpoint {}: {}", it->second.string(), e.what());
       problems += std::string("\n  ") + e.what();

@@ -2,8 +2,10 @@
 // Finding and loading the checkpoint a run resumes from.
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
+#include <vector>
 
 #include "exogym/runtime/checkpoint/checkpoint_index.h"
 #include "exogym/runtime/checkpoint/node_state.h"
@@ -18,6 +20,9 @@ namespace exogym::runtime::checkpoint {
 // by step (whether they load is not checked here).
 std::map<int64_t, std::filesystem::path> list_checkpoints(const std::filesystem::path& run_dir);
 
+// The folders named step-<N> without an index.json, in name order.
+std::vector<std::filesystem::path> list_incomplete_checkpoints(const std::filesystem::path& run_dir);
+
 struct LoadedCheckpoint {
   std::filesystem::path folder;
   CheckpointIndex index;
@@ -28,11 +33,17 @@ struct LoadedCheckpoint {
 // that the checkpoint has: sdk::DataError naming the file at fault.
 LoadedCheckpoint load_checkpoint(const std::filesystem::path& folder, int first, int count);
 
-// The checkpoint of step `from_step`, or without it the newest that loads;
-// a newer one that does not load is skipped with a warning naming what is
-// wrong. sdk::DataError when the run folder has no checkpoint (or none that
-// loads); sdk::ConfigError at "--from-step" when there is none at that step.
+// Checks that a loaded checkpoint fits the run (its shapes, the run
+// folder's CSVs): sdk::DataError naming the file and the field otherwise.
+using CheckpointCheck = std::function<void(const LoadedCheckpoint&)>;
+
+// The checkpoint of step `from_step`, or without it the newest that loads
+// and passes `check`; a newer one that does not is skipped with a warning
+// naming what is wrong, as is a step folder without an index. Nothing is
+// changed on disk. sdk::DataError when the run folder has no checkpoint (or
+// none that loads); sdk::ConfigError at "--from-step" when there is none at
+// that step.
 LoadedCheckpoint find_checkpoint(const std::filesystem::path& run_dir, std::optional<int64_t> from_step, int first,
-                                 int count, spdlog::logger& log);
+                                 int count, spdlog::logger& log, const CheckpointCheck& check = {});
 
 }  // namespace exogym::runtime::checkpoint

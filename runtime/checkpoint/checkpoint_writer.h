@@ -40,9 +40,12 @@ class CheckpointWriter {
 
   const std::filesystem::path& folder() const { return folder_; }
 
- private:
+  // Removes the complete checkpoints beyond the `keep` newest (commit does;
+  // a resume does too, since a kill between a commit and its pruning leaves
+  // one too many).
   void prune();
 
+ private:
   std::filesystem::path folder_;
   int keep_;
   std::mutex mutex_;

@@ -17,16 +17,34 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const char* const kFormat = "exogym-node-state-1";
+// Version 2: the digest covers the whole file, not only the tensor data.
+const char* const kFormat = "exogym-node-state-2";
+const char* const kDigest = "digest_fnv1a";
 const std::string kModel = "model.", kBuffer = "buffer.", kStrategy = "strategy.", kGenerator = "rng.model";
 
-// FNV-1a over the tensors' bytes in file order: what the file's data
-// section holds. CPU tensors, contiguous.
-std::string data_digest(const output::NamedTensors& tensors) {
+void add_text(util::Fnv1a& hash, std::string_view text) {
+  // Length first, so that no two sequences of strings hash alike.
+  hash.add_integer(static_cast<int64_t>(text.size()));
+  hash.add(text);
+}
+
+// FNV-1a over every byte that is read back and used: each tensor's name,
+// dtype, shape and data in file order, then every metadata entry but the
+// digest itself. An edited header (a dtype, a shape) is damage as much as a
+// flipped bit of data. CPU tensors, contiguous.
+std::string state_digest(const output::NamedTensors& tensors, const std::map<std::string, std::string>& metadata) {
   util::Fnv1a hash;
   for (const auto& [name, tensor] : tensors) {
-    hash.add(name);
-    hash.add(std::string_view(static_cast<const char*>(tensor.data_ptr()), tensor.nbytes()));
+    add_text(hash, name);
+    add_text(hash, c10::toString(tensor.scalar_type()));
+    hash.add_integer(tensor.dim());
+    for (int64_t size : tensor.sizes()) hash.add_integer(size);
+    add_text(hash, std::string_view(static_cast<const char*>(tensor.data_ptr()), tensor.nbytes()));
+  }
+  for (const auto& [key, value] : metadata) {
+    if (key == kDigest) continue;
+    add_text(hash, key);
+    add_text(hash, value);
   }
   return hash.hex();
 }
@@ -39,14 +57,20 @@ const at::Tensor* find(const output::NamedTensors& tensors, const std::string& n
   return nullptr;
 }
 
-void copy_into(at::Tensor& target, const output::NamedTensors& tensors, const std::string& name,
-               const std::string& what) {
+// The saved tensor for `target`: sdk::DataError naming `what` (the file) and
+// the tensor when it is missing or its shape or dtype differs (copy_ would
+// convert a dtype silently).
+const at::Tensor& matching(const at::Tensor& target, const output::NamedTensors& tensors, const std::string& name,
+                           const std::string& what) {
   const at::Tensor* saved = find(tensors, name);
   if (!saved) throw sdk::DataError(what + ": no tensor \"" + name + "\" (a checkpoint of another model?)");
   if (saved->sizes() != target.sizes())
     throw sdk::DataError(what + ": \"" + name + "\" has shape " + sdk::shape_of(*saved) + ", the model's is " +
                          sdk::shape_of(target));
-  target.detach().copy_(*saved);
+  if (saved->scalar_type() != target.scalar_type())
+    throw sdk::DataError(what + ": \"" + name + "\" has dtype " + c10::toString(saved->scalar_type()) +
+                         ", the model's is " + c10::toString(target.scalar_type()));
+  return *saved;
 }
 
 }  // namespace
@@ -69,11 +93,9 @@ void write_node_state(const fs::path& folder, int rank, int64_t step, sdk::Model
   strategy.save_state(strategy_state);
   for (const auto& [key, tensor] : strategy_state) tensors.emplace_back(kStrategy + key, on_cpu(tensor));
 
-  const std::map<std::string, std::string> metadata = {{"format", kFormat},
-                                                       {"node", std::to_string(rank)},
-                                                       {"step", std::to_string(step)},
-                                                       {"meter", meter.dump()},
-                                                       {"data_fnv1a", data_digest(tensors)}};
+  std::map<std::string, std::string> metadata = {
+      {"format", kFormat}, {"node", std::to_string(rank)}, {"step", std::to_string(step)}, {"meter", meter.dump()}};
+  metadata[kDigest] = state_digest(tensors, metadata);
   output::write_safetensors(folder / node_file_name(rank), tensors, metadata);
 }
 
@@ -93,23 +115,35 @@ NodeState read_node_state(const fs::path& folder, int rank, int64_t step) {
   if (field("node") != std::to_string(rank) || field("step") != std::to_string(step))
     throw sdk::DataError(file.string() + ": holds node " + field("node") + " at step " + field("step") +
                          ", expected node " + std::to_string(rank) + " at step " + std::to_string(step));
-  if (field("data_fnv1a") != data_digest(state.file.tensors))
-    throw sdk::DataError(file.string() + ": damaged (its data does not match its digest)");
+  if (field(kDigest) != state_digest(state.file.tensors, meta))
+    throw sdk::DataError(file.string() + ": damaged (its tensors or metadata do not match its digest)");
   try {
     state.meter = nlohmann::json::parse(field("meter"));
   } catch (const nlohmann::json::exception& e) {
-    throw sdk::DataError(file.string() + ": damaged meter state: " + e.what());
+    throw sdk::DataError(file.string() + ": metadata \"meter\": not JSON (" + e.what() + ")");
   }
   return state;
+}
+
+void check_model_fits(sdk::Model& model, const NodeState& state, const std::string& what) {
+  const auto& tensors = state.file.tensors;
+  for (const auto& item : model.module().named_parameters(/*recurse=*/true))
+    matching(item.value(), tensors, kModel + item.key(), what);
+  for (const auto& item : model.module().named_buffers(/*recurse=*/true))
+    matching(item.value(), tensors, kBuffer + item.key(), what);
+  const at::Tensor* generator = find(tensors, kGenerator);
+  if (generator && model.generator().defined() && generator->scalar_type() != at::kByte)
+    throw sdk::DataError(what + ": \"" + kGenerator + "\" is not a generator's state (dtype " +
+                         c10::toString(generator->scalar_type()) + ")");
 }
 
 void restore_model(sdk::Model& model, const NodeState& state, const std::string& what) {
   at::NoGradGuard no_grad;
   const auto& tensors = state.file.tensors;
   for (auto& item : model.module().named_parameters(/*recurse=*/true))
-    copy_into(item.value(), tensors, kModel + item.key(), what);
+    item.value().detach().copy_(matching(item.value(), tensors, kModel + item.key(), what));
   for (auto& item : model.module().named_buffers(/*recurse=*/true))
-    copy_into(item.value(), tensors, kBuffer + item.key(), what);
+    item.value().detach().copy_(matching(item.value(), tensors, kBuffer + item.key(), what));
   if (const at::Tensor* saved = find(tensors, kGenerator); saved && model.generator().defined()) {
     at::Generator generator = model.generator();
     std::lock_guard<std::mutex> lock(generator.mutex());

@@ -3,8 +3,9 @@
 // ("node-<rank>.safetensors"): its model's parameters ("model.<name>") and
 // buffers ("buffer.<name>"), its model's random generator ("rng.model"), its
 // strategy's state ("strategy.<key>", sdk::Strategy::save_state), and in the
-// metadata its meter ("meter", sim::NodeMeter::state) and a digest of the
-// tensor data, so that a damaged file is found before it is used.
+// metadata its meter ("meter", sim::NodeMeter::state) and a digest of every
+// tensor's name, dtype, shape and data and of the other metadata, so that a
+// damaged or edited file is found before it is used.
 #include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -28,12 +29,18 @@ void write_node_state(const std::filesystem::path& folder, int rank, int64_t ste
 
 // A node's file, read and checked: sdk::DataError naming the file when it is
 // not valid safetensors, belongs to another node or step, or its digest
-// does not match its data.
+// does not match its tensors and metadata.
 struct NodeState {
   output::SafetensorsFile file;
   nlohmann::json meter;
 };
 NodeState read_node_state(const std::filesystem::path& folder, int rank, int64_t step);
+
+// Whether `state` fits `model`: every parameter and buffer is there with
+// the model's shape and dtype. sdk::DataError naming `what` (the file) and
+// the tensor otherwise. Resuming checks it before anything changes, so that
+// a checkpoint that does not fit is skipped for the one before it.
+void check_model_fits(sdk::Model& model, const NodeState& state, const std::string& what);
 
 // Puts a node's state back: the model's parameters, buffers and generator
 // (before the strategy's init), then the strategy's (after it). Throw

@@ -1,7 +1,10 @@
 #pragma once
 // Ctrl-C (SIGINT) and SIGTERM stop a run cleanly: every node stops at its
 // next step, the run folder keeps every row written so far, and the CLI exits
-// with status 130. A second signal kills the process at once.
+// with status 130. A second signal kills the process at once, unless it
+// comes within half a second of the first (one request delivered twice).
+#include <string>
+
 #include "exogym/sdk/error.h"
 
 namespace exogym::runtime::cluster {
@@ -17,5 +20,9 @@ void install_interrupt_handlers();
 
 // Whether a stop was requested.
 bool interrupt_requested();
+
+// The signal that requested it, for messages: "Ctrl-C" (SIGINT) or
+// "SIGTERM".
+std::string interrupt_signal_text();
 
 }  // namespace exogym::runtime::cluster

@@ -190,20 +190,26 @@ class Workers {
   std::vector<bool> running_;
 };
 
+// Exit status 130: an interruption, the consequence of a signal, not a cause.
+bool interrupted(int status) { return WIFEXITED(status) && WEXITSTATUS(status) == 130; }
+
 // Waits for every worker, passing SIGTERM and a sent SIGINT on; after the first failure the
 // others get `grace` to stop by themselves, then SIGTERM, then SIGKILL.
 // Returns launch_local's exit status.
 int supervise(Workers& workers, std::chrono::milliseconds grace) {
   int first_failed = -1, first_status = 0, left = workers.count();
   int forwarded_terms = 0, forwarded_interrupts = 0;
+  bool terminating = false;  // the launcher is ending the processes itself
   Clock::time_point terminate_at = Clock::time_point::max(), kill_at = Clock::time_point::max();
   while (left > 0) {
     if (const int terms = g_terminates.load(); terms > forwarded_terms) {
       forwarded_terms = terms;
+      terminating = true;
       workers.kill_all(terms > 1 ? SIGKILL : SIGTERM);
     }
     if (const int interrupts = g_sent_interrupts.load(); interrupts > forwarded_interrupts) {
       forwarded_interrupts = interrupts;
+      terminating = true;
       workers.kill_all(SIGINT);
     }
     int status = 0;
@@ -219,6 +225,12 @@ int supervise(Workers& workers, std::chrono::milliseconds grace) {
         std::fprintf(stderr, "exogym-run: process %d of %d (pid %d) %s%s\n", r, workers.count(), static_cast<int>(pid),
                      describe_exit(status).c_str(), left > 0 ? "; waiting for the others to stop" : "");
         terminate_at = Clock::now() + grace;
+      } else if (!ok && !terminating && g_interrupts.load() == 0 && !interrupted(status)) {
+        // Processes that end together are reaped in any order: the one that
+        // noticed a peer's death may come first, so the dead one is named
+        // too (unless the launcher itself is ending them).
+        std::fprintf(stderr, "exogym-run: process %d of %d (pid %d) %s\n", r, workers.count(), static_cast<int>(pid),
+                     describe_exit(status).c_str());
       }
       continue;
     }
@@ -227,6 +239,7 @@ int supervise(Workers& workers, std::chrono::milliseconds grace) {
     if (now >= terminate_at) {
       std::fprintf(stderr, "exogym-run: %d process%s still running %.0f s after process %d failed: terminating\n", left,
                    left == 1 ? "" : "es", std::chrono::duration<double>(grace).count(), first_failed);
+      terminating = true;
       workers.kill_all(SIGTERM);
       workers.kill_all(SIGCONT);  // a stopped (hung) process acts on SIGTERM only once continued
       terminate_at = Clock::time_point::max();
@@ -247,6 +260,8 @@ int supervise(Workers& workers, std::chrono::milliseconds grace) {
 }  // namespace
 
 std::string describe_exit(int status) {
+  // 130: the run was interrupted (a signal to this process or to another).
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 130) return "was interrupted (exit status 130)";
   if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
   if (WIFSIGNALED(status)) {
     const int sig = WTERMSIG(status);

@@ -1,5 +1,7 @@
 // ProcessMesh: noticing peers that died, hung or became unreachable, through
 // heartbeats in the rendezvous store, and a store that stopped answering.
+#include <utility>
+
 #include "exogym/runtime/dist/process_mesh.h"
 #include "exogym/runtime/dist/rendezvous_store.h"
 #include "exogym/runtime/dist/store_keys.h"
@@ -70,12 +72,22 @@ void ProcessMesh::monitor_loop() {
 void ProcessMesh::watchdog_loop() {
   // The heartbeat's store requests may block on a host that vanished; this
   // notices when they stop coming back.
+  int64_t woke = now_ms();
   while (true) {
     {
       std::unique_lock<std::mutex> lock(stop_mutex_);
       if (stop_cv_.wait_for(lock, period_, [&] { return stop_; })) return;
     }
     if (failed_) return;
+    // A wait of one period that took longer than the timeout: this process
+    // did not run (SIGSTOP, a suspended host), so the store's silence is its
+    // own, not process 0's; the others have given up on it meanwhile.
+    const int64_t slept = now_ms() - std::exchange(woke, now_ms());
+    if (slept > world_.timeout.count()) {
+      fail("this process did not run for " + seconds_text(std::chrono::milliseconds(slept)) +
+           " (stopped, by SIGSTOP or a suspended host): the other processes have gone on without it");
+      return;
+    }
     const int64_t silent = now_ms() - last_store_answer_ms_.load();
     if (silent > world_.timeout.count() + 2 * period_.count()) {
       fail("the rendezvous store at " + store_->address() + ", hosted by " + describe(0) + ", has not answered for " +

@@ -16,6 +16,7 @@
 #include "exogym/runtime/dist/store_protocol.h"
 #include "exogym/runtime/dist/store_server.h"
 #include "exogym/runtime/util/duration_text.h"
+#include "exogym/runtime/util/sha256.h"
 #include "exogym/sdk/error.h"
 
 namespace exogym::runtime::dist {
@@ -146,7 +147,8 @@ void RendezvousStore::handshake(const std::string& secret) {
     throw sdk::Error("the process at " + address_ + " does not answer as an ExoGym rendezvous store");
   }
   if (!protocol::receive_frame(impl_->fd, answer) || answer.empty() || answer.front() != '+') throw sdk::Error(refused);
-  if (answer.substr(1) != protocol::proof(secret, "server", nonce)) {
+  // Constant time: the proof is a secret's HMAC (util/sha256.h).
+  if (!util::bytes_equal(std::string_view(answer).substr(1), protocol::proof(secret, "server", nonce))) {
     throw sdk::Error("the process answering at " + address_ +
                      " does not hold the run's secret: it is not this run's rendezvous store");
   }

@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "exogym/runtime/dist/store_protocol.h"
+#include "exogym/runtime/util/sha256.h"
 #include "exogym/sdk/error.h"
 
 namespace exogym::runtime::dist {
@@ -38,13 +39,6 @@ void set_receive_timeout(int fd, int seconds) {
   timeval tv{seconds, 0};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-}
-
-bool same_bytes(const std::string& a, const std::string& b) {
-  if (a.size() != b.size()) return false;
-  unsigned char difference = 0;
-  for (size_t i = 0; i < a.size(); ++i) difference |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return difference == 0;
 }
 
 }  // namespace
@@ -173,7 +167,7 @@ bool StoreServer::authenticate(int fd, const std::string& peer) {
   std::string reply;
   if (nonce.empty() || !protocol::send_frame(fd, nonce) || !protocol::receive_frame(fd, reply) ||
       reply.size() != protocol::kNonceSize + protocol::kProofSize ||
-      !same_bytes(reply.substr(protocol::kNonceSize), protocol::proof(secret_, "client", nonce))) {
+      !util::bytes_equal(reply.substr(protocol::kNonceSize), protocol::proof(secret_, "client", nonce))) {
     refused_.fetch_add(1);
     // The secret itself is never logged; the stranger's address is.
     if (auto log = spdlog::get("exogym")) {

@@ -19,6 +19,7 @@
 #include "exogym/runtime/data/text_char.h"
 #include "exogym/runtime/output/model_pt.h"
 #include "exogym/runtime/plugin/plugin_loader.h"
+#include "exogym/runtime/util/regular_file.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/model.h"
 
@@ -47,9 +48,8 @@ json read_config(const fs::path& run_dir) {
     }
     throw sdk::DataError(run_dir.string() + ": no config.json; not a run folder written by exogym-run");
   }
-  std::ifstream in(file);
   try {
-    return json::parse(in);
+    return json::parse(util::read_regular_file(file));
   } catch (const json::exception& e) {
     throw sdk::DataError(file.string() + ": not valid JSON: " + e.what());
   }

@@ -1,5 +1,6 @@
 #include "exogym/runtime/manifest/reader.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "exogym/runtime/manifest/schema.h"
@@ -209,6 +210,20 @@ ChurnSpec read_churn(const json& churn, const ComputeSpec& compute) {
     throw ConfigError("churn",
                       "failures on the simulated clock need a fixed compute.step_time (such as \"50ms\"): "
                       "with measured compute the clock, and so the failures, would change from run to run");
+  }
+  // Each step draws every failure the clock went past (timed_churn.h): an
+  // mtbf far below a step would draw millions per step and the run would
+  // crawl for hours, so an mtbf shorter than the fastest node's step is
+  // refused (with it every node would fail within every step anyway).
+  double fastest = 1;
+  for (const auto& [node, speed] : compute.speed) fastest = std::max(fastest, speed);
+  const double step = *compute.step_time / fastest;
+  if (spec.mtbf < step) {
+    throw ConfigError("churn.mtbf", sdk::json_excerpt(mtbf) + " is shorter than one step of the fastest node (" +
+                                        format_duration(step) + ", from compute.step_time" +
+                                        (fastest > 1 ? " and compute.speed" : "") +
+                                        "): every node would fail within every step; give at least " +
+                                        format_duration(step));
   }
   return spec;
 }

@@ -9,11 +9,14 @@
 #include <iterator>
 #include <limits>
 #include <set>
+#include <stdexcept>
 #include <string_view>
 #include <vector>
 
 #include "exogym/runtime/output/atomic_file.h"
 #include "exogym/runtime/output/tensor_dtypes.h"
+#include "exogym/runtime/util/exception_text.h"
+#include "exogym/runtime/util/regular_file.h"
 #include "exogym/sdk/error.h"
 
 namespace exogym::runtime::output {
@@ -141,15 +144,20 @@ void write_model_pt(const fs::path& file, const NamedTensors& tensors) {
 }
 
 NamedTensors read_model_pt(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw sdk::DataError(file.string() + ": cannot open");
-  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // A regular file only (not /dev/zero, which never ends, nor a FIFO).
+  const std::string text = util::read_regular_file(file);
+  const std::vector<char> bytes(text.begin(), text.end());
   NamedTensors out;
   try {
+    if (bytes.empty()) throw std::runtime_error("the file is empty");
     const auto value = torch::jit::pickle_load(bytes);
     for (const auto& item : value.toGenericDict()) out.emplace_back(item.key().toStringRef(), item.value().toTensor());
-  } catch (const std::exception& e) {
-    throw sdk::DataError(file.string() + ": not a {name: tensor} dict saved by exogym-run or torch.save: " + e.what());
+  } catch (const std::exception&) {
+    // LibTorch's message without its stack trace, and its first line only:
+    // the user's file is at fault, not the program.
+    std::string why = util::current_exception_text();
+    why = why.substr(0, why.find('\n'));
+    throw sdk::DataError(file.string() + ": not a {name: tensor} dict saved by exogym-run or torch.save: " + why);
   }
   return out;
 }

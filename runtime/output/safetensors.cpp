@@ -12,6 +12,7 @@
 
 #include "exogym/runtime/output/atomic_file.h"
 #include "exogym/runtime/output/tensor_dtypes.h"
+#include "exogym/runtime/util/regular_file.h"
 #include "exogym/sdk/error.h"
 
 namespace exogym::runtime::output {
@@ -89,9 +90,8 @@ SafetensorsFile read_safetensors(const fs::path& file) {
   const auto bad = [&](const std::string& why) {
     return sdk::DataError(file.string() + ": not a safetensors file: " + why);
   };
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw sdk::DataError(file.string() + ": cannot open");
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // A regular file only: a FIFO in a checkpoint would block the resume.
+  const std::string bytes = util::read_regular_file(file);
   if (bytes.size() < 8) throw bad("shorter than its 8-byte header length");
   const uint64_t header_size = get_u64_le(reinterpret_cast<const unsigned char*>(bytes.data()));
   if (header_size > bytes.size() - 8) throw bad("the header length exceeds the file");

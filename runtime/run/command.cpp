@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "exogym/runtime/cluster/cluster.h"
 #include "exogym/runtime/cluster/interrupt.h"
@@ -81,11 +82,17 @@ int run_in_mesh(const RunCommand& command, const manifest::ManifestSet& set, plu
     // Ctrl-C reached every process; one that stopped in a collective because
     // a peer stopped first was interrupted too.
     const bool interrupted = dynamic_cast<const cluster::Interrupted*>(&e) != nullptr || cluster::interrupt_requested();
-    const std::string reason = interrupted ? std::string("interrupted by a signal (Ctrl-C)") : e.what();
+    const std::string reason =
+        interrupted ? "interrupted by a signal (" + cluster::interrupt_signal_text() + ")" : e.what();
     mesh->fail(reason);  // the others name this process themselves
     if (interrupted && !dynamic_cast<const cluster::Interrupted*>(&e)) {
       throw cluster::Interrupted(reason + " (" + e.what() + ")");
     }
+    // A signal sent to another process alone (SIGTERM to one host's
+    // process) stopped the run: here too it is an interruption, naming that
+    // process, not a failure of this one.
+    if (!interrupted && std::string(e.what()).find(" failed: interrupted by a signal") != std::string::npos)
+      throw cluster::Interrupted(std::string("stopped: ") + e.what());
     throw;
   }
 }

@@ -115,7 +115,7 @@ RunnerResult run_manifest_set(const manifest::ManifestSet& set, plugin::PluginLo
                               const RunnerOptions& options) {
   const std::vector<const manifest::Manifest*> selected = selected_runs(set, loader, options);
   RunnerResult result;
-  std::map<std::string, std::shared_ptr<const sdk::Dataset>> datasets;
+  train::DatasetCache datasets;
   const bool writes = !options.mesh || options.mesh->rank() == 0;
   const bool resumes = !options.resume_dir.empty();
   const bool compares = set.compares() && writes;
@@ -161,6 +161,7 @@ RunnerResult run_manifest_set(const manifest::ManifestSet& set, plugin::PluginLo
     }
     try {
       result.runs.push_back(train::train_run(*run, loader, run_options));
+      datasets.end_run();
     } catch (...) {
       if (compares && resumes) write_stopped_comparison_report(set, result.folder, variant_dirs);
       if (compares && !resumes) close_stopped_comparison(set, result.folder, variant_dirs);

@@ -1,6 +1,8 @@
 #include "exogym/runtime/sim/node_meter.h"
 
 #include <algorithm>
+#include <stdexcept>
+#include <string>
 
 namespace exogym::runtime::sim {
 
@@ -118,6 +120,23 @@ nlohmann::json NodeMeter::state() const {
                           {"calls", {calls_[0], calls_[1]}}};
   if (failure_timeout_ > 0) state["failure_timeout"] = failure_timeout_;
   return state;
+}
+
+void NodeMeter::check_state(const nlohmann::json& state) {
+  if (!state.is_object()) throw std::invalid_argument("not an object");
+  auto number = [&](const nlohmann::json& value, const std::string& field) {
+    if (!value.is_number()) throw std::invalid_argument("\"" + field + "\" is not a number");
+  };
+  for (const char* key : {"clock", "compute", "communication", "waiting", "sequence"})
+    number(state.contains(key) ? state.at(key) : nlohmann::json(), key);
+  if (!state.at("sequence").is_number_unsigned())
+    throw std::invalid_argument("\"sequence\" is not a count of collectives");
+  for (const char* key : {"sent", "received", "cluster_sent", "calls"}) {
+    const nlohmann::json& pair = state.contains(key) ? state.at(key) : nlohmann::json();
+    if (!pair.is_array() || pair.size() != 2) throw std::invalid_argument("\"" + std::string(key) + "\" is not a pair");
+    for (const auto& value : pair) number(value, key);
+  }
+  if (state.contains("failure_timeout")) number(state.at("failure_timeout"), "failure_timeout");
 }
 
 void NodeMeter::restore(const nlohmann::json& state) {

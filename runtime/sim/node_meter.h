@@ -80,6 +80,9 @@ class NodeMeter {
   // apart, ClockExchange::restore). Doubles round-trip exactly.
   nlohmann::json state() const;
   void restore(const nlohmann::json& state);
+  // Whether `state` is one restore() reads: std::invalid_argument naming the
+  // field otherwise (a checkpoint is checked before anything changes).
+  static void check_state(const nlohmann::json& state);
   uint64_t sequence() const { return sequence_; }
 
   // The comm.csv rows gathered since the last call, in the order of each

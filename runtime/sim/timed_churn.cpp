@@ -1,6 +1,11 @@
 #include "exogym/runtime/sim/timed_churn.h"
 
+#include <string>
+
+#include "exogym/runtime/cluster/interrupt.h"
+#include "exogym/runtime/manifest/units.h"
 #include "exogym/runtime/sim/fault_schedule.h"
+#include "exogym/sdk/error.h"
 
 namespace exogym::runtime::sim {
 
@@ -21,8 +26,19 @@ TimedChurn::TimedChurn(const manifest::Manifest& m)
 bool TimedChurn::down(int node, double time) {
   NodeDraws& n = nodes_[node];
   if (!n.churns) return false;
-  // Past the down time: the next up time starts when it ended.
-  while (time >= n.down_to) {
+  // Past the down time: the next up time starts when it ended. The manifest
+  // keeps mtbf at least a step, but one step's clock may still jump far (a
+  // huge latency): the draws are bounded, and a signal is heeded between
+  // them, so that no step spins for minutes out of the user's reach.
+  for (int64_t draws = 0; time >= n.down_to; ++draws) {
+    if (draws % 4096 == 4095 && cluster::interrupt_requested())
+      throw cluster::Interrupted("interrupted by a signal while drawing the failures of churn");
+    if (draws == kMaxDrawsPerStep) {
+      throw sdk::ConfigError("churn.mtbf", manifest::format_duration(mtbf_) + " draws more than " +
+                                               std::to_string(kMaxDrawsPerStep) + " failures of node " +
+                                               std::to_string(node) + " in one step (simulated time " +
+                                               manifest::format_duration(time) + "); give a longer mtbf");
+    }
     n.down_from = n.down_to + exponential(n.rng, mtbf_);
     n.down_to = n.down_from + downtime_;
   }

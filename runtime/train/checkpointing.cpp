@@ -4,6 +4,7 @@
 #include <cmath>
 #include <fstream>
 #include <limits>
+#include <stdexcept>
 #include <string>
 
 #include "exogym/build_config.h"
@@ -11,6 +12,8 @@
 #include "exogym/runtime/dist/process_mesh.h"
 #include "exogym/runtime/output/atomic_file.h"
 #include "exogym/runtime/plugin/plugin_loader.h"
+#include "exogym/runtime/sim/node_meter.h"
+#include "exogym/runtime/util/exception_text.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/options.h"
 #include "exogym/sdk/plugin.h"
@@ -70,15 +73,21 @@ json outputs_section(RunState& s) {
   return section;
 }
 
-void restore_outputs(RunState& s, const json& section) {
-  s.last_train_loss = json_number(section.at("last_train_loss"));
-  if (const json& e = section.at("last_eval"); !e.is_null()) {
-    s.last_eval = EvalRecord{e.at("step"), values_from(e.at("local")), values_from(e.at("global")), e.at("bytes_sent"),
-                             e.at("sim_time_s")};
+void restore_outputs(RunState& s, const json& section, const fs::path& index_file) {
+  s.last_eval.reset();
+  s.target_hit.reset();
+  try {
+    s.last_train_loss = json_number(section.at("last_train_loss"));
+    if (const json& e = section.at("last_eval"); !e.is_null()) {
+      s.last_eval = EvalRecord{e.at("step"), values_from(e.at("local")), values_from(e.at("global")),
+                               e.at("bytes_sent"), e.at("sim_time_s")};
+    }
+    if (const json& t = section.at("target_hit"); !t.is_null())
+      s.target_hit = TargetHit{t.at("step").get<int64_t>(), t.at("sim_time_s").get<double>(),
+                               t.at("bytes_sent").get<double>(), t.at("wall_seconds").get<double>()};
+  } catch (const json::exception& e) {
+    throw sdk::DataError(index_file.string() + ": sections.outputs: " + util::without_json_prefix(e.what()));
   }
-  if (const json& t = section.at("target_hit"); !t.is_null())
-    s.target_hit = TargetHit{t.at("step").get<int64_t>(), t.at("sim_time_s").get<double>(),
-                             t.at("bytes_sent").get<double>(), t.at("wall_seconds").get<double>()};
 }
 
 json plugins_json(const RunState& s) {
@@ -118,17 +127,68 @@ void check_plugins(const RunState& s, const checkpoint::CheckpointIndex& index, 
   }
 }
 
-// Every CSV must hold at least the rows the checkpoint had written.
-void check_csvs(const fs::path& run_dir, const checkpoint::CheckpointIndex& index) {
-  for (const auto& [name, bytes] : index.sections.at("outputs").at("csv_bytes").items()) {
+// Every CSV must hold at least the rows the checkpoint had written, and the
+// checkpoint's length of it must end a row: cutting anywhere else would
+// merge a row with the next.
+void check_csvs(const fs::path& run_dir, const checkpoint::CheckpointIndex& index, const fs::path& index_file) {
+  const json* lengths = nullptr;
+  if (index.sections.is_object() && index.sections.contains("outputs") && index.sections["outputs"].is_object() &&
+      index.sections["outputs"].contains("csv_bytes"))
+    lengths = &index.sections["outputs"]["csv_bytes"];
+  if (!lengths || !lengths->is_object())
+    throw sdk::DataError(index_file.string() + ": sections.outputs.csv_bytes: missing or not an object");
+  for (const auto& [name, bytes] : lengths->items()) {
+    const std::string field = index_file.string() + ": sections.outputs.csv_bytes." + name;
+    if (name.find('/') != std::string::npos || name.size() < 5 || name.compare(name.size() - 4, 4, ".csv") != 0)
+      throw sdk::DataError(field + ": not a CSV of the run folder");
+    if (!bytes.is_number_unsigned())
+      throw sdk::DataError(field + ": expected a length in bytes, got " + sdk::json_excerpt(bytes));
+    const fs::path file = run_dir / name;
+    const auto length = bytes.get<uintmax_t>();
     std::error_code ec;
-    const auto size = fs::file_size(run_dir / name, ec);
-    if (ec || size < bytes.get<uintmax_t>()) {
-      throw sdk::DataError((run_dir / name).string() + ": shorter than when the checkpoint of step " +
-                           std::to_string(index.step) + " was written (" + std::to_string(bytes.get<int64_t>()) +
-                           " bytes)");
+    const auto size = fs::file_size(file, ec);
+    if (ec || size < length) {
+      throw sdk::DataError(file.string() + ": shorter than when the checkpoint of step " + std::to_string(index.step) +
+                           " was written (" + std::to_string(length) + " bytes)");
+    }
+    if (length == 0) continue;
+    std::ifstream in(file, std::ios::binary);
+    in.seekg(static_cast<std::streamoff>(length - 1));
+    if (in.get() != '\n') {
+      throw sdk::DataError(file.string() + ": byte " + std::to_string(length) + ", where " + field +
+                           " says it ended, is not the end of a row");
     }
   }
+}
+
+// Whether checkpoint `c` fits this run and its folder: this process's
+// nodes' tensors fit their models and their meters read, and, in the
+// process that writes the folder, the run-wide state reads and the CSVs hold
+// whole rows up to where it says. sdk::DataError naming the file and the
+// field otherwise, so that find_checkpoint takes the one before it.
+void check_fits(RunState& s, const fs::path& run_dir, const checkpoint::LoadedCheckpoint& c) {
+  for (const auto& [rank, state] : c.nodes) {
+    const std::string file = (c.folder / checkpoint::node_file_name(rank)).string();
+    checkpoint::check_model_fits(*s.replicas.models.at(static_cast<size_t>(rank)), state, file);
+    try {
+      sim::NodeMeter::check_state(state.meter);
+    } catch (const std::invalid_argument& e) {
+      throw sdk::DataError(file + ": metadata \"meter\": " + e.what());
+    }
+  }
+  const fs::path index_file = c.folder / checkpoint::kIndexFile;
+  if (c.index.sections.contains("faults")) {
+    // Read into a scratch membership: what train_run restores after this.
+    Membership scratch(s.m, c.index.step);
+    try {
+      scratch.restore(c.index.sections.at("faults"));
+    } catch (const json::exception& e) {
+      throw sdk::DataError(index_file.string() + ": sections.faults: " + util::without_json_prefix(e.what()));
+    }
+  }
+  if (!s.role.writes) return;
+  check_csvs(run_dir, c.index, index_file);
+  restore_outputs(s, c.index.sections.at("outputs"), index_file);
 }
 
 }  // namespace
@@ -136,7 +196,8 @@ void check_csvs(const fs::path& run_dir, const checkpoint::CheckpointIndex& inde
 void load_resume_point(RunState& s, const RunOptions& options) {
   const manifest::Manifest& m = s.m;
   const dist::NodeBlock& block = s.role.block;
-  s.resume = checkpoint::find_checkpoint(options.run_dir, options.from_step, block.first, block.count, *s.log);
+  const auto fits = [&](const checkpoint::LoadedCheckpoint& c) { check_fits(s, options.run_dir, c); };
+  s.resume = checkpoint::find_checkpoint(options.run_dir, options.from_step, block.first, block.count, *s.log, fits);
   if (s.role.mesh) {
     // Each process checked only its own nodes' files: all take the oldest
     // step any of them could load.
@@ -144,7 +205,7 @@ void load_resume_point(RunState& s, const RunOptions& options) {
     for (const auto& step : s.role.mesh->all_gather_text(std::to_string(oldest)))
       oldest = std::min<int64_t>(oldest, std::stoll(step));
     if (oldest != s.resume->index.step)
-      s.resume = checkpoint::find_checkpoint(options.run_dir, oldest, block.first, block.count, *s.log);
+      s.resume = checkpoint::find_checkpoint(options.run_dir, oldest, block.first, block.count, *s.log, fits);
   }
   const checkpoint::CheckpointIndex& index = s.resume->index;
   const fs::path index_file = s.resume->folder / checkpoint::kIndexFile;
@@ -167,10 +228,6 @@ void load_resume_point(RunState& s, const RunOptions& options) {
                                                   std::to_string(2 * m.max_steps) + ")");
   }
   s.first_step = index.step;
-  if (s.role.writes) {
-    check_csvs(options.run_dir, index);
-    restore_outputs(s, index.sections.at("outputs"));
-  }
   // Every node has taken part in the same strategy collectives.
   s.simulation->clocks().restore(s.resume->nodes.begin()->second.meter.at("sequence").get<uint64_t>());
 }
@@ -218,6 +275,7 @@ void prepare_checkpoints(RunState& s) {
       s.log->info("removing checkpoint {}: resumed from step {}", folder.string(), s.first_step);
       fs::remove_all(folder);
     }
+    s.checkpoints->prune();
   }
 }
 

@@ -223,7 +223,8 @@ void NodeRun::change_membership(int64_t t) {
 void NodeRun::start_step(int64_t t) {
   ctx_.step = t;
   if (!s_.stop_point && cluster::interrupt_requested()) {
-    throw cluster::Interrupted("interrupted by a signal (Ctrl-C) after " + std::to_string(t) + " steps");
+    throw cluster::Interrupted("interrupted by a signal (" + cluster::interrupt_signal_text() + ") after " +
+                               std::to_string(t) + " steps");
   }
 }
 
@@ -251,8 +252,8 @@ void NodeRun::boundary(int64_t step) {
   }
   if (stop || checkpoint_due(s_, step)) write_checkpoint(step);
   if (stop) {
-    throw cluster::Interrupted("interrupted by a signal (Ctrl-C) after " + std::to_string(step) +
-                               " steps; resume with exogym-run --resume " +
+    throw cluster::Interrupted("interrupted by a signal (" + cluster::interrupt_signal_text() + ") after " +
+                               std::to_string(step) + " steps; resume with exogym-run --resume " +
                                s_.checkpoints->folder().parent_path().string());
   }
 }

@@ -1,9 +1,10 @@
 #include "exogym/runtime/train/run_result.h"
 
 #include <cmath>
-#include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
+#include "exogym/runtime/util/regular_file.h"
 #include "exogym/sdk/error.h"
 
 namespace exogym::runtime::train {
@@ -20,7 +21,8 @@ std::vector<std::string> metric_names(const fs::path& run_dir, const json& final
   const auto is_metric = [](const std::string& column) {
     return column.rfind("local_", 0) == 0 && column != "local_loss" && column != "local_perplexity";
   };
-  std::ifstream in(run_dir / "validation.csv");
+  const fs::path file = run_dir / "validation.csv";
+  std::istringstream in(util::path_kind(file) == util::PathKind::Regular ? util::read_regular_file(file) : "");
   std::string header;
   if (in && std::getline(in, header)) {
     for (size_t start = 0, comma = 0; comma != std::string::npos; start = comma + 1) {
@@ -105,10 +107,10 @@ RunResult parse_summary(const fs::path& run_dir, const json& summary) {
 
 RunResult read_run_result(const fs::path& run_dir) {
   const fs::path file = run_dir / "summary.json";
-  std::ifstream in(file);
-  if (!in) throw sdk::DataError(file.string() + ": cannot read (the run did not finish)");
+  if (util::path_kind(file) == util::PathKind::Missing)
+    throw sdk::DataError(file.string() + ": cannot read (the run did not finish)");
   try {
-    return parse_summary(run_dir, json::parse(in));
+    return parse_summary(run_dir, json::parse(util::read_regular_file(file)));
   } catch (const json::exception& e) {
     throw sdk::DataError(file.string() + ": not a run's summary (" + e.what() + ")");
   }

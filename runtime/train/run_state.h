@@ -21,6 +21,7 @@
 #include "exogym/runtime/checkpoint/checkpoint_reader.h"
 #include "exogym/runtime/checkpoint/checkpoint_writer.h"
 #include "exogym/runtime/checkpoint/stop_point.h"
+#include "exogym/runtime/output/folder_lock.h"
 #include "exogym/runtime/output/progress.h"
 #include "exogym/runtime/output/run_writer.h"
 #include "exogym/runtime/train/membership.h"
@@ -85,6 +86,9 @@ struct RunState {
   // Outputs: process 0 writes the run folder; the other processes keep their
   // nodes' metrics for it.
   std::filesystem::path run_dir;
+  // Held while this process writes run_dir (output/folder_lock.h); declared
+  // before what writes, so that it is released after them.
+  std::unique_ptr<output::FolderLock> folder_lock;
   std::unique_ptr<output::RunWriter> writer;
   std::unique_ptr<MetricBuffer> metric_buffer;
   std::unique_ptr<ReportRelay> relay;  // the other processes' (reports.h)

@@ -52,12 +52,13 @@ std::shared_ptr<const sdk::Dataset> make_dataset(const manifest::DataSpec& spec,
     }
     const std::string key = dataset_key(spec, resolved_options, m, request);
     if (cache) {
-      if (auto it = cache->find(key); it != cache->end()) return it->second;
+      cache->used.insert(key);
+      if (auto it = cache->entries.find(key); it != cache->entries.end()) return it->second;
     }
     std::shared_ptr<const sdk::Dataset> dataset =
         plugin ? plugin->create_dataset(resolved_options, request)
                : data::make_builtin_dataset(spec.dataset, resolved_options, request);
-    if (cache) (*cache)[key] = dataset;
+    if (cache) cache->entries[key] = dataset;
     return dataset;
   } catch (const sdk::DataError& e) {
     throw sdk::ConfigError(spec.json_path + ".path", e.what());

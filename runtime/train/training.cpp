@@ -11,6 +11,7 @@
 #include "exogym/runtime/cluster/host_memory.h"
 #include "exogym/runtime/cluster/malloc_tuning.h"
 #include "exogym/runtime/cluster/thread_plan.h"
+#include "exogym/runtime/output/folder_lock.h"
 #include "exogym/runtime/train/checkpointing.h"
 #include "exogym/runtime/train/divergence.h"
 #include "exogym/runtime/train/node_loop.h"
@@ -18,6 +19,7 @@
 #include "exogym/runtime/train/run_state.h"
 #include "exogym/runtime/train/setup.h"
 #include "exogym/runtime/train/summary.h"
+#include "exogym/runtime/util/exception_text.h"
 
 namespace exogym::runtime::train {
 
@@ -84,7 +86,27 @@ void write_diverged_summary(RunState& s, const Diverged& diverged) {
   write_summary(s, result, gather_accounts(s));
 }
 
+// Who is alive from the first step on; a resumed run is checked against its
+// checkpoint first, before anything in its folder changes.
+void start_membership(RunState& s, const RunOptions& options) {
+  if (options.resume) load_resume_point(s, options);
+  s.membership = std::make_unique<Membership>(s.m, s.first_step, s.role.mesh);
+  if (!s.resume || !s.resume->index.sections.contains("faults")) return;
+  try {
+    s.membership->restore(s.resume->index.sections.at("faults"));
+  } catch (const nlohmann::json::exception& e) {
+    throw sdk::DataError((s.resume->folder / checkpoint::kIndexFile).string() +
+                         ": sections.faults: not the state of the failures (" + util::without_json_prefix(e.what()) +
+                         ")");
+  }
+}
+
 }  // namespace
+
+void DatasetCache::end_run() {
+  for (auto it = entries.begin(); it != entries.end();) it = used.count(it->first) ? std::next(it) : entries.erase(it);
+  used.clear();
+}
 
 std::vector<std::string> check_run(const manifest::Manifest& m, plugin::PluginLoader& loader, int processes) {
   check_processes(m, processes);
@@ -112,13 +134,12 @@ RunResult train_run(const manifest::Manifest& m, plugin::PluginLoader& loader, c
 
   s.simulation = std::make_unique<Simulation>(m, s.role.block);
   choose_run_folder(s, plan, options);
+  // Before the folder is read for a resume: a second exogym-run on it stops
+  // here, with nothing changed.
+  if (s.role.writes && std::filesystem::is_directory(s.run_dir))
+    s.folder_lock = std::make_unique<output::FolderLock>(s.run_dir);
   try {
-    // A resumed run is checked against its checkpoint before anything in its
-    // folder changes.
-    if (options.resume) load_resume_point(s, options);
-    s.membership = std::make_unique<Membership>(m, s.first_step, s.role.mesh);
-    if (s.resume && s.resume->index.sections.contains("faults"))
-      s.membership->restore(s.resume->index.sections.at("faults"));
+    start_membership(s, options);
     open_outputs(s, options);
     prepare_checkpoints(s);
     try {

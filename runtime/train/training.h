@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "exogym/runtime/manifest/manifest.h"
@@ -21,9 +22,18 @@ class PluginLoader;
 
 namespace exogym::runtime::train {
 
-// Datasets already loaded by earlier runs of this process, keyed by what
-// defines them, so that the variants of "runs" decode MNIST only once.
-using DatasetCache = std::map<std::string, std::shared_ptr<const sdk::Dataset>>;
+// Datasets already loaded by the previous run of this process, keyed by
+// what defines them, so that the variants of "runs" decode MNIST only once.
+// Only the last run's are kept: a dataset's key holds the seed, so with
+// --seeds every run loads its own, and keeping them all grew memory by a
+// dataset per seed (thousands of seeds ran out of memory).
+struct DatasetCache {
+  std::map<std::string, std::shared_ptr<const sdk::Dataset>> entries;
+  std::set<std::string> used;  // by the run in progress
+
+  // Between runs: forgets every dataset the run that ended did not use.
+  void end_run();
+};
 
 struct RunOptions {
   output::Progress::Mode progress = output::Progress::Mode::Lines;

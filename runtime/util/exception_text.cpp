@@ -38,4 +38,10 @@ bool current_exception_is_out_of_memory() {
   }
 }
 
+std::string without_json_prefix(const std::string& what) {
+  if (what.rfind("[json.exception.", 0) != 0) return what;
+  const size_t end = what.find("] ");
+  return end == std::string::npos ? what : what.substr(end + 2);
+}
+
 }  // namespace exogym::runtime::util

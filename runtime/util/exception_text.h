@@ -16,4 +16,9 @@ std::string current_exception_text();
 // GPU), which the runtime reports as a size that does not fit.
 bool current_exception_is_out_of_memory();
 
+// What a std::exception says without a leading "[json.exception.<kind>]"
+// (nlohmann's errors name the library, not the file and field the user
+// needs; the caller names those).
+std::string without_json_prefix(const std::string& what);
+
 }  // namespace exogym::runtime::util

@@ -1,108 +1,51 @@
 #include "exogym/runtime/util/sha256.h"
 
-#include <cstring>
-#include <vector>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
+#include <stdexcept>
 
 namespace exogym::runtime::util {
 
 namespace {
 
-constexpr uint32_t kRound[64] = {
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
-
-uint32_t rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
-
-void compress(uint32_t state[8], const uint8_t block[64]) {
-  uint32_t w[64];
-  for (int i = 0; i < 16; ++i) {
-    w[i] = (uint32_t{block[4 * i]} << 24) | (uint32_t{block[4 * i + 1]} << 16) | (uint32_t{block[4 * i + 2]} << 8) |
-           uint32_t{block[4 * i + 3]};
-  }
-  for (int i = 16; i < 64; ++i) {
-    const uint32_t s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
-    const uint32_t s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
-    w[i] = w[i - 16] + s0 + w[i - 7] + s1;
-  }
-  uint32_t a = state[0], b = state[1], c = state[2], d = state[3], e = state[4], f = state[5], g = state[6],
-           h = state[7];
-  for (int i = 0; i < 64; ++i) {
-    const uint32_t t1 = h + (rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)) + ((e & f) ^ (~e & g)) + kRound[i] + w[i];
-    const uint32_t t2 = (rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
-    h = g;
-    g = f;
-    f = e;
-    e = d + t1;
-    d = c;
-    c = b;
-    b = a;
-    a = t1 + t2;
-  }
-  state[0] += a;
-  state[1] += b;
-  state[2] += c;
-  state[3] += d;
-  state[4] += e;
-  state[5] += f;
-  state[6] += g;
-  state[7] += h;
-}
+const unsigned char* bytes_of(std::string_view text) { return reinterpret_cast<const unsigned char*>(text.data()); }
 
 }  // namespace
 
 Digest sha256(std::string_view data) {
-  uint32_t state[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
-  // The message, a 1 bit, zeros, and its length in bits: a multiple of 64 bytes.
-  std::vector<uint8_t> padded(data.begin(), data.end());
-  padded.push_back(0x80);
-  while (padded.size() % 64 != 56) padded.push_back(0);
-  const uint64_t bits = static_cast<uint64_t>(data.size()) * 8;
-  for (int i = 7; i >= 0; --i) padded.push_back(static_cast<uint8_t>(bits >> (8 * i)));
-  for (size_t offset = 0; offset < padded.size(); offset += 64) compress(state, padded.data() + offset);
   Digest digest{};
-  for (int i = 0; i < 8; ++i) {
-    for (int j = 0; j < 4; ++j) digest[4 * i + j] = static_cast<uint8_t>(state[i] >> (24 - 8 * j));
-  }
+  unsigned int size = 0;
+  if (EVP_Digest(data.data(), data.size(), digest.data(), &size, EVP_sha256(), nullptr) != 1 || size != digest.size())
+    throw std::runtime_error("OpenSSL's SHA-256 failed");
   return digest;
 }
 
 Digest hmac_sha256(std::string_view key, std::string_view message) {
-  std::string block(64, '\0');
-  if (key.size() > 64) {
-    const Digest hashed = sha256(key);
-    std::memcpy(block.data(), hashed.data(), hashed.size());
-  } else {
-    std::memcpy(block.data(), key.data(), key.size());
-  }
-  std::string inner(64, '\0'), outer(64, '\0');
-  for (size_t i = 0; i < 64; ++i) {
-    inner[i] = static_cast<char>(block[i] ^ 0x36);
-    outer[i] = static_cast<char>(block[i] ^ 0x5c);
-  }
-  const Digest inner_digest = sha256(inner + std::string(message));
-  return sha256(outer + std::string(inner_digest.begin(), inner_digest.end()));
+  Digest digest{};
+  unsigned int size = 0;
+  if (!HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), bytes_of(message), message.size(), digest.data(),
+            &size) ||
+      size != digest.size())
+    throw std::runtime_error("OpenSSL's HMAC-SHA256 failed");
+  return digest;
 }
 
 std::string hex(const Digest& digest) {
-  static const char* digits = "0123456789abcdef";
-  std::string out;
+  static const char* const kDigits = "0123456789abcdef";
+  std::string text;
   for (uint8_t byte : digest) {
-    out += digits[byte >> 4];
-    out += digits[byte & 15];
+    text += kDigits[byte >> 4];
+    text += kDigits[byte & 15];
   }
-  return out;
+  return text;
 }
 
-bool digests_equal(const Digest& a, const Digest& b) {
-  uint8_t difference = 0;
-  for (size_t i = 0; i < a.size(); ++i) difference |= static_cast<uint8_t>(a[i] ^ b[i]);
-  return difference == 0;
+bool digests_equal(const Digest& a, const Digest& b) { return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0; }
+
+bool bytes_equal(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
 }  // namespace exogym::runtime::util

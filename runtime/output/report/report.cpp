@@ -1,13 +1,14 @@
 #include "exogym/runtime/output/report/report.h"
 
 #include <algorithm>
-#include <fstream>
 #include <set>
+#include <sstream>
 
 #include "exogym/runtime/output/atomic_file.h"
 #include "exogym/runtime/output/report/report_page.h"
 #include "exogym/runtime/output/report/run_folder.h"
 #include "exogym/runtime/output/report/seed_groups.h"
+#include "exogym/runtime/util/regular_file.h"
 #include "exogym/sdk/error.h"
 
 namespace exogym::runtime::output::report {
@@ -53,6 +54,8 @@ void note_different_validation(const std::vector<RunFolder>& runs, std::vector<s
   }
 }
 
+bool has_config(const fs::path& dir) { return util::path_kind(dir / "config.json") != util::PathKind::Missing; }
+
 // The seed-N run folders in `dir` (a variant run over "seeds"), by seed.
 std::vector<fs::path> seed_folders(const fs::path& dir) {
   std::vector<std::pair<uint64_t, fs::path>> seeds;
@@ -61,7 +64,7 @@ std::vector<fs::path> seed_folders(const fs::path& dir) {
     const std::string name = entry.path().filename().string();
     const bool numbered = name.size() > 5 && name.compare(0, 5, "seed-") == 0 &&
                           name.find_first_not_of("0123456789", 5) == std::string::npos && name.size() < 25;
-    if (numbered && entry.is_directory() && fs::exists(entry.path() / "config.json")) {
+    if (numbered && util::path_kind(entry.path()) == util::PathKind::Directory && has_config(entry.path())) {
       seeds.emplace_back(std::stoull(name.substr(5)), entry.path());
     }
   }
@@ -73,7 +76,7 @@ std::vector<fs::path> seed_folders(const fs::path& dir) {
 
 // A variant's run folder, or its seed-N folders.
 void add_variant(const fs::path& dir, std::vector<fs::path>& runs) {
-  if (fs::exists(dir / "config.json")) {
+  if (has_config(dir)) {
     runs.push_back(dir);
     return;
   }
@@ -87,7 +90,9 @@ void add_variant(const fs::path& dir, std::vector<fs::path>& runs) {
 std::vector<fs::path> variant_folders(const fs::path& dir) {
   std::vector<fs::path> runs = seed_folders(dir);
   if (!runs.empty()) return runs;
-  std::ifstream table(dir / "comparison.csv");
+  std::istringstream table(util::path_kind(dir / "comparison.csv") == util::PathKind::Regular
+                               ? util::read_regular_file(dir / "comparison.csv")
+                               : std::string());
   std::string line;
   if (table && std::getline(table, line)) {
     while (std::getline(table, line)) {
@@ -98,7 +103,7 @@ std::vector<fs::path> variant_folders(const fs::path& dir) {
   std::vector<fs::path> variants;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    if (entry.is_directory()) variants.push_back(entry.path());
+    if (util::path_kind(entry.path()) == util::PathKind::Directory) variants.push_back(entry.path());
   }
   std::sort(variants.begin(), variants.end());
   for (const auto& variant : variants) add_variant(variant, runs);
@@ -110,8 +115,11 @@ std::vector<fs::path> variant_folders(const fs::path& dir) {
 std::vector<fs::path> expand_run_folders(const std::vector<fs::path>& dirs) {
   std::vector<fs::path> runs;
   for (const auto& dir : dirs) {
-    const auto variants =
-        fs::is_directory(dir) && !fs::exists(dir / "config.json") ? variant_folders(dir) : std::vector<fs::path>{};
+    // Checked without throwing: a loop of symbolic links is the run's own
+    // error (read_run_folder's), not the whole report's.
+    const auto variants = util::path_kind(dir) == util::PathKind::Directory && !has_config(dir)
+                              ? variant_folders(dir)
+                              : std::vector<fs::path>{};
     if (variants.empty()) {
       runs.push_back(dir);
     } else {

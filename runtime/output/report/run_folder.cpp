@@ -2,8 +2,9 @@
 
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
+#include <sstream>
 
+#include "exogym/runtime/util/regular_file.h"
 #include "exogym/sdk/error.h"
 
 namespace exogym::runtime::output::report {
@@ -30,21 +31,22 @@ double parse_number(const std::string& cell) {
   return end == cell.c_str() ? NAN : value;
 }
 
+// A JSON object file of the run folder; nullopt when there is none. The
+// runtime writes them whole (atomic_file.h), so one that does not parse was
+// not written by it: an sdk::DataError naming it, not a run "still running".
 std::optional<json> read_json(const fs::path& file) {
-  std::ifstream in(file);
-  if (!in) return std::nullopt;
-  try {
-    return json::parse(in);
-  } catch (const json::exception&) {
-    return std::nullopt;  // a file cut short by a crash: treat as absent
-  }
+  if (util::path_kind(file) == util::PathKind::Missing) return std::nullopt;
+  const std::string text = util::read_regular_file(file);
+  json value = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!value.is_object()) throw sdk::DataError(file.string() + ": not a JSON object (damaged?)");
+  return value;
 }
 
 // metrics.csv holds one row per node and step (step,node,name,value); nodes
 // of several processes arrive in any order.
 std::map<std::string, MetricSeries> read_metrics(const fs::path& file) {
   std::map<std::string, std::map<double, std::pair<double, int>>> sums;
-  std::ifstream in(file);
+  std::istringstream in(util::read_regular_file(file));
   std::string line;
   std::getline(in, line);  // header
   while (std::getline(in, line)) {
@@ -70,8 +72,7 @@ std::map<std::string, MetricSeries> read_metrics(const fs::path& file) {
 }  // namespace
 
 NumericTable read_numeric_csv(const fs::path& file) {
-  std::ifstream in(file);
-  if (!in) throw sdk::DataError(file.string() + ": cannot read");
+  std::istringstream in(util::read_regular_file(file));
   NumericTable table;
   std::string line;
   if (!std::getline(in, line)) return table;
@@ -94,14 +95,20 @@ fs::path folder_path(const fs::path& dir) {
 }
 
 RunFolder read_run_folder(const fs::path& dir) {
-  if (!fs::is_directory(dir)) throw sdk::DataError(dir.string() + ": not a folder");
-  if (!fs::exists(dir / "config.json") || !fs::exists(dir / "train.csv")) {
+  using util::PathKind;
+  if (util::path_kind(dir) != PathKind::Directory) {
+    std::error_code ec;
+    const bool present = fs::symlink_status(dir, ec).type() != fs::file_type::not_found;
+    throw sdk::DataError(dir.string() + (present ? ": not a folder (or a loop of symbolic links)" : ": not a folder"));
+  }
+  if (util::path_kind(dir / "config.json") == PathKind::Missing ||
+      util::path_kind(dir / "train.csv") == PathKind::Missing) {
     throw sdk::DataError(dir.string() + ": not a run folder (it has no config.json and train.csv)");
   }
   RunFolder run;
   run.dir = dir;
   auto config = read_json(dir / "config.json");
-  if (!config) throw sdk::DataError((dir / "config.json").string() + ": not valid JSON");
+  if (!config) throw sdk::DataError((dir / "config.json").string() + ": missing");
   run.config = std::move(*config);
   const fs::path folder = folder_path(dir);
   run.label = folder.filename().string();
@@ -111,8 +118,9 @@ RunFolder read_run_folder(const fs::path& dir) {
   }
   run.summary = read_json(dir / "summary.json");
   run.train = read_numeric_csv(dir / "train.csv");
-  if (fs::exists(dir / "validation.csv")) run.validation = read_numeric_csv(dir / "validation.csv");
-  if (fs::exists(dir / "metrics.csv")) run.metrics = read_metrics(dir / "metrics.csv");
+  if (util::path_kind(dir / "validation.csv") != PathKind::Missing)
+    run.validation = read_numeric_csv(dir / "validation.csv");
+  if (util::path_kind(dir / "metrics.csv") != PathKind::Missing) run.metrics = read_metrics(dir / "metrics.csv");
   return run;
 }
 
