@@ -128,10 +128,11 @@ TEST_CASE("cuda: model.pt of a CUDA run loads in PyTorch on a machine without a 
   run_json(m, dir.path());
   const fs::path model = dir / "run" / "model.pt";
   // CUDA_VISIBLE_DEVICES="" hides the GPU: PyTorch as a CPU machine has it.
-  const std::string command = "CUDA_VISIBLE_DEVICES= python3 -c \"import sys, torch; "
-                              "d = torch.load(sys.argv[1], weights_only=True); "
-                              "assert all(t.device.type == 'cpu' for t in d.values()); print(len(d))\" '" +
-                              model.string() + "' > '" + (dir / "python.txt").string() + "' 2>&1";
+  const std::string command =
+      "CUDA_VISIBLE_DEVICES= python3 -c \"import sys, torch; "
+      "d = torch.load(sys.argv[1], weights_only=True); "
+      "assert all(t.device.type == 'cpu' for t in d.values()); print(len(d))\" '" +
+      model.string() + "' > '" + (dir / "python.txt").string() + "' 2>&1";
   const int status = std::system(command.c_str());
   INFO(read_text(dir / "python.txt"));
   REQUIRE(status == 0);

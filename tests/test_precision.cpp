@@ -13,6 +13,7 @@ namespace exogym::test {
 namespace fs = std::filesystem;
 using nlohmann::json;
 using runtime::manifest::Precision;
+using runtime::train::autocast_enabled;
 using runtime::train::AutocastScope;
 
 TEST_CASE("an autocast scope makes matrix products bf16 on its thread and restores the state it found", "[precision]") {
@@ -20,7 +21,7 @@ TEST_CASE("an autocast scope makes matrix products bf16 on its thread and restor
   {
     AutocastScope fp32(Precision::Fp32, c10::DeviceType::CPU);
     CHECK(at::mm(a, b).scalar_type() == at::kFloat);
-    CHECK_FALSE(at::autocast::is_cpu_enabled());
+    CHECK_FALSE(autocast_enabled(c10::DeviceType::CPU));
   }
   {
     AutocastScope outer(Precision::Bf16, c10::DeviceType::CPU);
@@ -29,10 +30,10 @@ TEST_CASE("an autocast scope makes matrix products bf16 on its thread and restor
       AutocastScope inner(Precision::Bf16, c10::DeviceType::CPU);
       CHECK(at::mm(a, b).scalar_type() == at::kBFloat16);
     }
-    CHECK(at::autocast::is_cpu_enabled());  // the inner scope put back what it found
+    CHECK(autocast_enabled(c10::DeviceType::CPU));  // the inner scope put back what it found
     CHECK(at::mm(a, b).scalar_type() == at::kBFloat16);
   }
-  CHECK_FALSE(at::autocast::is_cpu_enabled());
+  CHECK_FALSE(autocast_enabled(c10::DeviceType::CPU));
   CHECK(at::mm(a, b).scalar_type() == at::kFloat);
   CHECK(a.scalar_type() == at::kFloat);
 }

@@ -7,13 +7,12 @@ namespace exogym::runtime::checkpoint {
 using nlohmann::json;
 
 const std::vector<std::string>& changeable_fields() {
+  // "device": a run checkpointed on a GPU may continue on a machine without
+  // one (and back): checkpoints hold CPU tensors, the dropout generator is
+  // the CPU's.
   static const std::vector<std::string> fields = {
       "name",        "train.max_steps", "eval",          "checkpoint", "output", "parallelism", "threads",
-      "pin_threads", "data.train.path", "data.val.path", "runtime",
-      // A run checkpointed on a GPU may continue on a machine without one (and
-      // back): checkpoints hold CPU tensors, the dropout generator is the CPU's.
-      "device",
-  };
+      "pin_threads", "data.train.path", "data.val.path", "runtime",    "device"};
   return fields;
 }
 

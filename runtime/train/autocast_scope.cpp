@@ -7,21 +7,25 @@
 
 namespace exogym::runtime::train {
 
-namespace {
-
 // LibTorch 2.4 made autocast's state a function of the device type; 1.13
 // (Debian) has one function per device.
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
 bool autocast_enabled(c10::DeviceType device) { return at::autocast::is_autocast_enabled(device); }
+#else
+bool autocast_enabled(c10::DeviceType device) {
+  return device == c10::DeviceType::CUDA ? at::autocast::is_enabled() : at::autocast::is_cpu_enabled();
+}
+#endif
+
+namespace {
+
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
 void set_autocast_enabled(c10::DeviceType device, bool on) { at::autocast::set_autocast_enabled(device, on); }
 c10::ScalarType autocast_dtype(c10::DeviceType device) { return at::autocast::get_autocast_dtype(device); }
 void set_autocast_dtype(c10::DeviceType device, c10::ScalarType dtype) {
   at::autocast::set_autocast_dtype(device, dtype);
 }
 #else
-bool autocast_enabled(c10::DeviceType device) {
-  return device == c10::DeviceType::CUDA ? at::autocast::is_enabled() : at::autocast::is_cpu_enabled();
-}
 void set_autocast_enabled(c10::DeviceType device, bool on) {
   if (device == c10::DeviceType::CUDA) {
     at::autocast::set_enabled(on);

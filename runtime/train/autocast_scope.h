@@ -12,6 +12,9 @@
 
 namespace exogym::runtime::train {
 
+// Whether autocast is on for `device` on the calling thread (any LibTorch).
+bool autocast_enabled(c10::DeviceType device);
+
 class AutocastScope {
  public:
   // Does nothing for Precision::Fp32.

@@ -62,8 +62,7 @@ class NodeRun {
   // when one is due or a stop was requested; then, if stopping, stops.
   void boundary(int64_t step);
   void write_checkpoint(int64_t step);
-  // The step's loss: the mean over its micro-batches, whose mean gradients
-  // are averaged too.
+  // The step's loss: the mean over its micro-batches (as their gradients).
   double forward_backward(const std::vector<int64_t>& indices);
   void report_step(int64_t t, double loss);
   void finish();
