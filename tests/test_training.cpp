@@ -458,7 +458,7 @@ TEST_CASE("exogym-run --list-plugins --with-options shows allreduce, mlp and cnn
                         Catch::Contains("n_embd"));
 }
 
-TEST_CASE("\"runs\" variants each get a folder and a side-by-side comparison", "[cli]") {
+TEST_CASE("the variants of \"runs\" each get a folder and a side-by-side comparison", "[cli]") {
   TempDir dir("cli-runs");
   json m = small_manifest(2);
   m["runs"] =
