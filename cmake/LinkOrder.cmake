@@ -18,6 +18,11 @@
 # a library that exports poisoned copies where LibTorch sits.
 function(exogym_resolve_first target scope)
   cmake_parse_arguments(ARG "" "" "LIBRARIES" ${ARGN})
+  # A sanitizer's runtime must come first itself (ASan refuses to start
+  # otherwise); sanitizer builds use Debian's LibTorch, which exports neither.
+  if(EXOGYM_SANITIZE)
+    return()
+  endif()
   # The shared library by its file name: a GCC whose -lstdc++ is the static
   # archive (such as /opt/gcc on the GPU machine) would otherwise add nothing
   # here, the archive being read before any object needs it.
