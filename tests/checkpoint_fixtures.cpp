@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "exogym/runtime/command/resume.h"
 #include "exogym/runtime/manifest/manifest.h"
-#include "exogym/runtime/run/resume.h"
 #include "exogym/runtime/train/training.h"
 #include "helpers.h"
 #include "testing.h"
@@ -43,18 +43,18 @@ json timed_churn_manifest() {
   return m;
 }
 
-runtime::train::RunResult train_into(const json& manifest, const fs::path& run_dir) {
+runtime::train::TrainingResult train_into(const json& manifest, const fs::path& run_dir) {
   auto set = runtime::manifest::parse_manifest(manifest, run_dir.parent_path(), "test");
-  runtime::train::RunOptions options;
+  runtime::train::TrainingOptions options;
   options.progress = runtime::output::Progress::Mode::Quiet;
   options.run_dir = run_dir;
   return runtime::train::train_run(set.runs.at(0), test_loader(), options);
 }
 
-runtime::train::RunResult resume_in(const fs::path& run_dir, const std::vector<std::string>& overrides,
-                                    std::optional<int64_t> from_step) {
-  auto set = runtime::run::resumed_manifest(run_dir, overrides);
-  runtime::train::RunOptions options;
+runtime::train::TrainingResult resume_in(const fs::path& run_dir, const std::vector<std::string>& overrides,
+                                         std::optional<int64_t> from_step) {
+  auto set = runtime::command::resumed_manifest(run_dir, overrides);
+  runtime::train::TrainingOptions options;
   options.progress = runtime::output::Progress::Mode::Quiet;
   options.run_dir = run_dir;
   options.resume = true;

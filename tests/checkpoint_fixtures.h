@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "exogym/runtime/train/run_result.h"
+#include "exogym/runtime/train/training_result.h"
 
 namespace exogym::test {
 
@@ -30,13 +30,13 @@ std::vector<std::pair<std::string, nlohmann::json>> builtin_strategies();
 nlohmann::json timed_churn_manifest();
 
 // Trains `manifest` (base folder run_dir's parent) quietly into `run_dir`.
-runtime::train::RunResult train_into(const nlohmann::json& manifest, const std::filesystem::path& run_dir);
+runtime::train::TrainingResult train_into(const nlohmann::json& manifest, const std::filesystem::path& run_dir);
 
 // Resumes the run in `run_dir` as exogym-run --resume does, with --set
 // `overrides` and --from-step `from_step`.
-runtime::train::RunResult resume_in(const std::filesystem::path& run_dir,
-                                    const std::vector<std::string>& overrides = {},
-                                    std::optional<int64_t> from_step = std::nullopt);
+runtime::train::TrainingResult resume_in(const std::filesystem::path& run_dir,
+                                         const std::vector<std::string>& overrides = {},
+                                         std::optional<int64_t> from_step = std::nullopt);
 
 // REQUIREs that the two run folders hold the same run (see above).
 void require_same_run(const std::filesystem::path& expected, const std::filesystem::path& actual);

@@ -11,9 +11,9 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "exogym/runtime/cluster/cluster.h"
 #include "exogym/runtime/output/model_pt.h"
 #include "exogym/runtime/output/progress.h"
+#include "exogym/runtime/train/cluster.h"
 #include "testing.h"
 
 namespace exogym::test {
@@ -104,10 +104,10 @@ nlohmann::json small_manifest(int nodes) {
   };
 }
 
-runtime::train::RunResult run_json(const nlohmann::json& manifest, const fs::path& dir, int cores,
-                                   int64_t timing_mark_step) {
+runtime::train::TrainingResult run_json(const nlohmann::json& manifest, const fs::path& dir, int cores,
+                                        int64_t timing_mark_step) {
   auto set = runtime::manifest::parse_manifest(manifest, dir, "test");
-  runtime::train::RunOptions options;
+  runtime::train::TrainingOptions options;
   options.progress = runtime::output::Progress::Mode::Quiet;
   options.run_dir = dir / "run";
   options.cores = cores;
@@ -122,9 +122,9 @@ std::map<std::string, at::Tensor> load_model_pt(const fs::path& file) {
 }
 
 void run_nodes(int K, int parallelism, const std::function<void(int, sdk::Communicator&)>& body) {
-  runtime::cluster::Cluster cluster(K, parallelism);
+  runtime::train::Cluster cluster(K, parallelism);
   auto future = std::async(std::launch::async, [&] {
-    cluster.run([&](int rank, runtime::cluster::NodeSlot& slot) {
+    cluster.run([&](int rank, runtime::threads::NodeSlot& slot) {
       at::set_num_threads(1);
       auto comm = cluster.group().communicator(rank, &slot);
       slot.acquire();

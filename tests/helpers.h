@@ -49,8 +49,8 @@ nlohmann::json small_manifest(int nodes);
 
 // Parses `manifest` (base folder `dir`) and trains its single run quietly
 // into dir/run, on `cores` cores (0: all this process may use).
-runtime::train::RunResult run_json(const nlohmann::json& manifest, const std::filesystem::path& dir, int cores = 0,
-                                   int64_t timing_mark_step = -1);
+runtime::train::TrainingResult run_json(const nlohmann::json& manifest, const std::filesystem::path& dir, int cores = 0,
+                                        int64_t timing_mark_step = -1);
 
 // model.pt as {name: tensor}.
 std::map<std::string, at::Tensor> load_model_pt(const std::filesystem::path& file);

@@ -9,10 +9,10 @@
 
 #include "exogym/modules/dct.h"
 #include "exogym/modules/index_selector.h"
+#include "exogym/runtime/command/comparison.h"
 #include "exogym/runtime/manifest/manifest.h"
-#include "exogym/runtime/manifest/units.h"
-#include "exogym/runtime/output/comparison.h"
 #include "exogym/runtime/sim/network_model.h"
+#include "exogym/runtime/util/units.h"
 #include "exogym/sdk/error.h"
 #include "helpers.h"
 #include "testing.h"
@@ -67,16 +67,16 @@ double ring(double bytes, int K) { return 2.0 * (K - 1) / K * bytes; }
 }  // namespace
 
 TEST_CASE("accounting: units parse to bytes/s and seconds, and bad ones name the field", "[accounting]") {
-  CHECK(rt::manifest::parse_bandwidth("1Gbit/s", "b") == 1.25e8);
-  CHECK(rt::manifest::parse_bandwidth("100 Mbit/s", "b") == 1.25e7);
-  CHECK(rt::manifest::parse_bandwidth("10Gbps", "b") == 1.25e9);
-  CHECK(rt::manifest::parse_bandwidth("1.5GB/s", "b") == 1.5e9);
-  CHECK(rt::manifest::parse_bandwidth("800 kB/s", "b") == 8e5);
-  CHECK(rt::manifest::parse_duration("10ms", "l") == Approx(0.010));
-  CHECK(rt::manifest::parse_duration("0.5 s", "l") == 0.5);
-  CHECK(rt::manifest::parse_duration("250us", "l") == Approx(250e-6));
-  CHECK(rt::manifest::parse_duration("2min", "l") == 120);
-  CHECK(rt::manifest::parse_duration("0ms", "l") == 0);
+  CHECK(rt::util::parse_bandwidth("1Gbit/s", "b") == 1.25e8);
+  CHECK(rt::util::parse_bandwidth("100 Mbit/s", "b") == 1.25e7);
+  CHECK(rt::util::parse_bandwidth("10Gbps", "b") == 1.25e9);
+  CHECK(rt::util::parse_bandwidth("1.5GB/s", "b") == 1.5e9);
+  CHECK(rt::util::parse_bandwidth("800 kB/s", "b") == 8e5);
+  CHECK(rt::util::parse_duration("10ms", "l") == Approx(0.010));
+  CHECK(rt::util::parse_duration("0.5 s", "l") == 0.5);
+  CHECK(rt::util::parse_duration("250us", "l") == Approx(250e-6));
+  CHECK(rt::util::parse_duration("2min", "l") == 120);
+  CHECK(rt::util::parse_duration("0ms", "l") == 0);
 
   TempDir dir("units");
   auto error_of = [&](const std::string& field, const json& value) {
@@ -335,7 +335,7 @@ TEST_CASE("accounting: the summary reports when the target loss was first reache
         CHECK(target["sim_time_s"].get<double>() == Approx(std::stod(row.at("sim_time_s"))));
       }
     }
-    const std::string table = rt::output::comparison_table({r});
+    const std::string table = rt::command::comparison_table({r});
     CHECK_THAT(table, Catch::Contains("target_step") && Catch::Contains("sent/node") && Catch::Contains("sim_time"));
   }
   SECTION("not reached") {
@@ -364,14 +364,14 @@ TEST_CASE("accounting: byte counts and simulated time do not depend on paralleli
 }
 
 TEST_CASE("accounting: bytes and durations read well in tables", "[accounting]") {
-  CHECK(rt::manifest::format_bytes(0) == "0 B");
-  CHECK(rt::manifest::format_bytes(950) == "950 B");
-  CHECK(rt::manifest::format_bytes(1234567) == "1.23 MB");
-  CHECK(rt::manifest::format_bytes(45.6e9) == "45.6 GB");
-  CHECK(rt::manifest::format_duration(0.0123) == "12.3ms");
-  CHECK(rt::manifest::format_duration(4.21) == "4.2s");
-  CHECK(rt::manifest::format_duration(42.14) == "42.1s");
-  CHECK(rt::manifest::format_duration(65) == "1m05s");
-  CHECK(rt::manifest::format_duration(5400) == "1h30m");
-  CHECK(rt::manifest::format_duration(-1) == "?");
+  CHECK(rt::util::format_bytes(0) == "0 B");
+  CHECK(rt::util::format_bytes(950) == "950 B");
+  CHECK(rt::util::format_bytes(1234567) == "1.23 MB");
+  CHECK(rt::util::format_bytes(45.6e9) == "45.6 GB");
+  CHECK(rt::util::format_duration(0.0123) == "12.3ms");
+  CHECK(rt::util::format_duration(4.21) == "4.2s");
+  CHECK(rt::util::format_duration(42.14) == "42.1s");
+  CHECK(rt::util::format_duration(65) == "1m05s");
+  CHECK(rt::util::format_duration(5400) == "1h30m");
+  CHECK(rt::util::format_duration(-1) == "?");
 }

@@ -45,7 +45,7 @@ TEST_CASE("the benchmark harness in quick mode measures the simulator against a 
   REQUIRE(report["node_sweep"].size() == 2);
   CHECK(report["node_sweep"][1]["nodes"] == 4);
   for (const auto& row : report["node_sweep"]) {
-    // Two halves of 10 steps, timed apart in one run (RunOptions::timing_mark_step).
+    // Two halves of 10 steps, timed apart in one run (TrainingOptions::timing_mark_step).
     CHECK(row["steps"] == 20);
     for (const char* rate : {"node_steps_per_second_first_half", "node_steps_per_second"}) {
       INFO(rate);

@@ -1,5 +1,5 @@
 // LibTorch's CPU allocator replaced by the runtime's block cache
-// (runtime/cluster/block_cache.h): a training step's large tensors reuse
+// (runtime/host/block_cache.h): a training step's large tensors reuse
 // the previous step's blocks.
 #include <ATen/ATen.h>
 #include <c10/core/CPUAllocator.h>
@@ -8,10 +8,10 @@
 #include <cstring>
 #include <thread>
 
-#include "exogym/runtime/cluster/block_cache.h"
+#include "exogym/runtime/host/block_cache.h"
 #include "testing.h"
 
-namespace cluster = exogym::runtime::cluster;
+namespace host = exogym::runtime::host;
 
 namespace {
 
@@ -24,11 +24,11 @@ bool cache_disabled() {
 
 TEST_CASE("the block cache gives a freed large block to the next tensor of its size", "[malloc]") {
   if (cache_disabled()) {
-    CHECK_FALSE(cluster::install_block_cache());
+    CHECK_FALSE(host::install_block_cache());
     return;
   }
-  REQUIRE(cluster::install_block_cache());
-  const cluster::BlockCacheStats before = cluster::block_cache_stats();
+  REQUIRE(host::install_block_cache());
+  const host::BlockCacheStats before = host::block_cache_stats();
   void* first = nullptr;
   {
     at::Tensor gradient = at::ones({256, 784});  // the MLP's first weight: 784 KiB
@@ -37,7 +37,7 @@ TEST_CASE("the block cache gives a freed large block to the next tensor of its s
   }
   at::Tensor next = at::empty({784, 256});
   CHECK(next.data_ptr() == first);
-  const cluster::BlockCacheStats after = cluster::block_cache_stats();
+  const host::BlockCacheStats after = host::block_cache_stats();
   CHECK(after.reused >= before.reused + 1);
   // A block freed on another thread is found too (it is kept by the CPU
   // that freed it, and taken from there when this one has none).
@@ -50,10 +50,10 @@ TEST_CASE("the block cache gives a freed large block to the next tensor of its s
 
 TEST_CASE("the block cache leaves small tensors to malloc and serves LibTorch's raw allocations", "[malloc]") {
   if (cache_disabled()) return;
-  REQUIRE(cluster::install_block_cache());
-  const cluster::BlockCacheStats before = cluster::block_cache_stats();
+  REQUIRE(host::install_block_cache());
+  const host::BlockCacheStats before = host::block_cache_stats();
   for (int i = 0; i < 10; ++i) at::Tensor small = at::ones({1000});  // 4 kB
-  const cluster::BlockCacheStats after = cluster::block_cache_stats();
+  const host::BlockCacheStats after = host::block_cache_stats();
   CHECK(after.reused == before.reused);
   CHECK(after.allocated == before.allocated);
   // raw_allocate/raw_deallocate (used by some LibTorch kernels) need the

@@ -15,11 +15,12 @@
 #include <set>
 #include <thread>
 
-#include "exogym/runtime/cluster/cluster.h"
-#include "exogym/runtime/cluster/compute_slots.h"
-#include "exogym/runtime/cluster/work_crew.h"
 #include "exogym/runtime/comm/inprocess_group.h"
-#include "exogym/runtime/comm/rendezvous.h"
+#include "exogym/runtime/comm/meeting_point.h"
+#include "exogym/runtime/host/cores.h"
+#include "exogym/runtime/threads/compute_slots.h"
+#include "exogym/runtime/threads/work_crew.h"
+#include "exogym/runtime/train/cluster.h"
 #include "exogym/sdk/comm.h"
 #include "exogym/sdk/error.h"
 #include "helpers.h"
@@ -209,7 +210,7 @@ TEST_CASE("all_reduce_shared gives all_reduce's bits in one result the nodes sha
 }
 
 TEST_CASE("all_reduce_shared over the live nodes, and on a node alone", "[collectives]") {
-  exogym::runtime::cluster::AbortSignal abort;
+  exogym::runtime::threads::AbortSignal abort;
   exogym::runtime::comm::InProcessGroup group(4, abort);
   group.set_members({0, 2, 3});
   std::vector<exogym::sdk::SharedTensors> shared(4);
@@ -301,9 +302,9 @@ TEST_CASE("a single node's collectives are identities", "[collectives]") {
 }
 
 TEST_CASE("a released compute slot goes to the longest waiter", "[collectives]") {
-  exogym::runtime::cluster::AbortSignal abort;
-  exogym::runtime::cluster::ComputeSlots slots(1, abort);
-  exogym::runtime::cluster::NodeSlot holder(&slots);
+  exogym::runtime::threads::AbortSignal abort;
+  exogym::runtime::threads::ComputeSlots slots(1, abort);
+  exogym::runtime::threads::NodeSlot holder(&slots);
   holder.acquire();
   // Three threads queue up one after another; each records when it got the slot.
   std::mutex order_mutex;
@@ -312,7 +313,7 @@ TEST_CASE("a released compute slot goes to the longest waiter", "[collectives]")
   std::atomic<int> started{0};
   for (int i = 0; i < 3; ++i) {
     waiters.emplace_back([&, i] {
-      exogym::runtime::cluster::NodeSlot mine(&slots);
+      exogym::runtime::threads::NodeSlot mine(&slots);
       ++started;
       mine.acquire();
       {
@@ -331,13 +332,13 @@ TEST_CASE("a released compute slot goes to the longest waiter", "[collectives]")
 }
 
 TEST_CASE("a parked node wakes only once it is granted a slot", "[collectives]") {
-  exogym::runtime::cluster::AbortSignal abort;
-  exogym::runtime::cluster::ComputeSlots slots(1, abort);
+  exogym::runtime::threads::AbortSignal abort;
+  exogym::runtime::threads::ComputeSlots slots(1, abort);
   std::atomic<bool> woke{false}, held_after{false};
-  exogym::runtime::cluster::NodeSlot* parked = nullptr;
+  exogym::runtime::threads::NodeSlot* parked = nullptr;
   std::atomic<bool> is_parked{false};
   std::thread node([&] {
-    exogym::runtime::cluster::NodeSlot slot(&slots);
+    exogym::runtime::threads::NodeSlot slot(&slots);
     slot.acquire();
     parked = &slot;
     slot.park();  // gives the slot back without queueing for it
@@ -348,7 +349,7 @@ TEST_CASE("a parked node wakes only once it is granted a slot", "[collectives]")
   });
   while (!is_parked.load()) std::this_thread::yield();
   // The slot is free, but a parked node does not take it by itself.
-  exogym::runtime::cluster::NodeSlot other(&slots);
+  exogym::runtime::threads::NodeSlot other(&slots);
   other.acquire();  // would hang if the parked node still held the slot
   std::this_thread::sleep_for(std::chrono::milliseconds(30));
   REQUIRE_FALSE(woke.load());
@@ -363,12 +364,12 @@ TEST_CASE("a parked node wakes only once it is granted a slot", "[collectives]")
 }
 
 TEST_CASE("an abort wakes parked and queued nodes", "[collectives]") {
-  exogym::runtime::cluster::AbortSignal abort;
-  exogym::runtime::cluster::ComputeSlots slots(1, abort);
+  exogym::runtime::threads::AbortSignal abort;
+  exogym::runtime::threads::ComputeSlots slots(1, abort);
   std::atomic<int> aborted{0};
   std::atomic<bool> is_parked{false};
   std::thread parked([&] {
-    exogym::runtime::cluster::NodeSlot slot(&slots);
+    exogym::runtime::threads::NodeSlot slot(&slots);
     try {
       slot.acquire();
       slot.park();  // as in a collective: never granted, since the others never arrive
@@ -379,10 +380,10 @@ TEST_CASE("an abort wakes parked and queued nodes", "[collectives]") {
     }
   });
   while (!is_parked.load()) std::this_thread::yield();
-  exogym::runtime::cluster::NodeSlot holder(&slots);
+  exogym::runtime::threads::NodeSlot holder(&slots);
   holder.acquire();
   std::thread queued([&] {
-    exogym::runtime::cluster::NodeSlot slot(&slots);
+    exogym::runtime::threads::NodeSlot slot(&slots);
     try {
       slot.acquire();
     } catch (const exogym::sdk::AbortedError&) {
@@ -402,17 +403,17 @@ TEST_CASE("an abort lets a waiting node leave a collective only once the work on
   // abort while that work went on would have it write into freed memory.
   for (bool with_slots : {false, true}) {
     INFO((with_slots ? "parked in a compute slot" : "without compute slots"));
-    exogym::runtime::cluster::AbortSignal abort;
-    exogym::runtime::cluster::ComputeSlots slots(2, abort);
+    exogym::runtime::threads::AbortSignal abort;
+    exogym::runtime::threads::ComputeSlots slots(2, abort);
     std::atomic<bool> working{false}, finish{false}, work_done{false};
-    exogym::runtime::comm::Rendezvous meeting(2, 0, abort, [&](const exogym::runtime::comm::Rendezvous::Calls&) {
+    exogym::runtime::comm::MeetingPoint meeting(2, 0, abort, [&](const exogym::runtime::comm::MeetingPoint::Calls&) {
       working = true;
       while (!finish.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
       work_done = true;
     });
     std::atomic<int> left_aborted{0}, left_early{0};
     auto node = [&](int index) {
-      exogym::runtime::cluster::NodeSlot slot(with_slots ? &slots : nullptr);
+      exogym::runtime::threads::NodeSlot slot(with_slots ? &slots : nullptr);
       slot.acquire();
       try {
         meeting.meet(index, exogym::runtime::comm::CollectiveCall(), &slot);
@@ -437,9 +438,9 @@ TEST_CASE("an abort lets a waiting node leave a collective only once the work on
 }
 
 TEST_CASE("pinned compute slots keep the nodes that compute at once on different CPUs", "[collectives]") {
-  const int cores = exogym::runtime::cluster::available_cores();
-  exogym::runtime::cluster::AbortSignal abort;
-  exogym::runtime::cluster::ComputeSlots slots(cores, abort);
+  const int cores = exogym::runtime::host::available_cores();
+  exogym::runtime::threads::AbortSignal abort;
+  exogym::runtime::threads::ComputeSlots slots(cores, abort);
   slots.pin_threads();
   REQUIRE(slots.pinned());
   // One CPU per slot, all different.
@@ -455,7 +456,7 @@ TEST_CASE("pinned compute slots keep the nodes that compute at once on different
   std::vector<std::thread> threads;
   for (int i = 0; i < cores; ++i) {
     threads.emplace_back([&, i] {
-      exogym::runtime::cluster::NodeSlot slot(&slots);
+      exogym::runtime::threads::NodeSlot slot(&slots);
       slot.acquire();
       ++holding;
       while (holding.load() < cores) std::this_thread::yield();
@@ -475,7 +476,7 @@ TEST_CASE("pinned compute slots keep the nodes that compute at once on different
   }
   REQUIRE(used == seen);
   // More slots than CPUs: nothing to pin.
-  exogym::runtime::cluster::ComputeSlots crowded(cores + 1, abort);
+  exogym::runtime::threads::ComputeSlots crowded(cores + 1, abort);
   crowded.pin_threads();
   REQUIRE_FALSE(crowded.pinned());
 }
@@ -483,7 +484,7 @@ TEST_CASE("pinned compute slots keep the nodes that compute at once on different
 TEST_CASE("the work crew runs every item exactly once and rethrows the first failure", "[collectives]") {
   for (int helpers : {0, 1, 3}) {
     INFO(helpers << " helpers");
-    exogym::runtime::cluster::WorkCrew crew(helpers);
+    exogym::runtime::threads::WorkCrew crew(helpers);
     for (int job = 0; job < 20; ++job) {  // the same crew, job after job
       std::vector<std::atomic<int>> done(257);
       crew.run(257, [&](int64_t i) { ++done[static_cast<size_t>(i)]; });

@@ -39,7 +39,7 @@ json gpt_on_cuda(int64_t steps) {
   return m;
 }
 
-double final_loss(const runtime::train::RunResult& result) { return result.final_eval->global.loss; }
+double final_loss(const runtime::train::TrainingResult& result) { return result.final_eval->global.loss; }
 
 }  // namespace
 
@@ -47,7 +47,7 @@ TEST_CASE("cuda: nanoGPT DiLoCo on CUDA reproduces bit for bit and learns as on 
   if (!cuda_or_skip()) return;
   TempDir dir("cuda-repro");
   json m = gpt_on_cuda(24);
-  std::map<std::string, runtime::train::RunResult> results;
+  std::map<std::string, runtime::train::TrainingResult> results;
   for (const std::string run : {"cuda", "cuda-again", "cpu"}) {
     m["device"] = run == "cpu" ? "cpu" : "cuda";
     fs::create_directories(dir / run);
@@ -65,7 +65,7 @@ TEST_CASE("cuda: bf16 autocast on CUDA keeps fp32 weights, reproduces, and learn
   if (!cuda_or_skip()) return;
   TempDir dir("cuda-bf16");
   json m = gpt_on_cuda(30);
-  std::map<std::string, runtime::train::RunResult> results;
+  std::map<std::string, runtime::train::TrainingResult> results;
   for (const std::string run : {"fp32", "bf16", "bf16-again"}) {
     m["precision"] = run == "fp32" ? "fp32" : "bf16";
     fs::create_directories(dir / run);
@@ -108,7 +108,7 @@ TEST_CASE("cuda: every built-in strategy trains on CUDA tensors as on the CPU", 
       TempDir dir("cuda-" + plugin);
       json m = small_manifest(4);
       m["strategy"] = {{"plugin", plugin}, {"options", options}};
-      std::map<std::string, runtime::train::RunResult> results;
+      std::map<std::string, runtime::train::TrainingResult> results;
       for (const std::string device : {"cuda", "cpu"}) {
         m["device"] = device;
         fs::create_directories(dir / device);

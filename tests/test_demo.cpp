@@ -15,7 +15,7 @@
 #include <sstream>
 
 #include "exogym/modules/dct.h"
-#include "exogym/runtime/cluster/cluster.h"
+#include "exogym/runtime/train/cluster.h"
 #include "exogym/sdk/comm.h"
 #include "exogym/sdk/model.h"
 #include "exogym/sdk/node.h"

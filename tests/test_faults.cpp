@@ -14,11 +14,11 @@
 
 #include "checkpoint_fixtures.h"
 #include "exogym/runtime/checkpoint/node_state.h"
-#include "exogym/runtime/cluster/abort_signal.h"
 #include "exogym/runtime/comm/inprocess_group.h"
 #include "exogym/runtime/manifest/manifest.h"
 #include "exogym/runtime/sim/fault_schedule.h"
 #include "exogym/runtime/sim/timed_churn.h"
+#include "exogym/runtime/threads/abort_signal.h"
 #include "exogym/runtime/train/setup.h"
 #include "exogym/sdk/error.h"
 #include "helpers.h"
@@ -63,7 +63,7 @@ auto under_watchdog(int seconds, Body body) {
   }
 }
 
-runtime::train::RunResult run_watched(const json& manifest, const fs::path& dir) {
+runtime::train::TrainingResult run_watched(const json& manifest, const fs::path& dir) {
   fs::create_directories(dir);
   return under_watchdog(120, [&] { return run_json(manifest, dir); });
 }
@@ -153,7 +153,7 @@ TEST_CASE("the schedule: intervals, events, node-steps lost, and churn drawn fro
   json m = small_manifest(4);
   m = with_faults(m, json::parse(R"([{"node": 1, "fail_at": 5, "rejoin_at": 9}, {"node": 3, "join_at": 4},
                                      {"node": 2, "fail_at": 15}])"));
-  runtime::sim::FaultSchedule schedule(parsed(m));
+  runtime::sim::FaultSchedule schedule(parsed(m).failure_spec());
   CHECK(schedule.live_at(-1) == std::vector<int>{0, 1, 2, 3});
   CHECK(schedule.live_at(0) == std::vector<int>{0, 1, 2});
   CHECK(schedule.live_at(4) == std::vector<int>{0, 1, 2, 3});
@@ -176,12 +176,12 @@ TEST_CASE("the schedule: intervals, events, node-steps lost, and churn drawn fro
   json churn = small_manifest(8);
   churn["train"]["max_steps"] = 400;
   churn["churn"] = {{"mtbf", "60 steps"}, {"downtime", "10 steps"}};
-  runtime::sim::FaultSchedule a(parsed(churn)), b(parsed(churn));
+  runtime::sim::FaultSchedule a(parsed(churn).failure_spec()), b(parsed(churn).failure_spec());
   churn["nodes"] = 6;
-  runtime::sim::FaultSchedule fewer(parsed(churn));
+  runtime::sim::FaultSchedule fewer(parsed(churn).failure_spec());
   churn["nodes"] = 8;
   churn["seed"] = 8;
-  runtime::sim::FaultSchedule other(parsed(churn));
+  runtime::sim::FaultSchedule other(parsed(churn).failure_spec());
   bool differs = false;
   int64_t downs = 0;
   for (int64_t step = 0; step < 400; ++step) {
@@ -197,7 +197,7 @@ TEST_CASE("the schedule: intervals, events, node-steps lost, and churn drawn fro
 }
 
 TEST_CASE("collectives run over the live nodes: the same bits as a cluster of those nodes alone", "[faults]") {
-  runtime::cluster::AbortSignal abort;
+  runtime::threads::AbortSignal abort;
   runtime::comm::InProcessGroup four(4, abort), three(3, abort);
   four.set_members({0, 2, 3});
   CHECK(four.live_count() == 3);
@@ -436,7 +436,7 @@ TEST_CASE("churn on the clock with an mtbf below a step is refused, and a step d
 
   // A clock that jumps a million mtbfs in one step (a huge latency) stops
   // with an error naming the option instead of drawing for minutes.
-  runtime::sim::TimedChurn churn(parsed(m));
+  runtime::sim::TimedChurn churn(parsed(m).failure_spec());
   CHECK_FALSE(churn.down(0, 0.0));
   const auto started = std::chrono::steady_clock::now();
   try {

@@ -16,22 +16,22 @@
 #include <thread>
 #include <vector>
 
-#include "exogym/runtime/cluster/cluster.h"
 #include "exogym/runtime/dist/process_mesh.h"
 #include "exogym/runtime/dist/tcp_ports.h"
 #include "exogym/runtime/dist/world.h"
 #include "exogym/runtime/sim/clock_exchange.h"
+#include "exogym/runtime/train/cluster.h"
 #include "exogym/sdk/comm.h"
 #include "exogym/sdk/error.h"
 #include "helpers.h"
 #include "testing.h"
 
-using exogym::runtime::cluster::Cluster;
-using exogym::runtime::cluster::NodeSlot;
 using exogym::runtime::dist::node_block;
 using exogym::runtime::dist::ProcessMesh;
 using exogym::runtime::dist::WorldSpec;
 using exogym::runtime::sim::ClockExchange;
+using exogym::runtime::threads::NodeSlot;
+using exogym::runtime::train::Cluster;
 using exogym::sdk::ReduceOp;
 using Clock = std::chrono::steady_clock;
 

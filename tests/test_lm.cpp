@@ -8,8 +8,8 @@
 #include <filesystem>
 #include <string>
 
+#include "exogym/runtime/command/text_generator.h"
 #include "exogym/runtime/data/char_vocabulary.h"
-#include "exogym/runtime/lm/text_generator.h"
 #include "helpers.h"
 #include "lm_fixtures.h"
 #include "testing.h"
@@ -103,11 +103,11 @@ TEST_CASE("generation: vocabulary characters only, the same text for the same se
           "[lm][generate]") {
   TempDir dir("lm-generate");
   const fs::path run = tiny_text_run(dir.path());
-  exogym::runtime::lm::TextGenerator generator(run, exogym::test::test_loader());
+  exogym::runtime::command::TextGenerator generator(run, exogym::test::test_loader());
   const CharVocabulary& v = generator.vocabulary();
   CHECK(v.size() == 66);
 
-  exogym::runtime::lm::SampleOptions options;
+  exogym::runtime::command::SampleOptions options;
   options.max_tokens = 60;  // longer than the model's block_size 16: the context is cropped
   options.seed = 7;
   options.stop_at_eos = false;
@@ -135,7 +135,8 @@ TEST_CASE("generation: vocabulary characters only, the same text for the same se
 
   // A file-derived vocabulary is rebuilt from the text file named in config.json.
   TempDir file_dir("lm-generate-file");
-  exogym::runtime::lm::TextGenerator from_file(tiny_text_run(file_dir.path(), "file"), exogym::test::test_loader());
+  exogym::runtime::command::TextGenerator from_file(tiny_text_run(file_dir.path(), "file"),
+                                                    exogym::test::test_loader());
   CHECK(from_file.vocabulary().id(U'\n') == 0);
   CHECK(from_file.generate("ROMEO:", options).size() == 5);
 }
@@ -143,16 +144,16 @@ TEST_CASE("generation: vocabulary characters only, the same text for the same se
 TEST_CASE("generation: clear errors for a missing run, a folder of variants, a non-text run", "[lm][generate]") {
   TempDir dir("lm-generate-errors");
   auto& loader = exogym::test::test_loader();
-  CHECK(error_of([&] { exogym::runtime::lm::TextGenerator(dir / "nope", loader); }) ==
+  CHECK(error_of([&] { exogym::runtime::command::TextGenerator(dir / "nope", loader); }) ==
         (dir / "nope").string() + ": no such run folder");
   fs::create_directories(dir / "variants" / "ddp");
   write_text(dir / "variants" / "ddp" / "config.json", "{}");
-  CHECK(error_of([&] { exogym::runtime::lm::TextGenerator(dir / "variants", loader); }) ==
+  CHECK(error_of([&] { exogym::runtime::command::TextGenerator(dir / "variants", loader); }) ==
         (dir / "variants").string() +
             ": a folder of variants, not a run folder; pick one of: " + (dir / "variants" / "ddp").string());
 
   exogym::test::run_json(exogym::test::small_manifest(1), dir.path());
-  CHECK(error_of([&] { exogym::runtime::lm::TextGenerator(dir / "run", loader); }) ==
+  CHECK(error_of([&] { exogym::runtime::command::TextGenerator(dir / "run", loader); }) ==
         (dir / "run").string() +
             ": trained on dataset \"synthetic\", which has no character vocabulary; exogym-generate samples from "
             "runs on text-char data");
@@ -160,7 +161,7 @@ TEST_CASE("generation: clear errors for a missing run, a folder of variants, a n
   TempDir text("lm-generate-nomodel");
   const fs::path run = tiny_text_run(text.path());
   fs::remove(run / "model.pt");
-  CHECK_THAT(error_of([&] { exogym::runtime::lm::TextGenerator(run, loader); }),
+  CHECK_THAT(error_of([&] { exogym::runtime::command::TextGenerator(run, loader); }),
              Catch::StartsWith((run / "model.pt").string() + ": no such file"));
 }
 
@@ -188,8 +189,8 @@ TEST_CASE("exogym-generate streams a continuation of the prompt, the same seed g
   const CharVocabulary v = CharVocabulary::reference();
   for (const char c : a) CHECK(v.id(static_cast<unsigned char>(c)).has_value());
   // The library, with the same options, produces the same text.
-  exogym::runtime::lm::TextGenerator generator(run, exogym::test::test_loader());
-  exogym::runtime::lm::SampleOptions options;
+  exogym::runtime::command::TextGenerator generator(run, exogym::test::test_loader());
+  exogym::runtime::command::SampleOptions options;
   options.max_tokens = 80, options.temperature = 0.9, options.top_k = 20, options.seed = 3;
   CHECK(a == "JULIET:" + generator.generate("JULIET:", options) + "\n");
 

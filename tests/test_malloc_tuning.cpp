@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "exogym/runtime/cluster/malloc_tuning.h"
+#include "exogym/runtime/host/malloc_tuning.h"
 #include "testing.h"
 
 namespace {
@@ -48,18 +48,18 @@ constexpr bool kSanitizerMalloc = false;
 
 // Whether tuning is expected to do nothing here (and says so by returning
 // false).
-bool nothing_to_tune() { return exogym::runtime::cluster::user_chose_malloc_settings() || kSanitizerMalloc; }
+bool nothing_to_tune() { return exogym::runtime::host::user_chose_malloc_settings() || kSanitizerMalloc; }
 
 }  // namespace
 
-using exogym::runtime::cluster::user_chose_malloc_settings;
+using exogym::runtime::host::user_chose_malloc_settings;
 
 TEST_CASE("malloc tuning keeps a thread's step-sized temporaries from being faulted in again every step", "[malloc]") {
   if (nothing_to_tune()) {
-    CHECK_FALSE(exogym::runtime::cluster::tune_malloc_for_training(2));  // the user's settings win
+    CHECK_FALSE(exogym::runtime::host::tune_malloc_for_training(2));  // the user's settings win
     return;
   }
-  REQUIRE(exogym::runtime::cluster::tune_malloc_for_training(2));
+  REQUIRE(exogym::runtime::host::tune_malloc_for_training(2));
   // Each "step" holds 24 blocks of 3 MiB (72 MiB: more than one of glibc's
   // 64 MiB per-thread heaps) and frees them, newest first, as autograd does.
   constexpr size_t block = 3u << 20, blocks = 24;
@@ -97,7 +97,7 @@ TEST_CASE("the heap LibTorch's static initialisers fill is advised onto huge pag
   // This binary runs prepare_heap_for_startup() from its .preinit_array
   // (tools/cli/early_heap.cpp), before LibTorch's initialisers.
   if (kSanitizerMalloc) {
-    CHECK_FALSE(exogym::runtime::cluster::prepare_heap_for_startup());  // not glibc's malloc: nothing to do
+    CHECK_FALSE(exogym::runtime::host::prepare_heap_for_startup());  // not glibc's malloc: nothing to do
     return;
   }
   std::ifstream smaps("/proc/self/smaps");
@@ -119,10 +119,10 @@ TEST_CASE("the heap LibTorch's static initialisers fill is advised onto huge pag
 
 TEST_CASE("malloc tuning has the threads of many nodes share one arena per core", "[malloc]") {
   if (nothing_to_tune()) {
-    CHECK_FALSE(exogym::runtime::cluster::tune_malloc_for_training(2));
+    CHECK_FALSE(exogym::runtime::host::tune_malloc_for_training(2));
     return;
   }
-  REQUIRE(exogym::runtime::cluster::tune_malloc_for_training(2));
+  REQUIRE(exogym::runtime::host::tune_malloc_for_training(2));
   // 12 threads allocate at the same time, as 12 nodes' threads do; glibc
   // alone gives each an arena of its own (up to 8 per core: 13 here).
   constexpr int threads = 12;

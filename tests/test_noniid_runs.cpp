@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "cli_helpers.h"
-#include "exogym/runtime/output/comparison.h"
+#include "exogym/runtime/command/comparison.h"
 #include "exogym/sdk/error.h"
 #include "helpers.h"
 #include "testing.h"
@@ -53,7 +53,7 @@ TEST_CASE("a labels partition shows in data.csv, summary.json and the variants' 
   const json summary = json::parse(read_text(dir / "run" / "summary.json"));
   CHECK(summary["data"]["partition"] == partition);
   CHECK(summary["data"]["label_skew"].get<double>() == Approx(2.5 / 3));
-  const std::string table = exogym::runtime::output::comparison_table({r});
+  const std::string table = exogym::runtime::command::comparison_table({r});
   CHECK_THAT(table, Catch::Contains("label_skew") && Catch::Contains("0.833"));
 }
 

@@ -1,4 +1,4 @@
-// Files written once (runtime/output/atomic_file.h), the safetensors format
+// Files written once (runtime/util/atomic_file.h), the safetensors format
 // (runtime/output/safetensors.h) and model.pt (runtime/output/model_pt.h;
 // tests/model_files_python.sh loads both with the real PyTorch).
 #include <ATen/ops/arange.h>
@@ -12,9 +12,9 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "exogym/runtime/output/atomic_file.h"
 #include "exogym/runtime/output/model_pt.h"
 #include "exogym/runtime/output/safetensors.h"
+#include "exogym/runtime/util/atomic_file.h"
 #include "exogym/sdk/error.h"
 #include "helpers.h"
 #include "testing.h"
@@ -23,8 +23,8 @@ namespace fs = std::filesystem;
 using exogym::runtime::output::read_model_pt;
 using exogym::runtime::output::read_safetensors;
 using exogym::runtime::output::safetensors_bytes;
-using exogym::runtime::output::write_file_atomically;
 using exogym::runtime::output::write_safetensors;
+using exogym::runtime::util::write_file_atomically;
 
 namespace {
 

@@ -42,7 +42,7 @@ TEST_CASE("precision bf16 trains with fp32 weights, sends the same bytes, and re
   TempDir dir("precision");
   json m = small_manifest(2);
   m["train"]["max_steps"] = 30;
-  std::map<std::string, runtime::train::RunResult> results;
+  std::map<std::string, runtime::train::TrainingResult> results;
   std::map<std::string, std::map<std::string, at::Tensor>> models;
   for (const std::string run : {"fp32", "bf16", "bf16-again"}) {
     m["precision"] = run == "fp32" ? "fp32" : "bf16";

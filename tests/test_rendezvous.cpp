@@ -1,5 +1,5 @@
 // The rendezvous where a process's node threads meet for each collective
-// (comm/rendezvous.h), on its own: arrivals, generations, matching, compute
+// (comm/meeting_point.h), on its own: arrivals, generations, matching, compute
 // slots and aborts. Catch2 checks run on the main thread only: the node
 // threads record what they saw.
 #include <ATen/ATen.h>
@@ -13,20 +13,20 @@
 #include <thread>
 #include <vector>
 
-#include "exogym/runtime/cluster/abort_signal.h"
-#include "exogym/runtime/cluster/compute_slots.h"
 #include "exogym/runtime/comm/collective_call.h"
-#include "exogym/runtime/comm/rendezvous.h"
+#include "exogym/runtime/comm/meeting_point.h"
+#include "exogym/runtime/threads/abort_signal.h"
+#include "exogym/runtime/threads/compute_slots.h"
 #include "exogym/sdk/error.h"
 #include "testing.h"
 
-using exogym::runtime::cluster::AbortSignal;
-using exogym::runtime::cluster::ComputeSlots;
-using exogym::runtime::cluster::NodeSlot;
 using exogym::runtime::comm::check_same_collective;
 using exogym::runtime::comm::CollectiveCall;
 using exogym::runtime::comm::CollectiveKind;
-using exogym::runtime::comm::Rendezvous;
+using exogym::runtime::comm::MeetingPoint;
+using exogym::runtime::threads::AbortSignal;
+using exogym::runtime::threads::ComputeSlots;
+using exogym::runtime::threads::NodeSlot;
 
 namespace {
 
@@ -84,7 +84,7 @@ TEST_CASE("the rendezvous runs the work once per collective, after every arrival
   std::vector<int> arrived_at_work(G, 0);
   std::vector<std::thread::id> worker(G);
   std::atomic<int> works{0};
-  Rendezvous rendezvous(N, 0, abort, [&](const Rendezvous::Calls& calls) {
+  MeetingPoint rendezvous(N, 0, abort, [&](const MeetingPoint::Calls& calls) {
     const int g = works.load();
     arrived_at_work[g] = arrived[g].load();
     worker[g] = std::this_thread::get_id();
@@ -131,7 +131,7 @@ TEST_CASE("a collective mismatch at the rendezvous names the nodes and the colle
   AbortSignal abort;
   bool worked = false;
   // Members 0-2 are nodes 4-6 (a process's block).
-  Rendezvous rendezvous(3, 4, abort, [&](const Rendezvous::Calls&) { worked = true; });
+  MeetingPoint rendezvous(3, 4, abort, [&](const MeetingPoint::Calls&) { worked = true; });
   const auto endings = run_members(3, 3, abort, [&](int index, NodeSlot& slot) {
     slot.acquire();
     CollectiveCall call = all_reduce_of(at::ones({4}));
@@ -157,7 +157,7 @@ TEST_CASE("a collective mismatch at the rendezvous names the nodes and the colle
 
 TEST_CASE("a failing collective work aborts the members that wait for it", "[collectives]") {
   AbortSignal abort;
-  Rendezvous rendezvous(3, 0, abort, [&](const Rendezvous::Calls&) { throw std::runtime_error("work failed"); });
+  MeetingPoint rendezvous(3, 0, abort, [&](const MeetingPoint::Calls&) { throw std::runtime_error("work failed"); });
   const auto endings = run_members(3, 1, abort, [&](int index, NodeSlot& slot) {
     if (index != 2) slot.acquire();  // one member waits without a compute slot
     rendezvous.meet(index, all_reduce_of(at::ones({2})), &slot);
@@ -175,7 +175,7 @@ TEST_CASE("a failing collective work aborts the members that wait for it", "[col
 TEST_CASE("an abort wakes the members waiting at the rendezvous, with or without a compute slot", "[collectives]") {
   AbortSignal abort;
   bool worked = false;
-  Rendezvous rendezvous(3, 0, abort, [&](const Rendezvous::Calls&) { worked = true; });
+  MeetingPoint rendezvous(3, 0, abort, [&](const MeetingPoint::Calls&) { worked = true; });
   std::atomic<int> waiting{0};
   std::thread aborter([&] {
     // Members 0 and 1 arrive; member 2 never does.

@@ -11,9 +11,9 @@
 #include <set>
 
 #include "exogym/runtime/output/report/downsample.h"
+#include "exogym/runtime/output/report/finished_run.h"
 #include "exogym/runtime/output/report/line_chart.h"
 #include "exogym/runtime/output/report/report.h"
-#include "exogym/runtime/output/report/run_folder.h"
 #include "exogym/runtime/output/report/smoothing.h"
 #include "exogym/sdk/error.h"
 #include "helpers.h"

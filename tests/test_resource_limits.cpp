@@ -1,13 +1,13 @@
 // Sizes checked before they are allocated: the nodes' memory estimate
 // against the host's available memory, allocation failures named by field,
 // and the caps on `threads` and `parallelism` (runtime/train/memory_check.h,
-// runtime/cluster/host_memory.h).
+// runtime/host/host_memory.h).
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
-#include "exogym/runtime/cluster/host_memory.h"
+#include "exogym/runtime/host/host_memory.h"
 #include "exogym/runtime/manifest/manifest.h"
 #include "exogym/runtime/train/memory_check.h"
 #include "exogym/sdk/error.h"
@@ -15,7 +15,7 @@
 #include "testing.h"
 
 namespace fs = std::filesystem;
-using exogym::runtime::cluster::available_memory;
+using exogym::runtime::host::available_memory;
 using exogym::runtime::train::check_memory;
 using exogym::runtime::train::MemoryBudget;
 using exogym::runtime::train::ReplicaBytes;

@@ -8,14 +8,14 @@
 #include <sstream>
 
 #include "cli_helpers.h"
+#include "exogym/runtime/command/comparison.h"
+#include "exogym/runtime/command/resume.h"
+#include "exogym/runtime/command/variants_runner.h"
 #include "exogym/runtime/manifest/seeds.h"
-#include "exogym/runtime/output/comparison.h"
+#include "exogym/runtime/output/report/finished_run.h"
 #include "exogym/runtime/output/report/line_chart.h"
 #include "exogym/runtime/output/report/report.h"
-#include "exogym/runtime/output/report/run_folder.h"
 #include "exogym/runtime/output/report/seed_groups.h"
-#include "exogym/runtime/run/resume.h"
-#include "exogym/runtime/run/runner.h"
 #include "exogym/runtime/train/training.h"
 #include "exogym/runtime/util/mean_std.h"
 #include "helpers.h"
@@ -24,7 +24,7 @@
 
 namespace fs = std::filesystem;
 namespace report = exogym::runtime::output::report;
-using exogym::runtime::train::RunResult;
+using exogym::runtime::train::TrainingResult;
 using exogym::test::read_csv;
 using exogym::test::read_text;
 using exogym::test::small_manifest;
@@ -41,8 +41,8 @@ json two_variants() {
   return m;
 }
 
-RunResult fake_run(const std::string& variant, double local_loss, double wall) {
-  RunResult r;
+TrainingResult fake_run(const std::string& variant, double local_loss, double wall) {
+  TrainingResult r;
   r.name = "cmp";
   r.variant = variant;
   r.strategy_plugin = "diloco";
@@ -69,11 +69,11 @@ std::string file_bytes(const fs::path& file) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-exogym::runtime::run::RunnerResult run_set(const json& m, const TempDir& dir) {
+exogym::runtime::command::VariantsResult run_set(const json& m, const TempDir& dir) {
   const auto set = exogym::runtime::manifest::parse_manifest(m, dir.path(), "test");
-  exogym::runtime::run::RunnerOptions options;
+  exogym::runtime::command::VariantsOptions options;
   options.progress = exogym::runtime::output::Progress::Mode::Quiet;
-  return exogym::runtime::run::run_manifest_set(set, exogym::test::test_loader(), options);
+  return exogym::runtime::command::run_variants(set, exogym::test::test_loader(), options);
 }
 
 }  // namespace
@@ -157,9 +157,9 @@ TEST_CASE("seeds: bad lists are errors naming the JSON path or the flag", "[seed
 }
 
 TEST_CASE("seeds: the comparison shows the mean and sample standard deviation over each variant's seeds", "[seeds]") {
-  std::vector<RunResult> runs = {fake_run("a", 1, 10), fake_run("a", 2, 20), fake_run("a", 3, 30),
-                                 fake_run("b", 0.5, 5)};
-  const std::string table = exogym::runtime::output::comparison_table(runs);
+  std::vector<TrainingResult> runs = {fake_run("a", 1, 10), fake_run("a", 2, 20), fake_run("a", 3, 30),
+                                      fake_run("b", 0.5, 5)};
+  const std::string table = exogym::runtime::command::comparison_table(runs);
   INFO(table);
   CHECK(count(table, "\n") == 4);  // header, rule, a, b
   CHECK(table.find("seeds") != std::string::npos);
@@ -182,7 +182,7 @@ TEST_CASE("seeds: the comparison shows the mean and sample standard deviation ov
     CHECK(width == lines[1].size());
   }
 
-  const std::string csv = exogym::runtime::output::comparison_csv(runs);
+  const std::string csv = exogym::runtime::command::comparison_csv(runs);
   std::stringstream in(csv);
   std::string header, a, b;
   std::getline(in, header);
@@ -197,18 +197,18 @@ TEST_CASE("seeds: the comparison shows the mean and sample standard deviation ov
   for (auto& r : runs) r.target_loss = 1.0;
   runs[0].target_hit = exogym::runtime::train::TargetHit{40, 1.5};
   runs[2].target_hit = exogym::runtime::train::TargetHit{50, 2.5};
-  const std::string with_target = exogym::runtime::output::comparison_table(runs);
+  const std::string with_target = exogym::runtime::command::comparison_table(runs);
   INFO(with_target);
   CHECK(with_target.find("45 ± 7.1 (2/3)") != std::string::npos);
-  const std::string target_csv = exogym::runtime::output::comparison_csv(runs);
+  const std::string target_csv = exogym::runtime::command::comparison_csv(runs);
   CHECK(target_csv.find(",target_step,target_step_std,target_reached,target_sim_time_s,") != std::string::npos);
   CHECK(target_csv.find(",45,7.1,2,2.000000,0.707107,") != std::string::npos);
 
   // Without seeds: no seeds column, the table as it always was.
-  const std::vector<RunResult> plain = {fake_run("a", 1, 10), fake_run("b", 0.5, 5)};
-  CHECK(exogym::runtime::output::comparison_csv(plain).rfind("variant,strategy,nodes,steps,local_loss,global_loss,",
-                                                             0) == 0);
-  CHECK(exogym::runtime::output::comparison_table(plain).find("±") == std::string::npos);
+  const std::vector<TrainingResult> plain = {fake_run("a", 1, 10), fake_run("b", 0.5, 5)};
+  CHECK(exogym::runtime::command::comparison_csv(plain).rfind("variant,strategy,nodes,steps,local_loss,global_loss,",
+                                                              0) == 0);
+  CHECK(exogym::runtime::command::comparison_table(plain).find("±") == std::string::npos);
 }
 
 TEST_CASE("seeds: a seed's run is bit-identical to a plain run with that seed, with one row and one band per variant",
@@ -264,9 +264,9 @@ TEST_CASE("seeds: a seed's run is bit-identical to a plain run with that seed, w
 
 TEST_CASE("seeds: the report merges runs that differ only in their seed, row by row", "[seeds][report]") {
   TempDir dir("seeds-merge");
-  std::vector<report::RunFolder> runs;
+  std::vector<report::FinishedRun> runs;
   for (uint64_t seed : {1, 2, 3}) {
-    report::RunFolder run;
+    report::FinishedRun run;
     run.dir = dir / "v" / ("seed-" + std::to_string(seed));
     run.label = "v";
     run.config = {{"name", "x"}, {"seed", seed}, {"runtime", {{"run_dir", run.dir.string()}}}};
@@ -277,15 +277,15 @@ TEST_CASE("seeds: the report merges runs that differ only in their seed, row by 
     run.summary = json{{"steps", 3}, {"final", {{"global_loss", 0.5 * seed}}}, {"strategy", "ddp"}};
     runs.push_back(std::move(run));
   }
-  report::RunFolder other = runs[0];
+  report::FinishedRun other = runs[0];
   other.label = "w";  // another variant: kept apart
   runs.push_back(other);
-  report::RunFolder repeat = runs[0];  // the same seed again: not a second sample
+  report::FinishedRun repeat = runs[0];  // the same seed again: not a second sample
   runs.push_back(repeat);
 
   const auto merged = report::merge_seeds(runs);
   REQUIRE(merged.size() == 3);
-  const report::RunFolder& v = merged[0];
+  const report::FinishedRun& v = merged[0];
   CHECK(v.seeds == std::vector<uint64_t>{1, 2, 3});
   CHECK(v.dir == dir / "v");
   CHECK(v.config["seeds"] == json({1, 2, 3}));
@@ -367,11 +367,11 @@ TEST_CASE("seeds: variants.json grows by a line per seed, and reads back every r
   const ManifestSet set = parse(m);
   std::vector<const Manifest*> runs;
   for (const auto& run : set.runs) runs.push_back(&run);
-  exogym::runtime::run::write_variants_record(dir.path(), runs);
+  exogym::runtime::command::write_variants_record(dir.path(), runs);
   // Two variants' manifests, then about 60 bytes a run.
   const auto bytes = fs::file_size(dir / "variants.json");
   CHECK(bytes < 2 * read_text(dir / "variants.json").find("\"seed-2\"") + 100 * 4000);
-  const ManifestSet back = exogym::runtime::run::resumed_manifest(dir.path(), {});
+  const ManifestSet back = exogym::runtime::command::resumed_manifest(dir.path(), {});
   REQUIRE(back.runs.size() == 4000);
   for (size_t i = 0; i < set.runs.size(); i += 333) {
     INFO(i);
@@ -394,7 +394,7 @@ TEST_CASE("seeds: the dataset cache keeps the last run's datasets only, so memor
     m["train"]["max_steps"] = 2;
     m["eval"]["interval"] = 0;
     auto set = exogym::runtime::manifest::parse_manifest(m, dir.path(), "test");
-    exogym::runtime::train::RunOptions options;
+    exogym::runtime::train::TrainingOptions options;
     options.progress = exogym::runtime::output::Progress::Mode::Quiet;
     options.run_dir = dir / ("seed-" + std::to_string(seed));
     options.dataset_cache = &cache;

@@ -1,11 +1,11 @@
-// How node threads share a process's cores (cluster/thread_plan.h): the one
+// How node threads share a process's cores (threads/thread_plan.h): the one
 // policy the simulator and the benchmark's bare loop both follow.
-#include "exogym/runtime/cluster/thread_plan.h"
+#include "exogym/runtime/threads/thread_plan.h"
 #include "testing.h"
 
-using exogym::runtime::cluster::plan_threads;
-using exogym::runtime::cluster::ThreadPlan;
-using exogym::runtime::cluster::ThreadRequest;
+using exogym::runtime::threads::plan_threads;
+using exogym::runtime::threads::ThreadPlan;
+using exogym::runtime::threads::ThreadRequest;
 
 namespace {
 

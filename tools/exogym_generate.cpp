@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "cli/tool.h"
-#include "exogym/runtime/lm/text_generator.h"
+#include "exogym/runtime/command/text_generator.h"
 #include "exogym/runtime/plugin/plugin_loader.h"
 
 int main(int argc, char** argv) {
@@ -18,7 +18,7 @@ int main(int argc, char** argv) {
                            "Samples text from the model.pt of a run trained on a text-char dataset, e.g.\n"
                            "  exogym-generate examples/runs/shakespeare-diloco/diloco --prompt \"ROMEO:\"\n"
                            "The prompt is printed, then each sampled character as it comes.");
-  exogym::runtime::lm::SampleOptions options;
+  exogym::runtime::command::SampleOptions options;
   std::string prompt = "To be or not to be", run_dir;
   std::vector<std::string> plugin_dirs;
   int threads = 1;
@@ -71,7 +71,7 @@ int main(int argc, char** argv) {
     tool.make_logger();
     at::set_num_threads(threads);
     exogym::runtime::plugin::PluginLoader loader({plugin_dirs.begin(), plugin_dirs.end()});
-    exogym::runtime::lm::TextGenerator generator(run_dir, loader);
+    exogym::runtime::command::TextGenerator generator(run_dir, loader);
     generator.encode_prompt(prompt);  // a character outside the vocabulary is an input error
     std::fputs(prompt.c_str(), stdout);
     std::fflush(stdout);

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "cli/tool.h"
+#include "exogym/runtime/output/report/finished_run.h"
 #include "exogym/runtime/output/report/report.h"
-#include "exogym/runtime/output/report/run_folder.h"
 
 int main(int argc, char** argv) {
   namespace report = exogym::runtime::output::report;

@@ -8,12 +8,12 @@
 #include <vector>
 
 #include "cli/tool.h"
+#include "exogym/runtime/command/run_command.h"
 #include "exogym/runtime/dist/world.h"
 #include "exogym/runtime/manifest/json_schema.h"
 #include "exogym/runtime/manifest/seeds.h"
 #include "exogym/runtime/plugin/catalog.h"
 #include "exogym/runtime/plugin/plugin_loader.h"
-#include "exogym/runtime/run/command.h"
 #include "exogym/sdk/error.h"
 
 namespace {
@@ -179,7 +179,7 @@ int main(int argc, char** argv) {
   Flags flags;
   add_flags(tool.app(), flags);
   const int status = tool.run(argc, argv, [&] {
-    rt::run::RunCommand command;
+    rt::command::RunCommand command;
     command.world = world_of(flags);
     // Over several processes every line says which process wrote it; only
     // process 0 reports progress and results.
@@ -220,7 +220,7 @@ int main(int argc, char** argv) {
     command.nproc = flags.nproc;
     command.explicit_master_port = flags.master_port > 0;
     if (flags.nproc > 0) command.child_args = child_arguments(flags, tool.log_options());
-    return rt::run::run_command(command, loader);
+    return rt::command::run_command(command, loader);
   });
   // Everything the run wrote is closed by now (the loader, which must outlive
   // what its plugins made, went out of scope inside tool.run).

@@ -3,7 +3,7 @@
 #include <map>
 
 #include "exogym/runtime/checkpoint/checkpoint_reader.h"
-#include "exogym/runtime/output/atomic_file.h"
+#include "exogym/runtime/util/atomic_file.h"
 #include "exogym/sdk/error.h"
 
 namespace exogym::runtime::checkpoint {
@@ -52,7 +52,7 @@ fs::path CheckpointWriter::commit(const CheckpointIndex& index) {
   std::lock_guard<std::mutex> lock(mutex_);
   const fs::path partial = folder_ / partial_name(index.step);
   const fs::path final_folder = folder_ / checkpoint_folder_name(index.step);
-  output::write_file_atomically(partial / kIndexFile, index.to_json().dump(2) + "\n");
+  util::write_file_atomically(partial / kIndexFile, index.to_json().dump(2) + "\n");
   // A checkpoint of the same step (a run resumed from before it) is moved
   // aside first: rename cannot replace a folder that has files.
   const fs::path replaced = folder_ / ("." + checkpoint_folder_name(index.step) + ".old");
@@ -65,7 +65,7 @@ fs::path CheckpointWriter::commit(const CheckpointIndex& index) {
   fs::rename(partial, final_folder, ec);
   if (ec) throw sdk::Error(final_folder.string() + ": cannot rename the checkpoint into place: " + ec.message());
   partial_.erase(index.step);
-  output::sync_folder(folder_);
+  util::sync_folder(folder_);
   remove_quietly(replaced);
   prune();
   return final_folder;

@@ -14,7 +14,7 @@
 // not waiting on anyone who stopped.
 //
 // Several processes (shared): no node decides. Each process proposes, from
-// a thread that is not a node's (train/stop_vote.h), one beyond the
+// a thread that is not a node's (checkpoint/stop_vote.h), one beyond the
 // furthest boundary its nodes have reached, without waiting for any node to
 // reach a boundary (a node may be blocked in a collective until another
 // process moves on). The processes agree on the largest proposal. A node
@@ -43,7 +43,7 @@ class StopPoint {
   };
 
   // Node `rank` has reached boundary `step`. `requested`: whether a stop was
-  // requested (cluster::interrupt_requested; only one process decides on
+  // requested (host::interrupt_requested; only one process decides on
   // it). Any node thread.
   Answer at_boundary(int rank, int64_t step, bool requested);
 

@@ -23,7 +23,7 @@ std::vector<at::Tensor> contiguous_payload(const std::vector<at::Tensor>& tensor
 
 class BackendCommunicator final : public sdk::Communicator {
  public:
-  BackendCommunicator(CollectiveBackend& backend, int rank, cluster::NodeSlot* slot)
+  BackendCommunicator(CollectiveBackend& backend, int rank, threads::NodeSlot* slot)
       : backend_(backend), rank_(rank), slot_(slot) {}
   int rank() const override { return rank_; }
   int size() const override { return backend_.live_count(); }
@@ -78,12 +78,12 @@ class BackendCommunicator final : public sdk::Communicator {
 
   CollectiveBackend& backend_;
   int rank_;
-  cluster::NodeSlot* slot_;
+  threads::NodeSlot* slot_;
 };
 
 }  // namespace
 
-std::unique_ptr<sdk::Communicator> make_communicator(CollectiveBackend& backend, int rank, cluster::NodeSlot* slot) {
+std::unique_ptr<sdk::Communicator> make_communicator(CollectiveBackend& backend, int rank, threads::NodeSlot* slot) {
   return std::make_unique<BackendCommunicator>(backend, rank, slot);
 }
 

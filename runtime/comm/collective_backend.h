@@ -8,7 +8,7 @@
 #include "exogym/runtime/comm/collective_call.h"
 #include "exogym/sdk/comm.h"
 
-namespace exogym::runtime::cluster {
+namespace exogym::runtime::threads {
 class NodeSlot;
 }
 
@@ -27,10 +27,10 @@ class CollectiveBackend {
   // for call.shared_result, returns the result instead (the same tensors
   // for every node of the process), else null.
   // `slot` (may be null) is released while the node waits for the others.
-  virtual sdk::SharedTensors run(int rank, CollectiveCall call, cluster::NodeSlot* slot) = 0;
+  virtual sdk::SharedTensors run(int rank, CollectiveCall call, threads::NodeSlot* slot) = 0;
 };
 
 // Node `rank`'s communicator over `backend`, which must outlive it.
-std::unique_ptr<sdk::Communicator> make_communicator(CollectiveBackend& backend, int rank, cluster::NodeSlot* slot);
+std::unique_ptr<sdk::Communicator> make_communicator(CollectiveBackend& backend, int rank, threads::NodeSlot* slot);
 
 }  // namespace exogym::runtime::comm

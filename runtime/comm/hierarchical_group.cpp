@@ -39,7 +39,7 @@ const dist::NodeBlock& checked_block(const dist::NodeBlock& block) {
 }  // namespace
 
 HierarchicalGroup::HierarchicalGroup(dist::ProcessMesh& mesh, int nodes, dist::NodeBlock block,
-                                     cluster::AbortSignal& abort, sim::ClockExchange* clocks, bool exact)
+                                     threads::AbortSignal& abort, sim::ClockExchange* clocks, bool exact)
     : mesh_(mesh),
       nodes_(nodes),
       block_(checked_block(block)),
@@ -73,13 +73,13 @@ void HierarchicalGroup::set_members(std::vector<int> live) {
 
 HierarchicalGroup::~HierarchicalGroup() = default;
 
-std::unique_ptr<sdk::Communicator> HierarchicalGroup::communicator(int rank, cluster::NodeSlot* slot) {
+std::unique_ptr<sdk::Communicator> HierarchicalGroup::communicator(int rank, threads::NodeSlot* slot) {
   EXOGYM_CHECK_INTERNAL(!(!block_.contains(rank)),
                         "HierarchicalGroup: node " + std::to_string(rank) + " is not hosted by this process");
   return make_communicator(*this, rank, slot);
 }
 
-sdk::SharedTensors HierarchicalGroup::run(int rank, CollectiveCall call, cluster::NodeSlot* slot) {
+sdk::SharedTensors HierarchicalGroup::run(int rank, CollectiveCall call, threads::NodeSlot* slot) {
   const std::vector<at::Tensor> mine = call.tensors;
   auto* gathered = call.gathered;
   const CollectiveKind kind = call.kind;

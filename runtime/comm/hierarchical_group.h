@@ -37,10 +37,10 @@
 #include <vector>
 
 #include "exogym/build_config.h"
-#include "exogym/runtime/cluster/abort_signal.h"
 #include "exogym/runtime/comm/collective_backend.h"
-#include "exogym/runtime/comm/rendezvous.h"
+#include "exogym/runtime/comm/meeting_point.h"
 #include "exogym/runtime/dist/world.h"
+#include "exogym/runtime/threads/abort_signal.h"
 #include "exogym/sdk/comm.h"
 
 namespace exogym::runtime::dist {
@@ -58,7 +58,7 @@ class TensorLayout;
 class HierarchicalGroup final : public CollectiveBackend {
  public:
   // `nodes`: the run's K; this process hosts `block`. `clocks` may be null.
-  HierarchicalGroup(dist::ProcessMesh& mesh, int nodes, dist::NodeBlock block, cluster::AbortSignal& abort,
+  HierarchicalGroup(dist::ProcessMesh& mesh, int nodes, dist::NodeBlock block, threads::AbortSignal& abort,
                     sim::ClockExchange* clocks, bool exact);
   ~HierarchicalGroup() override;
   int size() const override { return nodes_; }
@@ -72,12 +72,12 @@ class HierarchicalGroup final : public CollectiveBackend {
   void set_members(std::vector<int> live);
 
   // The communicator of node `rank` (a global rank in this process's block).
-  std::unique_ptr<sdk::Communicator> communicator(int rank, cluster::NodeSlot* slot = nullptr);
+  std::unique_ptr<sdk::Communicator> communicator(int rank, threads::NodeSlot* slot = nullptr);
 
-  sdk::SharedTensors run(int rank, CollectiveCall call, cluster::NodeSlot* slot) override;
+  sdk::SharedTensors run(int rank, CollectiveCall call, threads::NodeSlot* slot) override;
 
  private:
-  using Calls = Rendezvous::Calls;
+  using Calls = MeetingPoint::Calls;
   // What each process's leader sends before the data: enough to check that
   // every process calls the same collective, to size the data, and to carry
   // the latest arrival for the simulated clocks.
@@ -133,7 +133,7 @@ class HierarchicalGroup final : public CollectiveBackend {
   std::vector<std::vector<at::Tensor>> gathered_;  // all_gather, by global rank
   std::vector<at::Tensor> buffers_;                // byte buffers the results view
 
-  Rendezvous rendezvous_;
+  MeetingPoint rendezvous_;
 };
 
 }  // namespace exogym::runtime::comm

@@ -25,11 +25,11 @@ static int checked_size(int size) {
   return size;
 }
 
-InProcessGroup::InProcessGroup(int size, cluster::AbortSignal& abort, int helpers)
+InProcessGroup::InProcessGroup(int size, threads::AbortSignal& abort, int helpers)
     : size_(checked_size(size)),
       abort_(abort),
       crew_(helpers),
-      rendezvous_(size_, 0, abort, [this](const Rendezvous::Calls& calls) { execute(calls); }) {
+      rendezvous_(size_, 0, abort, [this](const MeetingPoint::Calls& calls) { execute(calls); }) {
   for (int r = 0; r < size_; ++r) members_.push_back(r);
 }
 
@@ -38,12 +38,12 @@ void InProcessGroup::set_members(std::vector<int> members) {
   members_ = std::move(members);
 }
 
-std::unique_ptr<sdk::Communicator> InProcessGroup::communicator(int rank, cluster::NodeSlot* slot) {
+std::unique_ptr<sdk::Communicator> InProcessGroup::communicator(int rank, threads::NodeSlot* slot) {
   EXOGYM_CHECK_INTERNAL(!(rank < 0 || rank >= size_), "InProcessGroup: bad rank");
   return make_communicator(*this, rank, slot);
 }
 
-sdk::SharedTensors InProcessGroup::run(int rank, CollectiveCall call, cluster::NodeSlot* slot) {
+sdk::SharedTensors InProcessGroup::run(int rank, CollectiveCall call, threads::NodeSlot* slot) {
   const bool shared = call.shared_result;
   if (members_.size() == 1) {
     // Nothing to exchange: all_gather and all_reduce_shared still return
@@ -69,7 +69,7 @@ namespace {
 
 // Whether every member's tensor `tensor` is a contiguous fp32 CPU tensor
 // summed or averaged: then reduce_chunk works on raw memory.
-bool plain_float_sum(const Rendezvous::Calls& calls, const std::vector<int>& members, size_t tensor) {
+bool plain_float_sum(const MeetingPoint::Calls& calls, const std::vector<int>& members, size_t tensor) {
   const sdk::ReduceOp op = calls[members[0]].op;
   if (op != sdk::ReduceOp::Sum && op != sdk::ReduceOp::Avg) return false;
   for (int r : members) {
@@ -81,7 +81,7 @@ bool plain_float_sum(const Rendezvous::Calls& calls, const std::vector<int>& mem
 
 }  // namespace
 
-void InProcessGroup::reduce_chunk(const Rendezvous::Calls& calls, size_t tensor, int64_t start,
+void InProcessGroup::reduce_chunk(const MeetingPoint::Calls& calls, size_t tensor, int64_t start,
                                   const at::Tensor& out) const {
   const int64_t end = std::min(calls[members_[0]].tensors[tensor].numel(), start + kChunkElements);
   auto slice = [&](const at::Tensor& t) { return t.view(-1).slice(0, start, end); };
@@ -125,7 +125,7 @@ void InProcessGroup::reduce_chunk(const Rendezvous::Calls& calls, size_t tensor,
   }
 }
 
-void InProcessGroup::execute(const Rendezvous::Calls& calls) {
+void InProcessGroup::execute(const MeetingPoint::Calls& calls) {
   const CollectiveCall& first = calls[members_[0]];
   const int64_t count_members = static_cast<int64_t>(members_.size());
   int64_t elements = 0;

@@ -3,7 +3,7 @@
 // every collective. The last node to arrive does the collective's work (with
 // the group's work crew), then wakes the others as compute slots allow: one
 // wake-up per node and collective, since waking a thread is expensive
-// (rendezvous.h). Reductions combine ranks in rank order, element by element,
+// (meeting_point.h). Reductions combine ranks in rank order, element by element,
 // so results are bit-identical for any thread scheduling, `parallelism` or
 // work split.
 //
@@ -16,10 +16,10 @@
 #include <memory>
 #include <vector>
 
-#include "exogym/runtime/cluster/abort_signal.h"
-#include "exogym/runtime/cluster/work_crew.h"
 #include "exogym/runtime/comm/collective_backend.h"
-#include "exogym/runtime/comm/rendezvous.h"
+#include "exogym/runtime/comm/meeting_point.h"
+#include "exogym/runtime/threads/abort_signal.h"
+#include "exogym/runtime/threads/work_crew.h"
 #include "exogym/sdk/comm.h"
 
 namespace exogym::runtime::comm {
@@ -28,7 +28,7 @@ class InProcessGroup final : public CollectiveBackend {
  public:
   // `helpers`: threads that join the last node in a collective's work
   // (parallelism − 1 keeps the run within its compute slots).
-  InProcessGroup(int size, cluster::AbortSignal& abort, int helpers = 0);
+  InProcessGroup(int size, threads::AbortSignal& abort, int helpers = 0);
   int size() const override { return size_; }
   int live_count() const override { return static_cast<int>(members_.size()); }
 
@@ -38,22 +38,22 @@ class InProcessGroup final : public CollectiveBackend {
 
   // The communicator node `rank` uses. `slot` (may be null) is released while
   // the node waits for the others.
-  std::unique_ptr<sdk::Communicator> communicator(int rank, cluster::NodeSlot* slot = nullptr);
+  std::unique_ptr<sdk::Communicator> communicator(int rank, threads::NodeSlot* slot = nullptr);
 
-  sdk::SharedTensors run(int rank, CollectiveCall call, cluster::NodeSlot* slot) override;
+  sdk::SharedTensors run(int rank, CollectiveCall call, threads::NodeSlot* slot) override;
 
  private:
   // The last node's part: every node has posted its call.
-  void execute(const Rendezvous::Calls& calls);
+  void execute(const MeetingPoint::Calls& calls);
   // Reduces one chunk of tensor `tensor` into `out` (all_reduce_shared's
   // result), or in place into every member's tensor if `out` is undefined.
-  void reduce_chunk(const Rendezvous::Calls& calls, size_t tensor, int64_t start, const at::Tensor& out) const;
+  void reduce_chunk(const MeetingPoint::Calls& calls, size_t tensor, int64_t start, const at::Tensor& out) const;
 
   const int size_;
   std::vector<int> members_;  // the live ranks
-  cluster::AbortSignal& abort_;
-  cluster::WorkCrew crew_;
-  Rendezvous rendezvous_;
+  threads::AbortSignal& abort_;
+  threads::WorkCrew crew_;
+  MeetingPoint rendezvous_;
   // The last all_reduce_shared's result, which every node takes once the
   // collective is over (before any node can start the next one).
   sdk::SharedTensors shared_result_;

@@ -38,7 +38,7 @@ class UnboundBuffer;
 
 namespace exogym::runtime::dist {
 
-class RendezvousStore;
+class StoreClient;
 
 class ProcessMesh {
  public:
@@ -90,7 +90,7 @@ class ProcessMesh {
   uint64_t highest(uint64_t mine);
   void barrier();
 
-  // Agreeing on the step where an interrupted run stops (train/stop_vote.h).
+  // Agreeing on the step where an interrupted run stops (checkpoint/stop_vote.h).
   // Each run of the session that votes opens a round; every process opens
   // the same rounds in the same order.
   int open_stop_round() { return ++stop_round_; }
@@ -145,7 +145,7 @@ class ProcessMesh {
   [[noreturn]] void throw_failure();
 
   WorldSpec world_;
-  std::unique_ptr<RendezvousStore> store_;
+  std::unique_ptr<StoreClient> store_;
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::Context> context_;
   struct Peer {

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "exogym/runtime/dist/process_mesh.h"
-#include "exogym/runtime/dist/rendezvous_store.h"
+#include "exogym/runtime/dist/store_client.h"
 #include "exogym/runtime/dist/store_keys.h"
 
 namespace exogym::runtime::dist {

@@ -9,7 +9,7 @@
 //   bye/q        q is done with the store: "done" or "failed"
 //
 // and, for the r-th run of the session that stops together on a signal
-// (checkpoints on; train/stop_vote.h):
+// (checkpoints on; checkpoint/stop_vote.h):
 //
 //   stop/r       counter: the processes that were asked to stop (a signal)
 //   stop/r/q     q's proposed stop step, or the run's last step + 1 once q's

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "exogym/runtime/data/partition.h"
+#include "exogym/runtime/sim/failure_spec.h"
 #include "exogym/runtime/sim/network_model.h"
 
 namespace exogym::runtime::manifest {
@@ -49,24 +50,6 @@ struct NetworkSpec {
   // The simulated seconds survivors lose noticing a failure, at their first
   // strategy collective after it (network.failure_timeout).
   double failure_timeout = 30;
-};
-
-// One entry of "faults": a node that fails (and maybe rejoins), or joins
-// late. Steps are 0-based: failing at step s, the node does not take step s.
-struct NodeFault {
-  int node = 0;
-  std::optional<int64_t> fail_at, rejoin_at, join_at;
-  std::string path;  // "faults[2]", for error messages
-};
-
-// "churn": every node without a "faults" entry fails independently, its up
-// times exponentially distributed with mean `mtbf`, and is down `downtime`
-// each time: counted in steps (sim/fault_schedule.h), or with `timed` in
-// seconds of the simulated clock (sim/timed_churn.h).
-struct ChurnSpec {
-  bool timed = false;
-  double mtbf = 0;
-  double downtime = 0;  // a whole number of steps, unless timed
 };
 
 // "compute": how long a step takes on the simulated cluster.
@@ -109,10 +92,12 @@ struct Manifest {
   std::optional<double> target_loss;
   NetworkSpec network;
   ComputeSpec compute;
-  std::vector<NodeFault> faults;
-  std::optional<ChurnSpec> churn;
+  std::vector<sim::NodeFault> faults;
+  std::optional<sim::ChurnSpec> churn;
   // Whether nodes fail, rejoin or join late in this run.
   bool has_faults() const { return !faults.empty() || churn.has_value(); }
+  // "faults" and "churn" with what sim/ builds their schedule from.
+  sim::FailureSpec failure_spec() const { return {nodes, max_steps, seed, faults, churn}; }
   CheckpointSpec checkpoint;
   std::filesystem::path output_dir;        // absolute
   std::vector<std::string> model_formats;  // output.save_model: model.<format> files to write

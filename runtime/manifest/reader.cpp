@@ -5,8 +5,8 @@
 
 #include "exogym/runtime/manifest/schema.h"
 #include "exogym/runtime/manifest/syntax.h"
-#include "exogym/runtime/manifest/units.h"
 #include "exogym/runtime/sim/fault_schedule.h"
+#include "exogym/runtime/util/units.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/options.h"
 
@@ -129,15 +129,16 @@ void read_eval(json& eval, Manifest& m) {
 
 // The link a section describes; keys it leaves out keep `link`'s values.
 sim::Link read_link(const json& section, const std::string& path, sim::Link link) {
-  if (section.contains("bandwidth")) link.bandwidth = parse_bandwidth(section.at("bandwidth"), path + ".bandwidth");
-  if (section.contains("latency")) link.latency = parse_duration(section.at("latency"), path + ".latency");
+  if (section.contains("bandwidth"))
+    link.bandwidth = util::parse_bandwidth(section.at("bandwidth"), path + ".bandwidth");
+  if (section.contains("latency")) link.latency = util::parse_duration(section.at("latency"), path + ".latency");
   return link;
 }
 
 NetworkSpec read_network(const json& network, int nodes) {
   NetworkSpec spec;
   spec.link = read_link(network, "network", {});
-  spec.failure_timeout = parse_duration(network.at("failure_timeout"), "network.failure_timeout");
+  spec.failure_timeout = util::parse_duration(network.at("failure_timeout"), "network.failure_timeout");
   if (network.contains("nodes")) {
     for (const auto& item : network.at("nodes").items()) {
       const std::string path = "network.nodes." + item.key();
@@ -151,7 +152,7 @@ ComputeSpec read_compute(const json& compute, int nodes) {
   ComputeSpec spec;
   const std::string step_time = compute.at("step_time");
   if (step_time != "measured") {
-    spec.step_time = parse_duration(step_time, "compute.step_time");
+    spec.step_time = util::parse_duration(step_time, "compute.step_time");
     if (*spec.step_time <= 0) {
       throw ConfigError("compute.step_time",
                         "expected \"measured\" or a positive duration, got " + sdk::json_excerpt(step_time));
@@ -164,11 +165,11 @@ ComputeSpec read_compute(const json& compute, int nodes) {
   return spec;
 }
 
-std::vector<NodeFault> read_faults(const json& faults) {
-  std::vector<NodeFault> out;
+std::vector<sim::NodeFault> read_faults(const json& faults) {
+  std::vector<sim::NodeFault> out;
   for (size_t i = 0; i < faults.size(); ++i) {
     const json& entry = faults[i];
-    NodeFault f;
+    sim::NodeFault f;
     f.path = "faults[" + std::to_string(i) + "]";
     f.node = entry.at("node");
     if (entry.contains("fail_at")) f.fail_at = entry.at("fail_at").get<int64_t>();
@@ -181,26 +182,26 @@ std::vector<NodeFault> read_faults(const json& faults) {
 
 // Both durations in steps, or both on the simulated clock, which then
 // needs a fixed compute time to be reproducible.
-ChurnSpec read_churn(const json& churn, const ComputeSpec& compute) {
-  ChurnSpec spec;
+sim::ChurnSpec read_churn(const json& churn, const ComputeSpec& compute) {
+  sim::ChurnSpec spec;
   const std::string mtbf = churn.at("mtbf"), downtime = churn.at("downtime");
-  spec.timed = !counts_steps(mtbf);
-  if (counts_steps(downtime) == spec.timed) {
+  spec.timed = !util::counts_steps(mtbf);
+  if (util::counts_steps(downtime) == spec.timed) {
     throw ConfigError("churn",
                       "give mtbf and downtime both in steps (\"500 steps\") or both as durations (\"2h\"), "
                       "got " +
                           sdk::json_excerpt(mtbf) + " and " + sdk::json_excerpt(downtime));
   }
   if (!spec.timed) {
-    spec.mtbf = parse_steps(mtbf, "churn.mtbf");
-    spec.downtime = parse_steps(downtime, "churn.downtime");
+    spec.mtbf = util::parse_steps(mtbf, "churn.mtbf");
+    spec.downtime = util::parse_steps(downtime, "churn.downtime");
     if (spec.downtime != std::floor(spec.downtime)) {
       throw ConfigError("churn.downtime", "expected a whole number of steps, got " + sdk::json_excerpt(downtime));
     }
     return spec;
   }
-  spec.mtbf = parse_duration(mtbf, "churn.mtbf");
-  spec.downtime = parse_duration(downtime, "churn.downtime");
+  spec.mtbf = util::parse_duration(mtbf, "churn.mtbf");
+  spec.downtime = util::parse_duration(downtime, "churn.downtime");
   for (const auto& [value, key] : {std::pair<double, const char*>{spec.mtbf, "mtbf"}, {spec.downtime, "downtime"}}) {
     if (!(value > 0))
       throw ConfigError(std::string("churn.") + key,
@@ -220,10 +221,10 @@ ChurnSpec read_churn(const json& churn, const ComputeSpec& compute) {
   const double step = *compute.step_time / fastest;
   if (spec.mtbf < step) {
     throw ConfigError("churn.mtbf", sdk::json_excerpt(mtbf) + " is shorter than one step of the fastest node (" +
-                                        format_duration(step) + ", from compute.step_time" +
+                                        util::format_duration(step) + ", from compute.step_time" +
                                         (fastest > 1 ? " and compute.speed" : "") +
                                         "): every node would fail within every step; give at least " +
-                                        format_duration(step));
+                                        util::format_duration(step));
   }
   return spec;
 }
@@ -264,7 +265,7 @@ Manifest read_run(const json& doc, const fs::path& base_dir, const std::string& 
   if (top.contains("faults")) m.faults = read_faults(top.at("faults"));
   if (top.contains("churn")) m.churn = read_churn(top.at("churn"), m.compute);
   // The schedule's own checks (a node down twice at once, nobody alive, ...).
-  if (m.has_faults()) sim::FaultSchedule{m};
+  if (m.has_faults()) sim::FaultSchedule{m.failure_spec()};
   m.checkpoint.interval = top.at("checkpoint").at("interval");
   m.checkpoint.keep = top.at("checkpoint").at("keep");
   json& output = top.at("output");

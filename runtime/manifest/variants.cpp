@@ -40,7 +40,7 @@ std::string default_variant_name(const json& entry, size_t index) {
   return "run" + std::to_string(index);
 }
 
-// The files the comparison writes beside the variants' folders (runner.cpp).
+// The files the comparison writes beside the variants' folders (variants_runner.cpp).
 bool is_reserved_variant_name(const std::string& name) {
   return name == "comparison.csv" || name == "comparison.txt" || name == "report.html" || name == "variants.json";
 }

@@ -13,8 +13,8 @@
 #include <string_view>
 #include <vector>
 
-#include "exogym/runtime/output/atomic_file.h"
 #include "exogym/runtime/output/tensor_dtypes.h"
+#include "exogym/runtime/util/atomic_file.h"
 #include "exogym/runtime/util/exception_text.h"
 #include "exogym/runtime/util/regular_file.h"
 #include "exogym/sdk/error.h"
@@ -140,7 +140,7 @@ std::string model_pt_bytes(const NamedTensors& tensors) {
 }
 
 void write_model_pt(const fs::path& file, const NamedTensors& tensors) {
-  write_file_atomically(file, model_pt_bytes(tensors));
+  util::write_file_atomically(file, model_pt_bytes(tensors));
 }
 
 NamedTensors read_model_pt(const fs::path& file) {

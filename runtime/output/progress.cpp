@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "exogym/runtime/manifest/units.h"
+#include "exogym/runtime/util/units.h"
 
 namespace exogym::runtime::output {
 
@@ -61,7 +61,7 @@ void Progress::print_line(bool final) {
   char line[256];
   std::snprintf(line, sizeof line, "%s step %lld/%lld  loss %.4f  lr %.3g  %.1f steps/s  %s %s", label_.c_str(),
                 static_cast<long long>(steps_done_), static_cast<long long>(max_steps_), loss_, lr_, rate,
-                final ? "took" : "ETA", manifest::format_duration(final ? elapsed : eta).c_str());
+                final ? "took" : "ETA", util::format_duration(final ? elapsed : eta).c_str());
   if (mode_ == Mode::Live) {
     std::fprintf(stderr, "\r\033[K%s", line);
     line_open_ = true;

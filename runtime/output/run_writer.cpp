@@ -6,9 +6,9 @@
 #include <set>
 #include <sstream>
 
-#include "exogym/runtime/output/atomic_file.h"
 #include "exogym/runtime/output/model_pt.h"
 #include "exogym/runtime/output/safetensors.h"
+#include "exogym/runtime/util/atomic_file.h"
 #include "exogym/sdk/error.h"
 
 namespace exogym::runtime::output {
@@ -50,7 +50,7 @@ RunWriter::RunWriter(fs::path dir, std::vector<std::string> metric_names, bool a
 }
 
 void RunWriter::write_config(const nlohmann::json& config) {
-  write_file_atomically(dir_ / "config.json", config.dump(2) + "\n");
+  util::write_file_atomically(dir_ / "config.json", config.dump(2) + "\n");
 }
 
 void RunWriter::write_data(const std::vector<data::NodeData>& nodes) {
@@ -69,7 +69,7 @@ void RunWriter::write_data(const std::vector<data::NodeData>& nodes) {
     }
     out << '\n';
   }
-  write_file_atomically(dir_ / "data.csv", out.str());
+  util::write_file_atomically(dir_ / "data.csv", out.str());
 }
 
 void RunWriter::train_row(int64_t step, int64_t examples_trained, double loss, double lr, double bytes_sent,
@@ -125,7 +125,7 @@ void RunWriter::write_summary(const nlohmann::json& summary) {
     for (CsvFile* csv : {&train_, &validation_, &metrics_, &comm_}) csv->sync();
     if (faults_) events_.sync();
   }
-  write_file_atomically(dir_ / "summary.json", summary.dump(2) + "\n");
+  util::write_file_atomically(dir_ / "summary.json", summary.dump(2) + "\n");
 }
 
 nlohmann::json RunWriter::flush_csvs() {

@@ -29,7 +29,7 @@ struct EvalValues {
 
 class RunWriter final : public sdk::MetricSink {
  public:
-  // `dir` is the run folder (see run_folder.h); it is created if missing.
+  // `dir` is the run folder (see finished_run.h); it is created if missing.
   // `append`: a resumed run, whose CSVs are there (cut back to its
   // checkpoint): rows are appended to them. `faults`: nodes fail in this
   // run: train.csv has a live_nodes column, and events.csv is written.

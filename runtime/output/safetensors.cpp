@@ -10,8 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "exogym/runtime/output/atomic_file.h"
 #include "exogym/runtime/output/tensor_dtypes.h"
+#include "exogym/runtime/util/atomic_file.h"
 #include "exogym/runtime/util/regular_file.h"
 #include "exogym/sdk/error.h"
 
@@ -83,7 +83,7 @@ std::string safetensors_bytes(const NamedTensors& tensors, const std::map<std::s
 
 void write_safetensors(const fs::path& file, const NamedTensors& tensors,
                        const std::map<std::string, std::string>& metadata) {
-  write_file_atomically(file, safetensors_bytes(tensors, metadata));
+  util::write_file_atomically(file, safetensors_bytes(tensors, metadata));
 }
 
 SafetensorsFile read_safetensors(const fs::path& file) {

@@ -31,11 +31,11 @@ double exponential(std::mt19937_64& rng, double mean) {
 
 FaultSchedule::FaultSchedule(int nodes, int64_t max_steps) : nodes_(nodes), max_steps_(max_steps), down_(nodes) {}
 
-FaultSchedule::FaultSchedule(const manifest::Manifest& m) : FaultSchedule(m.nodes, m.max_steps) {
+FaultSchedule::FaultSchedule(const FailureSpec& m) : FaultSchedule(m.nodes, m.max_steps) {
   const std::string last = " (train.max_steps is " + std::to_string(max_steps_) + ": the last step is " +
                            std::to_string(max_steps_ - 1) + ")";
   std::vector<bool> scheduled(nodes_, false);
-  for (const manifest::NodeFault& f : m.faults) {
+  for (const NodeFault& f : m.faults) {
     if (f.node >= nodes_) {
       throw ConfigError(f.path + ".node", "node " + std::to_string(f.node) +
                                               " is not a node of the run: nodes run "

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "exogym/runtime/manifest/manifest.h"
+#include "exogym/runtime/sim/failure_spec.h"
 
 namespace exogym::runtime::sim {
 
@@ -37,12 +37,12 @@ class FaultSchedule {
  public:
   // Nobody fails.
   FaultSchedule(int nodes, int64_t max_steps);
-  // The manifest's schedule. Throws sdk::ConfigError naming the entry at
+  // The manifest's schedule (Manifest::failure_spec()). Throws sdk::ConfigError naming the entry at
   // fault: a node out of range, rejoin_at not after fail_at, fail_at and
   // join_at together, a node failing while it is down already, a step past
   // the run's last, no node alive at some step, or nodes rejoining at a step
   // where every node that was alive fails (nobody to receive the state from).
-  explicit FaultSchedule(const manifest::Manifest& m);
+  explicit FaultSchedule(const FailureSpec& m);
 
   int nodes() const { return nodes_; }
   // Whether any node is ever down.

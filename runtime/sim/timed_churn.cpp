@@ -2,14 +2,14 @@
 
 #include <string>
 
-#include "exogym/runtime/cluster/interrupt.h"
-#include "exogym/runtime/manifest/units.h"
+#include "exogym/runtime/host/interrupt.h"
 #include "exogym/runtime/sim/fault_schedule.h"
+#include "exogym/runtime/util/units.h"
 #include "exogym/sdk/error.h"
 
 namespace exogym::runtime::sim {
 
-TimedChurn::TimedChurn(const manifest::Manifest& m)
+TimedChurn::TimedChurn(const FailureSpec& m)
     : mtbf_(m.churn ? m.churn->mtbf : 0), downtime_(m.churn ? m.churn->downtime : 0), nodes_(m.nodes) {
   std::vector<bool> scheduled(nodes_.size(), false);
   for (const auto& f : m.faults) scheduled[f.node] = true;
@@ -31,13 +31,13 @@ bool TimedChurn::down(int node, double time) {
   // huge latency): the draws are bounded, and a signal is heeded between
   // them, so that no step spins for minutes out of the user's reach.
   for (int64_t draws = 0; time >= n.down_to; ++draws) {
-    if (draws % 4096 == 4095 && cluster::interrupt_requested())
-      throw cluster::Interrupted("interrupted by a signal while drawing the failures of churn");
+    if (draws % 4096 == 4095 && host::interrupt_requested())
+      throw host::Interrupted("interrupted by a signal while drawing the failures of churn");
     if (draws == kMaxDrawsPerStep) {
-      throw sdk::ConfigError("churn.mtbf", manifest::format_duration(mtbf_) + " draws more than " +
+      throw sdk::ConfigError("churn.mtbf", util::format_duration(mtbf_) + " draws more than " +
                                                std::to_string(kMaxDrawsPerStep) + " failures of node " +
                                                std::to_string(node) + " in one step (simulated time " +
-                                               manifest::format_duration(time) + "); give a longer mtbf");
+                                               util::format_duration(time) + "); give a longer mtbf");
     }
     n.down_from = n.down_to + exponential(n.rng, mtbf_);
     n.down_to = n.down_from + downtime_;

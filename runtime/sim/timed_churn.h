@@ -11,7 +11,7 @@
 #include <random>
 #include <vector>
 
-#include "exogym/runtime/manifest/manifest.h"
+#include "exogym/runtime/sim/failure_spec.h"
 
 namespace exogym::runtime::sim {
 
@@ -19,12 +19,12 @@ class TimedChurn {
  public:
   static constexpr int64_t kMaxDrawsPerStep = 1000000;
 
-  explicit TimedChurn(const manifest::Manifest& m);
+  explicit TimedChurn(const FailureSpec& m);
 
   // Whether node `node` is down at simulated time `time` (seconds). Times
   // asked for must not decrease (the draws are made as the clock goes).
   // sdk::ConfigError at "churn.mtbf" past kMaxDrawsPerStep draws in one call;
-  // cluster::Interrupted when a stop is requested while drawing.
+  // host::Interrupted when a stop is requested while drawing.
   bool down(int node, double time);
   double downtime() const { return downtime_; }
 

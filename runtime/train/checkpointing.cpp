@@ -10,9 +10,9 @@
 #include "exogym/build_config.h"
 #include "exogym/runtime/checkpoint/resume_rules.h"
 #include "exogym/runtime/dist/process_mesh.h"
-#include "exogym/runtime/output/atomic_file.h"
 #include "exogym/runtime/plugin/plugin_loader.h"
 #include "exogym/runtime/sim/node_meter.h"
+#include "exogym/runtime/util/atomic_file.h"
 #include "exogym/runtime/util/exception_text.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/options.h"
@@ -53,7 +53,7 @@ output::EvalValues values_from(const json& j) {
 
 // The run folder's part of a checkpoint: how long each CSV was, and what
 // node 0 keeps for the progress, the summary and the target.
-json outputs_section(RunState& s) {
+json outputs_section(TrainingState& s) {
   json section = {{"csv_bytes", s.writer->flush_csvs()}, {"last_train_loss", number_json(s.last_train_loss)}};
   section["last_eval"] = nullptr;
   if (s.last_eval) {
@@ -73,7 +73,7 @@ json outputs_section(RunState& s) {
   return section;
 }
 
-void restore_outputs(RunState& s, const json& section, const fs::path& index_file) {
+void restore_outputs(TrainingState& s, const json& section, const fs::path& index_file) {
   s.last_eval.reset();
   s.target_hit.reset();
   try {
@@ -90,7 +90,7 @@ void restore_outputs(RunState& s, const json& section, const fs::path& index_fil
   }
 }
 
-json plugins_json(const RunState& s) {
+json plugins_json(const TrainingState& s) {
   json plugins = json::array();
   for (const auto* loaded : {s.plugins.model.get(), s.plugins.strategy.get()}) {
     const plugin::PluginDescription& d = loaded->description();
@@ -110,7 +110,7 @@ std::string plugin_text(const json& p) {
 }
 
 // The run must load the plugins, versions and ABI that wrote the checkpoint.
-void check_plugins(const RunState& s, const checkpoint::CheckpointIndex& index, const fs::path& index_file) {
+void check_plugins(const TrainingState& s, const checkpoint::CheckpointIndex& index, const fs::path& index_file) {
   if (index.abi != EXOGYM_ABI_VERSION) {
     throw sdk::DataError(index_file.string() + ": written by a runtime with plugin ABI " + std::to_string(index.abi) +
                          ", this one has ABI " + std::to_string(EXOGYM_ABI_VERSION));
@@ -166,7 +166,7 @@ void check_csvs(const fs::path& run_dir, const checkpoint::CheckpointIndex& inde
 // process that writes the folder, the run-wide state reads and the CSVs hold
 // whole rows up to where it says. sdk::DataError naming the file and the
 // field otherwise, so that find_checkpoint takes the one before it.
-void check_fits(RunState& s, const fs::path& run_dir, const checkpoint::LoadedCheckpoint& c) {
+void check_fits(TrainingState& s, const fs::path& run_dir, const checkpoint::LoadedCheckpoint& c) {
   for (const auto& [rank, state] : c.nodes) {
     const std::string file = (c.folder / checkpoint::node_file_name(rank)).string();
     checkpoint::check_model_fits(*s.replicas.models.at(static_cast<size_t>(rank)), state, file);
@@ -193,7 +193,7 @@ void check_fits(RunState& s, const fs::path& run_dir, const checkpoint::LoadedCh
 
 }  // namespace
 
-void load_resume_point(RunState& s, const RunOptions& options) {
+void load_resume_point(TrainingState& s, const TrainingOptions& options) {
   const manifest::Manifest& m = s.m;
   const dist::NodeBlock& block = s.role.block;
   const auto fits = [&](const checkpoint::LoadedCheckpoint& c) { check_fits(s, options.run_dir, c); };
@@ -232,7 +232,7 @@ void load_resume_point(RunState& s, const RunOptions& options) {
   s.simulation->clocks().restore(s.resume->nodes.begin()->second.meter.at("sequence").get<uint64_t>());
 }
 
-void cut_outputs_to_checkpoint(const RunState& s) {
+void cut_outputs_to_checkpoint(const TrainingState& s) {
   for (const auto& [name, bytes] : s.resume->index.sections.at("outputs").at("csv_bytes").items()) {
     std::error_code ec;
     fs::resize_file(s.run_dir / name, bytes.get<uintmax_t>(), ec);
@@ -243,7 +243,7 @@ void cut_outputs_to_checkpoint(const RunState& s) {
   fs::remove(s.run_dir / "summary.json", ec);
 }
 
-void prepare_checkpoints(RunState& s) {
+void prepare_checkpoints(TrainingState& s) {
   const manifest::Manifest& m = s.m;
   if (m.checkpoint.interval <= 0) return;
   fs::path run_dir = s.run_dir;
@@ -279,7 +279,7 @@ void prepare_checkpoints(RunState& s) {
   }
 }
 
-bool checkpoint_due(const RunState& s, int64_t step) {
+bool checkpoint_due(const TrainingState& s, int64_t step) {
   return s.checkpoints && (step % s.m.checkpoint.interval == 0 || step == s.m.max_steps);
 }
 
@@ -289,7 +289,7 @@ std::string metrics_file_name(int process) { return "metrics-process-" + std::to
 
 // Process 0: the rows the other processes handed over for this checkpoint
 // go into metrics.csv, so that the CSV the checkpoint records is complete.
-void take_over_metrics(RunState& s, int64_t step) {
+void take_over_metrics(TrainingState& s, int64_t step) {
   const fs::path folder = s.checkpoints->partial_folder(step);
   for (int q = 1; q < s.role.processes; ++q) {
     const fs::path file = folder / metrics_file_name(q);
@@ -310,13 +310,13 @@ void take_over_metrics(RunState& s, int64_t step) {
 
 }  // namespace
 
-void hand_over_metrics(RunState& s, int64_t step) {
+void hand_over_metrics(TrainingState& s, int64_t step) {
   const json rows = s.metric_buffer->take_rows();
-  output::write_file_atomically(s.checkpoints->partial_folder(step) / metrics_file_name(s.role.mesh->rank()),
-                                rows.dump());
+  util::write_file_atomically(s.checkpoints->partial_folder(step) / metrics_file_name(s.role.mesh->rank()),
+                              rows.dump());
 }
 
-fs::path commit_checkpoint(RunState& s, int64_t step) {
+fs::path commit_checkpoint(TrainingState& s, int64_t step) {
   if (s.role.mesh) take_over_metrics(s, step);
   checkpoint::CheckpointIndex index = s.checkpoint_index;
   index.step = step;

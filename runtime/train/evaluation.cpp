@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "exogym/runtime/cluster/devices.h"
+#include "exogym/runtime/host/devices.h"
 #include "exogym/runtime/train/autocast_scope.h"
 #include "exogym/runtime/train/model_state.h"
 #include "exogym/runtime/train/reports.h"
@@ -32,7 +32,7 @@ output::EvalValues evaluate_model(sdk::Model& model, const sdk::Dataset& data, c
   for (int64_t start = 0; start < total; start += batch_size) {
     const int64_t n = std::min(batch_size, total - start);
     std::vector<int64_t> chunk(indices.begin() + start, indices.begin() + start + n);
-    sdk::EvalOutput out = model.evaluate(cluster::to_device(data.get(chunk), device));
+    sdk::EvalOutput out = model.evaluate(host::to_device(data.get(chunk), device));
     loss_sum += out.loss.item<double>() * static_cast<double>(n);
     for (size_t i = 0; i < metric_names.size(); ++i) {
       auto it = out.metrics.find(metric_names[i]);
@@ -49,15 +49,15 @@ output::EvalValues evaluate_model(sdk::Model& model, const sdk::Dataset& data, c
   return values;
 }
 
-output::EvalValues evaluate_on_validation(const RunState& s, int rank, sdk::Model& model) {
+output::EvalValues evaluate_on_validation(const TrainingState& s, int rank, sdk::Model& model) {
   return evaluate_model(model, *s.data.val, s.data.val_indices, s.m.eval_batch_size,
-                        cluster::device_for_node(s.devices, rank), s.metric_names, s.m.precision);
+                        host::device_for_node(s.devices, rank), s.metric_names, s.m.precision);
 }
 
 // The global model: this replica with the averaged state in place of its own
 // for the time of the evaluation.
-output::EvalValues evaluate_averaged(const RunState& s, int rank, sdk::Model& model, std::vector<at::Tensor>& state,
-                                     const std::vector<at::Tensor>& averaged) {
+output::EvalValues evaluate_averaged(const TrainingState& s, int rank, sdk::Model& model,
+                                     std::vector<at::Tensor>& state, const std::vector<at::Tensor>& averaged) {
   const std::vector<at::Tensor> saved = clones(state);
   overwrite(state, averaged);
   output::EvalValues values = evaluate_on_validation(s, rank, model);
@@ -82,7 +82,7 @@ output::EvalValues unpack(const std::vector<double>& packed, size_t offset, size
 
 }  // namespace
 
-void evaluate(RunState& s, int rank, sdk::Model& model, sdk::Communicator& comm, int64_t step) {
+void evaluate(TrainingState& s, int rank, sdk::Model& model, sdk::Communicator& comm, int64_t step) {
   // "Local" is the lowest live node's model (node 0's unless it is down);
   // the next live node evaluates the average, so that the two run at once.
   const std::vector<int>& live = s.membership->live();

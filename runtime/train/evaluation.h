@@ -4,7 +4,7 @@
 #include <cstdint>
 
 #include "exogym/runtime/manifest/manifest.h"
-#include "exogym/runtime/train/run_state.h"
+#include "exogym/runtime/train/training_state.h"
 #include "exogym/sdk/comm.h"
 #include "exogym/sdk/model.h"
 
@@ -14,6 +14,6 @@ namespace exogym::runtime::train {
 // averages its parameters into the global model; the reporting node (node
 // 0, or the lowest live node) evaluates its own model and the next live
 // node the averaged one, and the reporting node reports both (reports.h).
-void evaluate(RunState& s, int rank, sdk::Model& model, sdk::Communicator& comm, int64_t step);
+void evaluate(TrainingState& s, int rank, sdk::Model& model, sdk::Communicator& comm, int64_t step);
 
 }  // namespace exogym::runtime::train

@@ -5,11 +5,11 @@
 #include <set>
 #include <utility>
 
-#include "exogym/runtime/cluster/cluster.h"
-#include "exogym/runtime/manifest/units.h"
 #include "exogym/runtime/output/run_writer.h"
 #include "exogym/runtime/sim/payload.h"
-#include "exogym/runtime/train/simulation.h"
+#include "exogym/runtime/train/cluster.h"
+#include "exogym/runtime/train/meters.h"
+#include "exogym/runtime/util/units.h"
 #include "exogym/sdk/error.h"
 
 namespace exogym::runtime::train {
@@ -28,11 +28,11 @@ Membership::Membership(const manifest::Manifest& m, int64_t first_step, dist::Pr
     : simulated_(m.has_faults()),
       nodes_(m.nodes),
       mesh_(mesh),
-      schedule_(m.has_faults() ? sim::FaultSchedule(m) : sim::FaultSchedule(m.nodes, m.max_steps)),
+      schedule_(m.has_faults() ? sim::FaultSchedule(m.failure_spec()) : sim::FaultSchedule(m.nodes, m.max_steps)),
       first_step_(first_step),
       failure_timeout_(m.network.failure_timeout),
       counted_to_(first_step) {
-  if (m.churn && m.churn->timed) timed_.emplace(m);
+  if (m.churn && m.churn->timed) timed_.emplace(m.failure_spec());
   set_live(all_ranks(m.nodes));
 }
 
@@ -59,7 +59,7 @@ std::vector<int> Membership::next_live(int64_t step, const std::vector<int>& bas
     }
     if (next.empty()) {
       throw sdk::Error("churn: no node is alive at step " + std::to_string(step) + " (simulated time " +
-                       manifest::format_duration(time) + "): the run needs at least one node at every step");
+                       util::format_duration(time) + "): the run needs at least one node at every step");
     }
     return next;
   }
@@ -71,7 +71,7 @@ std::vector<int> Membership::next_live(int64_t step, const std::vector<int>& bas
   return next;
 }
 
-void Membership::advance(int64_t step, Simulation& simulation, cluster::Cluster& cluster, output::RunWriter* writer) {
+void Membership::advance(int64_t step, Meters& simulation, train::Cluster& cluster, output::RunWriter* writer) {
   const auto [taken, lost] = node_steps(step);
   node_steps_ = taken;
   node_steps_lost_ = lost;
@@ -98,7 +98,7 @@ void Membership::advance(int64_t step, Simulation& simulation, cluster::Cluster&
     if (!writer) continue;
     std::string detail;
     if (schedule_.live(node, step)) {
-      detail = "down for " + manifest::format_duration(timed_->downtime());  // churn on the clock
+      detail = "down for " + util::format_duration(timed_->downtime());  // churn on the clock
     } else {
       const std::optional<int64_t> back = schedule_.back_at(node, step);
       detail = back ? "down until step " + std::to_string(*back) : "down for good";
@@ -132,7 +132,7 @@ void Membership::deposit(sdk::StateDict state) {
   deposit_ = std::make_shared<sdk::StateDict>(std::move(state));
 }
 
-void Membership::deliver(int64_t step, Simulation& simulation, output::RunWriter* writer) {
+void Membership::deliver(int64_t step, Meters& simulation, output::RunWriter* writer) {
   std::lock_guard<std::mutex> lock(mailbox_mutex_);
   EXOGYM_CHECK_INTERNAL(donor_ >= 0, "no donor at step " + std::to_string(step));
   const sim::DonorView from = share_deposit(simulation);
@@ -157,8 +157,8 @@ void Membership::deliver(int64_t step, Simulation& simulation, output::RunWriter
     }
     if (writer) {
       writer->event_row(step, from.clock + seconds, node, late ? "join" : "rejoin",
-                        "state from node " + std::to_string(donor_) + ": " + manifest::format_bytes(bytes) + " in " +
-                            manifest::format_duration(seconds));
+                        "state from node " + std::to_string(donor_) + ": " + util::format_bytes(bytes) + " in " +
+                            util::format_duration(seconds));
     }
   }
   // Over several processes, those whose nodes do not come back keep none.

@@ -41,12 +41,9 @@
 #include "exogym/runtime/sim/fault_schedule.h"
 #include "exogym/runtime/sim/node_meter.h"
 #include "exogym/runtime/sim/timed_churn.h"
-#include "exogym/runtime/train/run_result.h"
+#include "exogym/runtime/train/training_result.h"
 #include "exogym/sdk/strategy.h"
 
-namespace exogym::runtime::cluster {
-class Cluster;
-}
 namespace exogym::runtime::dist {
 class ProcessMesh;
 }
@@ -56,7 +53,9 @@ class RunWriter;
 
 namespace exogym::runtime::train {
 
-class Simulation;
+class Cluster;
+
+class Meters;
 
 class Membership {
  public:
@@ -84,7 +83,7 @@ class Membership {
   // The meeting's work, by the last node to arrive while every node waits:
   // moves to step's membership. sdk::Error when no node would be alive, or
   // nodes come back with nobody left to give them the state.
-  void advance(int64_t step, Simulation& simulation, cluster::Cluster& cluster, output::RunWriter* writer);
+  void advance(int64_t step, Meters& simulation, train::Cluster& cluster, output::RunWriter* writer);
 
   // After advance(): whether nodes come back at this step, who gives them
   // the state, and whether `rank` is one of them.
@@ -94,7 +93,7 @@ class Membership {
   // The recovery: the donor leaves a copy of its state, every node meets
   // again (the last runs deliver()), and each node coming back takes it.
   void deposit(sdk::StateDict state);
-  void deliver(int64_t step, Simulation& simulation, output::RunWriter* writer);
+  void deliver(int64_t step, Meters& simulation, output::RunWriter* writer);
   std::shared_ptr<const sdk::StateDict> delivered() const;
   void loaded();
 
@@ -115,8 +114,8 @@ class Membership {
   std::pair<int64_t, int64_t> node_steps(int64_t steps) const;
   // Over several processes (membership_processes.cpp): every node's clock,
   // by rank; the donor's state and meter to every process.
-  std::vector<double> node_clocks(const Simulation& simulation) const;
-  sim::DonorView share_deposit(const Simulation& simulation);
+  std::vector<double> node_clocks(const Meters& simulation) const;
+  sim::DonorView share_deposit(const Meters& simulation);
 
   const bool simulated_;
   const int nodes_;

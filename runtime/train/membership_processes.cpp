@@ -7,12 +7,12 @@
 #include "exogym/runtime/comm/named_tensor_broadcast.h"
 #include "exogym/runtime/dist/process_mesh.h"
 #include "exogym/runtime/train/membership.h"
-#include "exogym/runtime/train/simulation.h"
+#include "exogym/runtime/train/meters.h"
 #include "exogym/sdk/error.h"
 
 namespace exogym::runtime::train {
 
-std::vector<double> Membership::node_clocks(const Simulation& simulation) const {
+std::vector<double> Membership::node_clocks(const Meters& simulation) const {
   std::vector<double> clocks(static_cast<size_t>(nodes_), 0.0);
   const dist::NodeBlock& mine = simulation.block();
   for (int r = mine.first; r < mine.first + mine.count; ++r)
@@ -31,7 +31,7 @@ std::vector<double> Membership::node_clocks(const Simulation& simulation) const 
   return clocks;
 }
 
-sim::DonorView Membership::share_deposit(const Simulation& simulation) {
+sim::DonorView Membership::share_deposit(const Meters& simulation) {
   if (!mesh_) return simulation.meter(donor_).donor_view();
   const int root = dist::process_of_node(donor_, nodes_, mesh_->size());
   const bool sends = mesh_->rank() == root;

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "exogym/runtime/manifest/units.h"
+#include "exogym/runtime/util/units.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/model.h"
 
@@ -15,7 +15,7 @@ namespace {
 // A gradient and Adam's two moments beside each trainable parameter.
 constexpr uint64_t kCopiesPerTrainable = 3;
 
-std::string bytes_text(uint64_t bytes) { return manifest::format_bytes(static_cast<double>(bytes)); }
+std::string bytes_text(uint64_t bytes) { return util::format_bytes(static_cast<double>(bytes)); }
 
 }  // namespace
 

@@ -11,18 +11,18 @@
 #include <string>
 #include <vector>
 
-#include "exogym/runtime/cluster/cluster.h"
-#include "exogym/runtime/cluster/devices.h"
-#include "exogym/runtime/cluster/interrupt.h"
+#include "exogym/runtime/checkpoint/stop_vote.h"
+#include "exogym/runtime/host/devices.h"
+#include "exogym/runtime/host/interrupt.h"
 #include "exogym/runtime/plugin/plugin_loader.h"
 #include "exogym/runtime/sim/metered_communicator.h"
 #include "exogym/runtime/train/autocast_scope.h"
 #include "exogym/runtime/train/checkpointing.h"
+#include "exogym/runtime/train/cluster.h"
 #include "exogym/runtime/train/divergence.h"
 #include "exogym/runtime/train/evaluation.h"
 #include "exogym/runtime/train/model_state.h"
 #include "exogym/runtime/train/reports.h"
-#include "exogym/runtime/train/stop_vote.h"
 #include "exogym/runtime/util/exception_text.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/node.h"
@@ -39,7 +39,7 @@ std::string plugin_name(const char* kind, const std::string& name, const plugin:
 // for the error that stops the run if it fails.
 class NodeRun {
  public:
-  NodeRun(RunState& s, cluster::Cluster& cluster, int rank, cluster::NodeSlot& slot);
+  NodeRun(TrainingState& s, train::Cluster& cluster, int rank, threads::NodeSlot& slot);
   void run();
 
  private:
@@ -67,12 +67,12 @@ class NodeRun {
   void report_step(int64_t t, double loss);
   void finish();
 
-  RunState& s_;
+  TrainingState& s_;
   const manifest::Manifest& m_;
-  cluster::Cluster& cluster_;
+  train::Cluster& cluster_;
   Membership& membership_;
   const int rank_;
-  cluster::NodeSlot& slot_;
+  threads::NodeSlot& slot_;
   sdk::Model& model_;
   sdk::Strategy& strategy_;
   const std::unique_ptr<sdk::Communicator> backend_;
@@ -88,7 +88,7 @@ class NodeRun {
   double last_loss_ = NAN;  // this node's, for the warning when it turns non-finite
 };
 
-NodeRun::NodeRun(RunState& s, cluster::Cluster& cluster, int rank, cluster::NodeSlot& slot)
+NodeRun::NodeRun(TrainingState& s, train::Cluster& cluster, int rank, threads::NodeSlot& slot)
     : s_(s),
       m_(s.m),
       cluster_(cluster),
@@ -103,7 +103,7 @@ NodeRun::NodeRun(RunState& s, cluster::Cluster& cluster, int rank, cluster::Node
                      membership_.simulated() ? &membership_.live() : nullptr),
       runtime_comm_(*backend_, meter_, sim::TrafficSource::Runtime,
                     membership_.simulated() ? &membership_.live() : nullptr),
-      device_(cluster::device_for_node(s.devices, rank)),
+      device_(host::device_for_node(s.devices, rank)),
       shared_(s.shared),
       strategy_name_(plugin_name("strategy", m_.strategy.plugin, *s.plugins.strategy)),
       model_name_(plugin_name("model", m_.model.plugin, *s.plugins.model)) {
@@ -139,7 +139,7 @@ void NodeRun::run() {
     if (membership_.is_live(rank_)) finish();
   } catch (const sdk::AbortedError&) {
     throw;
-  } catch (const cluster::Interrupted&) {
+  } catch (const host::Interrupted&) {
     throw;
   } catch (const Diverged&) {
     throw;  // it names the node and step already; training.cpp marks the summary
@@ -221,9 +221,9 @@ void NodeRun::change_membership(int64_t t) {
 
 void NodeRun::start_step(int64_t t) {
   ctx_.step = t;
-  if (!s_.stop_point && cluster::interrupt_requested()) {
-    throw cluster::Interrupted("interrupted by a signal (" + cluster::interrupt_signal_text() + ") after " +
-                               std::to_string(t) + " steps");
+  if (!s_.stop_point && host::interrupt_requested()) {
+    throw host::Interrupted("interrupted by a signal (" + host::interrupt_signal_text() + ") after " +
+                            std::to_string(t) + " steps");
   }
 }
 
@@ -238,7 +238,7 @@ void NodeRun::boundary(int64_t step) {
   if (s_.stop_point) {
     using Answer = checkpoint::StopPoint::Answer;
     Answer answer;
-    while ((answer = s_.stop_point->at_boundary(rank_, step, cluster::interrupt_requested())) == Answer::Wait) {
+    while ((answer = s_.stop_point->at_boundary(rank_, step, host::interrupt_requested())) == Answer::Wait) {
       // This process's proposal: wait for the other processes' (stop_vote.h),
       // without holding a compute slot another node needs to get here.
       phase_ = "waiting for the processes to agree where to stop after the signal";
@@ -251,9 +251,9 @@ void NodeRun::boundary(int64_t step) {
   }
   if (stop || checkpoint_due(s_, step)) write_checkpoint(step);
   if (stop) {
-    throw cluster::Interrupted("interrupted by a signal (" + cluster::interrupt_signal_text() + ") after " +
-                               std::to_string(step) + " steps; resume with exogym-run --resume " +
-                               s_.checkpoints->folder().parent_path().string());
+    throw host::Interrupted("interrupted by a signal (" + host::interrupt_signal_text() + ") after " +
+                            std::to_string(step) + " steps; resume with exogym-run --resume " +
+                            s_.checkpoints->folder().parent_path().string());
   }
 }
 
@@ -317,7 +317,7 @@ double NodeRun::forward_backward(const std::vector<int64_t>& indices) {
   for (int64_t j = 0; j < s_.accumulation; ++j) {
     std::vector<int64_t> micro(indices.begin() + j * b, indices.begin() + (j + 1) * b);
     phase_ = "loading the training batch";
-    sdk::Batch batch = cluster::to_device(s_.data.train_of(rank_).get(micro), device_);
+    sdk::Batch batch = host::to_device(s_.data.train_of(rank_).get(micro), device_);
     phase_ = "forward/backward of " + model_name_;
     at::Tensor loss;
     {
@@ -372,20 +372,20 @@ void NodeRun::finish() {
 
 }  // namespace
 
-void run_nodes(RunState& s, const cluster::ThreadPlan& plan, bool exact_reduce) {
+void run_nodes(TrainingState& s, const threads::ThreadPlan& plan, bool exact_reduce) {
   const manifest::Manifest& m = s.m;
   dist::ProcessMesh* mesh = s.role.mesh;
-  auto cluster = mesh ? std::make_unique<cluster::Cluster>(m.nodes, plan.parallelism, *mesh, s.role.block,
-                                                           &s.simulation->clocks(), exact_reduce)
-                      : std::make_unique<cluster::Cluster>(m.nodes, plan.parallelism);
+  auto cluster = mesh ? std::make_unique<train::Cluster>(m.nodes, plan.parallelism, *mesh, s.role.block,
+                                                         &s.simulation->clocks(), exact_reduce)
+                      : std::make_unique<train::Cluster>(m.nodes, plan.parallelism);
   if (plan.pinned) cluster->slots().pin_threads();
-  std::unique_ptr<StopVote> vote;
+  std::unique_ptr<checkpoint::StopVote> vote;
   if (mesh && s.stop_point) {
     checkpoint::StopPoint* point = s.stop_point.get();
     cluster->abort_signal().on_abort([point] { point->abandon(); });
-    vote = std::make_unique<StopVote>(*mesh, *point, cluster->abort_signal(), m.max_steps);
+    vote = std::make_unique<checkpoint::StopVote>(*mesh, *point, cluster->abort_signal(), m.max_steps);
   }
-  cluster->run([&](int rank, cluster::NodeSlot& slot) {
+  cluster->run([&](int rank, threads::NodeSlot& slot) {
     // OpenMP settings are per thread: a new thread would start with one
     // OpenMP thread per core, and K such teams oversubscribe the machine.
     at::set_num_threads(plan.threads);

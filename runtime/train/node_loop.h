@@ -2,8 +2,8 @@
 // The nodes' training loop: one thread per node of this process, each
 // running the initial broadcast, the training steps with their evaluations,
 // and the final averaging into model.pt.
-#include "exogym/runtime/cluster/thread_plan.h"
-#include "exogym/runtime/train/run_state.h"
+#include "exogym/runtime/threads/thread_plan.h"
+#include "exogym/runtime/train/training_state.h"
 
 namespace exogym::runtime::train {
 
@@ -11,6 +11,6 @@ namespace exogym::runtime::train {
 // returns when all have finished. `exact_reduce`: see HierarchicalGroup.
 // Throws sdk::Error naming the node, the step and what it was doing (the
 // plugin included) when a node fails.
-void run_nodes(RunState& s, const cluster::ThreadPlan& plan, bool exact_reduce);
+void run_nodes(TrainingState& s, const threads::ThreadPlan& plan, bool exact_reduce);
 
 }  // namespace exogym::runtime::train

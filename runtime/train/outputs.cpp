@@ -16,7 +16,7 @@ namespace {
 
 // config.json: the manifest with every default filled in, the plugins'
 // options included, and how the runtime laid the run out.
-json resolved_config(const RunState& s, const cluster::ThreadPlan& plan, bool partial_reduce) {
+json resolved_config(const TrainingState& s, const threads::ThreadPlan& plan, bool partial_reduce) {
   json config = s.m.resolved;
   config["model"]["options"] = s.plugins.model_options;
   config["strategy"]["options"] = s.plugins.strategy_options;
@@ -40,7 +40,7 @@ std::string run_title(const manifest::Manifest& m) {
 
 }  // namespace
 
-void choose_run_folder(RunState& s, const cluster::ThreadPlan& plan, const RunOptions& options) {
+void choose_run_folder(TrainingState& s, const threads::ThreadPlan& plan, const TrainingOptions& options) {
   if (options.resume)
     s.run_dir = options.run_dir;
   else if (s.role.writes)
@@ -48,7 +48,7 @@ void choose_run_folder(RunState& s, const cluster::ThreadPlan& plan, const RunOp
   s.config = resolved_config(s, plan, options.partial_reduce);
 }
 
-void open_outputs(RunState& s, const RunOptions& options) {
+void open_outputs(TrainingState& s, const TrainingOptions& options) {
   const manifest::Manifest& m = s.m;
   const bool writes = s.role.writes;
   if (writes) {
@@ -73,12 +73,12 @@ void open_outputs(RunState& s, const RunOptions& options) {
   }
 }
 
-void write_run_report(RunState& s) {
+void write_run_report(TrainingState& s) {
   if (!s.role.writes || !s.writer) return;
   output::report::write_report({s.run_dir}, s.run_dir / "report.html", run_title(s.m));
 }
 
-bool remove_untrained_run_folder(RunState& s, const RunOptions& options) noexcept {
+bool remove_untrained_run_folder(TrainingState& s, const TrainingOptions& options) noexcept {
   // Resumed, the folder is the user's; with every node of this process
   // past init(), it records training (or an error during it) worth keeping.
   if (options.resume || !s.role.writes || s.run_dir.empty() || s.nodes_started.load() == s.role.block.count)
@@ -90,7 +90,7 @@ bool remove_untrained_run_folder(RunState& s, const RunOptions& options) noexcep
   return !ec;
 }
 
-void write_stopped_run_report(RunState& s) noexcept {
+void write_stopped_run_report(TrainingState& s) noexcept {
   if (!s.role.writes || !s.writer) return;
   try {
     s.writer.reset();  // closes (and so flushes) every CSV file

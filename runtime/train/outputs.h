@@ -2,36 +2,36 @@
 // A run's outputs: opening them before its nodes start (the run folder with
 // its config.json on process 0, the progress line, the log line announcing
 // the run), and report.html once it ended.
-#include "exogym/runtime/cluster/thread_plan.h"
-#include "exogym/runtime/train/run_state.h"
+#include "exogym/runtime/threads/thread_plan.h"
 #include "exogym/runtime/train/training.h"
+#include "exogym/runtime/train/training_state.h"
 
 namespace exogym::runtime::train {
 
 // Sets s.run_dir (process 0: options.run_dir, or a fresh folder it claims
 // with mkdir; a resumed run's in every process) and s.config, what
 // config.json will hold.
-void choose_run_folder(RunState& s, const cluster::ThreadPlan& plan, const RunOptions& options);
+void choose_run_folder(TrainingState& s, const threads::ThreadPlan& plan, const TrainingOptions& options);
 
 // Sets s.writer or s.metric_buffer, and s.progress; writes config.json. A
 // resumed run's CSVs are cut back to its checkpoint and continued.
-void open_outputs(RunState& s, const RunOptions& options);
+void open_outputs(TrainingState& s, const TrainingOptions& options);
 
 // report.html in the run folder, drawn from the folder's files (so a
 // resumed run or exogym-report draws the same), on the process that writes
 // the folder. Throws sdk::Error naming the file when it cannot be written.
-void write_run_report(RunState& s);
+void write_run_report(TrainingState& s);
 
 // After the run failed or was interrupted before every node of this
 // process finished its strategy's init(): removes the folder a fresh run
 // made (config.json and empty CSVs, nothing trained), so that failed
 // attempts leave no <name>-N behind and the next one takes the name.
 // Returns whether it did; a resumed run's folder is never removed.
-bool remove_untrained_run_folder(RunState& s, const RunOptions& options) noexcept;
+bool remove_untrained_run_folder(TrainingState& s, const TrainingOptions& options) noexcept;
 
 // report.html after the run failed or was interrupted, with what the
 // files reached. Never throws: a report that cannot be written is logged, and the
 // run's own error is what the user sees.
-void write_stopped_run_report(RunState& s) noexcept;
+void write_stopped_run_report(TrainingState& s) noexcept;
 
 }  // namespace exogym::runtime::train

@@ -6,9 +6,9 @@
 
 #include <algorithm>
 
-#include "exogym/runtime/cluster/devices.h"
-#include "exogym/runtime/cluster/work_crew.h"
+#include "exogym/runtime/host/devices.h"
 #include "exogym/runtime/plugin/plugin_loader.h"
+#include "exogym/runtime/threads/work_crew.h"
 #include "exogym/runtime/train/memory_check.h"
 #include "exogym/runtime/util/exception_text.h"
 #include "exogym/sdk/error.h"
@@ -21,7 +21,7 @@ namespace {
 // The stream of the models' own generators (dropout), one per node: "MODEL".
 constexpr uint64_t kModelStream = 0x4D4F44454CULL;
 
-std::shared_ptr<sdk::Model> build_model(const manifest::Manifest& m, const RunPlugins& plugins,
+std::shared_ptr<sdk::Model> build_model(const manifest::Manifest& m, const TrainingPlugins& plugins,
                                         const c10::Device& device, int rank) {
   std::shared_ptr<sdk::Model> model;
   try {
@@ -69,14 +69,15 @@ sdk::ConfigError at_options(const manifest::PluginRef& ref, const sdk::ConfigErr
 // LibTorch's global generator is locked while it fills a tensor.) The
 // generator sees the same number of draws either way, so whatever uses it
 // later does not depend on thread timing.
-Replicas build_replicas(const manifest::Manifest& m, const RunPlugins& plugins, const std::vector<c10::Device>& devices,
-                        const dist::NodeBlock& block, int cores, const MemoryBudget& budget) {
+Replicas build_replicas(const manifest::Manifest& m, const TrainingPlugins& plugins,
+                        const std::vector<c10::Device>& devices, const dist::NodeBlock& block, int cores,
+                        const MemoryBudget& budget) {
   Replicas r;
   r.models.resize(m.nodes);
   r.strategies.resize(m.nodes);
   auto build = [&](int rank) {
     try {
-      r.models[rank] = build_model(m, plugins, cluster::device_for_node(devices, rank), rank);
+      r.models[rank] = build_model(m, plugins, host::device_for_node(devices, rank), rank);
       try {
         r.strategies[rank] = plugins.strategy->create_strategy(plugins.strategy_options);
       } catch (const sdk::ConfigError& e) {
@@ -103,7 +104,7 @@ Replicas build_replicas(const manifest::Manifest& m, const RunPlugins& plugins, 
   // The first replica is the measure of the others.
   check_memory(m, replica_bytes(*r.models[block.first]), block.count, budget);
   const int rest = block.count - 1;
-  cluster::WorkCrew crew(std::min(rest, std::max(1, cores)) - 1);
+  threads::WorkCrew crew(std::min(rest, std::max(1, cores)) - 1);
   crew.run(rest, [&](int64_t i) { build(block.first + 1 + static_cast<int>(i)); });
   return r;
 }

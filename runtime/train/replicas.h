@@ -33,7 +33,8 @@ sdk::ConfigError at_options(const manifest::PluginRef& ref, const sdk::ConfigErr
 // and measured: nodes that would not fit in `budget` are refused before the
 // others are built (memory_check.h), and an allocation that fails is an
 // sdk::ConfigError naming `nodes` or the model's options.
-Replicas build_replicas(const manifest::Manifest& m, const RunPlugins& plugins, const std::vector<c10::Device>& devices,
-                        const dist::NodeBlock& block, int cores, const MemoryBudget& budget = {});
+Replicas build_replicas(const manifest::Manifest& m, const TrainingPlugins& plugins,
+                        const std::vector<c10::Device>& devices, const dist::NodeBlock& block, int cores,
+                        const MemoryBudget& budget = {});
 
 }  // namespace exogym::runtime::train

@@ -8,7 +8,7 @@
 
 #include "exogym/runtime/comm/named_tensor_broadcast.h"
 #include "exogym/runtime/dist/process_mesh.h"
-#include "exogym/runtime/train/run_state.h"
+#include "exogym/runtime/train/training_state.h"
 
 namespace exogym::runtime::train {
 
@@ -46,14 +46,14 @@ std::vector<sim::CommRow> comm_from(const json& rows) {
   return out;
 }
 
-void write_train(RunState& s, const TrainReport& row, const std::vector<sim::CommRow>& comm) {
+void write_train(TrainingState& s, const TrainReport& row, const std::vector<sim::CommRow>& comm) {
   s.last_train_loss = row.loss;
   s.writer->train_row(row.step, row.examples, row.loss, row.lr, row.bytes_sent, row.sim_time_s, row.live_nodes);
   s.writer->comm_rows(comm);
   s.progress->step(row.step, row.loss, row.lr);
 }
 
-void write_evaluation(RunState& s, const EvalRecord& r, double wall_seconds) {
+void write_evaluation(TrainingState& s, const EvalRecord& r, double wall_seconds) {
   s.writer->validation_row(r.step, r.local, r.global, r.bytes_sent, r.sim_time_s);
   if (s.m.target_loss && !s.target_hit && r.global.loss <= *s.m.target_loss) {
     s.target_hit = TargetHit{r.step, r.sim_time_s, r.bytes_sent, wall_seconds};
@@ -64,12 +64,12 @@ void write_evaluation(RunState& s, const EvalRecord& r, double wall_seconds) {
   s.last_eval = r;
 }
 
-double wall_seconds(const RunState& s) {
+double wall_seconds(const TrainingState& s) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - s.started).count();
 }
 
 // Process 0: one process's reports, in the order made.
-void replay(RunState& s, const json& reports) {
+void replay(TrainingState& s, const json& reports) {
   for (const auto& r : reports) {
     const std::string kind = r.at("kind");
     if (kind == "train") {
@@ -97,7 +97,7 @@ void replay(RunState& s, const json& reports) {
 }
 
 // The final model from the process of the last reporting node to process 0.
-void hand_over_final_model(RunState& s, int final_node) {
+void hand_over_final_model(TrainingState& s, int final_node) {
   dist::ProcessMesh& mesh = *s.role.mesh;
   const int root = dist::process_of_node(final_node, s.m.nodes, mesh.size());
   if (root == 0) return;  // written already
@@ -120,7 +120,7 @@ json ReportRelay::take() {
   return reports;
 }
 
-TrainReport train_report(const RunState& s, const sim::NodeMeter& meter, int64_t steps, double loss, double lr) {
+TrainReport train_report(const TrainingState& s, const sim::NodeMeter& meter, int64_t steps, double loss, double lr) {
   TrainReport row;
   row.step = steps;
   row.loss = loss;
@@ -136,7 +136,7 @@ TrainReport train_report(const RunState& s, const sim::NodeMeter& meter, int64_t
   return row;
 }
 
-void report_train(RunState& s, const TrainReport& row, const std::vector<sim::CommRow>& comm) {
+void report_train(TrainingState& s, const TrainReport& row, const std::vector<sim::CommRow>& comm) {
   if (s.writer) return write_train(s, row, comm);
   s.relay->add({{"kind", "train"},
                 {"step", row.step},
@@ -149,12 +149,12 @@ void report_train(RunState& s, const TrainReport& row, const std::vector<sim::Co
                 {"comm", comm_json(comm)}});
 }
 
-void report_comm(RunState& s, const std::vector<sim::CommRow>& comm) {
+void report_comm(TrainingState& s, const std::vector<sim::CommRow>& comm) {
   if (s.writer) return s.writer->comm_rows(comm);
   s.relay->add({{"kind", "comm"}, {"comm", comm_json(comm)}});
 }
 
-void report_evaluation(RunState& s, const EvalRecord& r) {
+void report_evaluation(TrainingState& s, const EvalRecord& r) {
   if (s.writer) return write_evaluation(s, r, wall_seconds(s));
   s.relay->add({{"kind", "evaluation"},
                 {"step", r.step},
@@ -165,12 +165,12 @@ void report_evaluation(RunState& s, const EvalRecord& r) {
                 {"wall_seconds", wall_seconds(s)}});
 }
 
-void report_final_model(RunState& s, output::NamedTensors model) {
+void report_final_model(TrainingState& s, output::NamedTensors model) {
   if (s.writer) return s.writer->save_model(model, s.m.model_formats);
   s.relay->final_model = std::move(model);
 }
 
-void exchange_reports(RunState& s, int final_node) {
+void exchange_reports(TrainingState& s, int final_node) {
   const json mine = s.relay ? s.relay->take() : json::array();
   const std::vector<std::string> all = s.role.mesh->all_gather_text(mine.dump());
   if (s.writer) {

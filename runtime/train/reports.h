@@ -18,7 +18,7 @@
 
 #include "exogym/runtime/output/safetensors.h"
 #include "exogym/runtime/sim/comm_row.h"
-#include "exogym/runtime/train/run_result.h"
+#include "exogym/runtime/train/training_result.h"
 
 namespace exogym::runtime::sim {
 class NodeMeter;
@@ -26,7 +26,7 @@ class NodeMeter;
 
 namespace exogym::runtime::train {
 
-struct RunState;
+struct TrainingState;
 
 // One train.csv row (RunWriter::train_row).
 struct TrainReport {
@@ -53,22 +53,22 @@ class ReportRelay {
 
 // The reporting node's train.csv row after `steps` steps: its loss and lr,
 // the rest from its meter (the cluster's bytes and its clock) and the run.
-TrainReport train_report(const RunState& s, const sim::NodeMeter& meter, int64_t steps, double loss, double lr);
+TrainReport train_report(const TrainingState& s, const sim::NodeMeter& meter, int64_t steps, double loss, double lr);
 // The reporting node's step: its train.csv row, its comm.csv rows, the
 // progress line.
-void report_train(RunState& s, const TrainReport& row, const std::vector<sim::CommRow>& comm);
+void report_train(TrainingState& s, const TrainReport& row, const std::vector<sim::CommRow>& comm);
 // comm.csv rows only (the collectives after the last step).
-void report_comm(RunState& s, const std::vector<sim::CommRow>& comm);
+void report_comm(TrainingState& s, const std::vector<sim::CommRow>& comm);
 // An evaluation: validation.csv, the target loss, the progress line.
-void report_evaluation(RunState& s, const EvalRecord& r);
+void report_evaluation(TrainingState& s, const EvalRecord& r);
 // The final model (model_formats not empty).
-void report_final_model(RunState& s, output::NamedTensors model);
+void report_final_model(TrainingState& s, output::NamedTensors model);
 
 // Over several processes, where every process meets: process 0 writes what
 // the other processes' reporting node left since the last meeting. Every
 // process calls it at the same point. `final_node`: at the end of the run,
 // the last reporting node, whose process also hands the final model over;
 // -1 before.
-void exchange_reports(RunState& s, int final_node = -1);
+void exchange_reports(TrainingState& s, int final_node = -1);
 
 }  // namespace exogym::runtime::train

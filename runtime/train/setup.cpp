@@ -80,7 +80,7 @@ void check_label_range(const manifest::Manifest& m, const std::optional<std::vec
 
 // The training set's labels, and the sampler of its partition. A label
 // partition of a dataset without labels is an error at the partition.
-void prepare_sampling(const manifest::Manifest& m, RunData& d, std::optional<int64_t> num_classes) {
+void prepare_sampling(const manifest::Manifest& m, TrainingData& d, std::optional<int64_t> num_classes) {
   const manifest::DataSpec& spec = m.train_data;
   std::optional<std::vector<int64_t>> labels;
   try {
@@ -108,7 +108,7 @@ bool per_node_dataset(const manifest::DataSpec& spec, plugin::PluginLoader& load
 }
 
 // This process's nodes' data rows, as JSON for the other processes.
-json local_node_rows(const manifest::Manifest& m, const RunData& d, const dist::NodeBlock& block,
+json local_node_rows(const manifest::Manifest& m, const TrainingData& d, const dist::NodeBlock& block,
                      std::optional<int64_t> num_classes) {
   json rows = json::array();
   for (int r = block.first; r < block.first + block.count; ++r) {
@@ -139,7 +139,7 @@ json local_node_rows(const manifest::Manifest& m, const RunData& d, const dist::
 // whole by its own sampler; every process learns every node's sizes and
 // label counts (data.csv) from the others.
 void load_node_datasets(const manifest::Manifest& m, plugin::PluginLoader& loader, const ProcessRole& role,
-                        DatasetCache* cache, std::optional<int64_t> num_classes, RunData& d) {
+                        DatasetCache* cache, std::optional<int64_t> num_classes, TrainingData& d) {
   const manifest::DataSpec& spec = m.train_data;
   if (spec.partition.kind != data::PartitionSpec::Kind::Iid) {
     throw sdk::ConfigError(spec.partition.json_path,
@@ -213,8 +213,8 @@ std::optional<std::string> uninherited_options(const manifest::Manifest& m, cons
 
 }  // namespace
 
-RunPlugins load_plugins(const manifest::Manifest& m, plugin::PluginLoader& loader) {
-  RunPlugins plugins;
+TrainingPlugins load_plugins(const manifest::Manifest& m, plugin::PluginLoader& loader) {
+  TrainingPlugins plugins;
   plugins.model = loader.load("model", m.model.plugin, m.model.path + ".plugin", m.base_dir);
   plugins.model_options = plugins.model->validate(m.model.options, m.model.path + ".options");
   plugins.strategy = loader.load("strategy", m.strategy.plugin, m.strategy.path + ".plugin", m.base_dir);
@@ -226,12 +226,12 @@ RunPlugins load_plugins(const manifest::Manifest& m, plugin::PluginLoader& loade
 
 bool eval_enabled(const manifest::Manifest& m) { return m.val_data.has_value() && m.eval_size > 0; }
 
-RunData load_data(const manifest::Manifest& m, plugin::PluginLoader& loader, const ProcessRole& role,
-                  DatasetCache* cache, const nlohmann::json& model_options) {
+TrainingData load_data(const manifest::Manifest& m, plugin::PluginLoader& loader, const ProcessRole& role,
+                       DatasetCache* cache, const nlohmann::json& model_options) {
   const std::optional<int64_t> num_classes = data::model_num_classes(model_options);
   const auto started = std::chrono::steady_clock::now();
   const dist::NodeBlock& block = role.block;
-  RunData d;
+  TrainingData d;
   if (per_node_dataset(m.train_data, loader, m)) {
     load_node_datasets(m, loader, role, cache, num_classes, d);
   } else {

@@ -35,7 +35,7 @@ ProcessRole process_role(const manifest::Manifest& m, dist::ProcessMesh* mesh);
 // A run over P processes needs at least one node per process.
 void check_processes(const manifest::Manifest& m, int processes);
 
-struct RunPlugins {
+struct TrainingPlugins {
   std::shared_ptr<plugin::LoadedPlugin> model, strategy;
   nlohmann::json model_options, strategy_options;  // validated, every default filled in
   // A variant that switched plugin: the base's options the new plugin
@@ -45,13 +45,13 @@ struct RunPlugins {
 };
 
 // Loads the model and strategy plugins and validates their options.
-RunPlugins load_plugins(const manifest::Manifest& m, plugin::PluginLoader& loader);
+TrainingPlugins load_plugins(const manifest::Manifest& m, plugin::PluginLoader& loader);
 
 // Whether the run evaluates: a validation split and a positive eval.size.
 bool eval_enabled(const manifest::Manifest& m);
 
 // The run's data as this process's nodes see it.
-struct RunData {
+struct TrainingData {
   // train: shared by the nodes, or with a per-node dataset plugin the first
   // node's of this process. val: null when the run does not evaluate.
   std::shared_ptr<const sdk::Dataset> train, val;
@@ -74,7 +74,7 @@ struct RunData {
 // exchange their nodes' data sizes and label counts. A training label
 // outside the model's classes (`model_options`' num_classes, when it has
 // one) is an sdk::ConfigError at data.train.path naming the example.
-RunData load_data(const manifest::Manifest& m, plugin::PluginLoader& loader, const ProcessRole& role,
-                  DatasetCache* cache, const nlohmann::json& model_options);
+TrainingData load_data(const manifest::Manifest& m, plugin::PluginLoader& loader, const ProcessRole& role,
+                       DatasetCache* cache, const nlohmann::json& model_options);
 
 }  // namespace exogym::runtime::train

@@ -26,7 +26,7 @@ struct DdpEstimate {
   double communication_s = 0;
 };
 
-DdpEstimate ddp_estimate(const RunState& s) {
+DdpEstimate ddp_estimate(const TrainingState& s) {
   double gradient_bytes = 0;
   for (const auto& p : s.replicas.models[s.role.block.first]->module().parameters()) {
     if (p.requires_grad()) gradient_bytes += static_cast<double>(p.numel()) * static_cast<double>(p.element_size());
@@ -36,7 +36,7 @@ DdpEstimate ddp_estimate(const RunState& s) {
           steps * s.simulation->network().all_reduce_time(gradient_bytes)};
 }
 
-SimulationSummary summarize_simulation(const RunState& s, const NodeAccounts& accounts, const DdpEstimate& ddp) {
+SimulationSummary summarize_simulation(const TrainingState& s, const NodeAccounts& accounts, const DdpEstimate& ddp) {
   const json& per_node = accounts.per_node;
   const int K = s.m.nodes;
   SimulationSummary sim;
@@ -72,7 +72,7 @@ json eval_json(const EvalRecord& r, const std::vector<std::string>& names) {
 
 // The run, its size and where the wall time went (this process: process 0
 // in a run over several processes).
-json run_json(const RunState& s, const RunResult& r) {
+json run_json(const TrainingState& s, const TrainingResult& r) {
   json j = {{"name", r.name},
             {"variant", r.variant},
             {"run_dir", r.run_dir.string()},
@@ -107,7 +107,7 @@ json communication_json(const SimulationSummary& sim, const NodeAccounts& accoun
           {"per_node", per_node}};
 }
 
-json simulated_json(const RunState& s, const SimulationSummary& sim, const DdpEstimate& ddp) {
+json simulated_json(const TrainingState& s, const SimulationSummary& sim, const DdpEstimate& ddp) {
   const sim::Link& bottleneck = s.simulation->network().bottleneck();
   const double ddp_time_s = sim.compute_s + ddp.communication_s;
   return {{"time_s", sim.time_s},
@@ -134,7 +134,7 @@ json target_json(double target_loss, const std::optional<TargetHit>& hit) {
 
 }  // namespace
 
-NodeAccounts gather_accounts(const RunState& s) {
+NodeAccounts gather_accounts(const TrainingState& s) {
   NodeAccounts accounts;
   const json mine = s.simulation->node_stats();
   // The cluster's totals as the reporting node saw them: a node alive at
@@ -165,9 +165,9 @@ NodeAccounts gather_accounts(const RunState& s) {
   return accounts;
 }
 
-RunResult run_result(const RunState& s) {
+TrainingResult run_result(const TrainingState& s) {
   const manifest::Manifest& m = s.m;
-  RunResult r;
+  TrainingResult r;
   r.name = m.name;
   r.variant = m.variant;
   r.run_dir = s.run_dir;
@@ -200,7 +200,7 @@ RunResult run_result(const RunState& s) {
   return r;
 }
 
-void write_summary(RunState& s, RunResult& r, const NodeAccounts& accounts) {
+void write_summary(TrainingState& s, TrainingResult& r, const NodeAccounts& accounts) {
   replay_metrics(accounts.remote_metrics, *s.writer);
   const DdpEstimate ddp = ddp_estimate(s);
   r.simulated = summarize_simulation(s, accounts, ddp);

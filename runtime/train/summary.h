@@ -3,14 +3,14 @@
 // result, and summary.json.
 #include <nlohmann/json.hpp>
 
-#include "exogym/runtime/train/run_result.h"
-#include "exogym/runtime/train/run_state.h"
+#include "exogym/runtime/train/training_result.h"
+#include "exogym/runtime/train/training_state.h"
 
 namespace exogym::runtime::train {
 
 // What the nodes of every process counted.
 struct NodeAccounts {
-  nlohmann::json per_node;        // Simulation::node_stats of every node
+  nlohmann::json per_node;        // Meters::node_stats of every node
   nlohmann::json remote_metrics;  // metrics.csv rows the other processes kept
   struct {
     double cluster_sent = 0, runtime_cluster_sent = 0;  // all nodes' bytes
@@ -19,13 +19,13 @@ struct NodeAccounts {
 };
 
 // A collective over the processes of a run: every process calls it.
-NodeAccounts gather_accounts(const RunState& s);
+NodeAccounts gather_accounts(const TrainingState& s);
 
 // This process's result; its simulated account is filled by write_summary.
-RunResult run_result(const RunState& s);
+TrainingResult run_result(const TrainingState& s);
 
 // Process 0: appends the other processes' metrics to metrics.csv, fills
 // r.simulated and writes summary.json.
-void write_summary(RunState& s, RunResult& r, const NodeAccounts& accounts);
+void write_summary(TrainingState& s, TrainingResult& r, const NodeAccounts& accounts);
 
 }  // namespace exogym::runtime::train

@@ -5,20 +5,21 @@
 
 #include <algorithm>
 
-#include "exogym/runtime/cluster/block_cache.h"
-#include "exogym/runtime/cluster/cluster.h"
-#include "exogym/runtime/cluster/devices.h"
-#include "exogym/runtime/cluster/host_memory.h"
-#include "exogym/runtime/cluster/malloc_tuning.h"
-#include "exogym/runtime/cluster/thread_plan.h"
+#include "exogym/runtime/host/block_cache.h"
+#include "exogym/runtime/host/cores.h"
+#include "exogym/runtime/host/devices.h"
+#include "exogym/runtime/host/host_memory.h"
+#include "exogym/runtime/host/malloc_tuning.h"
 #include "exogym/runtime/output/folder_lock.h"
+#include "exogym/runtime/threads/thread_plan.h"
 #include "exogym/runtime/train/checkpointing.h"
+#include "exogym/runtime/train/cluster.h"
 #include "exogym/runtime/train/divergence.h"
 #include "exogym/runtime/train/node_loop.h"
 #include "exogym/runtime/train/outputs.h"
-#include "exogym/runtime/train/run_state.h"
 #include "exogym/runtime/train/setup.h"
 #include "exogym/runtime/train/summary.h"
+#include "exogym/runtime/train/training_state.h"
 #include "exogym/runtime/util/exception_text.h"
 
 namespace exogym::runtime::train {
@@ -32,13 +33,12 @@ std::shared_ptr<spdlog::logger> logger() {
 
 // Lays this process's cores out for its nodes: the thread plan
 // (thread_plan.h), and malloc tuned for that many cores.
-cluster::ThreadPlan prepare_cores(const RunState& s, int cores) {
+threads::ThreadPlan prepare_cores(const TrainingState& s, int cores) {
   const manifest::Manifest& m = s.m;
-  const cluster::ThreadPlan plan = cluster::plan_threads(
-      {s.role.block.count, cores, m.parallelism, m.threads, m.pin_threads}, cluster::available_cores());
-  if (!cluster::tune_malloc_for_training(plan.cores)) s.log->debug("malloc settings left as they are");
-  if (!cluster::install_block_cache())
-    s.log->debug("LibTorch's CPU allocator left as it is (EXOGYM_CPU_BLOCK_CACHE=0)");
+  const threads::ThreadPlan plan = threads::plan_threads(
+      {s.role.block.count, cores, m.parallelism, m.threads, m.pin_threads}, host::available_cores());
+  if (!host::tune_malloc_for_training(plan.cores)) s.log->debug("malloc settings left as they are");
+  if (!host::install_block_cache()) s.log->debug("LibTorch's CPU allocator left as it is (EXOGYM_CPU_BLOCK_CACHE=0)");
   if (plan.oversubscribed()) {
     s.log->warn("parallelism {} × threads {} exceeds the {} cores: OpenMP teams will contend and slow the run down",
                 plan.parallelism, plan.threads, plan.cores);
@@ -55,9 +55,9 @@ void check_threads(const manifest::Manifest& m, int cores) {
                                         std::to_string(cores) + " (0: the cores shared out among the nodes)");
 }
 
-MemoryBudget memory_budget(const RunOptions& options) {
+MemoryBudget memory_budget(const TrainingOptions& options) {
   MemoryBudget budget;
-  budget.available = cluster::available_memory();
+  budget.available = host::available_memory();
   if (budget.available) *budget.available /= static_cast<uint64_t>(std::max(1, options.host_processes));
   budget.force = options.force;
   return budget;
@@ -73,9 +73,9 @@ int64_t parameter_count(sdk::Model& model) {
 // One process alone has every node's account; over several processes the
 // error reaches every process, and gathering the accounts needs them all, so
 // only the error says it.
-void write_diverged_summary(RunState& s, const Diverged& diverged) {
+void write_diverged_summary(TrainingState& s, const Diverged& diverged) {
   if (!s.role.writes || s.role.mesh) return;
-  RunResult result = run_result(s);
+  TrainingResult result = run_result(s);
   result.steps = diverged.step();
   result.examples_trained = diverged.step() * s.m.batch_size * s.m.nodes;
   if (result.faults) {
@@ -88,7 +88,7 @@ void write_diverged_summary(RunState& s, const Diverged& diverged) {
 
 // Who is alive from the first step on; a resumed run is checked against its
 // checkpoint first, before anything in its folder changes.
-void start_membership(RunState& s, const RunOptions& options) {
+void start_membership(TrainingState& s, const TrainingOptions& options) {
   if (options.resume) load_resume_point(s, options);
   s.membership = std::make_unique<Membership>(s.m, s.first_step, s.role.mesh);
   if (!s.resume || !s.resume->index.sections.contains("faults")) return;
@@ -110,29 +110,29 @@ void DatasetCache::end_run() {
 
 std::vector<std::string> check_run(const manifest::Manifest& m, plugin::PluginLoader& loader, int processes) {
   check_processes(m, processes);
-  cluster::resolve_devices(m.device);
+  host::resolve_devices(m.device);
   return load_plugins(m, loader).warnings;
 }
 
-RunResult train_run(const manifest::Manifest& m, plugin::PluginLoader& loader, const RunOptions& options) {
-  RunState s(m, process_role(m, options.mesh));
+TrainingResult train_run(const manifest::Manifest& m, plugin::PluginLoader& loader, const TrainingOptions& options) {
+  TrainingState s(m, process_role(m, options.mesh));
   s.loop.mark_step = options.timing_mark_step;
   s.log = logger();
-  check_threads(m, options.cores > 0 ? options.cores : cluster::available_cores());
+  check_threads(m, options.cores > 0 ? options.cores : host::available_cores());
 
   // Everything that can be wrong with the manifest is found before training.
-  s.devices = cluster::resolve_devices(m.device);
+  s.devices = host::resolve_devices(m.device);
   s.plugins = load_plugins(m, loader);
   s.data = load_data(m, loader, s.role, options.dataset_cache, s.plugins.model_options);
   s.accumulation = m.batch_size / m.minibatch_size;
 
-  const cluster::ThreadPlan plan = prepare_cores(s, options.cores);
+  const threads::ThreadPlan plan = prepare_cores(s, options.cores);
   s.replicas = build_replicas(m, s.plugins, s.devices, s.role.block, plan.cores, memory_budget(options));
   sdk::Model& first_model = *s.replicas.models[s.role.block.first];
   s.metric_names = first_model.metric_names();
   s.parameters = parameter_count(first_model);
 
-  s.simulation = std::make_unique<Simulation>(m, s.role.block);
+  s.simulation = std::make_unique<Meters>(m, s.role.block);
   choose_run_folder(s, plan, options);
   // Before the folder is read for a resume: a second exogym-run on it stops
   // here, with nothing changed.
@@ -154,7 +154,7 @@ RunResult train_run(const manifest::Manifest& m, plugin::PluginLoader& loader, c
     // Every node's account, and the metrics other processes kept, go to the
     // process that writes the run folder.
     const NodeAccounts accounts = gather_accounts(s);
-    RunResult result = run_result(s);
+    TrainingResult result = run_result(s);
     if (s.role.writes) write_summary(s, result, accounts);
     write_run_report(s);
     return result;

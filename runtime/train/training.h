@@ -10,7 +10,7 @@
 
 #include "exogym/runtime/manifest/manifest.h"
 #include "exogym/runtime/output/progress.h"
-#include "exogym/runtime/train/run_result.h"
+#include "exogym/runtime/train/training_result.h"
 #include "exogym/sdk/dataset.h"
 
 namespace exogym::runtime::dist {
@@ -35,7 +35,7 @@ struct DatasetCache {
   void end_run();
 };
 
-struct RunOptions {
+struct TrainingOptions {
   output::Progress::Mode progress = output::Progress::Mode::Lines;
   // The folder to write into; empty: a fresh folder under the manifest's
   // output.dir (see Manifest::run_dir and output::create_run_folder).
@@ -58,7 +58,7 @@ struct RunOptions {
   // from the one of step `from_step` (docs/checkpoints.md).
   bool resume = false;
   std::optional<int64_t> from_step;
-  // For benchmarks: RunResult::after_mark_seconds runs from the moment the
+  // For benchmarks: TrainingResult::after_mark_seconds runs from the moment the
   // first node finished this step (0-based; -1: none) to the loop's end.
   // Where a collective holds every node at that step (DiLoCo's outer step),
   // that is the time of the steps after it, without the first steps' costs
@@ -69,12 +69,13 @@ struct RunOptions {
 // Loads the model and strategy plugins and validates their options, without
 // training: used to check every variant before the first one starts.
 // `processes`: how many processes the run is spread over. Returns the
-// warnings to show once (RunPlugins::warnings).
+// warnings to show once (TrainingPlugins::warnings).
 std::vector<std::string> check_run(const manifest::Manifest& manifest, plugin::PluginLoader& loader, int processes = 1);
 
 // Everything is validated (plugins loaded, options checked, data read) before
 // the first node starts. Throws sdk::ConfigError for manifest problems and
 // sdk::Error naming the node and step when training fails.
-RunResult train_run(const manifest::Manifest& manifest, plugin::PluginLoader& loader, const RunOptions& options);
+TrainingResult train_run(const manifest::Manifest& manifest, plugin::PluginLoader& loader,
+                         const TrainingOptions& options);
 
 }  // namespace exogym::runtime::train

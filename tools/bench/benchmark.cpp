@@ -7,15 +7,16 @@
 #include "bench/sections.h"
 #include "bench/targets.h"
 #include "bench/workloads.h"
-#include "exogym/runtime/cluster/cluster.h"
-#include "exogym/runtime/output/atomic_file.h"
+#include "exogym/runtime/host/cores.h"
+#include "exogym/runtime/train/cluster.h"
+#include "exogym/runtime/util/atomic_file.h"
 
 namespace exogym::bench {
 
 using nlohmann::json;
 
 int run_benchmark(const BenchOptions& o) {
-  json report = {{"machine", {{"cores", runtime::cluster::available_cores()}}}, {"quick", o.quick}};
+  json report = {{"machine", {{"cores", runtime::host::available_cores()}}}, {"quick", o.quick}};
   if (o.wants("startup")) report["whole_run"] = whole_run_section(o);
   if (o.wants("overhead")) report["overhead"] = overhead_section(o);
   // The sweep and the memory target count memory beyond the dataset's.
@@ -34,7 +35,7 @@ int run_benchmark(const BenchOptions& o) {
   if (o.wants("nonfinite")) report["nonfinite"] = nonfinite_section(o);
   report["targets"] = check_targets(o, report, dataset);
   if (!o.json_file.empty()) {
-    runtime::output::write_file_atomically(o.json_file, report.dump(2) + "\n");
+    runtime::util::write_file_atomically(o.json_file, report.dump(2) + "\n");
     std::cout << "\nwrote " << o.json_file << '\n';
   }
   return 0;

@@ -16,12 +16,13 @@
 
 #include "bench/bare_loop.h"
 #include "bench/harness.h"
-#include "exogym/runtime/cluster/block_cache.h"
-#include "exogym/runtime/cluster/cluster.h"
-#include "exogym/runtime/cluster/malloc_tuning.h"
 #include "exogym/runtime/data/registry.h"
+#include "exogym/runtime/host/block_cache.h"
+#include "exogym/runtime/host/cores.h"
+#include "exogym/runtime/host/malloc_tuning.h"
 #include "exogym/runtime/manifest/manifest.h"
 #include "exogym/runtime/plugin/plugin_loader.h"
+#include "exogym/runtime/train/cluster.h"
 #include "exogym/runtime/train/divergence.h"
 #include "exogym/runtime/train/training.h"
 #include "exogym/sdk/options.h"
@@ -68,11 +69,11 @@ json child_simulator(const json& spec, double age_at_main) {
   const fs::path dir = fs::temp_directory_path() / ("exogym-bench-" + std::to_string(getpid()));
   auto set = rt::manifest::parse_manifest(simulator_manifest(spec, dir), dir, "bench");
   auto loader = make_loader(spec);
-  rt::train::RunOptions options;
+  rt::train::TrainingOptions options;
   options.progress = rt::output::Progress::Mode::Quiet;
   options.run_dir = dir / "run";
   options.timing_mark_step = spec.value("mark_step", int64_t{-1});
-  const rt::train::RunResult r = rt::train::train_run(set.runs.at(0), loader, options);
+  const rt::train::TrainingResult r = rt::train::train_run(set.runs.at(0), loader, options);
   std::error_code ec;
   fs::remove_all(dir, ec);
   return {{"loop_seconds", r.loop_seconds},
@@ -93,8 +94,8 @@ json child_simulator(const json& spec, double age_at_main) {
 json child_bare(const json& spec) {
   const double base_rss = current_rss_bytes();
   // As the simulator: the same process configuration.
-  rt::cluster::tune_malloc_for_training(rt::cluster::available_cores());
-  rt::cluster::install_block_cache();
+  rt::host::tune_malloc_for_training(rt::host::available_cores());
+  rt::host::install_block_cache();
   auto loader = make_loader(spec);
   auto plugin = loader.load("model", spec["model"].get<std::string>(), "model.plugin", fs::current_path());
   BareLoopConfig config;

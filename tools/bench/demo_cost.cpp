@@ -16,10 +16,11 @@
 
 #include "bench/child.h"
 #include "exogym/modules/dct.h"
-#include "exogym/runtime/cluster/block_cache.h"
-#include "exogym/runtime/cluster/cluster.h"
-#include "exogym/runtime/cluster/malloc_tuning.h"
 #include "exogym/runtime/data/sampler.h"
+#include "exogym/runtime/host/block_cache.h"
+#include "exogym/runtime/host/cores.h"
+#include "exogym/runtime/host/malloc_tuning.h"
+#include "exogym/runtime/train/cluster.h"
 #include "exogym/sdk/model.h"
 
 namespace exogym::bench {
@@ -39,8 +40,8 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 nlohmann::json child_demo(const nlohmann::json& spec) {
   namespace demo = modules::demo;
-  runtime::cluster::tune_malloc_for_training(runtime::cluster::available_cores());  // as the simulator
-  runtime::cluster::install_block_cache();
+  runtime::host::tune_malloc_for_training(runtime::host::available_cores());  // as the simulator
+  runtime::host::install_block_cache();
   at::set_num_threads(1);
   auto loader = make_loader(spec);
   auto plugin = loader.load("model", spec["model"].get<std::string>(), "model.plugin", std::filesystem::current_path());

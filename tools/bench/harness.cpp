@@ -10,7 +10,8 @@
 #include <string>
 
 #include "bench/child.h"
-#include "exogym/runtime/cluster/cluster.h"
+#include "exogym/runtime/host/cores.h"
+#include "exogym/runtime/train/cluster.h"
 
 namespace exogym::bench {
 
@@ -59,11 +60,11 @@ json measure(const BenchOptions& options, json spec) {
 
 double fastest(const std::vector<double>& values) { return *std::min_element(values.begin(), values.end()); }
 
-runtime::cluster::ThreadPlan simulator_threads(int nodes, int parallelism) {
-  runtime::cluster::ThreadRequest request;
+runtime::threads::ThreadPlan simulator_threads(int nodes, int parallelism) {
+  runtime::threads::ThreadRequest request;
   request.nodes = nodes;
   request.parallelism = parallelism;
-  return runtime::cluster::plan_threads(request, runtime::cluster::available_cores());
+  return runtime::threads::plan_threads(request, runtime::host::available_cores());
 }
 
 }  // namespace exogym::bench

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "bench/options.h"
-#include "exogym/runtime/cluster/thread_plan.h"
+#include "exogym/runtime/threads/thread_plan.h"
 
 namespace exogym::bench {
 
@@ -21,6 +21,6 @@ double fastest(const std::vector<double>& values);
 
 // How the simulator lays out `nodes` nodes in one process with `parallelism`
 // (0: automatic), which the bare loop copies.
-runtime::cluster::ThreadPlan simulator_threads(int nodes, int parallelism);
+runtime::threads::ThreadPlan simulator_threads(int nodes, int parallelism);
 
 }  // namespace exogym::bench

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "bench/table.h"
-#include "exogym/runtime/manifest/units.h"
 #include "exogym/runtime/output/report/report.h"
 #include "exogym/runtime/output/run_writer.h"
+#include "exogym/runtime/util/units.h"
 
 namespace exogym::bench {
 
@@ -104,7 +104,7 @@ json report_section(const BenchOptions& o) {
                     {"write_seconds", cost.seconds},
                     {"bytes", cost.bytes}});
     table.push_back({c.name, std::to_string(c.runs), std::to_string(c.steps), fmt(cost.seconds, 3),
-                     runtime::manifest::format_bytes(cost.bytes)});
+                     runtime::util::format_bytes(cost.bytes)});
   }
   const double record_us = record_microseconds(work / "record");
   fs::remove_all(work);

@@ -8,12 +8,12 @@
 #include "bench/harness.h"
 #include "bench/table.h"
 #include "bench/workloads.h"
-#include "exogym/runtime/manifest/units.h"
+#include "exogym/runtime/util/units.h"
 
 namespace exogym::bench {
 
 using nlohmann::json;
-using runtime::manifest::format_bytes;
+using runtime::util::format_bytes;
 
 namespace {
 

@@ -2,11 +2,11 @@
 // prepare_heap_for_startup() before any library's static initialisers, which
 // only an executable's .preinit_array can do (shared libraries have none).
 // Under a sanitizer, whose allocator replaces glibc's, it does nothing.
-#include "exogym/runtime/cluster/malloc_tuning.h"
+#include "exogym/runtime/host/malloc_tuning.h"
 
 namespace {
 
-void prepare_heap() { exogym::runtime::cluster::prepare_heap_for_startup(); }
+void prepare_heap() { exogym::runtime::host::prepare_heap_for_startup(); }
 
 __attribute__((section(".preinit_array"), used)) void (*const g_prepare_heap)() = prepare_heap;
 

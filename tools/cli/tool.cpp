@@ -8,14 +8,14 @@
 #include <cstdlib>
 
 #include "exogym/build_config.h"
-#include "exogym/runtime/cluster/interrupt.h"
+#include "exogym/runtime/host/interrupt.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/plugin.h"
 
 namespace exogym::tools {
 
 ExitStatus exit_status_of(const std::exception& error) {
-  if (dynamic_cast<const runtime::cluster::Interrupted*>(&error)) return kInterrupted;
+  if (dynamic_cast<const runtime::host::Interrupted*>(&error)) return kInterrupted;
   // What the user gave is wrong: the manifest, a flag's value, a file.
   if (dynamic_cast<const sdk::ConfigError*>(&error) || dynamic_cast<const sdk::DataError*>(&error) ||
       dynamic_cast<const sdk::PluginError*>(&error) || dynamic_cast<const CLI::Error*>(&error)) {

@@ -6,8 +6,8 @@
 #include <limits>
 #include <sstream>
 
-#include "exogym/runtime/manifest/units.h"
 #include "exogym/runtime/output/report/downsample.h"
+#include "exogym/runtime/util/units.h"
 
 namespace exogym::runtime::output::report {
 
@@ -114,8 +114,8 @@ std::string escape_html(const std::string& text) {
 
 std::string format_value(double value, AxisFormat format) {
   if (!std::isfinite(value)) return "-";
-  if (format == AxisFormat::Bytes) return manifest::format_bytes(value);
-  if (format == AxisFormat::Seconds) return manifest::format_duration(value);
+  if (format == AxisFormat::Bytes) return util::format_bytes(value);
+  if (format == AxisFormat::Seconds) return util::format_duration(value);
   char buffer[32];
   std::snprintf(buffer, sizeof buffer, "%.4g", value);
   return buffer;

@@ -4,10 +4,10 @@
 #include <set>
 #include <sstream>
 
-#include "exogym/runtime/output/atomic_file.h"
+#include "exogym/runtime/output/report/finished_run.h"
 #include "exogym/runtime/output/report/report_page.h"
-#include "exogym/runtime/output/report/run_folder.h"
 #include "exogym/runtime/output/report/seed_groups.h"
+#include "exogym/runtime/util/atomic_file.h"
 #include "exogym/runtime/util/regular_file.h"
 #include "exogym/sdk/error.h"
 
@@ -19,7 +19,7 @@ namespace {
 
 // Two runs may share a folder name ("ddp" of two comparisons): name those
 // by their parent folder too.
-void make_labels_unique(std::vector<RunFolder>& runs) {
+void make_labels_unique(std::vector<FinishedRun>& runs) {
   for (size_t i = 0; i < runs.size(); ++i) {
     bool clash = false;
     for (size_t j = 0; j < runs.size(); ++j) clash = clash || (i != j && runs[i].label == runs[j].label);
@@ -40,7 +40,7 @@ std::string joined(const std::set<std::string>& names) {
 // each chart draws the runs that have its column; say which lack what.
 // (Strategy metrics differ between strategies by design: their charts name
 // the runs that do not record them.)
-void note_different_validation(const std::vector<RunFolder>& runs, std::vector<std::string>& notes) {
+void note_different_validation(const std::vector<FinishedRun>& runs, std::vector<std::string>& notes) {
   std::set<std::string> all;
   for (const auto& run : runs) all.insert(run.validation.header.begin(), run.validation.header.end());
   for (const auto& run : runs) {
@@ -131,7 +131,7 @@ std::vector<fs::path> expand_run_folders(const std::vector<fs::path>& dirs) {
 
 ReportOutcome write_report(const std::vector<fs::path>& dirs, const fs::path& file, const std::string& title) {
   ReportOutcome outcome;
-  std::vector<RunFolder> runs;
+  std::vector<FinishedRun> runs;
   for (const auto& dir : dirs) {
     try {
       runs.push_back(read_run_folder(dir));
@@ -155,7 +155,7 @@ ReportOutcome write_report(const std::vector<fs::path>& dirs, const fs::path& fi
     }
   }
   note_different_validation(runs, outcome.notes);
-  write_file_atomically(file, report_html(title, runs, outcome.notes));
+  util::write_file_atomically(file, report_html(title, runs, outcome.notes));
   return outcome;
 }
 

@@ -40,10 +40,10 @@ table.summary th,table.summary td{white-space:normal;overflow-wrap:anywhere;padd
 
 // The points (x, y and, over seeds, spread) of one run for one chart, or
 // false when the run lacks the data.
-using Extract = std::function<bool(const RunFolder&, Series& series)>;
+using Extract = std::function<bool(const FinishedRun&, Series& series)>;
 
-Extract columns(const NumericTable RunFolder::*table, std::string x, std::string y) {
-  return [table, x, y](const RunFolder& run, Series& series) {
+Extract columns(const NumericTable FinishedRun::*table, std::string x, std::string y) {
+  return [table, x, y](const FinishedRun& run, Series& series) {
     const NumericTable& t = run.*table;
     if (!t.has(x) || !t.has(y)) return false;
     series.x = t.at(x);
@@ -134,7 +134,7 @@ std::string chart_views(const std::string& id, const Axis& x, const Axis& y, con
 
 class Page {
  public:
-  explicit Page(const std::vector<RunFolder>& runs) : runs_(runs) {
+  explicit Page(const std::vector<FinishedRun>& runs) : runs_(runs) {
     for (size_t i = 0; i < runs.size(); ++i) colours_.push_back(series_colour(i));
   }
 
@@ -169,7 +169,7 @@ class Page {
   const std::vector<std::string>& colours() const { return colours_; }
 
  private:
-  const std::vector<RunFolder>& runs_;
+  const std::vector<FinishedRun>& runs_;
   std::vector<std::string> colours_;
   std::ostringstream out_;
 };
@@ -178,7 +178,7 @@ const Axis kStep{"step"}, kSimTime{"simulated time", AxisFormat::Seconds};
 const Axis kBytes{"bytes sent per node", AxisFormat::Bytes};
 
 void training_charts(Page& page) {
-  const auto train = &RunFolder::train;
+  const auto train = &FinishedRun::train;
   const Axis loss{"train loss"};
   page.out() << "<h2 id=\"training\">Training</h2>\n<div class=\"charts\">\n";
   page.chart("train-loss-step", "Train loss by step", kStep, loss, columns(train, "step", "train_loss"), {false, true});
@@ -192,8 +192,8 @@ void training_charts(Page& page) {
   page.out() << "</div>\n";
 }
 
-void validation_charts(Page& page, const std::vector<RunFolder>& runs) {
-  const auto val = &RunFolder::validation;
+void validation_charts(Page& page, const std::vector<FinishedRun>& runs) {
+  const auto val = &FinishedRun::validation;
   page.out() << "<h2 id=\"validation\">Validation</h2>\n<p class=\"meta\">Global: the parameter-averaged model; "
              << "local: node 0's model, on the same validation batches.</p>\n<div class=\"charts\">\n";
   const Axis global{"global validation loss"};
@@ -211,7 +211,7 @@ void validation_charts(Page& page, const std::vector<RunFolder>& runs) {
   page.out() << "</div>\n";
 }
 
-void strategy_metric_charts(Page& page, const std::vector<RunFolder>& runs) {
+void strategy_metric_charts(Page& page, const std::vector<FinishedRun>& runs) {
   std::vector<std::string> names;
   for (const auto& run : runs) {
     for (const auto& entry : run.metrics) {
@@ -222,7 +222,7 @@ void strategy_metric_charts(Page& page, const std::vector<RunFolder>& runs) {
   page.out() << "<h2 id=\"strategy-metrics\">Strategy metrics</h2>\n<p class=\"meta\">What the strategies recorded "
              << "(metrics.csv), the mean over the nodes that recorded it at each step.</p>\n<div class=\"charts\">\n";
   for (const auto& name : names) {
-    page.chart("metric-" + name, name, kStep, {name}, [name](const RunFolder& run, Series& series) {
+    page.chart("metric-" + name, name, kStep, {name}, [name](const FinishedRun& run, Series& series) {
       const auto it = run.metrics.find(name);
       if (it == run.metrics.end()) return false;
       series.x = it->second.step;
@@ -243,7 +243,7 @@ std::string series_colour(size_t i) {
   return palette[i % (sizeof palette / sizeof *palette)];
 }
 
-std::string report_html(const std::string& title, const std::vector<RunFolder>& runs,
+std::string report_html(const std::string& title, const std::vector<FinishedRun>& runs,
                         const std::vector<std::string>& notes) {
   Page page(runs);
   auto& out = page.out();
@@ -251,7 +251,7 @@ std::string report_html(const std::string& title, const std::vector<RunFolder>& 
       << "</title>\n<style>" << kStyle << view_style() << "</style>\n</head>\n<body>\n<h1>" << escape_html(title)
       << "</h1>\n<p class=\"meta\">" << runs.size() << (runs.size() == 1 ? " run" : " runs") << ", reported by ExoGym "
       << EXOGYM_VERSION << ".</p>\n";
-  if (std::any_of(runs.begin(), runs.end(), [](const RunFolder& r) { return !r.seeds.empty(); })) {
+  if (std::any_of(runs.begin(), runs.end(), [](const FinishedRun& r) { return !r.seeds.empty(); })) {
     out << "<p class=\"meta\" id=\"seeds\">A run over several seeds is drawn as its mean over the seeds, with a band "
         << "of ±1 sample standard deviation; its numbers read mean ± standard deviation.</p>\n";
   }

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "exogym/runtime/output/report/run_folder.h"
+#include "exogym/runtime/output/report/finished_run.h"
 
 namespace exogym::runtime::output::report {
 
@@ -14,7 +14,7 @@ std::string series_colour(size_t i);
 // The page for `runs` (one, or the variants of a comparison, or any runs
 // exogym-report was given). `notes` are shown at the top: what could not be
 // shown and why.
-std::string report_html(const std::string& title, const std::vector<RunFolder>& runs,
+std::string report_html(const std::string& title, const std::vector<FinishedRun>& runs,
                         const std::vector<std::string>& notes);
 
 }  // namespace exogym::runtime::output::report

@@ -14,7 +14,7 @@ using nlohmann::json;
 namespace {
 
 // What must be equal for runs to be seeds of one variant.
-json identity(const RunFolder& run) {
+json identity(const FinishedRun& run) {
   json config = run.config;
   config.erase("seed");
   config.erase("runtime");
@@ -22,7 +22,7 @@ json identity(const RunFolder& run) {
   return {{"label", run.label}, {"config", config}};
 }
 
-std::optional<uint64_t> seed_of(const RunFolder& run) {
+std::optional<uint64_t> seed_of(const FinishedRun& run) {
   const json seed = run.config.value("seed", json());
   if (!seed.is_number_unsigned()) return std::nullopt;
   return seed.get<uint64_t>();
@@ -48,7 +48,7 @@ void merge_columns(const std::vector<const NumericTable*>& tables, NumericTable&
   }
 }
 
-void merge_metrics(const std::vector<const RunFolder*>& seeds, RunFolder& out) {
+void merge_metrics(const std::vector<const FinishedRun*>& seeds, FinishedRun& out) {
   for (const auto& [name, first] : seeds.front()->metrics) {
     size_t rows = first.step.size();
     bool everywhere = true;
@@ -107,14 +107,14 @@ json merge_json(const std::vector<const json*>& docs, bool deviation) {
   return deviation ? json() : first;
 }
 
-RunFolder merge(const std::vector<const RunFolder*>& seeds) {
-  const RunFolder& first = *seeds.front();
-  RunFolder out;
+FinishedRun merge(const std::vector<const FinishedRun*>& seeds) {
+  const FinishedRun& first = *seeds.front();
+  FinishedRun out;
   out.label = first.label;
   // seed-N folders of one variant: the variant's folder.
   const fs::path parent = folder_path(first.dir).parent_path();
   const bool siblings = std::all_of(seeds.begin(), seeds.end(),
-                                    [&](const RunFolder* r) { return folder_path(r->dir).parent_path() == parent; });
+                                    [&](const FinishedRun* r) { return folder_path(r->dir).parent_path() == parent; });
   out.dir = siblings && parent.filename() == first.label ? parent : first.dir;
   out.config = first.config;
   out.config.erase("seed");
@@ -128,7 +128,7 @@ RunFolder merge(const std::vector<const RunFolder*>& seeds) {
   merge_columns(train, out.train);
   merge_columns(validation, out.validation);
   merge_metrics(seeds, out);
-  if (std::all_of(seeds.begin(), seeds.end(), [](const RunFolder* r) { return r->finished(); })) {
+  if (std::all_of(seeds.begin(), seeds.end(), [](const FinishedRun* r) { return r->finished(); })) {
     std::vector<const json*> summaries;
     for (const auto* run : seeds) summaries.push_back(&*run->summary);
     out.summary = merge_json(summaries, false);
@@ -139,7 +139,7 @@ RunFolder merge(const std::vector<const RunFolder*>& seeds) {
 
 }  // namespace
 
-std::vector<RunFolder> merge_seeds(std::vector<RunFolder> runs) {
+std::vector<FinishedRun> merge_seeds(std::vector<FinishedRun> runs) {
   std::vector<std::vector<size_t>> groups;  // indices into runs, in first-seen order
   std::vector<json> identities;
   for (size_t i = 0; i < runs.size(); ++i) {
@@ -159,13 +159,13 @@ std::vector<RunFolder> merge_seeds(std::vector<RunFolder> runs) {
       identities.push_back(std::move(id));
     }
   }
-  std::vector<RunFolder> merged;
+  std::vector<FinishedRun> merged;
   for (const auto& group : groups) {
     if (group.size() == 1) {
       merged.push_back(std::move(runs[group.front()]));
       continue;
     }
-    std::vector<const RunFolder*> seeds;
+    std::vector<const FinishedRun*> seeds;
     for (size_t i : group) seeds.push_back(&runs[i]);
     merged.push_back(merge(seeds));
   }

@@ -4,7 +4,7 @@
 // seeds with a band of ±1 sample standard deviation, its numbers mean ± std.
 #include <vector>
 
-#include "exogym/runtime/output/report/run_folder.h"
+#include "exogym/runtime/output/report/finished_run.h"
 
 namespace exogym::runtime::output::report {
 
@@ -15,6 +15,6 @@ namespace exogym::runtime::output::report {
 // row (the same step in each seed's file) up to the shortest seed's; numbers
 // of summary.json are averaged when every seed finished. The merged config
 // lists "seeds" instead of "seed".
-std::vector<RunFolder> merge_seeds(std::vector<RunFolder> runs);
+std::vector<FinishedRun> merge_seeds(std::vector<FinishedRun> runs);
 
 }  // namespace exogym::runtime::output::report

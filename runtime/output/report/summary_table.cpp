@@ -27,7 +27,7 @@ double number_at(const std::optional<json>& doc, const std::string& path) {
 }
 
 // summary.json's value at `path` (a JSON pointer), or NaN.
-Number summary_number(const RunFolder& run, const std::string& path) {
+Number summary_number(const FinishedRun& run, const std::string& path) {
   return {number_at(run.summary, path), number_at(run.summary_spread, path)};
 }
 
@@ -44,7 +44,7 @@ Number last_value(const NumericTable& table, const std::string& column) {
 }
 
 // A final number: summary.json's for a finished run, else the CSV's last.
-Number final_number(const RunFolder& run, const std::string& summary_path, const NumericTable& table,
+Number final_number(const FinishedRun& run, const std::string& summary_path, const NumericTable& table,
                     const std::string& column) {
   return run.finished() ? summary_number(run, summary_path) : last_value(table, column);
 }
@@ -55,7 +55,7 @@ std::string cell(Number number, AxisFormat format = AxisFormat::Number) {
   return "<td>" + escape_html(text) + "</td>";
 }
 
-std::string status(const RunFolder& run) {
+std::string status(const FinishedRun& run) {
   std::string text = run.finished() ? "finished" : "did not finish";
   if (!run.seeds.empty()) text += ", " + std::to_string(run.seeds.size()) + " seeds";
   return text;
@@ -70,7 +70,7 @@ std::string ratio_cell(double ratio) {
 
 }  // namespace
 
-std::vector<std::string> model_metric_names(const std::vector<RunFolder>& runs) {
+std::vector<std::string> model_metric_names(const std::vector<FinishedRun>& runs) {
   std::vector<std::string> names;
   for (const auto& run : runs) {
     for (const auto& column : run.validation.header) {
@@ -83,7 +83,7 @@ std::vector<std::string> model_metric_names(const std::vector<RunFolder>& runs) 
   return names;
 }
 
-std::string summary_table_html(const std::vector<RunFolder>& runs, const std::vector<std::string>& colours) {
+std::string summary_table_html(const std::vector<FinishedRun>& runs, const std::vector<std::string>& colours) {
   const auto metrics = model_metric_names(runs);
   std::ostringstream out;
   out << "<table class=\"summary\">\n<thead><tr><th>run</th><th>status</th><th>strategy</th><th>nodes</th>"
@@ -92,7 +92,7 @@ std::string summary_table_html(const std::vector<RunFolder>& runs, const std::ve
   out << "<th>train loss</th><th>sent / node</th><th>vs DDP</th><th>simulated time</th><th>compute</th>"
       << "<th>communication</th><th>waiting</th><th>wall</th></tr></thead>\n<tbody>\n";
   for (size_t i = 0; i < runs.size(); ++i) {
-    const RunFolder& run = runs[i];
+    const FinishedRun& run = runs[i];
     const Number steps = run.finished() ? summary_number(run, "/steps") : last_value(run.train, "step");
     out << "<tr><th scope=\"row\"><span class=\"swatch\" style=\"border-color:" << escape_html(colours[i])
         << "\"></span>" << escape_html(run.label) << "</th><td>" << status(run) << "</td><td>"

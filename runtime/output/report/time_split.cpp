@@ -15,7 +15,7 @@ constexpr int kLabelWidth = 150, kBarWidth = 520, kBarHeight = 14, kGap = 4, kRu
 constexpr const char* kParts[] = {"compute_s", "communication_s", "waiting_s"};
 constexpr const char* kPartColours[] = {"#4e79a7", "#f28e2b", "#bab0ac"};
 
-const json* per_node(const RunFolder& run) {
+const json* per_node(const FinishedRun& run) {
   if (!run.summary) return nullptr;
   const json::json_pointer pointer("/communication/per_node");
   if (!run.summary->contains(pointer) || !run.summary->at(pointer).is_array()) return nullptr;
@@ -26,7 +26,7 @@ double part(const json& node, const char* name) { return node.contains(name) ? n
 
 }  // namespace
 
-std::string time_split_svg(const std::vector<RunFolder>& runs) {
+std::string time_split_svg(const std::vector<FinishedRun>& runs) {
   double longest = 0;
   int rows = 0, drawn_runs = 0;
   for (const auto& run : runs) {

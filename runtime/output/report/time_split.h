@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "exogym/runtime/output/report/run_folder.h"
+#include "exogym/runtime/output/report/finished_run.h"
 
 namespace exogym::runtime::output::report {
 
@@ -13,6 +13,6 @@ namespace exogym::runtime::output::report {
 inline constexpr int kMaxNodesDrawn = 16;
 
 // One <svg class="time-split">, or an explanation when no run finished.
-std::string time_split_svg(const std::vector<RunFolder>& runs);
+std::string time_split_svg(const std::vector<FinishedRun>& runs);
 
 }  // namespace exogym::runtime::output::report

@@ -1,0 +1,16 @@
+#include "exogym/runtime/threads/thread_plan.h"
+
+#include <algorithm>
+
+namespace exogym::runtime::threads {
+
+ThreadPlan plan_threads(const ThreadRequest& request, int visible_cores) {
+  ThreadPlan plan;
+  plan.cores = request.cores > 0 ? request.cores : visible_cores;
+  plan.parallelism = request.parallelism > 0 ? request.parallelism : std::max(1, std::min(request.nodes, plan.cores));
+  plan.threads = request.threads > 0 ? request.threads : std::max(1, plan.cores / plan.parallelism);
+  plan.pinned = request.pin && plan.cores == visible_cores && plan.parallelism <= plan.cores;
+  return plan;
+}
+
+}  // namespace exogym::runtime::threads

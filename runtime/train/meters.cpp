@@ -1,0 +1,48 @@
+#include "exogym/runtime/train/meters.h"
+
+namespace exogym::runtime::train {
+
+namespace {
+
+sim::ComputeModel compute_model(const manifest::Manifest& m) {
+  sim::ComputeModel compute;
+  compute.step_time = m.compute.step_time;
+  compute.speed.assign(m.nodes, 1.0);
+  for (const auto& [rank, speed] : m.compute.speed) compute.speed[rank] = speed;
+  return compute;
+}
+
+}  // namespace
+
+Meters::Meters(const manifest::Manifest& m, const dist::NodeBlock& block)
+    : block_(block),
+      network_(m.nodes, m.network.link, m.network.per_node),
+      compute_(compute_model(m)),
+      clocks_(m.nodes),
+      meters_(m.nodes) {
+  // comm.csv needs one node's rows: every node sees every collective's
+  // totals. With failures, the reporting node changes: every node keeps its
+  // rows, and those not reporting drop them (node_loop.cpp).
+  for (int rank = block.first; rank < block.first + block.count; ++rank) {
+    meters_[rank] = std::make_unique<sim::NodeMeter>(rank, network_, compute_, clocks_, rank == 0 || m.has_faults());
+  }
+}
+
+nlohmann::json Meters::node_stats() const {
+  nlohmann::json stats = nlohmann::json::array();
+  for (int rank = block_.first; rank < block_.first + block_.count; ++rank) {
+    const sim::NodeMeter& meter = *meters_[rank];
+    const sim::Traffic& mine = meter.traffic(sim::TrafficSource::Strategy);
+    stats.push_back({{"node", meter.rank()},
+                     {"bytes_sent", mine.sent},
+                     {"bytes_received", mine.received},
+                     {"runtime_bytes_sent", meter.traffic(sim::TrafficSource::Runtime).sent},
+                     {"time_s", meter.clock()},
+                     {"compute_s", meter.compute_seconds()},
+                     {"communication_s", meter.communication_seconds()},
+                     {"waiting_s", meter.waiting_seconds()}});
+  }
+  return stats;
+}
+
+}  // namespace exogym::runtime::train
