@@ -1,9 +1,10 @@
 #pragma once
 // A run's output folder: config.json, data.csv, train.csv, validation.csv,
 // metrics.csv, comm.csv, events.csv (runs that simulate failures),
-// summary.json, model.pt and model.safetensors (DESIGN §6). Rows are flushed as they are written, so a crashed or
-// interrupted run keeps everything up to its end; a failed write throws
-// sdk::Error naming the file (csv_file.h).
+// summary.json, model.pt and model.safetensors (docs/manifest.md#run-outputs).
+// Rows are flushed as they are written, so a crashed or interrupted run keeps
+// everything up to its end; a failed write throws sdk::Error naming the file
+// (csv_file.h).
 #include <ATen/core/Tensor.h>
 
 #include <filesystem>
