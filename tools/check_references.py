@@ -6,7 +6,8 @@ cannot leave a dead reference behind.
 What is read: every tracked C++ source (.h, .cpp, a C header's .h.in), CMake
 file (CMakeLists.txt, .cmake, .cmake.in), shell script (.sh, or no suffix and
 a `#!` line naming a shell, e.g. tools/dev) and Python script (.py, or a `#!`
-line naming python), as `git ls-files` lists them.
+line naming python), as `git ls-files` lists them; not this file, whose
+header shows what is reported.
 
 What is a comment: C++ `//` and `/* */` comments (not string or character
 literals, raw strings included); `#` comments of CMake (outside quoted and
@@ -307,7 +308,8 @@ def check(root, files):
     problems, checked, read = [], 0, 0
     for relative in sorted(files):
         path = root / relative
-        if not path.is_file():
+        # This file's header shows what is reported; it is not checked.
+        if not path.is_file() or path.resolve() == Path(__file__).resolve():
             continue
         with open(path, encoding="utf-8", errors="replace") as f:
             kind = classify(path, f.readline())

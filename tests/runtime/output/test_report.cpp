@@ -1,6 +1,6 @@
 // report.html: down-sampling, charts, reading run folders, the page a run
 // and exogym-report write, and the metrics the strategies record for it.
-// The page in a real browser: tests/report_browser.py.
+// The page in a real browser: report_browser.py.
 #include <sys/stat.h>
 #include <sys/wait.h>
 
