@@ -10,7 +10,7 @@ lower level; so no two rooms can include each other, directly or through
 others. Every folder of runtime/ must be in the table and every room in the
 table must be a folder. The SDK (sdk/) includes no runtime header at all:
 it is the contract below every room (plugins keep to it too:
-tests/plugin_include_rule.py).
+tests/repository/plugin_include_rule.py).
 
 usage: tools/check_layers.py [REPOSITORY]   prints each include against the
                                             order, exits 1 if any

@@ -114,8 +114,8 @@ void DiLoCoModule::communicate(sdk::NodeContext& ctx, sdk::Model& /*model*/, int
   ctx.record("pseudo_grad_norm", s.pseudo_grad_norm);
   ctx.record("outer_lr", s.outer_lr);
   // A copy, never the master itself: the reference aliased the master's
-  // storage on CPU (bug B7), so later inner steps moved the master and every
-  // later pseudo-gradient was 0.
+  // storage on CPU (docs/differences.md#training-and-strategies), so later
+  // inner steps moved the master and every later pseudo-gradient was 0.
   for (size_t i = 0; i < params_.size(); ++i) params_[i].copy_(s.master[i].detach());
 }
 

@@ -25,7 +25,7 @@ bool all_digits(const std::string& text, size_t max_length) {
 }  // namespace
 
 bool is_folder_name(const std::string& name) {
-  // 200 leaves room for a "-N" suffix (finished_run.h) within a file
+  // 200 leaves room for a "-N" suffix (output/run_folder.h) within a file
   // system's 255 bytes: longer fails only at mkdir, after the data loaded.
   constexpr size_t kMaxLength = 200;
   if (name.empty() || name.size() > kMaxLength || name == "." || name == "..") return false;

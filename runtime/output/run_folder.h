@@ -1,6 +1,6 @@
 #pragma once
-// Claiming a run folder (DESIGN §6: an existing run folder is never
-// overwritten; a numeric suffix is added).
+// Claiming a run folder: an existing run folder is never overwritten; a
+// numeric suffix is added (docs/manifest.md#run-outputs).
 #include <filesystem>
 
 namespace exogym::runtime::output {

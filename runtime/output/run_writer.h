@@ -1,9 +1,10 @@
 #pragma once
 // A run's output folder: config.json, data.csv, train.csv, validation.csv,
 // metrics.csv, comm.csv, events.csv (runs that simulate failures),
-// summary.json, model.pt and model.safetensors (DESIGN §6). Rows are flushed as they are written, so a crashed or
-// interrupted run keeps everything up to its end; a failed write throws
-// sdk::Error naming the file (csv_file.h).
+// summary.json, model.pt and model.safetensors (docs/manifest.md#run-outputs).
+// Rows are flushed as they are written, so a crashed or interrupted run keeps
+// everything up to its end; a failed write throws sdk::Error naming the file
+// (csv_file.h).
 #include <ATen/core/Tensor.h>
 
 #include <filesystem>
@@ -29,7 +30,7 @@ struct EvalValues {
 
 class RunWriter final : public sdk::MetricSink {
  public:
-  // `dir` is the run folder (see finished_run.h); it is created if missing.
+  // `dir` is the run folder (see run_folder.h); it is created if missing.
   // `append`: a resumed run, whose CSVs are there (cut back to its
   // checkpoint): rows are appended to them. `faults`: nodes fail in this
   // run: train.csv has a live_nodes column, and events.csv is written.

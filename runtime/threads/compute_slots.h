@@ -2,7 +2,7 @@
 // At most `parallelism` nodes compute at once. A node holds a slot while it
 // computes and gives it back while it waits in a collective, so that K node
 // threads share P cores without oversubscribing them (OpenMP teams spinning
-// on 2 cores are catastrophic: see DESIGN §3).
+// against each other on 2 cores are many times slower: thread_plan.h).
 //
 // Waking a thread on another core costs tens of microseconds on a virtual
 // machine (measured: a 107 µs condition-variable round trip across the two

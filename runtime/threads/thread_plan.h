@@ -5,9 +5,10 @@
 // benchmark's bare loop, so that both do the same work the same way.
 //
 // Every thread that runs a parallel op gets its own OpenMP team, and teams
-// spinning on more threads than cores are catastrophic (DESIGN §3: 0.27 s
-// against 9.7 s for the same loop), so the automatic choice keeps
-// parallelism × threads within the cores.
+// spinning on more threads than cores are many times slower (on 2 cores,
+// 4 MLP nodes with 2 intra-op threads each took 10.1 s for 300 steps, with 1
+// thread each 0.71 s: docs/simulation.md#compute-slots), so the automatic
+// choice keeps parallelism × threads within the cores.
 
 namespace exogym::runtime::threads {
 

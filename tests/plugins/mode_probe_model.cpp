@@ -1,6 +1,6 @@
 // A linear classifier that throws if it is asked for a training loss while in
 // eval mode: catches a runtime that leaves node 0 in eval mode after an
-// evaluation (the reference's bug B8).
+// evaluation, as the reference did (docs/differences.md#training-and-strategies).
 #include <ATen/ATen.h>
 
 #include <memory>

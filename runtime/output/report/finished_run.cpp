@@ -94,7 +94,7 @@ fs::path folder_path(const fs::path& dir) {
   return path.has_filename() ? path : path.parent_path();
 }
 
-FinishedRun read_run_folder(const fs::path& dir) {
+FinishedRun read_finished_run(const fs::path& dir) {
   using util::PathKind;
   if (util::path_kind(dir) != PathKind::Directory) {
     std::error_code ec;

@@ -52,7 +52,7 @@ struct FinishedRun {
 // Reads `dir`. A folder without config.json and train.csv is not a run:
 // sdk::DataError naming the folder. A missing or damaged optional file
 // (validation.csv, metrics.csv, summary.json) is left out.
-FinishedRun read_run_folder(const std::filesystem::path& dir);
+FinishedRun read_finished_run(const std::filesystem::path& dir);
 
 // `dir` absolute and normalised, without a trailing separator, so that its
 // filename() is the folder's name ("runs/x/" -> "/.../runs/x").

@@ -116,7 +116,7 @@ std::vector<fs::path> expand_run_folders(const std::vector<fs::path>& dirs) {
   std::vector<fs::path> runs;
   for (const auto& dir : dirs) {
     // Checked without throwing: a loop of symbolic links is the run's own
-    // error (read_run_folder's), not the whole report's.
+    // error (read_finished_run's), not the whole report's.
     const auto variants = util::path_kind(dir) == util::PathKind::Directory && !has_config(dir)
                               ? variant_folders(dir)
                               : std::vector<fs::path>{};
@@ -134,7 +134,7 @@ ReportOutcome write_report(const std::vector<fs::path>& dirs, const fs::path& fi
   std::vector<FinishedRun> runs;
   for (const auto& dir : dirs) {
     try {
-      runs.push_back(read_run_folder(dir));
+      runs.push_back(read_finished_run(dir));
       outcome.shown.push_back(dir);
     } catch (const sdk::DataError& e) {
       outcome.notes.push_back(std::string(e.what()) + ": left out.");

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-// Catch2 2 (one header) or Catch2 3 (catch_all.hpp, a library), as CMake
+// Catch2 2 (one header) or Catch2 3 (<catch2/catch_all.hpp>, a library), as CMake
 // found it (EXOGYM_CATCH2_MAJOR, tests/CMakeLists.txt: a machine may have the
 // other one's headers too). The tests use Catch2 2's names for the string
 // matchers and Approx; under Catch2 3 they are provided here.

@@ -157,8 +157,9 @@ TEST_CASE("an internal check names the file and line and says it is a bug", "[cl
     EXOGYM_CHECK_INTERNAL(1 + 1 == 3, "arithmetic is off");
     FAIL("no throw");
   } catch (const exogym::sdk::InternalError& e) {
-    CHECK_THAT(e.what(), Catch::StartsWith("internal error at tests/test_cli.cpp:") && Catch::Contains("1 + 1 == 3") &&
-                             Catch::Contains("arithmetic is off") && Catch::Contains("bug"));
+    CHECK_THAT(e.what(), Catch::StartsWith("internal error at tests/tools/test_cli.cpp:") &&
+                             Catch::Contains("1 + 1 == 3") && Catch::Contains("arithmetic is off") &&
+                             Catch::Contains("bug"));
   }
   // Not an sdk::Error: nothing reports it as the user's mistake.
   CHECK_FALSE(std::is_base_of_v<exogym::sdk::Error, exogym::sdk::InternalError>);

@@ -242,7 +242,7 @@ TEST_CASE("DiLoCo's outer step is Nesterov SGD on master - average, identical on
     seen[rank].reference1 = reference_round(round1[rank]);
 
     // Inner steps change the node's parameters in place; the master must not
-    // follow (the reference aliased them on CPU, bug B7).
+    // follow (the reference aliased them on CPU: docs/differences.md#training-and-strategies).
     {
       at::NoGradGuard no_grad;
       model.w().add_(100.0);

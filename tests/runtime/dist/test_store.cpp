@@ -1,7 +1,7 @@
 // The rendezvous store's security: it listens only on MASTER_ADDR (under
 // --nproc nothing of a run is reachable from another machine), and only
 // processes holding the run's secret may read or write it
-// (runtime/dist/store_server.h, rendezvous_store.h, util/sha256.h).
+// (runtime/dist/store_server.h, store_client.h, util/sha256.h).
 #include <dirent.h>
 #include <netinet/in.h>
 #include <signal.h>

@@ -1,5 +1,5 @@
 // Large temporaries stay in the process between training steps once malloc is
-// tuned (runtime/malloc_tuning.cpp). Without LibTorch: plain malloc calls
+// tuned (runtime/host/malloc_tuning.cpp). Without LibTorch: plain malloc calls
 // stand for a step's temporary tensors.
 #include <malloc.h>
 #include <sys/resource.h>

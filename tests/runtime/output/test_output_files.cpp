@@ -1,6 +1,6 @@
 // Files written once (runtime/util/atomic_file.h), the safetensors format
 // (runtime/output/safetensors.h) and model.pt (runtime/output/model_pt.h;
-// tests/model_files_python.sh loads both with the real PyTorch).
+// model_files_python.sh loads both with the real PyTorch).
 #include <ATen/ops/arange.h>
 #include <ATen/ops/equal.h>
 #include <ATen/ops/ones.h>

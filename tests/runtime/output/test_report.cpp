@@ -1,6 +1,6 @@
 // report.html: down-sampling, charts, reading run folders, the page a run
 // and exogym-report write, and the metrics the strategies record for it.
-// The page in a real browser: tests/report_browser.py.
+// The page in a real browser: report_browser.py.
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -152,7 +152,7 @@ TEST_CASE("a folder that is not a run is a data error naming it, and exogym-repo
   TempDir dir("report-notrun");
   fs::create_directories(dir / "empty");
   REQUIRE_THROWS_MATCHES(
-      report::read_run_folder(dir / "empty"), exogym::sdk::DataError,
+      report::read_finished_run(dir / "empty"), exogym::sdk::DataError,
       Catch::Matchers::Message((dir / "empty").string() + ": not a run folder (it has no config.json and train.csv)"));
   REQUIRE_THROWS_AS(report::write_report({dir / "empty"}, dir / "r.html", "t"), exogym::sdk::DataError);
   REQUIRE_FALSE(fs::exists(dir / "r.html"));
