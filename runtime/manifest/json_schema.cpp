@@ -49,20 +49,33 @@ json integer_schema(int64_t minimum, uint64_t maximum) {
 }
 
 // A Tagged value: the name of a kind without required keys, or an object
-// naming its kind, with that kind's keys.
+// naming its kind, with that kind's keys. An object naming its kind is
+// complete even in a variant (it replaces the base's, patch.h); there an
+// object without "name" refines the base's kind with any kind's keys.
 json tagged_schema(const OptionSpec& spec, bool partial) {
   json names = json::array();
   json alternatives = json::array();
+  json any_keys = json::object();
   for (const auto& kind : spec.fields) {
     const bool needs_keys =
         std::any_of(kind.fields.begin(), kind.fields.end(), [](const OptionSpec& f) { return f.required; });
     if (!needs_keys) names.push_back(kind.name);
-    json object = options_json_schema(kind.fields, partial);
+    json object = options_json_schema(kind.fields, false);
     object["properties"]["name"] = {{"const", kind.name}};
     object["required"].push_back("name");
     alternatives.push_back(std::move(object));
+    const json refining = options_json_schema(kind.fields, true);
+    for (const auto& [key, schema] : refining.at("properties").items()) {
+      if (!any_keys.contains(key)) any_keys[key] = schema;
+    }
   }
   if (!names.empty()) alternatives.insert(alternatives.begin(), json{{"enum", names}});
+  if (partial) {
+    alternatives.push_back({{"type", "object"},
+                            {"not", {{"required", {"name"}}}},
+                            {"properties", any_keys},
+                            {"additionalProperties", false}});
+  }
   return {{"anyOf", std::move(alternatives)}};
 }
 
@@ -278,7 +291,8 @@ json manifest_json_schema(const std::vector<PluginOptions>& plugins) {
       {"variant", manifest_object(plugins, true)},
   };
   s["definitions"]["variant"]["description"] =
-      "a variant: a partial manifest merged over the base (JSON merge patch; null removes a key)";
+      "a variant: a partial manifest merged over the base (JSON merge patch; null removes a key, an object with a "
+      "\"name\" replaces the one it patches)";
   return s;
 }
 

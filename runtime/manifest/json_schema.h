@@ -22,7 +22,8 @@ struct PluginOptions {
 };
 
 // The schema of one option, or of an object of `specs`. `partial`: every key
-// optional and null allowed, as in a variant of "runs" (a JSON merge patch).
+// optional and null allowed, as in a variant of "runs" (a patch, patch.h),
+// except inside an object naming its kind, which is complete there too.
 nlohmann::json option_json_schema(const sdk::OptionSpec& spec, bool partial);
 nlohmann::json options_json_schema(const sdk::OptionSpecs& specs, bool partial);
 

@@ -1,6 +1,6 @@
 #pragma once
 // The manifest (v1): the JSON file a user writes to describe a run, or several
-// runs to compare ("runs": variants as JSON merge patches over the base).
+// runs to compare ("runs": variants as patches over the base, patch.h).
 // Loading validates every key against the manifest's declared schema
 // (schema.h) and fills in every default, so the rest of the runtime reads
 // typed fields and never re-checks the JSON. Plugin options (model.options,

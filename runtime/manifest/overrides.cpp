@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "exogym/runtime/manifest/json_limits.h"
+#include "exogym/runtime/manifest/patch.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/options.h"
 
@@ -59,19 +60,29 @@ void apply_override(json& doc, const std::string& assignment) {
   if (doc.is_null()) doc = json::object();
   if (!doc.is_object())
     throw ConfigError("--set", "cannot set " + json_excerpt(key) + ": the manifest is not an object");
-  json* current = &doc;
+  // Checked before anything changes, so that a failed override leaves `doc`
+  // as it was. A name given alone ("sgd") has keys to set, as {"name": ...}.
+  const json* current = &doc;
   std::string walked;
-  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+  for (size_t i = 0; i + 1 < parts.size() && current->is_object(); ++i) {
     walked += (walked.empty() ? "" : ".") + parts[i];
-    json& next = (*current)[parts[i]];
-    if (next.is_null()) next = json::object();
-    if (!next.is_object()) {
-      throw ConfigError(
-          "--set", "cannot set " + json_excerpt(key) + ": " + walked + " is " + json_excerpt(next) + ", not an object");
+    const auto next = current->find(parts[i]);
+    if (next == current->end()) break;
+    if (!next->is_object() && !next->is_string() && !next->is_null()) {
+      throw ConfigError("--set", "cannot set " + json_excerpt(key) + ": " + walked + " is " + json_excerpt(*next) +
+                                     ", not an object");
     }
-    current = &next;
+    current = &*next;
   }
-  (*current)[parts.back()] = value;
+  // a.b.c=value is the patch {"a": {"b": {"c": value}}}, applied as a
+  // variant's: a named object replaces, an unnamed one refines (patch.h).
+  json patch = value;
+  for (auto part = parts.rbegin(); part != parts.rend(); ++part) {
+    json outer = json::object();
+    outer[*part] = std::move(patch);
+    patch = std::move(outer);
+  }
+  apply_patch(doc, patch);
 }
 
 }  // namespace exogym::runtime::manifest

@@ -264,7 +264,8 @@ OptionSpecs top_level() {
       // Expanded before validation (see variants.h); declared so that it is
       // known, documented and suggested for "run".
       {"runs", Type::Any, nullptr,
-       "variants to compare: a list of partial manifests, each merged over this one (JSON merge patch)"},
+       "variants to compare: a list of partial manifests, each merged over this one (JSON merge patch, in which "
+       "an object with a \"name\" replaces the one it patches)"},
   };
 }
 

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "exogym/runtime/manifest/overrides.h"
+#include "exogym/runtime/manifest/patch.h"
 #include "exogym/runtime/manifest/reader.h"
 #include "exogym/runtime/manifest/syntax.h"
 #include "exogym/sdk/error.h"
@@ -98,7 +99,8 @@ std::vector<Variant> list_variants(const json& runs) {
 }
 
 // The base's "model" or "strategy" object when the variant switches it to
-// another plugin, else null.
+// another plugin (which apply_patch starts from that plugin's defaults),
+// else null.
 json switched_section(const json& base, const json& patch, const char* section) {
   const json& patch_section = patch.contains(section) ? patch[section] : json();
   if (patch_section.is_object() && patch_section.contains("plugin") && base.contains(section) &&
@@ -106,17 +108,6 @@ json switched_section(const json& base, const json& patch, const char* section) 
     return base[section];
   }
   return json();
-}
-
-json merge(json base, const json& patch) {
-  // A variant that switches to another plugin starts from that plugin's
-  // defaults: the base's options belong to the base's plugin (DiLoCo's "H"
-  // would be an unknown option for allreduce).
-  for (const char* section : {"model", "strategy"}) {
-    if (!switched_section(base, patch, section).is_null()) base[section].erase("options");
-  }
-  base.merge_patch(patch);
-  return base;
 }
 
 // Notes on `run` what a switch of plugin left behind: the base's options
@@ -137,8 +128,9 @@ void note_switched_plugins(const json& base, const json& patch, Manifest& run) {
   }
 }
 
-// Whether a merge patch sets the value at a dotted JSON path (or deletes it
-// with null), i.e. whether an error there is the variant's doing.
+// Whether a patch sets the value at a dotted JSON path (or deletes it with
+// null, or replaces a named object holding it), i.e. whether an error there
+// is the variant's doing.
 bool patch_sets(const json& patch, const std::string& path) {
   const json* current = &patch;
   std::stringstream parts(path);
@@ -148,6 +140,7 @@ bool patch_sets(const json& patch, const std::string& path) {
     auto it = current->find(part);
     if (it == current->end()) return false;
     current = &*it;
+    if (is_named(*current)) return true;
   }
   return true;
 }
@@ -163,7 +156,8 @@ std::vector<Manifest> read_variants(const json& base, const json& runs, const fs
   const std::vector<Variant> variants = list_variants(runs);
   std::vector<Manifest> out;
   for (size_t i = 0; i < variants.size(); ++i) {
-    json merged = merge(base, variants[i].patch);
+    json merged = base;
+    apply_patch(merged, variants[i].patch);
     for (const auto& assignment : overrides) apply_override(merged, assignment);
     merged.erase("seeds");  // an override's, already taken by the manifest set (seeds.h)
     try {

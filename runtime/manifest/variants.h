@@ -1,6 +1,7 @@
 #pragma once
-// "runs": the variants of a manifest, each a JSON merge patch over the base,
-// so that comparing strategies is one manifest.
+// "runs": the variants of a manifest, each a patch over the base (patch.h:
+// a JSON merge patch in which named objects replace), so that comparing
+// strategies is one manifest.
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>

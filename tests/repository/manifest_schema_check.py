@@ -8,7 +8,8 @@
    pointing at it and is valid against it.
 3. A misspelt key or a wrong type, at the top, in a plugin's options, in an
    optimizer or in a variant, is rejected by the schema and by exogym-run
-   (exit status 2, the message naming the key's path).
+   (exit status 2, the message naming the key's path); a variant's object
+   without "name", refining the base's, is accepted.
 
 usage: manifest_schema_check.py SOURCE_DIR BUILD_DIR
 """
@@ -132,6 +133,8 @@ def broken_manifests(base):
         change(doc)
         return doc
     options = lambda d: d["strategy"]["options"]
+    dirichlet = {"name": "dirichlet", "alpha": 0.1}
+    refining = lambda partition: {"name": "x", "data": {"train": {"partition": partition}}}
     return [
         ("misspelt key", "nodse", edit(lambda d: d.update(nodse=d.pop("nodes")))),
         ("wrong type", "nodes", edit(lambda d: d.update(nodes="4"))),
@@ -150,6 +153,10 @@ def broken_manifests(base):
         ("a negative seed", "seeds[1]", edit(lambda d: d.update(seeds=[1, -2]) or d.pop("seed", None))),
         ("seeds in a variant", "runs[0].seeds",
          edit(lambda d: d.update(seeds=[1, 2], runs=[{"name": "x", "seeds": [3]}]) or d.pop("seed", None))),
+        ("a named partition without its keys in a variant", "runs[0].data.train.partition.shards_per_node",
+         edit(lambda d: d.update(runs=[{"name": "x", "data": {"train": {"partition": {"name": "shards"}}}}]))),
+        ("a misspelt key refining a partition in a variant", "runs[0].data.train.partition.alpah",
+         edit(lambda d: d["data"]["train"].update(partition=dirichlet) or d.update(runs=[refining({"alpah": 1})]))),
     ]
 
 
@@ -161,6 +168,13 @@ def check_rejections(validator, exogym_run, source_dir):
         base.pop("$schema")
         if not validator.is_valid(base):
             fail("the schema refuses examples/mnist-ddp.json with its paths made absolute")
+        # A variant's object without "name" refines the base's
+        # (docs/manifest.md#named-objects-replace-unnamed-ones-refine).
+        refined = copy.deepcopy(base)
+        refined["data"]["train"]["partition"] = {"name": "dirichlet", "alpha": 0.1}
+        refined["runs"] = [{"name": "x", "data": {"train": {"partition": {"alpha": 1.0}}}}]
+        if not validator.is_valid(refined):
+            fail(f"the schema refuses a variant refining the base's partition: {json.dumps(refined['runs'])}")
         for what, path, doc in broken_manifests(base):
             if validator.is_valid(doc):
                 fail(f"{what}: the schema accepts {json.dumps(doc)}")

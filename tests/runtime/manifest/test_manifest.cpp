@@ -1,5 +1,6 @@
 // The manifest: its schema, defaults, path resolution, error messages naming
-// JSON paths, and reading the file. Variants and --set: test_manifest_variants.
+// JSON paths, and reading the file. Variants and --set: test_manifest_variants;
+// how they patch named objects: test_manifest_patch.
 #include <sys/stat.h>
 
 #include <algorithm>
