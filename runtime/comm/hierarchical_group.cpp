@@ -45,7 +45,7 @@ HierarchicalGroup::HierarchicalGroup(dist::ProcessMesh& mesh, int nodes, dist::N
       block_(checked_block(block)),
       clocks_(clocks),
       exact_(exact),
-      rendezvous_(block.count, block.first, abort, [this](const Calls& calls) { lead(calls); }) {
+      meeting_(block.count, block.first, abort, [this](const Calls& calls) { lead(calls); }) {
   for (int r = 0; r < nodes; ++r) live_.push_back(r);
   for (int j = 0; j < block.count; ++j) local_.push_back(j);
   for (int q = 0; q < mesh.size(); ++q) live_by_process_.push_back(dist::node_block(nodes, mesh.size(), q).count);
@@ -65,7 +65,7 @@ void HierarchicalGroup::set_members(std::vector<int> live) {
   // count of those that took part.
   sequence_ = mesh_.highest(sequence_);
   mesh_.set_members(processes);
-  rendezvous_.set_expected(local);
+  meeting_.set_expected(local);
   live_ = std::move(live);
   local_ = std::move(local);
   live_by_process_ = std::move(by_process);
@@ -85,7 +85,7 @@ sdk::SharedTensors HierarchicalGroup::run(int rank, CollectiveCall call, threads
   const CollectiveKind kind = call.kind;
   const bool receives = kind != CollectiveKind::Broadcast || rank != call.root;
   const bool shared = call.shared_result;
-  rendezvous_.meet(rank - block_.first, std::move(call), slot);
+  meeting_.meet(rank - block_.first, std::move(call), slot);
   // The leader left the results in result_, shared_result_ or gathered_.
   if (shared) return shared_result_;
   switch (kind) {

@@ -133,7 +133,7 @@ class HierarchicalGroup final : public CollectiveBackend {
   std::vector<std::vector<at::Tensor>> gathered_;  // all_gather, by global rank
   std::vector<at::Tensor> buffers_;                // byte buffers the results view
 
-  MeetingPoint rendezvous_;
+  MeetingPoint meeting_;
 };
 
 }  // namespace exogym::runtime::comm

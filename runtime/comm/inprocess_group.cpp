@@ -29,12 +29,12 @@ InProcessGroup::InProcessGroup(int size, threads::AbortSignal& abort, int helper
     : size_(checked_size(size)),
       abort_(abort),
       crew_(helpers),
-      rendezvous_(size_, 0, abort, [this](const MeetingPoint::Calls& calls) { execute(calls); }) {
+      meeting_(size_, 0, abort, [this](const MeetingPoint::Calls& calls) { execute(calls); }) {
   for (int r = 0; r < size_; ++r) members_.push_back(r);
 }
 
 void InProcessGroup::set_members(std::vector<int> members) {
-  rendezvous_.set_expected(members);
+  meeting_.set_expected(members);
   members_ = std::move(members);
 }
 
@@ -61,7 +61,7 @@ sdk::SharedTensors InProcessGroup::run(int rank, CollectiveCall call, threads::N
     for (const auto& t : call.tensors) result->push_back(t.clone());
     return result;
   }
-  rendezvous_.meet(rank, std::move(call), slot);
+  meeting_.meet(rank, std::move(call), slot);
   return shared ? shared_result_ : nullptr;
 }
 

@@ -53,7 +53,7 @@ class InProcessGroup final : public CollectiveBackend {
   std::vector<int> members_;  // the live ranks
   threads::AbortSignal& abort_;
   threads::WorkCrew crew_;
-  MeetingPoint rendezvous_;
+  MeetingPoint meeting_;
   // The last all_reduce_shared's result, which every node takes once the
   // collective is over (before any node can start the next one).
   sdk::SharedTensors shared_result_;
