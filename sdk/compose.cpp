@@ -4,23 +4,29 @@
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 
+#include <map>
+#include <string>
+
+#include "exogym/sdk/error.h"
 #include "exogym/sdk/model.h"
 #include "exogym/sdk/node.h"
 #include "exogym/sdk/optim_state.h"
 
 namespace exogym::sdk {
 
-OptionSpecs LocalStepOptions::specs() {
-  return {
-      OptionSpec{"optimizer", OptionType::Optimizer, "adamw", "the local (inner) optimizer"},
-      OptionSpec{"lr_schedule", OptionType::LrSchedule, "constant",
-                 "learning-rate schedule of the local optimizer (constant, cosine, linear)"},
-      OptionSpec{"max_norm", OptionType::PositiveNumber, nullptr,
-                 "clip each node's local gradient to this global L2 norm before its step (null: off)"},
-  };
+ModuleSpecs LocalStepOptions::specs() {
+  return {"LocalStepOptions",
+          {
+              OptionSpec{"optimizer", OptionType::Optimizer, "adamw", "the local (inner) optimizer"},
+              OptionSpec{"lr_schedule", OptionType::LrSchedule, "constant",
+                         "learning-rate schedule of the local optimizer (constant, cosine, linear)"},
+              OptionSpec{"max_norm", OptionType::PositiveNumber, nullptr,
+                         "clip each node's local gradient to this global L2 norm before its step (null: off)"},
+          }};
 }
 
-LocalStepOptions LocalStepOptions::from_json(const nlohmann::json& o) {
+LocalStepOptions LocalStepOptions::from_json(const nlohmann::json& validated_options) {
+  const ModuleOptions o(validated_options, specs());
   LocalStepOptions local;
   local.optimizer = OptimizerSpec::from_json(o.at("optimizer"), "optimizer");
   local.schedule = LrSchedule::from_json(o.at("lr_schedule"), "lr_schedule");
@@ -28,9 +34,39 @@ LocalStepOptions LocalStepOptions::from_json(const nlohmann::json& o) {
   return local;
 }
 
-OptionSpecs concat_specs(OptionSpecs a, const OptionSpecs& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
+OptionSpecs compose_specs(const std::vector<ModuleSpecs>& parts) {
+  OptionSpecs all;
+  std::map<std::string, const std::string*> declared_by;  // option -> the part that declared it first
+  for (const ModuleSpecs& part : parts) {
+    for (const OptionSpec& spec : part.specs) {
+      auto [it, first] = declared_by.emplace(spec.name, &part.module);
+      if (!first) {
+        throw PluginError("option \"" + spec.name + "\" is declared " +
+                          (*it->second == part.module ? "twice by " + part.module
+                                                      : "by both " + *it->second + " and " + part.module));
+      }
+      all.push_back(spec);
+    }
+  }
+  return all;
+}
+
+ModuleOptions::ModuleOptions(const nlohmann::json& validated_options, const ModuleSpecs& declared)
+    : module_(declared.module), options_(nlohmann::json::object()) {
+  for (const OptionSpec& spec : declared.specs) {
+    EXOGYM_CHECK_INTERNAL(validated_options.is_object() && validated_options.contains(spec.name),
+                          module_ + "'s option \"" + spec.name +
+                              "\" is not in the options it is given (validate them against its specs first)");
+    options_[spec.name] = validated_options.at(spec.name);
+  }
+}
+
+const nlohmann::json& ModuleOptions::at(const std::string& name) const {
+  auto it = options_.find(name);
+  EXOGYM_CHECK_INTERNAL(it != options_.end(), module_ + " reads the option \"" + name +
+                                                  "\", which its specs() do not declare (a module reads only "
+                                                  "the options it declares)");
+  return *it;
 }
 
 std::vector<at::Tensor> trainable_parameters(Model& model) {

@@ -1,15 +1,17 @@
 #pragma once
 // The communicate-then-optimize pattern: each node takes a local optimizer
-// step (with optional clipping and an LR schedule), then a list of
-// communication modules run in order, each deciding when it acts. FedAvg,
-// DiLoCo, SPARTA and SPARTA+DiLoCo are such compositions, and a third party
-// can write only a module:
+// step (with optional clipping and an LR schedule), then communication
+// modules run in order, each deciding when it acts. FedAvg, DiLoCo, SPARTA
+// and SPARTA+DiLoCo are such compositions, and a third party can write only
+// a module (a CommunicationModule with a static specs() returning its
+// ModuleSpecs and a constructor taking ModuleOptions):
 //
-//   class MyModule : public exogym::sdk::CommunicationModule { ... };
-//   EXOGYM_MODULE_STRATEGY_PLUGIN("mine", "1.0.0", MyModule, my_module_options)
+//   EXOGYM_MODULE_STRATEGY_PLUGIN("mine", "1.0.0", MyModule)
+//   EXOGYM_MODULE_STRATEGY_PLUGIN("two", "1.0.0", exogym::modules::SpartaModule, MyModule)
 //
-// exports a strategy whose options are the module's plus the local step's
-// (optimizer, lr_schedule, max_norm).
+// exports ComposedStrategy<Modules...>: the local step, then the modules in
+// that order; its options are theirs and the local step's (optimizer,
+// lr_schedule, max_norm).
 #include <ATen/core/Tensor.h>
 
 #include <memory>
@@ -42,11 +44,10 @@ class CommunicationModule {
   // node holds the same parameters (the initial broadcast). Optional.
   virtual void init(NodeContext& /*ctx*/, Model& /*model*/) {}
 
-  // After the local optimizer step of every step (`step` = ctx.step,
-  // 0-based), on every node: the module decides whether to act at `step`.
-  // The gradients are released by then (spent by the local step).
-  // Its collectives must be the same on every node, so decide from `step`
-  // and state every node shares, never from this node's data.
+  // After the local optimizer step of every step (`step` = ctx.step), on
+  // every node, once the gradients are released: the module decides whether
+  // to act at `step`. Its collectives must be the same on every node, so
+  // decide from `step` and state every node shares, never this node's data.
   virtual void communicate(NodeContext& ctx, Model& model, int64_t step) = 0;
 
   // From the strategy's save_state() / load_state(), with `prefix`
@@ -64,9 +65,35 @@ class CommunicationModule {
   // Whether a node that comes back takes the donor's parameters and local
   // optimizer state (true), or restarts from the modules' recovery state
   // with a fresh local optimizer (false: DiLoCo, whose node restarts from
-  // the master copy). If any module says false, the model's parameters and
-  // the local optimizer's state are not sent.
+  // the master copy). If any module says false, neither is sent.
   virtual bool recovers_model() const { return true; }
+};
+
+// The options one part of a composed strategy declares, with the part's
+// name for messages: a module's static specs() returns them.
+struct ModuleSpecs {
+  std::string module;  // "DiLoCoModule"
+  OptionSpecs specs;
+};
+
+// A composed strategy's options: every part's, in order. Two parts declaring
+// one name would read one value for two purposes, so that throws PluginError
+// at plugin load: option "H" is declared by both DiLoCoModule and FedAvgModule.
+OptionSpecs compose_specs(const std::vector<ModuleSpecs>& parts);
+
+// What one part sees of the strategy's validated options: only those its
+// specs declare, so that no module depends on another's options. Reading
+// any other throws InternalError naming the module and the option.
+class ModuleOptions {
+ public:
+  // `validated_options` holds every option of `declared` (validate_options).
+  ModuleOptions(const nlohmann::json& validated_options, const ModuleSpecs& declared);
+  const nlohmann::json& at(const std::string& name) const;
+  const std::string& module() const { return module_; }
+
+ private:
+  std::string module_;
+  nlohmann::json options_;  // the declared options only
 };
 
 // The local step's settings, shared by every composed strategy.
@@ -75,8 +102,9 @@ struct LocalStepOptions {
   LrSchedule schedule;
   double max_norm = 0;  // 0: no clipping
 
-  // Options "optimizer" (default AdamW), "lr_schedule" and "max_norm".
-  static OptionSpecs specs();
+  // "LocalStepOptions": options "optimizer" (default AdamW), "lr_schedule"
+  // and "max_norm".
+  static ModuleSpecs specs();
   static LocalStepOptions from_json(const nlohmann::json& validated_options);
 
   // The scheduled learning rate of 0-based step `step` in a run of
@@ -115,35 +143,35 @@ class CommunicateOptimizeStrategy : public Strategy {
   double lr_ = 0;
 };
 
+// The local step, then each of Modules... made from its own options,
+// Module(ModuleOptions(options, Module::specs())).
+template <class... Modules>
+class ComposedStrategy final : public CommunicateOptimizeStrategy {
+ public:
+  explicit ComposedStrategy(const nlohmann::json& options)
+      : CommunicateOptimizeStrategy(LocalStepOptions::from_json(options), make(options)) {}
+  static OptionSpecs specs() { return compose_specs({Modules::specs()..., LocalStepOptions::specs()}); }
+
+ private:
+  static std::vector<std::unique_ptr<CommunicationModule>> make(const nlohmann::json& options) {
+    std::vector<std::unique_ptr<CommunicationModule>> list;
+    (list.push_back(std::make_unique<Modules>(ModuleOptions(options, Modules::specs()))), ...);
+    return list;
+  }
+};
+
 // The parameters a module synchronises: every trainable parameter, in the
 // module's registration order (the same on every node). With their names:
 // named_trainable_parameters (model.h), in the same order.
 std::vector<at::Tensor> trainable_parameters(Model& model);
 
-// Merges two option lists (a module's and the local step's).
-OptionSpecs concat_specs(OptionSpecs a, const OptionSpecs& b);
-
 }  // namespace exogym::sdk
 
-// A strategy plugin made of the local step plus one module of type Module,
-// constructed as Module(const nlohmann::json& options).
-#define EXOGYM_MODULE_STRATEGY_PLUGIN(name, version, Module, options_fn)                                     \
-  namespace exogym_plugin_exports {                                                                          \
-  ::exogym::sdk::OptionSpecs exogym_module_strategy_options() {                                              \
-    return ::exogym::sdk::concat_specs(options_fn(), ::exogym::sdk::LocalStepOptions::specs());              \
-  }                                                                                                          \
-  class ModuleStrategy final : public ::exogym::sdk::CommunicateOptimizeStrategy {                           \
-   public:                                                                                                   \
-    explicit ModuleStrategy(const nlohmann::json& options)                                                   \
-        : CommunicateOptimizeStrategy(::exogym::sdk::LocalStepOptions::from_json(options), make(options)) {} \
-                                                                                                             \
-   private:                                                                                                  \
-    static std::vector<std::unique_ptr<::exogym::sdk::CommunicationModule>> make(const nlohmann::json& o) {  \
-      std::vector<std::unique_ptr<::exogym::sdk::CommunicationModule>> modules;                              \
-      modules.push_back(std::make_unique<Module>(o));                                                        \
-      return modules;                                                                                        \
-    }                                                                                                        \
-  };                                                                                                         \
-  }                                                                                                          \
-  EXOGYM_STRATEGY_PLUGIN(name, version, exogym_plugin_exports::ModuleStrategy,                               \
-                         exogym_plugin_exports::exogym_module_strategy_options)
+// At global scope. The alias keeps the modules' commas out of the inner
+// macro's arguments.
+#define EXOGYM_MODULE_STRATEGY_PLUGIN(name, version, ...)                      \
+  namespace exogym_plugin_exports {                                            \
+  using ModuleStrategy = ::exogym::sdk::ComposedStrategy<__VA_ARGS__>;         \
+  }                                                                            \
+  EXOGYM_STRATEGY_PLUGIN(name, version, exogym_plugin_exports::ModuleStrategy, \
+                         exogym_plugin_exports::ModuleStrategy::specs)

@@ -15,7 +15,7 @@
 #include <limits>
 
 #include "exogym/sdk/error.h"
-#include "exogym/sdk/fused_adamw.h"
+#include "exogym/sdk/internal/fused_adamw.h"
 #include "exogym/sdk/options.h"
 
 namespace exogym::sdk {
@@ -235,11 +235,11 @@ std::unique_ptr<torch::optim::Optimizer> OptimizerSpec::build(const std::vector<
   }
   if (key == "adamw") {
     // LibTorch's AdamW, bit for bit, in one pass per parameter where it can.
-    return std::make_unique<FusedAdamW>(tensors, torch::optim::AdamWOptions(number("lr"))
-                                                     .betas(betas())
-                                                     .eps(number("eps"))
-                                                     .weight_decay(number("weight_decay"))
-                                                     .amsgrad(flag("amsgrad")));
+    return std::make_unique<internal::FusedAdamW>(tensors, torch::optim::AdamWOptions(number("lr"))
+                                                               .betas(betas())
+                                                               .eps(number("eps"))
+                                                               .weight_decay(number("weight_decay"))
+                                                               .amsgrad(flag("amsgrad")));
   }
   if (key == "sgd") {
     return std::make_unique<torch::optim::SGD>(tensors, torch::optim::SGDOptions(number("lr"))

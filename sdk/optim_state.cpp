@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "exogym/sdk/error.h"
+#include "exogym/sdk/internal/optim_state_key.h"
 #include "exogym/sdk/model.h"
-#include "exogym/sdk/optim_state_key.h"
 
 namespace exogym::sdk {
 
@@ -68,7 +68,7 @@ void save_optimizer_state(torch::optim::Optimizer& optimizer, const std::vector<
                           const std::string& prefix) {
   auto& state = optimizer.state();
   for (size_t i = 0; i < params.size(); ++i) {
-    auto it = state.find(detail::optimizer_state_key(state, params[i]));
+    auto it = state.find(internal::optimizer_state_key(state, params[i]));
     if (it == state.end()) continue;
     const std::string base = prefix + std::to_string(i) + ".";
     Fields fields = fields_of(*it->second);
@@ -83,7 +83,7 @@ void load_optimizer_state(torch::optim::Optimizer& optimizer, const std::vector<
   auto& state = optimizer.state();
   for (size_t i = 0; i < params.size(); ++i) {
     const std::string base = prefix + std::to_string(i) + ".";
-    const auto key = detail::optimizer_state_key(state, params[i]);
+    const auto key = internal::optimizer_state_key(state, params[i]);
     if (!has_key_with_prefix(in, base)) {
       state.erase(key);
       continue;

@@ -1,4 +1,4 @@
-#include "exogym/sdk/plugin.h"
+#include "exogym/sdk/plugin_abi.h"
 
 namespace exogym::sdk {
 

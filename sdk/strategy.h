@@ -10,14 +10,14 @@
 // the plugin's OptionSpecs. A ConfigError thrown by the constructor, or by
 // any function below (init() may check options against the model), is the
 // user's to fix: reported under "strategy.options.<its path>" with the
-// variant, exit status 2. After that, each node's
-// instance is used only by that node's thread, and it is destroyed on the
-// main thread after every node has finished.
+// variant, exit status 2. After that, each node's instance is used only by
+// that node's thread, and it is destroyed on the main thread after every
+// node has finished.
 //
 // Errors: an exception from init(), zero_grad() or step() ends the run. The
-// other nodes' collectives throw AbortedError, every node stops, and the run
-// fails with the first error, prefixed with the node, the step and the
-// plugin. A strategy lets AbortedError propagate: it says another node failed.
+// other nodes' collectives throw AbortedError (comm.h), every node stops,
+// and the run fails with the first error, prefixed with the node, the step
+// and the plugin.
 #include <ATen/core/Tensor.h>
 
 #include <map>

@@ -8,7 +8,6 @@
 // distributed strategy.
 #include <ATen/ATen.h>
 
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -23,14 +22,16 @@ using exogym::sdk::OptionType;
 
 class Lookahead final : public exogym::sdk::CommunicationModule {
  public:
-  static exogym::sdk::OptionSpecs specs() {
-    return {
-        OptionSpec{"k", OptionType::PositiveInteger, 5, "local steps between Lookahead steps"},
-        OptionSpec{"alpha", OptionType::Fraction, 0.5, "how far the slow weights move towards the fast ones"},
-    };
+  // The options it declares, under its name: the only ones it may read.
+  static exogym::sdk::ModuleSpecs specs() {
+    return {"Lookahead",
+            {
+                OptionSpec{"k", OptionType::PositiveInteger, 5, "local steps between Lookahead steps"},
+                OptionSpec{"alpha", OptionType::Fraction, 0.5, "how far the slow weights move towards the fast ones"},
+            }};
   }
 
-  explicit Lookahead(const nlohmann::json& options)
+  explicit Lookahead(const exogym::sdk::ModuleOptions& options)
       : k_(options.at("k").get<int64_t>()), alpha_(options.at("alpha").get<double>()) {}
 
   void init(exogym::sdk::NodeContext& /*ctx*/, exogym::sdk::Model& model) override {
@@ -70,26 +71,9 @@ class Lookahead final : public exogym::sdk::CommunicationModule {
   std::vector<at::Tensor> slow_;
 };
 
-// The local step (optimizer, lr_schedule, max_norm), then SPARTA, then Lookahead.
-class SpartaLookahead final : public exogym::sdk::CommunicateOptimizeStrategy {
- public:
-  explicit SpartaLookahead(const nlohmann::json& options)
-      : CommunicateOptimizeStrategy(exogym::sdk::LocalStepOptions::from_json(options), modules(options)) {}
-
-  static exogym::sdk::OptionSpecs specs() {
-    auto specs = exogym::sdk::concat_specs(exogym::modules::SpartaModule::specs(), Lookahead::specs());
-    return exogym::sdk::concat_specs(std::move(specs), exogym::sdk::LocalStepOptions::specs());
-  }
-
- private:
-  static std::vector<std::unique_ptr<exogym::sdk::CommunicationModule>> modules(const nlohmann::json& options) {
-    std::vector<std::unique_ptr<exogym::sdk::CommunicationModule>> list;
-    list.push_back(std::make_unique<exogym::modules::SpartaModule>(options));  // reads p, selector
-    list.push_back(std::make_unique<Lookahead>(options));                      // reads k, alpha
-    return list;
-  }
-};
-
 }  // namespace
 
-EXOGYM_STRATEGY_PLUGIN("sparta_lookahead", "1.0.0", SpartaLookahead, SpartaLookahead::specs)
+// The local step (optimizer, lr_schedule, max_norm), then SPARTA, then
+// Lookahead; the strategy's options are the three parts' (p, selector,
+// sparta_interval, k, alpha and the local step's).
+EXOGYM_MODULE_STRATEGY_PLUGIN("sparta_lookahead", "1.0.0", exogym::modules::SpartaModule, Lookahead)

@@ -19,7 +19,7 @@ namespace exogym::plugins {
 // The local step's options (sdk::LocalStepOptions); here the optimizer and
 // the clipping act on the averaged gradient, which their docs say.
 static sdk::OptionSpecs allreduce_options() {
-  sdk::OptionSpecs specs = sdk::LocalStepOptions::specs();
+  sdk::OptionSpecs specs = sdk::LocalStepOptions::specs().specs;
   for (auto& spec : specs) {
     if (spec.name == "optimizer") spec.doc = "the optimizer every node applies to the averaged gradient";
     if (spec.name == "max_norm") spec.doc = "clip the averaged gradient to this global L2 norm (null: no clipping)";

@@ -4,4 +4,4 @@
 // parameters along master - average, which every node then continues from.
 #include "exogym/modules/diloco.h"
 
-EXOGYM_MODULE_STRATEGY_PLUGIN("diloco", "1.0.0", exogym::modules::DiLoCoModule, exogym::modules::DiLoCoModule::specs)
+EXOGYM_MODULE_STRATEGY_PLUGIN("diloco", "1.0.0", exogym::modules::DiLoCoModule)

@@ -3,4 +3,4 @@
 // nodes, or within random islands of island_size nodes).
 #include "exogym/modules/fedavg.h"
 
-EXOGYM_MODULE_STRATEGY_PLUGIN("fedavg", "1.0.0", exogym::modules::FedAvgModule, exogym::modules::FedAvgModule::specs)
+EXOGYM_MODULE_STRATEGY_PLUGIN("fedavg", "1.0.0", exogym::modules::FedAvgModule)

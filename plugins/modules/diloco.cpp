@@ -24,18 +24,19 @@ nlohmann::json DiLoCoModule::default_outer_optimizer() {
   return {{"name", "sgd"}, {"lr", 0.7}, {"momentum", 0.9}, {"nesterov", true}};
 }
 
-sdk::OptionSpecs DiLoCoModule::specs() {
-  return {
-      OptionSpec{"H", OptionType::PositiveInteger, 100,
-                 "inner steps per outer step: the nodes average and take an outer step after the H-th, 2H-th, ... "
-                 "inner step"},
-      OptionSpec{"outer_optimizer", OptionType::Optimizer, default_outer_optimizer(),
-                 "the outer optimizer, stepped on the master parameters with the pseudo-gradient "
-                 "master - average; a partial object refines the default Nesterov SGD"},
-  };
+sdk::ModuleSpecs DiLoCoModule::specs() {
+  return {"DiLoCoModule",
+          {
+              OptionSpec{"H", OptionType::PositiveInteger, 100,
+                         "inner steps per outer step: the nodes average and take an outer step after the H-th, "
+                         "2H-th, ... inner step"},
+              OptionSpec{"outer_optimizer", OptionType::Optimizer, default_outer_optimizer(),
+                         "the outer optimizer, stepped on the master parameters with the pseudo-gradient "
+                         "master - average; a partial object refines the default Nesterov SGD"},
+          }};
 }
 
-DiLoCoModule::DiLoCoModule(const nlohmann::json& o)
+DiLoCoModule::DiLoCoModule(const sdk::ModuleOptions& o)
     : DiLoCoModule(o.at("H").get<int64_t>(), sdk::OptimizerSpec::from_json(o.at("outer_optimizer"), "outer_optimizer",
                                                                            default_outer_optimizer())) {}
 

@@ -31,13 +31,13 @@ namespace exogym::modules {
 
 class DiLoCoModule final : public sdk::CommunicationModule {
  public:
-  // Options "H" and "outer_optimizer".
-  static sdk::OptionSpecs specs();
+  // "DiLoCoModule": options "H" and "outer_optimizer".
+  static sdk::ModuleSpecs specs();
   // The default outer optimizer: Nesterov SGD, lr 0.7, momentum 0.9.
   static nlohmann::json default_outer_optimizer();
 
   // Reads "H" and "outer_optimizer" (merged over the default).
-  explicit DiLoCoModule(const nlohmann::json& validated_options);
+  explicit DiLoCoModule(const sdk::ModuleOptions& options);
   DiLoCoModule(int64_t H, sdk::OptimizerSpec outer_optimizer);
   ~DiLoCoModule() override;
 

@@ -19,18 +19,19 @@ namespace {
 constexpr uint64_t kIslandStream = 0x464544415647ULL;
 }  // namespace
 
-sdk::OptionSpecs FedAvgModule::specs() {
-  return {
-      OptionSpec{"H", OptionType::PositiveInteger, 1,
-                 "average the parameters after every H local steps (after the H-th, 2H-th, ... step); "
-                 "H = 1 with plain SGD is exactly all-reduce/DDP"},
-      OptionSpec{"island_size", OptionType::PositiveInteger, nullptr,
-                 "average within random islands of this many nodes, redrawn from the run's seed every round "
-                 "(null or >= nodes: average over all nodes)"},
-  };
+sdk::ModuleSpecs FedAvgModule::specs() {
+  return {"FedAvgModule",
+          {
+              OptionSpec{"H", OptionType::PositiveInteger, 1,
+                         "average the parameters after every H local steps (after the H-th, 2H-th, ... step); "
+                         "H = 1 with plain SGD is exactly all-reduce/DDP"},
+              OptionSpec{"island_size", OptionType::PositiveInteger, nullptr,
+                         "average within random islands of this many nodes, redrawn from the run's seed every "
+                         "round (null or >= nodes: average over all nodes)"},
+          }};
 }
 
-FedAvgModule::FedAvgModule(const nlohmann::json& o)
+FedAvgModule::FedAvgModule(const sdk::ModuleOptions& o)
     : FedAvgModule(o.at("H").get<int64_t>(), o.at("island_size").is_null()
                                                  ? std::nullopt
                                                  : std::optional<int64_t>(o.at("island_size").get<int64_t>())) {}

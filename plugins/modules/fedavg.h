@@ -13,7 +13,6 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <vector>
 
@@ -23,10 +22,10 @@ namespace exogym::modules {
 
 class FedAvgModule final : public sdk::CommunicationModule {
  public:
-  // Options "H" and "island_size".
-  static sdk::OptionSpecs specs();
+  // "FedAvgModule": options "H" and "island_size".
+  static sdk::ModuleSpecs specs();
 
-  explicit FedAvgModule(const nlohmann::json& validated_options);
+  explicit FedAvgModule(const sdk::ModuleOptions& options);
   // island_size: nullopt (or >= K) averages over all nodes.
   FedAvgModule(int64_t H, std::optional<int64_t> island_size);
 

@@ -14,21 +14,25 @@ namespace exogym::modules {
 using sdk::OptionSpec;
 using sdk::OptionType;
 
-sdk::OptionSpecs SpartaModule::specs() {
-  return {
-      OptionSpec{"p", OptionType::Fraction, 0.005,
-                 "fraction of every parameter's elements averaged across the nodes after each step"},
-      OptionSpec{"selector", OptionType::String, "random",
-                 "how elements are chosen: random (i.i.d. with probability p each step), shuffled_sequential "
-                 "(a fixed random order, ceil(1/p) chunks in turn), partitioned (balanced random classes in "
-                 "turn, redrawn every cycle); drawn from the run's seed, identical on every node",
-                 index_selector_names()},
-  };
+sdk::ModuleSpecs SpartaModule::specs() {
+  return {"SpartaModule",
+          {
+              OptionSpec{"p", OptionType::Fraction, 0.005,
+                         "fraction of every parameter's elements averaged across the nodes after each step"},
+              OptionSpec{"selector", OptionType::String, "random",
+                         "how elements are chosen: random (i.i.d. with probability p each step), "
+                         "shuffled_sequential (a fixed random order, ceil(1/p) chunks in turn), partitioned "
+                         "(balanced random classes in turn, redrawn every cycle); drawn from the run's seed, "
+                         "identical on every node",
+                         index_selector_names()},
+              OptionSpec{"sparta_interval", OptionType::PositiveInteger, 1,
+                         "sparse averaging only after steps t with t % sparta_interval == 0 (0-based)"},
+          }};
 }
 
-SpartaModule::SpartaModule(const nlohmann::json& o)
+SpartaModule::SpartaModule(const sdk::ModuleOptions& o)
     : SpartaModule(o.at("p").get<double>(), o.at("selector").get<std::string>(),
-                   o.contains("sparta_interval") ? o.at("sparta_interval").get<int64_t>() : 1) {}
+                   o.at("sparta_interval").get<int64_t>()) {}
 
 SpartaModule::SpartaModule(double p, std::string selector, int64_t interval)
     : p_(p), selector_name_(std::move(selector)), interval_(interval) {

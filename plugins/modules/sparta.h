@@ -6,8 +6,7 @@
 //
 // Communicates: one all_reduce (Avg) of the selected values after every
 // step t with t % interval == 0 (0-based); nothing with one node.
-// Options: "p" and "selector" (specs()), and "sparta_interval" when the
-// strategy declares it (sparta_diloco does).
+// Options: "p", "selector" and "sparta_interval" (specs()).
 // State: none to save. The selection at step t depends only on the run's
 // seed and t, so a resumed run selects what an uninterrupted one would; the
 // nodes of a process draw it once and share it, with the selector's cached
@@ -16,7 +15,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -27,12 +25,11 @@ namespace exogym::modules {
 
 class SpartaModule final : public sdk::CommunicationModule {
  public:
-  // Options "p" and "selector".
-  static sdk::OptionSpecs specs();
+  // "SpartaModule": options "p", "selector" and "sparta_interval".
+  static sdk::ModuleSpecs specs();
 
-  // Reads "p", "selector" and, when present, "sparta_interval". Throws
-  // sdk::ConfigError for an unknown selector or p outside (0, 1].
-  explicit SpartaModule(const nlohmann::json& validated_options);
+  // Throws sdk::ConfigError for an unknown selector or p outside (0, 1].
+  explicit SpartaModule(const sdk::ModuleOptions& options);
   // Averages after steps t with t % interval == 0.
   SpartaModule(double p, std::string selector, int64_t interval = 1);
 

@@ -3,4 +3,4 @@
 // every node from the run's seed, is replaced by its mean over the nodes.
 #include "exogym/modules/sparta.h"
 
-EXOGYM_MODULE_STRATEGY_PLUGIN("sparta", "1.0.0", exogym::modules::SpartaModule, exogym::modules::SpartaModule::specs)
+EXOGYM_MODULE_STRATEGY_PLUGIN("sparta", "1.0.0", exogym::modules::SpartaModule)

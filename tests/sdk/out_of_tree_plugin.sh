@@ -17,11 +17,15 @@ if grep -nE "[\";]/[^\";]*\.so|$build_dir|$source_dir" "$work"/prefix/lib/cmake/
   echo "FAIL: absolute paths in the installed CMake package"; exit 1
 fi
 # The libraries carry the plugin ABI version as their SOVERSION.
-abi=$(sed -n 's/^#define EXOGYM_ABI_VERSION \([0-9]*\)$/\1/p' "$source_dir/sdk/plugin.h")
+abi=$(sed -n 's/^#define EXOGYM_ABI_VERSION \([0-9]*\)$/\1/p' "$source_dir/sdk/plugin_abi.h")
 for lib in exogym_sdk exogym_modules; do
   objdump -p "$work/prefix/lib/lib$lib.so" | grep -q "SONAME *lib$lib.so.$abi\$" ||
     { echo "FAIL: lib$lib.so has no SONAME lib$lib.so.$abi"; exit 1; }
 done
+# The installed SDK is its contract: every header of sdk/ and nothing else
+# (not sdk/internal/, the library's own details).
+diff <(cd "$source_dir/sdk" && ls -- *.h) <(ls "$work/prefix/include/exogym/sdk") ||
+  { echo "FAIL: the installed SDK headers are not exactly sdk/*.h"; exit 1; }
 cmake -S "$source_dir/examples/plugin-template" -B "$work/plugin" -G Ninja \
   -DCMAKE_PREFIX_PATH="$work/prefix" ${CMAKE_CXX_COMPILER_LAUNCHER:+-DCMAKE_CXX_COMPILER_LAUNCHER=$CMAKE_CXX_COMPILER_LAUNCHER} > "$work/configure.log"
 cmake --build "$work/plugin" > "$work/build.log"

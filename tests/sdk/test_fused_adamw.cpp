@@ -1,4 +1,4 @@
-// The fused AdamW (sdk/fused_adamw.h) against LibTorch's own AdamW: the
+// The fused AdamW (sdk/internal/fused_adamw.h) against LibTorch's own AdamW: the
 // same bits after many steps, and LibTorch's path wherever it cannot fuse.
 #include <ATen/ATen.h>
 #include <torch/optim/adamw.h>
@@ -7,12 +7,12 @@
 #include <cstring>
 #include <vector>
 
-#include "exogym/sdk/fused_adamw.h"
+#include "exogym/sdk/internal/fused_adamw.h"
 #include "exogym/sdk/optim.h"
 #include "exogym/sdk/optim_state.h"
 #include "testing.h"
 
-using exogym::sdk::FusedAdamW;
+using exogym::sdk::internal::FusedAdamW;
 
 namespace {
 

@@ -281,7 +281,7 @@ TEST_CASE("channel-wise dropout zeroes whole channels", "[sdk][model]") {
 }
 
 TEST_CASE("the local step's learning rate follows its schedule", "[sdk][compose]") {
-  const OptionSpecs specs = exogym::sdk::LocalStepOptions::specs();
+  const OptionSpecs specs = exogym::sdk::LocalStepOptions::specs().specs;
   const auto local = exogym::sdk::LocalStepOptions::from_json(exogym::sdk::validate_options(
       {{"optimizer", {{"name", "sgd"}, {"lr", 0.1}}}, {"lr_schedule", {{"name", "constant"}, {"warmup_steps", 4}}}},
       specs, "strategy.options"));
@@ -369,25 +369,11 @@ TEST_CASE("named_trainable_parameters names the trainable parameters in the mode
   CHECK(named[1].tensor.sizes() == at::IntArrayRef({10, 8}));
 }
 
-TEST_CASE("the docs list every installed SDK header and place each SDK function in its header", "[sdk][docs]") {
+// Which headers the docs list is tools/check_sdk_headers.py's check.
+TEST_CASE("the docs place each SDK function in its header", "[sdk][docs]") {
   namespace fs = std::filesystem;
   using exogym::test::read_text;
   const fs::path source = EXOGYM_SOURCE_DIR;
-  const std::string cmake = read_text(source / "sdk" / "CMakeLists.txt");
-  const size_t from = cmake.find("install(FILES"), to = cmake.find("DESTINATION include/exogym/sdk");
-  REQUIRE(from < to);
-  const std::string installed = cmake.substr(from, to - from);
-  const std::string plugins = read_text(source / "docs" / "plugins.md");
-  const size_t list_from = plugins.find("the headers in `sdk/`"), list_to = plugins.find("installed as");
-  REQUIRE(list_from < list_to);
-  const std::string list = plugins.substr(list_from, list_to - list_from);
-  const std::regex header(R"(\b(\w+\.h)\b)");
-  int headers = 0;
-  for (std::sregex_iterator it(installed.begin(), installed.end(), header), end; it != end; ++it, ++headers) {
-    INFO((*it)[1]);
-    CHECK(list.find("`" + (*it)[1].str() + "`") != std::string::npos);
-  }
-  CHECK(headers >= 15);
   // "`sdk::f` (`sdk/x.h`)" or "`sdk::f` / `sdk::g` (`sdk/x.h`)": x.h declares f (and g),
   // a function or a type.
   const std::regex placed(R"(`sdk::(\w+)`(?: / `sdk::(\w+)`)?\s+\(`sdk/(\w+\.h)`\))");

@@ -472,7 +472,7 @@ TEST_CASE("strategy options are declared with defaults, and misspelt ones are re
 TEST_CASE("allreduce declares the local step's options, documented for the averaged gradient", "[strategies]") {
   auto allreduce = exogym::test::test_loader().load("strategy", "allreduce", "strategy.plugin");
   json own = sdk::describe_options(allreduce->options());
-  json shared = sdk::describe_options(sdk::LocalStepOptions::specs());
+  json shared = sdk::describe_options(sdk::LocalStepOptions::specs().specs);
   REQUIRE(own.size() == shared.size());
   for (size_t i = 0; i < own.size(); ++i) {
     INFO(own[i].dump());

@@ -17,9 +17,13 @@
 //
 // The state is LibTorch's (AdamWParamState: step, exp_avg, exp_avg_sq), so
 // checkpoints (optim_state.h) and state_dict code see no difference.
+//
+// A detail of the SDK's optimizers, not part of the contract: not installed
+// and on no plugin's include path. A plugin gets it from OptimizerSpec::build
+// ("adamw"), as a torch::optim::AdamW.
 #include <torch/optim/adamw.h>
 
-namespace exogym::sdk {
+namespace exogym::sdk::internal {
 
 class FusedAdamW : public torch::optim::AdamW {
  public:
@@ -41,4 +45,4 @@ class FusedAdamW : public torch::optim::AdamW {
   bool last_step_fused_ = false;
 };
 
-}  // namespace exogym::sdk
+}  // namespace exogym::sdk::internal

@@ -1,15 +1,16 @@
 #pragma once
 // The key under which a LibTorch optimizer keeps a parameter's state: a
-// string in LibTorch 1.x, the TensorImpl pointer in 2.x. Internal to the SDK
-// (not installed): checkpoints (optim_state.cpp) and the fused AdamW
-// (fused_adamw.cpp) look state up the way LibTorch's own optimizers do.
+// string in LibTorch 1.x, the TensorImpl pointer in 2.x. A detail of the
+// SDK library, not of its contract: checkpoints (optim_state.cpp) and the
+// fused AdamW (fused_adamw.cpp) look state up the way LibTorch's own
+// optimizers do.
 #include <ATen/core/Tensor.h>
 
 #include <sstream>
 #include <string>
 #include <type_traits>
 
-namespace exogym::sdk::detail {
+namespace exogym::sdk::internal {
 
 template <class State>
 auto optimizer_state_key(const State& /*state*/, const at::Tensor& param) {
@@ -23,4 +24,4 @@ auto optimizer_state_key(const State& /*state*/, const at::Tensor& param) {
   }
 }
 
-}  // namespace exogym::sdk::detail
+}  // namespace exogym::sdk::internal

@@ -1,7 +1,7 @@
 // The fused AdamW step (fused_adamw.h). Compiled with -ffp-contract=off
 // (sdk/CMakeLists.txt): the only fused multiply-adds are the ones written
 // out below, where LibTorch's kernels have them.
-#include "exogym/sdk/fused_adamw.h"
+#include "exogym/sdk/internal/fused_adamw.h"
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "exogym/sdk/optim_state_key.h"
+#include "exogym/sdk/internal/optim_state_key.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
@@ -25,7 +25,7 @@
 #define EXOGYM_FUSED_ADAMW 0
 #endif
 
-namespace exogym::sdk {
+namespace exogym::sdk::internal {
 
 namespace {
 
@@ -198,9 +198,9 @@ bool FusedAdamW::available() {
     }
     for (size_t i = 0; i < sizes.size(); ++i) {
       auto& a = static_cast<torch::optim::AdamWParamState&>(
-          *reference.state().at(detail::optimizer_state_key(reference.state(), theirs[i])));
-      auto& b = static_cast<torch::optim::AdamWParamState&>(
-          *fused.state().at(detail::optimizer_state_key(fused.state(), ours[i])));
+          *reference.state().at(optimizer_state_key(reference.state(), theirs[i])));
+      auto& b =
+          static_cast<torch::optim::AdamWParamState&>(*fused.state().at(optimizer_state_key(fused.state(), ours[i])));
       if (!same_bits(theirs[i], ours[i]) || !same_bits(a.exp_avg(), b.exp_avg()) ||
           !same_bits(a.exp_avg_sq(), b.exp_avg_sq()) || a.step() != b.step())
         return false;
@@ -227,7 +227,7 @@ bool FusedAdamW::fused_step() {
     for (auto& p : group.params()) {
       if (!p.grad().defined()) continue;
       if (!plain_cpu_float(p, p) || !plain_cpu_float(p.grad(), p)) return false;
-      Key key = detail::optimizer_state_key(state(), p);
+      Key key = optimizer_state_key(state(), p);
       auto it = state().find(key);
       torch::optim::AdamWParamState* existing = nullptr;
       if (it != state().end()) {
@@ -272,4 +272,4 @@ at::Tensor FusedAdamW::step(LossClosure closure) {
   return {};
 }
 
-}  // namespace exogym::sdk
+}  // namespace exogym::sdk::internal
