@@ -71,7 +71,7 @@ const nlohmann::json& ModuleOptions::at(const std::string& name) const {
 
 std::vector<at::Tensor> trainable_parameters(Model& model) {
   std::vector<at::Tensor> params;
-  for (auto& p : model.module().parameters(/*recurse=*/true)) {
+  for (auto& p : model.network().parameters(/*recurse=*/true)) {
     if (p.requires_grad()) params.push_back(p);
   }
   return params;

@@ -28,7 +28,7 @@ struct EvalOutput {
 // the same time on helper threads) from options already validated against
 // the plugin's OptionSpecs. A ConfigError thrown by the constructor is
 // reported under "model.options.<its path>". The runtime then moves the
-// module to the node's device and into training mode. Replicas are
+// network to the node's device and into training mode. Replicas are
 // destroyed on the main thread after every node has finished.
 //
 // Errors: an exception from loss() or evaluate() ends the run, as a
@@ -37,10 +37,11 @@ class Model {
  public:
   virtual ~Model() = default;
 
-  // The module that owns the parameters and buffers, the same one every
-  // time. The runtime uses it from any thread for train()/eval(),
+  // The network (LibTorch's torch::nn::Module) that owns the parameters and
+  // buffers, the same one every time. Named network(): in ExoGym a "module"
+  // is a strategy's communication module (compose.h). The runtime uses it from any thread for train()/eval(),
   // to(device), the initial broadcast, averaging and model.pt.
-  virtual torch::nn::Module& module() = 0;
+  virtual torch::nn::Module& network() = 0;
 
   // The mean loss over the batch: a one-element tensor with a graph
   // attached, on which the runtime calls backward(). On the node's thread,
@@ -89,21 +90,21 @@ class Model {
   at::Generator generator_;
 };
 
-// A trainable parameter and its name in the model's module
+// A trainable parameter and its name in the model's network
 // ("layers.0.weight", "transformer.h.1.attn.c_attn.weight").
 struct NamedParameter {
   std::string name;
   at::Tensor tensor;
 };
 
-// Every trainable parameter (requires_grad) with its name, in the module's
+// Every trainable parameter (requires_grad) with its name, in the network's
 // registration order: the order of trainable_parameters() (compose.h), the
 // same on every node. For strategies that group parameters by layer or
 // name (fragments, per-layer rules) without relying on an order of their
 // own. Inline, so that a plugin using it needs no newer SDK library.
 inline std::vector<NamedParameter> named_trainable_parameters(Model& model) {
   std::vector<NamedParameter> params;
-  for (const auto& item : model.module().named_parameters(/*recurse=*/true)) {
+  for (const auto& item : model.network().named_parameters(/*recurse=*/true)) {
     if (item.value().requires_grad()) params.push_back({item.key(), item.value()});
   }
   return params;

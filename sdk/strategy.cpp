@@ -16,9 +16,9 @@ const std::string kStatePrefix = "state.";
 
 void save_model_tensors(Model& model, StateDict& out, bool parameters) {
   if (parameters) {
-    for (const auto& item : model.module().named_parameters()) out[kModelPrefix + item.key()] = item.value().detach();
+    for (const auto& item : model.network().named_parameters()) out[kModelPrefix + item.key()] = item.value().detach();
   }
-  for (const auto& item : model.module().named_buffers()) out[kModelPrefix + item.key()] = item.value().detach();
+  for (const auto& item : model.network().named_buffers()) out[kModelPrefix + item.key()] = item.value().detach();
 }
 
 void load_model_tensors(Model& model, const StateDict& in, bool parameters) {
@@ -29,9 +29,9 @@ void load_model_tensors(Model& model, const StateDict& in, bool parameters) {
     target.detach().copy_(it->second);
   };
   if (parameters) {
-    for (const auto& item : model.module().named_parameters()) copy_into(item.key(), item.value());
+    for (const auto& item : model.network().named_parameters()) copy_into(item.key(), item.value());
   }
-  for (const auto& item : model.module().named_buffers()) copy_into(item.key(), item.value());
+  for (const auto& item : model.network().named_buffers()) copy_into(item.key(), item.value());
 }
 
 void Strategy::recovery_state(Model& model, StateDict& out) const {

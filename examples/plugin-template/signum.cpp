@@ -14,7 +14,7 @@ class Signum final : public exogym::sdk::Strategy {
 
   void init(exogym::sdk::NodeContext& ctx, exogym::sdk::Model& model) override {
     ctx_ = &ctx;
-    params_ = model.module().parameters();
+    params_ = model.network().parameters();
   }
 
   void zero_grad() override {

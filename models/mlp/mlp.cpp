@@ -68,7 +68,7 @@ class MlpModel : public sdk::Classifier {
                                     options.at("num_classes").get<int64_t>());
   }
 
-  torch::nn::Module& module() override { return *net_; }
+  torch::nn::Module& network() override { return *net_; }
 
   at::Tensor logits(const sdk::Batch& batch) override {
     const at::Tensor& input = batch_tensor(batch, "input");

@@ -30,7 +30,7 @@ class NanoGpt : public sdk::Model {
   explicit NanoGpt(const nlohmann::json& options)
       : net_(std::make_shared<Gpt>(nanogpt::config_from_options(options))) {}
 
-  torch::nn::Module& module() override { return *net_; }
+  torch::nn::Module& network() override { return *net_; }
 
   void init_parameters() override { net_->init_parameters(); }
 

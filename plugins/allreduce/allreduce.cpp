@@ -33,7 +33,7 @@ class AllReduceStrategy final : public sdk::Strategy {
 
   void init(sdk::NodeContext& ctx, sdk::Model& model) override {
     ctx_ = &ctx;
-    params_ = model.module().parameters();
+    params_ = model.network().parameters();
     optimizer_ = local_.optimizer.build(params_);
     lr_ = local_.lr_at(0, ctx.max_steps);
   }

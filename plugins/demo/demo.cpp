@@ -78,7 +78,7 @@ class DemoStrategy final : public sdk::Strategy {
 
   void init(sdk::NodeContext& ctx, sdk::Model& model) override {
     ctx_ = &ctx;
-    for (auto& item : model.module().named_parameters(/*recurse=*/true)) {
+    for (auto& item : model.network().named_parameters(/*recurse=*/true)) {
       if (!item.value().requires_grad()) continue;
       names_.push_back(item.key());
       params_.push_back(item.value());

@@ -80,9 +80,9 @@ std::string node_file_name(int rank) { return "node-" + std::to_string(rank) + "
 void write_node_state(const fs::path& folder, int rank, int64_t step, sdk::Model& model, const sdk::Strategy& strategy,
                       const nlohmann::json& meter) {
   output::NamedTensors tensors;
-  for (const auto& item : model.module().named_parameters(/*recurse=*/true))
+  for (const auto& item : model.network().named_parameters(/*recurse=*/true))
     tensors.emplace_back(kModel + item.key(), on_cpu(item.value()));
-  for (const auto& item : model.module().named_buffers(/*recurse=*/true))
+  for (const auto& item : model.network().named_buffers(/*recurse=*/true))
     tensors.emplace_back(kBuffer + item.key(), on_cpu(item.value()));
   if (model.generator().defined()) {
     at::Generator generator = model.generator();
@@ -127,9 +127,9 @@ NodeState read_node_state(const fs::path& folder, int rank, int64_t step) {
 
 void check_model_fits(sdk::Model& model, const NodeState& state, const std::string& what) {
   const auto& tensors = state.file.tensors;
-  for (const auto& item : model.module().named_parameters(/*recurse=*/true))
+  for (const auto& item : model.network().named_parameters(/*recurse=*/true))
     matching(item.value(), tensors, kModel + item.key(), what);
-  for (const auto& item : model.module().named_buffers(/*recurse=*/true))
+  for (const auto& item : model.network().named_buffers(/*recurse=*/true))
     matching(item.value(), tensors, kBuffer + item.key(), what);
   const at::Tensor* generator = find(tensors, kGenerator);
   if (generator && model.generator().defined() && generator->scalar_type() != at::kByte)
@@ -140,9 +140,9 @@ void check_model_fits(sdk::Model& model, const NodeState& state, const std::stri
 void restore_model(sdk::Model& model, const NodeState& state, const std::string& what) {
   at::NoGradGuard no_grad;
   const auto& tensors = state.file.tensors;
-  for (auto& item : model.module().named_parameters(/*recurse=*/true))
+  for (auto& item : model.network().named_parameters(/*recurse=*/true))
     item.value().detach().copy_(matching(item.value(), tensors, kModel + item.key(), what));
-  for (auto& item : model.module().named_buffers(/*recurse=*/true))
+  for (auto& item : model.network().named_buffers(/*recurse=*/true))
     item.value().detach().copy_(matching(item.value(), tensors, kBuffer + item.key(), what));
   if (const at::Tensor* saved = find(tensors, kGenerator); saved && model.generator().defined()) {
     at::Generator generator = model.generator();

@@ -118,8 +118,8 @@ TextGenerator::TextGenerator(const fs::path& run_dir, plugin::PluginLoader& load
   } catch (const sdk::ConfigError& e) {
     throw sdk::DataError(config_file.string() + ": " + e.what());
   }
-  load_weights(model_->module(), run_dir / "model.pt");
-  model_->module().eval();
+  load_weights(model_->network(), run_dir / "model.pt");
+  model_->network().eval();
 }
 
 TextGenerator::~TextGenerator() {

@@ -25,7 +25,7 @@ output::EvalValues evaluate_model(sdk::Model& model, const sdk::Dataset& data, c
                                   const std::vector<std::string>& metric_names, manifest::Precision precision) {
   at::NoGradGuard no_grad;
   AutocastScope autocast(precision, device.type());
-  model.module().eval();
+  model.network().eval();
   double loss_sum = 0;
   std::vector<double> metric_sums(metric_names.size(), 0.0);
   const int64_t total = static_cast<int64_t>(indices.size());
@@ -42,7 +42,7 @@ output::EvalValues evaluate_model(sdk::Model& model, const sdk::Dataset& data, c
       metric_sums[i] += it->second.item<double>() * static_cast<double>(n);
     }
   }
-  model.module().train();
+  model.network().train();
   output::EvalValues values;
   values.loss = eval_metric_mean(loss_sum, total);
   for (double sum : metric_sums) values.metrics.push_back(eval_metric_mean(sum, total));
@@ -90,7 +90,7 @@ void evaluate(TrainingState& s, int rank, sdk::Model& model, sdk::Communicator& 
   const int local_rank = live[0];
   const int global_rank = K > 1 ? live[1] : local_rank;
   const size_t M = s.metric_names.size();
-  NamedTensors state = float_state(model.module());
+  NamedTensors state = float_state(model.network());
   const std::vector<at::Tensor> averaged = averaged_over_nodes(state.tensors, comm);
 
   // [local loss, local metrics, global loss, global metrics]

@@ -21,13 +21,13 @@ std::string bytes_text(uint64_t bytes) { return util::format_bytes(static_cast<d
 
 ReplicaBytes replica_bytes(sdk::Model& model) {
   ReplicaBytes bytes;
-  for (const auto& p : model.module().parameters()) {
+  for (const auto& p : model.network().parameters()) {
     if (!p.device().is_cpu()) continue;
     const auto n = static_cast<uint64_t>(p.nbytes());
     bytes.tensors += n;
     if (p.requires_grad()) bytes.trainable += n;
   }
-  for (const auto& b : model.module().buffers()) {
+  for (const auto& b : model.network().buffers()) {
     if (b.device().is_cpu()) bytes.tensors += static_cast<uint64_t>(b.nbytes());
   }
   return bytes;

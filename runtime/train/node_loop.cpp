@@ -164,8 +164,8 @@ void NodeRun::start() {
     // Every node starts from node 0's parameters and buffers.
     at::NoGradGuard no_grad;
     std::vector<at::Tensor> state;
-    for (auto& p : model_.module().parameters()) state.push_back(p.detach());
-    for (auto& b : model_.module().buffers()) state.push_back(b.detach());
+    for (auto& p : model_.network().parameters()) state.push_back(p.detach());
+    for (auto& b : model_.network().buffers()) state.push_back(b.detach());
     runtime_comm_.broadcast(state, 0);
   }
   phase_ = "init of " + strategy_name_;
@@ -288,7 +288,7 @@ void NodeRun::train_step(int64_t t) {
   start_step(t);
   meter_.set_completed_steps(t);
   if (eval_enabled(m_) && m_.eval_interval > 0 && t % m_.eval_interval == 0) {
-    if (m_.stop_on_nonfinite && first_nonfinite(model_.module().parameters()) >= 0) {
+    if (m_.stop_on_nonfinite && first_nonfinite(model_.network().parameters()) >= 0) {
       throw Diverged(rank_, t, "a parameter of the model");
     }
     phase_ = "evaluation";
@@ -302,7 +302,7 @@ void NodeRun::train_step(int64_t t) {
   if (m_.stop_on_nonfinite && !std::isfinite(loss)) throw Diverged(rank_, t, "the training loss");
   phase_ = "step of " + strategy_name_;
   strategy_.step();
-  release_gradients(model_.module());
+  release_gradients(model_.network());
   meter_.end_step();
   if (rank_ == membership_.reporter()) {
     report_step(t, loss);
@@ -332,7 +332,7 @@ double NodeRun::forward_backward(const std::vector<int64_t>& indices) {
   if (s_.accumulation > 1) {
     // Per-node gradient = mean of the micro-batch mean gradients.
     at::NoGradGuard no_grad;
-    for (auto& p : model_.module().parameters()) {
+    for (auto& p : model_.network().parameters()) {
       if (p.grad().defined()) p.mutable_grad().div_(static_cast<double>(s_.accumulation));
     }
   }
@@ -357,7 +357,7 @@ void NodeRun::finish() {
     evaluate(s_, rank_, model_, runtime_comm_, m_.max_steps);
   }
   phase_ = "averaging the final model";
-  const NamedTensors state = float_state(model_.module());
+  const NamedTensors state = float_state(model_.network());
   const std::vector<at::Tensor> averaged = average_in_place(state.tensors, runtime_comm_);
   if (rank_ != membership_.reporter()) return;
   if (m_.stop_on_nonfinite && first_nonfinite(averaged) >= 0) {
@@ -366,7 +366,7 @@ void NodeRun::finish() {
   report_comm(s_, meter_.take_rows());
   if (!m_.model_formats.empty()) {
     phase_ = "saving the model";
-    report_final_model(s_, saved_model(state, averaged, model_.module()));
+    report_final_model(s_, saved_model(state, averaged, model_.network()));
   }
 }
 

@@ -39,8 +39,8 @@ std::shared_ptr<sdk::Model> build_model(const manifest::Manifest& m, const Train
     }
   }
   model->set_generator(at::detail::createCPUGenerator(sdk::derive_seed(m.seed, kModelStream, rank)));
-  model->module().to(device);
-  model->module().train();
+  model->network().to(device);
+  model->network().train();
   return model;
 }
 

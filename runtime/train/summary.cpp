@@ -28,7 +28,7 @@ struct DdpEstimate {
 
 DdpEstimate ddp_estimate(const TrainingState& s) {
   double gradient_bytes = 0;
-  for (const auto& p : s.replicas.models[s.role.block.first]->module().parameters()) {
+  for (const auto& p : s.replicas.models[s.role.block.first]->network().parameters()) {
     if (p.requires_grad()) gradient_bytes += static_cast<double>(p.numel()) * static_cast<double>(p.element_size());
   }
   const double steps = static_cast<double>(s.m.max_steps);

@@ -65,7 +65,7 @@ MemoryBudget memory_budget(const TrainingOptions& options) {
 
 int64_t parameter_count(sdk::Model& model) {
   int64_t count = 0;
-  for (const auto& p : model.module().parameters()) count += p.numel();
+  for (const auto& p : model.network().parameters()) count += p.numel();
   return count;
 }
 

@@ -61,7 +61,7 @@ struct ModelPlugin {
 
 int64_t parameter_count(Model& model) {
   int64_t count = 0;
-  for (const auto& param : model.module().parameters()) count += param.numel();
+  for (const auto& param : model.network().parameters()) count += param.numel();
   return count;
 }
 
@@ -78,7 +78,7 @@ float train_loss(Model& model, const Batch& batch, uint64_t seed) {
   // several OpenMP threads on a loaded machine the last bits can vary.
   at::set_num_threads(1);
   at::NoGradGuard no_grad;
-  model.module().train();
+  model.network().train();
   model.set_generator(at::make_generator<at::CPUGeneratorImpl>(seed));
   return model.loss(batch).item<float>();
 }
@@ -96,7 +96,7 @@ TEST_CASE("mlp plugin: info, options, parameters", "[models][mlp]") {
 
   auto model = plugin.create();
   CHECK(parameter_count(*model) == 784 * 256 + 256 + 256 * 10 + 10);
-  const auto named = model->module().named_parameters();
+  const auto named = model->network().named_parameters();
   REQUIRE(named.contains("layers.0.weight"));
   CHECK(named["layers.0.weight"].sizes() == at::IntArrayRef({256, 784}));
   CHECK(named["layers.1.bias"].sizes() == at::IntArrayRef({10}));
@@ -127,7 +127,7 @@ TEST_CASE("mlp plugin: loss, accuracy and learning", "[models][mlp]") {
 
   {
     at::NoGradGuard no_grad;
-    model->module().eval();
+    model->network().eval();
     const auto out = model->evaluate(batch);
     const double loss = out.loss.item<double>();
     CHECK(std::isfinite(loss));
@@ -152,8 +152,8 @@ TEST_CASE("mlp plugin: loss, accuracy and learning", "[models][mlp]") {
   }
 
   // Plain SGD on one fixed batch must fit it.
-  model->module().train();
-  std::vector<at::Tensor> params = model->module().parameters();
+  model->network().train();
+  std::vector<at::Tensor> params = model->network().parameters();
   auto optimizer = exogym::sdk::OptimizerSpec::from_json({{"name", "sgd"}, {"lr", 0.1}}, "o").build(params);
   double first = 0.0, last = 0.0;
   for (int step = 0; step < 30; ++step) {
@@ -178,7 +178,7 @@ TEST_CASE("mlp plugin: dropout comes from the model's generator", "[models][mlp]
     CHECK(a == b);  // bit-identical
     CHECK(a != c);
     at::NoGradGuard no_grad;
-    model->module().eval();
+    model->network().eval();
     const float eval_a = model->loss(batch).item<float>();
     model->set_generator(at::make_generator<at::CPUGeneratorImpl>(99));
     CHECK(model->loss(batch).item<float>() == eval_a);  // no randomness in eval mode
@@ -197,11 +197,11 @@ TEST_CASE("cnn plugin: the reference MNIST CNN", "[models][cnn]") {
                                   {"dropout", true}}));
   auto model = plugin.create();
   CHECK(parameter_count(*model) == 1868234);
-  const auto named = model->module().named_parameters();
+  const auto named = model->network().named_parameters();
   REQUIRE(named.contains("fc1.weight"));
   CHECK(named["fc1.weight"].sizes() == at::IntArrayRef({256, 6272}));
   CHECK(named["blocks.1.conv2.weight"].sizes() == at::IntArrayRef({128, 128, 3, 3}));
-  const auto buffers = model->module().named_buffers();
+  const auto buffers = model->network().named_buffers();
   CHECK(buffers.contains("blocks.0.bn1.running_mean"));
   CHECK(buffers.contains("blocks.0.bn1.num_batches_tracked"));
   CHECK(model->metric_names() == std::vector<std::string>{"accuracy"});
@@ -209,11 +209,11 @@ TEST_CASE("cnn plugin: the reference MNIST CNN", "[models][cnn]") {
   const Batch batch = random_batch(8, 3);
   {
     at::NoGradGuard no_grad;
-    model->module().train();
+    model->network().train();
     const double loss = model->loss(batch).item<double>();
     CHECK(std::isfinite(loss));
     CHECK(loss == Approx(std::log(10.0)).margin(0.5));
-    model->module().eval();
+    model->network().eval();
     const auto out = model->evaluate(batch);
     CHECK(std::isfinite(out.loss.item<double>()));
     const double accuracy = out.metrics.at("accuracy").item<double>();

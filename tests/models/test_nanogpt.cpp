@@ -58,9 +58,9 @@ GptConfig tiny_config() {
 TEST_CASE("nanogpt: small with V=66 and block 1024 has 932,864 parameters, the tied head counted once",
           "[lm][models]") {
   auto model = make_nanogpt(json::object());
-  CHECK(parameter_count(model->module()) == 932864);
+  CHECK(parameter_count(model->network()) == 932864);
   CHECK(gpt_parameters(66, 1024, 4, 128) == 932864);
-  const auto named = model->module().named_parameters();
+  const auto named = model->network().named_parameters();
   CHECK(named.contains("transformer.wte.weight"));
   CHECK(named.contains("transformer.wpe.weight"));
   CHECK(named.contains("transformer.h.3.attn.c_attn.weight"));
@@ -72,14 +72,14 @@ TEST_CASE("nanogpt: small with V=66 and block 1024 has 932,864 parameters, the t
   CHECK(named["transformer.wpe.weight"].sizes() == at::IntArrayRef({1024, 128}));
 
   // Presets, and explicit options over them.
-  CHECK(parameter_count(make_nanogpt({{"size", "sbase"}, {"block_size", 64}})->module()) ==
+  CHECK(parameter_count(make_nanogpt({{"size", "sbase"}, {"block_size", 64}})->network()) ==
         gpt_parameters(66, 64, 8, 512));
-  CHECK(parameter_count(make_nanogpt({{"size", "base"}, {"n_layer", 1}, {"vocab_size", 100}})->module()) ==
+  CHECK(parameter_count(make_nanogpt({{"size", "base"}, {"n_layer", 1}, {"vocab_size", 100}})->network()) ==
         gpt_parameters(100, 1024, 1, 768));
-  CHECK(parameter_count(make_nanogpt({{"n_layer", 2}, {"n_head", 2}, {"n_embd", 64}, {"block_size", 32}})->module()) ==
+  CHECK(parameter_count(make_nanogpt({{"n_layer", 2}, {"n_head", 2}, {"n_embd", 64}, {"block_size", 32}})->network()) ==
         gpt_parameters(66, 32, 2, 64));
   // Without biases: LayerNorms keep only their weights (L·2C + C), linears lose theirs.
-  CHECK(parameter_count(make_nanogpt({{"bias", false}, {"block_size", 32}})->module()) ==
+  CHECK(parameter_count(make_nanogpt({{"bias", false}, {"block_size", 32}})->network()) ==
         66 * 128 + 32 * 128 + 4 * (12 * 128 * 128 + 2 * 128) + 128);
 
   CHECK(error_of([] {
@@ -99,7 +99,7 @@ TEST_CASE("nanogpt: small with V=66 and block 1024 has 932,864 parameters, the t
 TEST_CASE("nanogpt: the reference's initialisation, c_proj scaled by 1/sqrt(2 n_layer)", "[lm][models]") {
   at::manual_seed(3);
   auto model = make_nanogpt({{"block_size", 256}});
-  auto named = model->module().named_parameters();
+  auto named = model->network().named_parameters();
   const auto std_of = [&](const std::string& name) { return named[name].std().item<double>(); };
   const double proj = 0.02 / std::sqrt(8.0);
   CHECK(std_of("transformer.h.0.attn.c_proj.weight") == Approx(proj).epsilon(0.05));
@@ -162,11 +162,11 @@ TEST_CASE("nanogpt: the LM head is the token embedding, one tensor that one upda
   // gradients only through the head (the softmax pushes them down), so
   // they would stay zero if the head had a weight of its own.
   auto model = make_nanogpt({{"n_layer", 1}, {"n_head", 2}, {"n_embd", 16}, {"block_size", 8}, {"vocab_size", 20}});
-  auto wte = model->module().named_parameters()["transformer.wte.weight"];
+  auto wte = model->network().named_parameters()["transformer.wte.weight"];
   auto generator = at::make_generator<at::CPUGeneratorImpl>(2);
   const auto ids = [&] { return at::randint(0, 5, {4, 8}, generator, at::TensorOptions().dtype(at::kLong)); };
   const exogym::sdk::Batch batch = {{"input", ids()}, {"target", ids()}};
-  std::vector<at::Tensor> params = model->module().parameters();
+  std::vector<at::Tensor> params = model->network().parameters();
   auto optimizer = exogym::sdk::OptimizerSpec::from_json({{"name", "sgd"}, {"lr", 0.5}}, "o").build(params);
   const at::Tensor before = wte.detach().clone();
   optimizer->zero_grad();
@@ -177,7 +177,7 @@ TEST_CASE("nanogpt: the LM head is the token embedding, one tensor that one upda
   CHECK((wte.detach() - before).narrow(0, 5, 15).abs().min().item<double>() > 0.0);
   // The next-token logits use the updated rows: they equal the hidden state times the new wte.
   at::NoGradGuard no_grad;
-  model->module().eval();
+  model->network().eval();
   const at::Tensor logits = model->next_token_logits(batch.at("input"));
   CHECK(logits.sizes() == at::IntArrayRef({4, 20}));
   const at::Tensor old_head = at::linear(at::zeros({1, 16}) + 1.0, before);
@@ -197,7 +197,7 @@ TEST_CASE("nanogpt: learns, draws dropout from the model's generator, checks its
 
   {
     at::NoGradGuard no_grad;
-    model->module().train();
+    model->network().train();
     model->set_generator(at::make_generator<at::CPUGeneratorImpl>(11));
     const float a = model->loss(batch).item<float>();
     model->set_generator(at::make_generator<at::CPUGeneratorImpl>(11));
@@ -206,15 +206,15 @@ TEST_CASE("nanogpt: learns, draws dropout from the model's generator, checks its
     const float c = model->loss(batch).item<float>();
     CHECK(a == b);
     CHECK(a != c);
-    model->module().eval();
+    model->network().eval();
     const float e1 = model->loss(batch).item<float>();
     model->set_generator(at::make_generator<at::CPUGeneratorImpl>(13));
     CHECK(model->loss(batch).item<float>() == e1);
     CHECK(std::abs(e1 - std::log(10.0f)) < 0.5f);  // untrained: about uniform
   }
 
-  model->module().train();
-  std::vector<at::Tensor> params = model->module().parameters();
+  model->network().train();
+  std::vector<at::Tensor> params = model->network().parameters();
   auto optimizer = exogym::sdk::OptimizerSpec::from_json({{"name", "adamw"}, {"lr", 1e-2}}, "o").build(params);
   for (int step = 0; step < 60; ++step) {
     optimizer->zero_grad();
@@ -222,7 +222,7 @@ TEST_CASE("nanogpt: learns, draws dropout from the model's generator, checks its
     optimizer->step();
   }
   at::NoGradGuard no_grad;
-  model->module().eval();
+  model->network().eval();
   CHECK(model->evaluate(batch).loss.item<double>() < 0.5);
 
   CHECK_THAT(error_of([&] {

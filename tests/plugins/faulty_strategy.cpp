@@ -56,7 +56,7 @@ class FaultyStrategy final : public exogym::sdk::Strategy {
   }
   void init(exogym::sdk::NodeContext& ctx, exogym::sdk::Model& model) override {
     ctx_ = &ctx;
-    params_ = model.module().parameters();
+    params_ = model.network().parameters();
     maybe_fail("init");
   }
   void zero_grad() override {

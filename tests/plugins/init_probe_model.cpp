@@ -20,7 +20,7 @@ std::atomic<int> init_calls{0};
 class InitProbeModel final : public exogym::sdk::Model {
  public:
   explicit InitProbeModel(const nlohmann::json& o) : net_(std::make_shared<exogym::test::LinearProbe>(o)) {}
-  torch::nn::Module& module() override { return *net_; }
+  torch::nn::Module& network() override { return *net_; }
   void init_parameters() override {
     ++init_calls;
     at::NoGradGuard no_grad;

@@ -15,7 +15,7 @@ namespace {
 class ModeProbeModel final : public exogym::sdk::Model {
  public:
   explicit ModeProbeModel(const nlohmann::json& o) : net_(std::make_shared<exogym::test::LinearProbe>(o)) {}
-  torch::nn::Module& module() override { return *net_; }
+  torch::nn::Module& network() override { return *net_; }
   at::Tensor loss(const exogym::sdk::Batch& batch) override {
     if (!net_->is_training()) throw std::runtime_error("loss() called while the model is in eval mode");
     return forward_loss(batch);

@@ -36,7 +36,7 @@ class QuantizedSgd final : public sdk::Strategy {
 
   void init(sdk::NodeContext& ctx, sdk::Model& model) override {
     ctx_ = &ctx;
-    params_ = model.module().parameters();
+    params_ = model.network().parameters();
   }
   void zero_grad() override {
     for (auto& p : params_) {

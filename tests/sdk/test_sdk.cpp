@@ -321,7 +321,7 @@ struct FixedLogits : torch::nn::Module {
 class FixedClassifier final : public exogym::sdk::Classifier {
  public:
   explicit FixedClassifier(const at::Tensor& logits) : net_(std::make_shared<FixedLogits>(logits)) {}
-  torch::nn::Module& module() override { return *net_; }
+  torch::nn::Module& network() override { return *net_; }
   at::Tensor logits(const exogym::sdk::Batch& /*batch*/) override { return net_->logits; }
 
  private:
@@ -358,7 +358,7 @@ TEST_CASE("reduce operations and the runtime fingerprint print as users read the
 TEST_CASE("named_trainable_parameters names the trainable parameters in the model's order", "[sdk][model]") {
   auto plugin = exogym::test::test_loader().load("model", "mlp", "model.plugin");
   auto model = plugin->create_model(plugin->validate({{"hidden", {8}}}, "model.options"));
-  model->module().named_parameters()["layers.0.bias"].set_requires_grad(false);  // a frozen one is left out
+  model->network().named_parameters()["layers.0.bias"].set_requires_grad(false);  // a frozen one is left out
   const auto named = exogym::sdk::named_trainable_parameters(*model);
   const auto plain = exogym::sdk::trainable_parameters(*model);
   std::vector<std::string> names;

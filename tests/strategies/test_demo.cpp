@@ -54,7 +54,7 @@ struct ShapesModule : torch::nn::Module {
 class ShapesModel final : public exogym::sdk::Model {
  public:
   ShapesModel() : module_(std::make_shared<ShapesModule>()) {}
-  torch::nn::Module& module() override { return *module_; }
+  torch::nn::Module& network() override { return *module_; }
   at::Tensor loss(const exogym::sdk::Batch&) override { throw std::logic_error("not used"); }
   ShapesModule& shapes() { return *module_; }
 
@@ -355,7 +355,7 @@ TEST_CASE("demo: with nothing dropped and no decay, one node takes sign-SGD step
   }
   ShapesModel model;
   auto strategy = make_demo(options);
-  auto before = snapshot(model.module());
+  auto before = snapshot(model.network());
   auto grads = random_grads(model.shapes(), 5);
   run_nodes(1, [&](int, exogym::sdk::NodeContext& ctx) {
     strategy->init(ctx, model);
@@ -364,7 +364,7 @@ TEST_CASE("demo: with nothing dropped and no decay, one node takes sign-SGD step
     strategy->step();
     REQUIRE(strategy->lr() == Approx(lr * factor));
   });
-  auto after = snapshot(model.module());
+  auto after = snapshot(model.network());
   const double step_lr = lr * factor;
   for (const auto& [name, g] : grads) {
     INFO(name);
@@ -382,7 +382,7 @@ TEST_CASE("demo: two nodes step along the sign of their averaged gradients and s
   json options = {{"compression_decay", 0.0}, {"compression_topk", 4096}, {"lr", lr}};
   ShapesModel models[2];
   std::shared_ptr<exogym::sdk::Strategy> strategies[2] = {make_demo(options), make_demo(options)};
-  auto before = snapshot(models[0].module());
+  auto before = snapshot(models[0].network());
   std::map<std::string, at::Tensor> grads[2] = {random_grads(models[0].shapes(), 21),
                                                 random_grads(models[1].shapes(), 22)};
   run_nodes(2, [&](int rank, exogym::sdk::NodeContext& ctx) {
@@ -391,7 +391,7 @@ TEST_CASE("demo: two nodes step along the sign of their averaged gradients and s
     set_grads(models[rank].shapes(), grads[rank]);
     strategies[rank]->step();
   });
-  auto a = snapshot(models[0].module()), b = snapshot(models[1].module());
+  auto a = snapshot(models[0].network()), b = snapshot(models[1].network());
   REQUIRE(exogym::test::bit_identical(a, b));
   for (const auto& [name, g0] : grads[0]) {
     INFO(name);

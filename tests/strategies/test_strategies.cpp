@@ -70,7 +70,7 @@ struct TinyNet : torch::nn::Module {
 class TinyModel final : public sdk::Model {
  public:
   explicit TinyModel(const at::Tensor& init) : net_(std::make_shared<TinyNet>(init)) {}
-  torch::nn::Module& module() override { return *net_; }
+  torch::nn::Module& network() override { return *net_; }
   at::Tensor loss(const sdk::Batch& /*batch*/) override { return net_->w.sum(); }
   const at::Tensor& w() const { return net_->w; }
   void set(const at::Tensor& values) {
@@ -369,7 +369,7 @@ TEST_CASE("sparta_diloco averages sparsely only on steps t with t % sparta_inter
       ctx.step = t;
       model.set(at::arange(4, at::kFloat) * (rank + 1) + t);
       strategy->zero_grad();
-      model.module().parameters()[0].mutable_grad() = at::zeros({4});
+      model.network().parameters()[0].mutable_grad() = at::zeros({4});
       strategy->step();
       after[rank][t] = model.w().detach().clone();
     }

@@ -75,8 +75,8 @@ class BareLoop {
       replica.model = c.model_plugin->create_model(c.model_options);
       if (r == 0) replica.model->init_parameters();  // the others copy replica 0, as in the simulator
       replica.model->set_generator(at::detail::createCPUGenerator(c.seed + r));
-      replica.model->module().train();
-      for (auto& p : replica.model->module().parameters()) replica.params.push_back(p);
+      replica.model->network().train();
+      for (auto& p : replica.model->network().parameters()) replica.params.push_back(p);
       replica.optimizer = spec.build(replica.params);
     }
     at::NoGradGuard no_grad;  // every replica starts from replica 0's weights

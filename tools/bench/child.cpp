@@ -130,7 +130,7 @@ json child_nonfinite(const json& spec) {
   auto plugin = loader.load("model", spec["model"].get<std::string>(), "model.plugin", fs::current_path());
   const auto model = plugin->create_model(plugin->validate(spec["model_options"], "model.options"));
   model->init_parameters();
-  const std::vector<at::Tensor> parameters = model->module().parameters();
+  const std::vector<at::Tensor> parameters = model->network().parameters();
   std::vector<double> seconds;
   for (int i = 0; i < 200; ++i) {
     const auto started = std::chrono::steady_clock::now();

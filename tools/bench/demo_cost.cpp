@@ -47,7 +47,7 @@ nlohmann::json child_demo(const nlohmann::json& spec) {
   auto plugin = loader.load("model", spec["model"].get<std::string>(), "model.plugin", std::filesystem::current_path());
   auto model = plugin->create_model(plugin->validate(spec["model_options"], "model.options"));
   model->init_parameters();
-  model->module().train();
+  model->network().train();
   const auto data = load_dataset(spec);
   const int64_t steps = spec["steps"], batch = spec["batch_size"];
   const double lr = 1e-3, decay = 0.999;  // DeMo's defaults
@@ -55,7 +55,7 @@ nlohmann::json child_demo(const nlohmann::json& spec) {
   runtime::data::IidSampler sampler(data->size(), 1, batch, 42);
   demo::DctTransform transform(chunk);
   std::vector<at::Tensor> params, deltas;
-  for (auto& p : model->module().parameters()) {
+  for (auto& p : model->network().parameters()) {
     params.push_back(p);
     deltas.push_back(at::zeros(transform.encoded_shape(p.sizes())));
   }

@@ -135,7 +135,7 @@ TEST_CASE("objects made by a plugin keep its library loaded", "[loader]") {
     model = plugin->create_model(plugin->validate(nullptr, "model.options"));
   }  // the loader and its reference to the plugin are gone
   // Calling into the model (code inside the library) still works.
-  REQUIRE(model->module().parameters().size() == 4);
+  REQUIRE(model->network().parameters().size() == 4);
   REQUIRE(model->metric_names() == std::vector<std::string>{"accuracy"});
   model.reset();  // destroyed first, then the library unloads
 }
