@@ -6,7 +6,7 @@
 
 #include "exogym/runtime/manifest/overrides.h"
 #include "exogym/runtime/manifest/patch.h"
-#include "exogym/runtime/run/resume.h"
+#include "exogym/runtime/command/resume.h"
 #include "exogym/runtime/train/training.h"
 #include "helpers.h"
 #include "manifest_fixtures.h"
@@ -171,7 +171,7 @@ TEST_CASE("overrides (--set) on a resumed run replace a named object of its reco
   exogym::test::TempDir dir("resume-patch");
   const Manifest recorded = parse_one(dirichlet_base());
   std::ofstream(dir / "config.json") << recorded.resolved.dump();
-  const auto set = exogym::runtime::run::resumed_manifest(dir.path(), {"data.train.partition=" + kShards.dump()});
+  const auto set = exogym::runtime::command::resumed_manifest(dir.path(), {"data.train.partition=" + kShards.dump()});
   CHECK(set.runs.front().resolved["data"]["train"]["partition"] == kShards);
 }
 
