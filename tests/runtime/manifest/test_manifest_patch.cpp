@@ -4,9 +4,9 @@
 // one it replaces (manifest/patch.h).
 #include <fstream>
 
+#include "exogym/runtime/command/resume.h"
 #include "exogym/runtime/manifest/overrides.h"
 #include "exogym/runtime/manifest/patch.h"
-#include "exogym/runtime/command/resume.h"
 #include "exogym/runtime/train/training.h"
 #include "helpers.h"
 #include "manifest_fixtures.h"
