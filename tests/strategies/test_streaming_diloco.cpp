@@ -7,8 +7,10 @@
 #include <ATen/ATen.h>
 #include <torch/nn/module.h>
 
+#include "checkpoint_fixtures.h"
 #include "exogym/modules/fragments.h"
 #include "exogym/modules/streaming_diloco.h"
+#include "exogym/runtime/checkpoint/node_state.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/model.h"
 #include "exogym/sdk/node.h"
@@ -275,6 +277,39 @@ TEST_CASE("streaming_diloco's peak step sends one fragment: DiLoCo's bytes per s
   // About 7.5x below fp32 on the wire per value; against the ring all-reduce
   // of 4 nodes, (K-1) * 564 / (1.5 * 4 * 1056).
   CHECK(diloco.peak / 2 / fp4.peak == Approx(6336.0 / 1692.0));
+}
+
+TEST_CASE("streaming_diloco: a node back inside an overlap window receives what is in flight and applies it",
+          "[strategies][streaming][faults]") {
+  TempDir dir("streaming-rejoin");
+  json m = exogym::test::checkpointed_manifest(4, 8);
+  m["train"]["max_steps"] = 8;
+  // H = 4, P = 2 (the MLP's tensors: 0 | 1, 2, 3), tau = 2: fragment 1 sends
+  // after steps 1 and 5 and applies after steps 3 and 7. Node 2 is down for
+  // steps 3 to 5 and back for step 6, while step 5's sync is in flight.
+  m["strategy"] = {
+      {"plugin", "streaming_diloco"},
+      {"options",
+       {{"H", 4}, {"fragments", 2}, {"tau", 2}, {"alpha", 0}, {"optimizer", {{"name", "adam"}, {"lr", 0.01}}}}}};
+  m["faults"] = json::parse(R"([{"node": 2, "fail_at": 3, "rejoin_at": 6}])");
+  run_json(m, dir.path());
+  const std::string at = "strategy.module0.fragment.1.";
+  for (int rank = 0; rank < 4; ++rank) {
+    INFO("node " << rank);
+    std::map<std::string, at::Tensor> t;
+    for (auto& [name, tensor] :
+         exogym::runtime::checkpoint::read_node_state(dir / "run" / "checkpoints" / "step-8", rank, 8).file.tensors)
+      t[name] = tensor;
+    // Alpha 0: after step 7 every node's fragment 1 is its new global copy,
+    // the returning node's too (it applied the sync it never sent).
+    CHECK(t.at(at + "outer_step").item<int64_t>() == 7);
+    CHECK(t.count(at + "pending_step") == 0);
+    CHECK(at::equal(t.at("model.layers.0.bias"), t.at(at + "master.0")));
+    CHECK(at::equal(t.at("model.layers.1.weight"), t.at(at + "master.1")));
+    CHECK(at::equal(t.at("model.layers.1.bias"), t.at(at + "master.2")));
+    // Fragment 0 synced after step 3 and took 4 inner steps since.
+    CHECK_FALSE(at::equal(t.at("model.layers.0.weight"), t.at("strategy.module0.fragment.0.master.0")));
+  }
 }
 
 // ---------------------------------------------------------------------------
