@@ -315,7 +315,7 @@ TEST_CASE("streaming_diloco: a node back inside an overlap window receives what 
 // ---------------------------------------------------------------------------
 // Options and bad input
 
-TEST_CASE("streaming_diloco refuses tau >= H, alpha outside [0, 1], an unknown format and too many fragments",
+TEST_CASE("streaming_diloco refuses tau >= H, alpha outside 0..1, an unknown format and too many fragments",
           "[strategies][streaming]") {
   auto plugin = exogym::test::test_loader().load("strategy", "streaming_diloco", "strategy.plugin");
   const json resolved = plugin->validate(json::object(), "strategy.options");
