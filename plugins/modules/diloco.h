@@ -3,21 +3,17 @@
 // (inner) steps the nodes average their parameters, an outer optimizer steps
 // a master copy of the parameters along the pseudo-gradient
 // master - average, and every node continues from the new master. The master
-// and the outer optimizer are the same on every live node (they start from
-// the initial broadcast and take the same step from the same average), so a
-// process keeps one copy for all its nodes (sdk/shared.h), stepped by the
-// first of its nodes to get past the average.
+// and the outer optimizer are kept once per process (outer_master.h).
 //
 // Communicates: one all_reduce (Avg, as all_reduce_shared: the process reads
 // the average once, for its outer step) of every trainable parameter after
 // steps H-1, 2H-1, ... (0-based); nothing with one node (local training).
 // Options: "H" and "outer_optimizer" (specs()).
-// State: the master parameters ("<prefix>master.<i>"), the outer
-// optimizer's state ("<prefix>outer.<i>.<field>", sdk::save_optimizer_state)
-// and the step of the last outer step ("<prefix>outer_step", -1 before the
-// first; not in the recovery state, where it follows from the step): a
-// process loads the freshest state its nodes hold, since a node whose
-// process had no live node at the last outer steps holds an older one.
+// State: outer_master.h's, under the module's prefix: the master parameters
+// ("<prefix>master.<i>"), the outer optimizer's state
+// ("<prefix>outer.<i>.<field>") and the step of the last outer step
+// ("<prefix>outer_step"; not in the recovery state, where it follows from
+// the step).
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
@@ -25,6 +21,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "exogym/modules/outer_master.h"
 #include "exogym/sdk/compose.h"
 
 namespace exogym::modules {
@@ -55,18 +52,14 @@ class DiLoCoModule final : public sdk::CommunicationModule {
   // This node's master parameters (the last outer step's result), in the
   // order of sdk::trainable_parameters().
   // The nodes of a process share it (the same tensors).
-  const std::vector<at::Tensor>& master() const;
+  const std::vector<at::Tensor>& master() const { return outer_->master(); }
 
  private:
-  struct Shared;
-  // The master and the outer optimizer, which stand at `outer_step`: from
-  // `in`, unless the process holds as fresh a state already.
-  void load_shared(const sdk::StateDict& in, const std::string& prefix, int64_t outer_step);
   int64_t H_;
   sdk::OptimizerSpec outer_spec_;
   const sdk::NodeContext* ctx_ = nullptr;
-  std::vector<at::Tensor> params_;  // this node's
-  std::shared_ptr<Shared> shared_;  // this process's
+  std::vector<at::Tensor> params_;      // this node's
+  std::shared_ptr<OuterMaster> outer_;  // this process's
 };
 
 }  // namespace exogym::modules

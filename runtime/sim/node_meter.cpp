@@ -61,6 +61,12 @@ void NodeMeter::after_collective(TrafficSource source, CollectiveKind kind, Traf
   ++calls_[i];
   if (keep_rows_) record_row(source, kind, cluster_sent, source == TrafficSource::Strategy ? transfer_time : 0.0);
   if (source != TrafficSource::Strategy) return;
+  if (row_step_ != step_sent_row_) {
+    step_sent_row_ = row_step_;
+    step_sent_ = 0;
+  }
+  step_sent_ += mine.sent;
+  peak_step_sent_ = std::max(peak_step_sent_, step_sent_);
 
   // A failure noticed here: the survivors wait out the timeout first.
   const double start = clocks_.latest(sequence_++) + failure_timeout_;
@@ -119,6 +125,7 @@ nlohmann::json NodeMeter::state() const {
                           {"cluster_sent", pair(cluster_sent_)},
                           {"calls", {calls_[0], calls_[1]}}};
   if (failure_timeout_ > 0) state["failure_timeout"] = failure_timeout_;
+  if (peak_step_sent_ > 0) state["peak_step_sent"] = peak_step_sent_;
   return state;
 }
 
@@ -136,7 +143,8 @@ void NodeMeter::check_state(const nlohmann::json& state) {
     if (!pair.is_array() || pair.size() != 2) throw std::invalid_argument("\"" + std::string(key) + "\" is not a pair");
     for (const auto& value : pair) number(value, key);
   }
-  if (state.contains("failure_timeout")) number(state.at("failure_timeout"), "failure_timeout");
+  for (const char* key : {"failure_timeout", "peak_step_sent"})
+    if (state.contains(key)) number(state.at(key), key);
 }
 
 void NodeMeter::restore(const nlohmann::json& state) {
@@ -152,6 +160,11 @@ void NodeMeter::restore(const nlohmann::json& state) {
     calls_[i] = state.at("calls").at(i);
   }
   failure_timeout_ = state.value("failure_timeout", 0.0);
+  // Absent from checkpoints written before it was counted: the peak of the
+  // steps after the resume.
+  peak_step_sent_ = state.value("peak_step_sent", 0.0);
+  step_sent_row_ = -1;
+  step_sent_ = 0;
   pending_compute_ = 0;
   rows_.clear();
 }

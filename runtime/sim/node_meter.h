@@ -73,6 +73,10 @@ class NodeMeter {
   // node sees every collective, so all nodes agree).
   double cluster_sent(TrafficSource source) const { return cluster_sent_[index(source)]; }
   int64_t collectives(TrafficSource source) const { return calls_[index(source)]; }
+  // The most strategy bytes this node sent in one step (one comm.csv row
+  // step): what its link must carry at the peak, against the mean
+  // traffic().sent / steps.
+  double peak_step_sent() const { return peak_step_sent_; }
 
   // Checkpoints: the counters, clocks and collective sequence number at a
   // step boundary (no rows pending), and putting them back when a run
@@ -115,6 +119,10 @@ class NodeMeter {
   double cluster_sent_[2] = {0, 0};
   int64_t calls_[2] = {0, 0};
   std::vector<CommRow> rows_;  // one per (step, source, kind); a handful per step
+  // Strategy bytes sent in row step `step_sent_row_` so far, and the most
+  // of any step (checkpointed: a step never spans a checkpoint).
+  int64_t step_sent_row_ = -1;
+  double step_sent_ = 0, peak_step_sent_ = 0;
 };
 
 }  // namespace exogym::runtime::sim

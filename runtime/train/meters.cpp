@@ -36,6 +36,7 @@ nlohmann::json Meters::node_stats() const {
     stats.push_back({{"node", meter.rank()},
                      {"bytes_sent", mine.sent},
                      {"bytes_received", mine.received},
+                     {"peak_step_bytes_sent", meter.peak_step_sent()},
                      {"runtime_bytes_sent", meter.traffic(sim::TrafficSource::Runtime).sent},
                      {"time_s", meter.clock()},
                      {"compute_s", meter.compute_seconds()},

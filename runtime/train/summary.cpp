@@ -96,10 +96,16 @@ json run_json(const TrainingState& s, const TrainingResult& r) {
   return j;
 }
 
-json communication_json(const SimulationSummary& sim, const NodeAccounts& accounts) {
+json communication_json(const SimulationSummary& sim, const NodeAccounts& accounts, int64_t steps) {
   const json& per_node = accounts.per_node;
+  // The most any node sent in one step: the bandwidth a link needs at the
+  // peak, which streaming strategies lower at equal total bytes.
+  double peak = 0;
+  for (const auto& node : per_node) peak = std::max(peak, node.at("peak_step_bytes_sent").get<double>());
   return {{"bytes_sent_per_node", sim.bytes_sent_per_node},
           {"bytes_sent_total", sim.bytes_sent_total},
+          {"peak_bytes_sent_per_step", peak},
+          {"mean_bytes_sent_per_step", steps > 0 ? sim.bytes_sent_per_node / static_cast<double>(steps) : 0.0},
           {"collectives_per_node", accounts.reporter.collectives},
           {"runtime_bytes_sent_total", sim.runtime_bytes_sent_total},
           {"ddp_bytes_sent_per_node", sim.ddp_bytes_sent_per_node},
@@ -206,7 +212,7 @@ void write_summary(TrainingState& s, TrainingResult& r, const NodeAccounts& acco
   r.simulated = summarize_simulation(s, accounts, ddp);
   json summary = run_json(s, r);
   summary["final"] = r.final_eval ? eval_json(*r.final_eval, r.metric_names) : json(nullptr);
-  summary["communication"] = communication_json(r.simulated, accounts);
+  summary["communication"] = communication_json(r.simulated, accounts, s.m.max_steps);
   summary["simulated"] = simulated_json(s, r.simulated, ddp);
   if (r.target_loss) summary["target"] = target_json(*r.target_loss, r.target_hit);
   summary["data"] = {{"partition", s.m.resolved["data"]["train"]["partition"]},

@@ -3,7 +3,8 @@
 // SPARTA with p=1 is FedAvg H=1, DiLoCo on one node is local training), the
 // outer step against hand-computed numbers, SPARTA's selection on resume,
 // reproducibility, option errors (allreduce's too), and that each one trains
-// MNIST. (SPARTA's index selectors: test_index_selectors.cpp.)
+// MNIST. (SPARTA's index selectors: test_index_selectors.cpp; streaming_diloco:
+// test_streaming_diloco.cpp, here only in the last two.)
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/nn/module.h>
@@ -400,6 +401,7 @@ TEST_CASE("every strategy gives a bit-identical model when the manifest runs twi
       {"sparta", {{"p", 0.1}, {"selector", "shuffled_sequential"}, {"optimizer", adam}}},
       {"sparta", {{"p", 0.1}, {"selector", "partitioned"}, {"optimizer", adam}}},
       {"sparta_diloco", {{"p", 0.1}, {"sparta_interval", 2}, {"H", 5}, {"optimizer", adam}}},
+      {"streaming_diloco", {{"H", 4}, {"fragments", 2}, {"tau", 1}, {"quantize", "fp4"}, {"optimizer", adam}}},
   };
   int i = 0;
   for (const auto& [plugin, options] : cases) {
@@ -515,11 +517,16 @@ TEST_CASE("each strategy trains an MLP on MNIST, 4 nodes, 150 steps: validation 
           "[strategies][slow]") {
   // Adam lr 1e-3, batch 32 per node, MLP 784-64-10, global model on 1000 test
   // images; chance is ln 10 = 2.30. Measured: fedavg 0.321, diloco 0.428,
-  // sparta 0.329, sparta_diloco 0.430 (allreduce 0.292 for comparison).
+  // sparta 0.329, sparta_diloco 0.430, streaming_diloco 0.306 (allreduce
+  // 0.292 for comparison).
   SECTION("fedavg H=1: below 0.5") { CHECK(mnist_loss("fedavg", {{"H", 1}}, "fedavg") < 0.5); }
   SECTION("diloco H=10: below 0.65") { CHECK(mnist_loss("diloco", {{"H", 10}}, "diloco") < 0.65); }
   SECTION("sparta p=0.01: below 0.5") { CHECK(mnist_loss("sparta", {{"p", 0.01}}, "sparta") < 0.5); }
   SECTION("sparta_diloco p=0.01 H=10: below 0.65") {
     CHECK(mnist_loss("sparta_diloco", {{"p", 0.01}, {"H", 10}}, "sparta_diloco") < 0.65);
+  }
+  SECTION("streaming_diloco P=2 H=10 tau=2 alpha=0.5 fp4: below 0.65") {
+    const json options = {{"fragments", 2}, {"H", 10}, {"tau", 2}, {"alpha", 0.5}, {"quantize", "fp4"}};
+    CHECK(mnist_loss("streaming_diloco", options, "streaming_diloco") < 0.65);
   }
 }

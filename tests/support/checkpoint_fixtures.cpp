@@ -31,6 +31,15 @@ std::vector<std::pair<std::string, json>> builtin_strategies() {
       {"sparta", {{"p", 0.2}, {"selector", "partitioned"}, {"optimizer", {{"name", "adamw"}, {"lr", 0.01}}}}},
       {"sparta_diloco", {{"p", 0.2}, {"selector", "shuffled_sequential"}, {"H", 3}, {"sparta_interval", 2}}},
       {"demo", {{"compression_topk", 4}, {"compression_chunk", 8}, {"lr", 0.01}}},
+      // Fragment 1 sends after steps 1, 5, 9, ... and applies 2 steps later:
+      // a run stopped after 7 steps has fp4 outer gradients in flight.
+      {"streaming_diloco",
+       {{"H", 4},
+        {"fragments", 2},
+        {"tau", 2},
+        {"alpha", 0.5},
+        {"quantize", "fp4"},
+        {"optimizer", {{"name", "adam"}, {"lr", 0.01}}}}},
   };
 }
 

@@ -185,6 +185,37 @@ TEST_CASE("every built-in strategy resumes bit for bit", "[checkpoint]") {
   }
 }
 
+TEST_CASE("streaming_diloco resumes bit for bit in the middle of an overlap window, exact and quantised",
+          "[checkpoint][streaming]") {
+  // H = 8, P = 4: fragments send after steps 7, 1, 3, 5 (+ 8k) and apply
+  // tau = 3 steps later. Stopped after 7 steps, fragment 3's sync of step 5
+  // is in flight (applied after step 8) and fragment 0 sends next.
+  for (const std::string quantize : {"none", "int8"}) {
+    SECTION(quantize) {
+      TempDir dir("resume-streaming-" + quantize);
+      json m = checkpointed_manifest(3, 7);
+      m["checkpoint"]["keep"] = 5;
+      m["strategy"] = {{"plugin", "streaming_diloco"},
+                       {"options",
+                        {{"H", 8},
+                         {"fragments", 4},
+                         {"tau", 3},
+                         {"alpha", 0.25},
+                         {"quantize", quantize},
+                         {"optimizer", {{"name", "adamw"}, {"lr", 0.01}}}}}};
+      const fs::path parts = require_exact_resume(m, dir, 7, 20);
+      std::map<std::string, at::Tensor> saved;
+      for (auto& [name, tensor] :
+           runtime::checkpoint::read_node_state(parts / "checkpoints" / "step-7", 1, 7).file.tensors)
+        saved[name] = tensor;
+      CHECK(saved.at("strategy.module0.fragment.3.pending_step").item<int64_t>() == 5);
+      CHECK(saved.count("strategy.module0.fragment.3.pending.0") == 1);
+      CHECK(saved.count("strategy.module0.fragment.2.pending_step") == 0);  // sent at 3, applied at 6
+      CHECK(saved.at("strategy.module0.fragment.2.outer_step").item<int64_t>() == 6);
+    }
+  }
+}
+
 TEST_CASE("the CNN with BatchNorm and dropout resumes bit for bit", "[checkpoint]") {
   TempDir dir("resume-cnn");
   json m = checkpointed_manifest(2, 4);

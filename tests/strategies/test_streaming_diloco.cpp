@@ -1,0 +1,364 @@
+// The strategy streaming_diloco and its pieces (plugins/modules/
+// streaming_diloco.h, fragments.h): the cut into fragments, the staggered
+// schedule with overlap and mixing against hand-computed values, the
+// quantised outer gradient, the equivalence with diloco, the bytes of the
+// peak step and of fp4 against closed forms, and every bad input.
+// (Resuming in the middle of an overlap window: test_checkpoints.cpp.)
+#include <ATen/ATen.h>
+#include <torch/nn/module.h>
+
+#include "checkpoint_fixtures.h"
+#include "exogym/modules/fragments.h"
+#include "exogym/modules/streaming_diloco.h"
+#include "exogym/runtime/checkpoint/node_state.h"
+#include "exogym/sdk/error.h"
+#include "exogym/sdk/model.h"
+#include "exogym/sdk/node.h"
+#include "exogym/sdk/quantized_comm.h"
+#include "helpers.h"
+#include "testing.h"
+
+namespace fs = std::filesystem;
+using exogym::test::bit_identical;
+using exogym::test::load_model_pt;
+using exogym::test::read_text;
+using exogym::test::run_json;
+using exogym::test::small_manifest;
+using exogym::test::TempDir;
+using nlohmann::json;
+namespace modules = exogym::modules;
+namespace sdk = exogym::sdk;
+
+namespace {
+
+json with_strategy(int nodes, const std::string& plugin, const json& options) {
+  json m = small_manifest(nodes);
+  m["strategy"] = {{"plugin", plugin}, {"options", options}};
+  return m;
+}
+
+// Trains `manifest` into dir/name/run; returns the run folder.
+fs::path train(const json& manifest, const TempDir& dir, const std::string& name) {
+  const fs::path sub = dir / name;
+  fs::create_directories(sub);
+  run_json(manifest, sub);
+  return sub / "run";
+}
+
+// Two parameter tensors, "a" and "b", of two doubles each.
+struct TwoNet : torch::nn::Module {
+  TwoNet() {
+    a = register_parameter("a", at::zeros({2}, at::kDouble));
+    b = register_parameter("b", at::zeros({2}, at::kDouble));
+  }
+  at::Tensor a, b;
+};
+
+class TwoModel final : public sdk::Model {
+ public:
+  TwoModel() : net_(std::make_shared<TwoNet>()) {}
+  torch::nn::Module& module() override { return *net_; }
+  at::Tensor loss(const sdk::Batch& /*batch*/) override { return net_->a.sum() + net_->b.sum(); }
+  at::Tensor a() const { return net_->a.detach().clone(); }
+  at::Tensor b() const { return net_->b.detach().clone(); }
+  void set(const at::Tensor& a, const at::Tensor& b) {
+    at::NoGradGuard no_grad;
+    net_->a.copy_(a);
+    net_->b.copy_(b);
+  }
+
+ private:
+  std::shared_ptr<TwoNet> net_;
+};
+
+at::Tensor doubles(std::vector<double> values) { return at::tensor(values, at::kDouble); }
+
+sdk::NodeContext context(int rank, int K, sdk::Communicator& comm) {
+  sdk::NodeContext ctx;
+  ctx.rank = rank;
+  ctx.num_nodes = K;
+  ctx.comm = &comm;
+  ctx.max_steps = 100;
+  return ctx;
+}
+
+// Every option, as validation resolves them.
+json options(json given) {
+  json o = {{"H", 4},       {"fragments", 1},     {"tau", 0},
+            {"alpha", 0.0}, {"quantize", "none"}, {"outer_optimizer", {{"name", "sgd"}, {"lr", 1.0}}}};
+  for (auto& [key, value] : given.items()) o[key] = value;
+  return o;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Fragments
+
+TEST_CASE("fragments: P contiguous groups with the smallest largest group, or one per name pattern",
+          "[strategies][streaming]") {
+  using modules::Fragments;
+  CHECK(modules::fragments_by_size({1024, 32, 1024, 32}, 2, "f") == Fragments{{0, 1}, {2, 3}});
+  CHECK(modules::fragments_by_size({1024, 32, 1024, 32}, 4, "f") == Fragments{{0}, {1}, {2}, {3}});
+  CHECK(modules::fragments_by_size({1024, 32, 1024, 32}, 1, "f") == Fragments{{0, 1, 2, 3}});
+  // The largest group is as small as a contiguous cut allows (50), and every
+  // group gets a tensor even where the cut would leave one empty.
+  CHECK(modules::fragments_by_size({10, 10, 10, 10, 10}, 3, "f") == Fragments{{0, 1}, {2, 3}, {4}});
+  CHECK(modules::fragments_by_size({50, 1, 1, 1}, 3, "f") == Fragments{{0}, {1, 2}, {3}});
+  CHECK(modules::fragments_by_size({5, 1, 1, 1}, 4, "f") == Fragments{{0}, {1}, {2}, {3}});
+  REQUIRE_THROWS_WITH(modules::fragments_by_size({3, 3}, 3, "strategy.options.fragments"),
+                      "strategy.options.fragments: 3 fragments, but the model has 2 trainable parameter tensors: a "
+                      "fragment holds at least one tensor");
+
+  CHECK(modules::glob_match("layers.0.*", "layers.0.weight"));
+  CHECK(modules::glob_match("*bias", "layers.2.bias"));
+  CHECK(modules::glob_match("*.0.*", "layers.0.bias"));
+  CHECK(modules::glob_match("*", ""));
+  CHECK_FALSE(modules::glob_match("layers.0.*", "layers.10.weight"));
+  CHECK_FALSE(modules::glob_match("*bias", "layers.2.bias_extra"));
+  const std::vector<std::string> names = {"layers.0.weight", "layers.0.bias", "layers.2.weight", "layers.2.bias"};
+  CHECK(modules::fragments_by_pattern(names, {"*bias", "*"}, "f") == Fragments{{1, 3}, {0, 2}});
+  REQUIRE_THROWS_WITH(modules::fragments_by_pattern(names, {"layers.0.*"}, "strategy.options.fragments"),
+                      Catch::StartsWith("strategy.options.fragments: the parameter \"layers.2.weight\" matches no "
+                                        "pattern"));
+  REQUIRE_THROWS_WITH(modules::fragments_by_pattern(names, {"*", "*bias"}, "strategy.options.fragments"),
+                      Catch::StartsWith("strategy.options.fragments[1]: the pattern \"*bias\" gets no parameter") &&
+                          Catch::Contains("layers.2.bias"));
+}
+
+// ---------------------------------------------------------------------------
+// The schedule, overlap and mixing
+
+TEST_CASE("streaming_diloco: fragment p sends after steps o_p + kH - 1 and mixes the result tau steps later",
+          "[strategies][streaming]") {
+  // K = 2, H = 4, P = 2: "a" is fragment 0 (offset 0: sends after step 3),
+  // "b" fragment 1 (offset 2: sends after step 1, then 5). tau = 1, alpha =
+  // 0.5, outer SGD with lr 1 and no momentum, whose step lands on the
+  // average: master - (master - average). All values are exact in binary.
+  // Node r holds a = (r+1) [1, 2] + t, b = (r+1) [10, 20] + t before step t's
+  // communication.
+  const int K = 2;
+  std::vector<std::vector<at::Tensor>> a(K), b(K);
+  std::vector<at::Tensor> master_b(K);
+  exogym::test::run_nodes(K, K, [&](int rank, sdk::Communicator& comm) {
+    auto ctx = context(rank, K, comm);
+    TwoModel model;
+    modules::StreamingDiLoCoModule module(options({{"fragments", 2}, {"tau", 1}, {"alpha", 0.5}}));
+    module.init(ctx, model);
+    CHECK(module.fragments() == modules::Fragments{{0}, {1}});
+    CHECK(module.first_send(0) == 3);
+    CHECK(module.first_send(1) == 1);
+    for (int64_t t = 0; t <= 4; ++t) {
+      ctx.step = t;
+      model.set(doubles({1, 2}) * (rank + 1) + t, doubles({10, 20}) * (rank + 1) + t);
+      module.communicate(ctx, model, t);
+      a[rank].push_back(model.a());
+      b[rank].push_back(model.b());
+    }
+  });
+  for (int r = 0; r < K; ++r) {
+    INFO("node " << r);
+    for (int64_t t : {0, 1, 3})
+      CHECK(at::equal(b[r][t], doubles({10, 20}) * (r + 1) + t));  // sent at 1, not yet applied
+    for (int64_t t : {0, 1, 2, 3}) CHECK(at::equal(a[r][t], doubles({1, 2}) * (r + 1) + t));
+    // Step 1's average of b: [16, 31]; at step 2, half of it and half local.
+    CHECK(at::equal(b[r][2], (doubles({10, 20}) * (r + 1) + 2) * 0.5 + doubles({16, 31}) * 0.5));
+    // Step 3's average of a: [4.5, 6]; mixed in at step 4.
+    CHECK(at::equal(a[r][4], (doubles({1, 2}) * (r + 1) + 4) * 0.5 + doubles({4.5, 6}) * 0.5));
+  }
+  CHECK(at::equal(b[0][2], doubles({14, 26.5})));
+  CHECK(at::equal(a[1][4], doubles({5.25, 7})));
+}
+
+TEST_CASE("streaming_diloco with a low-bit format steps the master by the quantised mean of master - local",
+          "[strategies][streaming]") {
+  const int K = 2;
+  std::vector<at::Tensor> after(K), expected(K);
+  exogym::test::run_nodes(K, K, [&](int rank, sdk::Communicator& comm) {
+    auto ctx = context(rank, K, comm);
+    TwoModel model;
+    model.set(doubles({1, 2}), doubles({3, 4}));  // the master
+    modules::StreamingDiLoCoModule module(options({{"quantize", "fp8"}, {"H", 2}}));
+    module.init(ctx, model);
+    const at::Tensor a = doubles({1.3, 0.7}) * (rank + 1), b = doubles({2.9, 4.4}) - rank;
+    model.set(a, b);
+    module.communicate(ctx, model, 0);  // not a sync step
+    CHECK(at::equal(model.a(), a));
+    module.communicate(ctx, model, 1);
+    after[rank] = at::cat({model.a(), model.b()});
+    // The same exchange by hand: outer lr 1 steps by the whole mean.
+    const auto mean = sdk::quantized_mean(comm, {doubles({1, 2}) - a, doubles({3, 4}) - b}, sdk::QuantFormat::Fp8E4M3);
+    expected[rank] = at::cat({doubles({1, 2}) - mean[0], doubles({3, 4}) - mean[1]});
+  });
+  CHECK(at::equal(after[0], expected[0]));
+  CHECK(at::equal(after[1], after[0]));
+  // fp8 rounds: not the exact average of the parameters.
+  const at::Tensor exact = at::cat({doubles({1.3, 0.7}) * 1.5, doubles({2.4, 3.9})});
+  CHECK_FALSE(at::equal(after[0], exact));
+  CHECK((after[0] - exact).abs().max().item<double>() < 0.1);
+}
+
+// ---------------------------------------------------------------------------
+// Whole runs: DiLoCo's limit and the bytes
+
+TEST_CASE("streaming_diloco with one fragment, tau 0, alpha 0 and no quantisation is diloco, bit for bit",
+          "[strategies][streaming]") {
+  TempDir dir("streaming-diloco");
+  const json adam = {{"name", "adam"}, {"lr", 1e-2}};
+  const fs::path diloco = train(with_strategy(4, "diloco", {{"H", 5}, {"optimizer", adam}}), dir, "diloco");
+  const json one = {{"H", 5}, {"fragments", 1}, {"tau", 0}, {"alpha", 0}, {"quantize", "none"}, {"optimizer", adam}};
+  const fs::path streaming = train(with_strategy(4, "streaming_diloco", one), dir, "streaming");
+  CHECK(bit_identical(load_model_pt(diloco / "model.pt"), load_model_pt(streaming / "model.pt")));
+  CHECK(read_text(diloco / "comm.csv") == read_text(streaming / "comm.csv"));
+  // Two fragments sync on other steps: another model.
+  json two = one;
+  two["fragments"] = 2;
+  const fs::path split = train(with_strategy(4, "streaming_diloco", two), dir, "split");
+  CHECK_FALSE(bit_identical(load_model_pt(diloco / "model.pt"), load_model_pt(split / "model.pt")));
+}
+
+namespace {
+
+// A 32 -> 32 -> 32 MLP: tensors of 1024, 32, 1024 and 32 values, so two
+// fragments of 1056 each.
+json even_manifest(const std::string& plugin, json options) {
+  json m = with_strategy(4, plugin, std::move(options));
+  m["model"]["options"]["num_classes"] = 32;
+  for (const char* split : {"train", "val"}) m["data"][split]["options"]["classes"] = 32;
+  m["train"]["max_steps"] = 16;
+  return m;
+}
+
+struct Bytes {
+  double total, peak, mean;
+};
+
+Bytes bytes_of(const fs::path& run) {
+  const json comm = json::parse(read_text(run / "summary.json")).at("communication");
+  double peak = 0;
+  for (const auto& node : comm.at("per_node")) peak = std::max(peak, node.at("peak_step_bytes_sent").get<double>());
+  CHECK(comm.at("peak_bytes_sent_per_step").get<double>() == peak);
+  return {comm.at("bytes_sent_per_node").get<double>(), peak, comm.at("mean_bytes_sent_per_step").get<double>()};
+}
+
+}  // namespace
+
+TEST_CASE("streaming_diloco's peak step sends one fragment: DiLoCo's bytes per sync / P, the same total",
+          "[strategies][streaming][accounting]") {
+  TempDir dir("streaming-bytes");
+  const int K = 4, steps = 16, H = 4;
+  const double params = 2 * (32 * 32 + 32);
+  auto ring = [&](double values) { return 2.0 * (K - 1) / K * 4 * values; };  // an fp32 all-reduce, per node
+  const Bytes diloco = bytes_of(train(even_manifest("diloco", {{"H", H}}), dir, "diloco"));
+  CHECK(diloco.peak == ring(params));
+  CHECK(diloco.total == steps / H * ring(params));
+  CHECK(diloco.mean == diloco.total / steps);
+  // Two fragments of 1056 values: half of DiLoCo's peak. Four fragments are
+  // the four tensors: the peak is the largest, 1024 values.
+  for (const auto& [P, largest] : {std::pair<int, double>{2, params / 2}, {4, 1024.0}}) {
+    INFO(P << " fragments");
+    const Bytes streaming =
+        bytes_of(train(even_manifest("streaming_diloco", {{"H", H}, {"fragments", P}}), dir, std::to_string(P)));
+    CHECK(streaming.peak == ring(largest));
+    CHECK(streaming.total == diloco.total);
+    CHECK(streaming.mean == diloco.mean);
+  }
+  CHECK(ring(params / 2) == diloco.peak / 2);
+  // fp4 gathers codes and scales: ceil(n/2) + 4 ceil(n/128) bytes per tensor
+  // of n values, (K-1) times per node. Per fragment (1024 + 32 values):
+  // 512 + 4*8 and 16 + 4*1 bytes.
+  const Bytes fp4 =
+      bytes_of(train(even_manifest("streaming_diloco", {{"H", H}, {"fragments", 2}, {"quantize", "fp4"}}), dir, "fp4"));
+  const double fragment = (512 + 4 * 8) + (16 + 4 * 1);
+  CHECK(fragment ==
+        sdk::quantized_bytes(sdk::QuantFormat::Fp4E2M1, 1024) + sdk::quantized_bytes(sdk::QuantFormat::Fp4E2M1, 32));
+  CHECK(fp4.peak == (K - 1) * fragment);
+  CHECK(fp4.total == 2 * steps / H * (K - 1) * fragment);
+  // About 7.5x below fp32 on the wire per value; against the ring all-reduce
+  // of 4 nodes, (K-1) * 564 / (1.5 * 4 * 1056).
+  CHECK(diloco.peak / 2 / fp4.peak == Approx(6336.0 / 1692.0));
+}
+
+TEST_CASE("streaming_diloco: a node back inside an overlap window receives what is in flight and applies it",
+          "[strategies][streaming][faults]") {
+  TempDir dir("streaming-rejoin");
+  json m = exogym::test::checkpointed_manifest(4, 8);
+  m["train"]["max_steps"] = 8;
+  // H = 4, P = 2 (the MLP's tensors: 0 | 1, 2, 3), tau = 2: fragment 1 sends
+  // after steps 1 and 5 and applies after steps 3 and 7. Node 2 is down for
+  // steps 3 to 5 and back for step 6, while step 5's sync is in flight.
+  m["strategy"] = {
+      {"plugin", "streaming_diloco"},
+      {"options",
+       {{"H", 4}, {"fragments", 2}, {"tau", 2}, {"alpha", 0}, {"optimizer", {{"name", "adam"}, {"lr", 0.01}}}}}};
+  m["faults"] = json::parse(R"([{"node": 2, "fail_at": 3, "rejoin_at": 6}])");
+  run_json(m, dir.path());
+  const std::string at = "strategy.module0.fragment.1.";
+  for (int rank = 0; rank < 4; ++rank) {
+    INFO("node " << rank);
+    std::map<std::string, at::Tensor> t;
+    for (auto& [name, tensor] :
+         exogym::runtime::checkpoint::read_node_state(dir / "run" / "checkpoints" / "step-8", rank, 8).file.tensors)
+      t[name] = tensor;
+    // Alpha 0: after step 7 every node's fragment 1 is its new global copy,
+    // the returning node's too (it applied the sync it never sent).
+    CHECK(t.at(at + "outer_step").item<int64_t>() == 7);
+    CHECK(t.count(at + "pending_step") == 0);
+    CHECK(at::equal(t.at("model.layers.0.bias"), t.at(at + "master.0")));
+    CHECK(at::equal(t.at("model.layers.1.weight"), t.at(at + "master.1")));
+    CHECK(at::equal(t.at("model.layers.1.bias"), t.at(at + "master.2")));
+    // Fragment 0 synced after step 3 and took 4 inner steps since.
+    CHECK_FALSE(at::equal(t.at("model.layers.0.weight"), t.at("strategy.module0.fragment.0.master.0")));
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Options and bad input
+
+TEST_CASE("streaming_diloco refuses tau >= H, alpha outside 0..1, an unknown format and too many fragments",
+          "[strategies][streaming]") {
+  auto plugin = exogym::test::test_loader().load("strategy", "streaming_diloco", "strategy.plugin");
+  const json resolved = plugin->validate(json::object(), "strategy.options");
+  CHECK(resolved["H"] == 100);
+  CHECK(resolved["fragments"] == 4);
+  CHECK(resolved["tau"] == 0);
+  CHECK(resolved["alpha"] == 0.0);
+  CHECK(resolved["quantize"] == "none");
+  CHECK(resolved["outer_optimizer"]["nesterov"] == true);
+  for (const auto& spec : plugin->options()) {
+    INFO(spec.name);
+    CHECK_FALSE(spec.doc.empty());
+  }
+  auto create = [&](const json& given) { plugin->create_strategy(plugin->validate(given, "strategy.options")); };
+  REQUIRE_THROWS_WITH(create({{"H", 4}, {"tau", 4}}),
+                      Catch::StartsWith("tau: expected an overlap below H = 4 inner steps, got 4"));
+  CHECK_NOTHROW(create({{"H", 4}, {"tau", 3}}));
+  REQUIRE_THROWS_WITH(create({{"alpha", 1.5}}), "alpha: expected a mixing factor in [0, 1], got 1.5");
+  REQUIRE_THROWS_WITH(create({{"alpha", -0.1}}), "alpha: expected a mixing factor in [0, 1], got -0.1");
+  REQUIRE_THROWS_WITH(plugin->validate({{"quantize", "fp3"}}, "strategy.options"),
+                      Catch::StartsWith("strategy.options.quantize: expected one of"));
+  REQUIRE_THROWS_WITH(create({{"fragments", 0}}), Catch::StartsWith("fragments: expected a positive integer"));
+  REQUIRE_THROWS_WITH(create({{"fragments", json::array()}}), Catch::StartsWith("fragments: expected a positive"));
+  REQUIRE_THROWS_WITH(create({{"fragments", {"*", 3}}}),
+                      "fragments[1]: expected a parameter name pattern (a non-empty string), got 3");
+
+  // In a run: the errors are at the option's JSON path, exit status 2's kind.
+  TempDir dir("streaming-errors");
+  auto run_error = [&](const json& given) -> std::string {
+    try {
+      run_json(with_strategy(2, "streaming_diloco", given), dir.path());
+    } catch (const sdk::ConfigError& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  // small_manifest's MLP has 4 parameter tensors.
+  CHECK_THAT(
+      run_error({{"fragments", 5}}),
+      Catch::Contains("strategy.options.fragments: 5 fragments, but the model has 4 trainable parameter tensors"));
+  CHECK_THAT(run_error({{"H", 10}, {"tau", 12}}), Catch::Contains("strategy.options.tau: expected an overlap below H"));
+  CHECK_THAT(run_error({{"alpha", 2}}), Catch::Contains("strategy.options.alpha: expected a mixing factor"));
+  CHECK_THAT(run_error({{"quantize", "int3"}}), Catch::Contains("strategy.options.quantize: expected one of"));
+  CHECK_THAT(run_error({{"fragments", {"layers.0.*"}}}),
+             Catch::Contains("strategy.options.fragments: the parameter \"layers.1.weight\" matches no pattern"));
+}
