@@ -20,7 +20,7 @@ std::vector<std::string> StreamingDiLoCoModule::quantize_names() {
   return names;
 }
 
-sdk::OptionSpecs StreamingDiLoCoModule::specs() {
+sdk::ModuleSpecs StreamingDiLoCoModule::specs() {
   sdk::OptionSpecs specs = {
       OptionSpec{"H", OptionType::PositiveInteger, 100,
                  "inner steps between two syncs of a fragment: fragment p syncs after the inner steps "
@@ -39,13 +39,13 @@ sdk::OptionSpecs StreamingDiLoCoModule::specs() {
                  "format (fp8, fp4, int8, ...: sdk/quantize.h, blocks of 128 values with one fp32 scale)",
                  quantize_names()},
   };
-  for (auto& spec : DiLoCoModule::specs()) {
+  for (auto& spec : DiLoCoModule::specs().specs) {
     if (spec.name == "outer_optimizer") specs.push_back(spec);
   }
-  return specs;
+  return {"StreamingDiLoCoModule", std::move(specs)};
 }
 
-StreamingDiLoCoModule::StreamingDiLoCoModule(const nlohmann::json& o)
+StreamingDiLoCoModule::StreamingDiLoCoModule(const sdk::ModuleOptions& o)
     : H_(o.at("H").get<int64_t>()),
       tau_(o.at("tau").get<int64_t>()),
       alpha_(o.at("alpha").get<double>()),

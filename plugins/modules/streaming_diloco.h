@@ -62,13 +62,13 @@ class StreamingDiLoCoModule final : public sdk::CommunicationModule {
  public:
   // Options "H", "fragments", "tau", "alpha", "quantize" and
   // "outer_optimizer" (DiLoCo's).
-  static sdk::OptionSpecs specs();
+  static sdk::ModuleSpecs specs();
   // The values "quantize" takes: "none" and sdk::quant_format_names().
   static std::vector<std::string> quantize_names();
 
   // Reads the options; sdk::ConfigError at the option for tau >= H, alpha
   // outside [0, 1], an unknown format or a "fragments" of another form.
-  explicit StreamingDiLoCoModule(const nlohmann::json& validated_options);
+  explicit StreamingDiLoCoModule(const sdk::ModuleOptions& validated_options);
   ~StreamingDiLoCoModule() override;
 
   // Cuts the model into fragments: sdk::ConfigError at "fragments" for more

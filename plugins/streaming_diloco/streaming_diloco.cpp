@@ -5,5 +5,4 @@
 // (exogym/modules/streaming_diloco.h).
 #include "exogym/modules/streaming_diloco.h"
 
-EXOGYM_MODULE_STRATEGY_PLUGIN("streaming_diloco", "1.0.0", exogym::modules::StreamingDiLoCoModule,
-                              exogym::modules::StreamingDiLoCoModule::specs)
+EXOGYM_MODULE_STRATEGY_PLUGIN("streaming_diloco", "1.0.0", exogym::modules::StreamingDiLoCoModule)

@@ -57,7 +57,7 @@ struct TwoNet : torch::nn::Module {
 class TwoModel final : public sdk::Model {
  public:
   TwoModel() : net_(std::make_shared<TwoNet>()) {}
-  torch::nn::Module& module() override { return *net_; }
+  torch::nn::Module& network() override { return *net_; }
   at::Tensor loss(const sdk::Batch& /*batch*/) override { return net_->a.sum() + net_->b.sum(); }
   at::Tensor a() const { return net_->a.detach().clone(); }
   at::Tensor b() const { return net_->b.detach().clone(); }
@@ -82,12 +82,12 @@ sdk::NodeContext context(int rank, int K, sdk::Communicator& comm) {
   return ctx;
 }
 
-// Every option, as validation resolves them.
-json options(json given) {
+// Every option, as validation resolves them, as the module sees them.
+sdk::ModuleOptions options(json given) {
   json o = {{"H", 4},       {"fragments", 1},     {"tau", 0},
             {"alpha", 0.0}, {"quantize", "none"}, {"outer_optimizer", {{"name", "sgd"}, {"lr", 1.0}}}};
   for (auto& [key, value] : given.items()) o[key] = value;
-  return o;
+  return sdk::ModuleOptions(o, modules::StreamingDiLoCoModule::specs());
 }
 
 }  // namespace
