@@ -22,9 +22,13 @@ FOLDERS = ("runtime", "sdk", "plugins", "models", "tools", "tests", "examples")
 
 
 def sources(root):
-    listed = subprocess.run(["git", "-C", str(root), "ls-files", "--", *FOLDERS],
-                            check=True, capture_output=True, text=True).stdout.split()
-    return [f for f in listed if f.endswith((".cpp", ".h"))]
+    listed = subprocess.run(["git", "-C", str(root), "ls-files", "--", *FOLDERS], capture_output=True, text=True)
+    if listed.returncode != 0:
+        # A copy without its repository (or a worktree seen from a chroot, whose
+        # .git names a folder outside it): as check_references.py, a skip.
+        print(f"not a git checkout, no list of tracked files: skipped ({listed.stderr.strip()})")
+        sys.exit(77)
+    return [f for f in listed.stdout.split() if f.endswith((".cpp", ".h"))]
 
 
 def functions(root, files):
