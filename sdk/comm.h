@@ -3,21 +3,17 @@
 //
 // Collectives are SPMD rendezvous: every node calls the same collectives in the
 // same order with tensors of the same shapes and dtypes (all_gather excepted:
-// shapes may differ between ranks). Every call also takes a list of tensors, so
-// a strategy reduces all of its parameters in one call.
+// shapes may differ between ranks), each on a list of tensors. Reductions
+// combine ranks in rank order (0, 1, ..., K-1): the same bits whatever the
+// thread scheduling. The *_async ones start now and finish later (pending.h).
 //
-// Reductions combine ranks in rank order (0, 1, ..., K-1), so results are
-// bit-identical whatever the thread scheduling.
-//
-// The runtime implements it; a strategy (or a communication module) calls
-// the NodeContext's communicator from its own node's thread only, in init()
-// and step(). A collective returns once every node has made the matching
-// call; what it sends is metered (bytes, simulated time). It throws:
+// A strategy (or a communication module) calls it from its own node's thread
+// only, in init() and step(). A collective returns once every node has made
+// the matching call; it is metered (bytes, simulated time). It throws:
 //   AbortedError  another node failed (or the run was interrupted). Let it
 //                 propagate: the run reports the first real error.
-//   Error         the nodes' calls do not match (another collective, op or
-//                 root, or other tensor counts, shapes or dtypes): a
-//                 strategy bug. Every node's collective fails, the run ends.
+//   Error         the nodes' calls do not match (collective, op, root, tensor
+//                 counts, shapes, dtypes): a strategy bug; the run ends.
 #include <ATen/core/Tensor.h>
 
 #include <memory>
@@ -29,9 +25,15 @@ enum class ReduceOp { Sum, Avg, Min, Max };
 
 const char* to_string(ReduceOp op);
 
-// A collective's result that the nodes of a process may hold in common:
-// read only.
+// A result the nodes of a process may hold in common: read only.
 using SharedTensors = std::shared_ptr<const std::vector<at::Tensor>>;
+
+class Work;  // the non-blocking collectives' handles (pending.h)
+template <class Result>
+class Pending;
+using PendingTensors = Pending<std::vector<at::Tensor>>;
+using PendingShared = Pending<SharedTensors>;
+using PendingGather = Pending<std::vector<std::vector<at::Tensor>>>;
 
 class Communicator {
  public:
@@ -45,14 +47,9 @@ class Communicator {
   // Avg is the rank-ordered sum divided by K.
   virtual void all_reduce(std::vector<at::Tensor>& tensors, ReduceOp op = ReduceOp::Sum) = 0;
 
-  // op(tensors of rank 0, ..., rank K-1), the same bits all_reduce gives,
-  // returned instead of written into `tensors` (which stay as they were).
-  // The nodes of a process may receive the very same tensors, so the result
-  // is read only: for a result a strategy needs once per process, as
-  // DiLoCo's outer step on its shared master, which would otherwise write
-  // the average into every node's tensors only to overwrite it. Metered as
-  // an all_reduce of `tensors`. The default (for communicators that do not
-  // override it) all-reduces copies.
+  // all_reduce's bits, returned instead of written into `tensors`; the nodes
+  // of a process may share them, so read only (DiLoCo's outer step on its
+  // shared master). Metered as an all_reduce; the default all-reduces copies.
   virtual SharedTensors all_reduce_shared(const std::vector<at::Tensor>& tensors, ReduceOp op = ReduceOp::Sum);
 
   // In place: afterwards every rank holds root's tensors.
@@ -63,6 +60,14 @@ class Communicator {
 
   // Returns once every node has called it.
   virtual void barrier() = 0;
+
+  // The same collectives, started (pending.h; the defaults block).
+  virtual PendingTensors all_reduce_async(std::vector<at::Tensor> tensors, ReduceOp op = ReduceOp::Sum);
+  virtual PendingShared all_reduce_shared_async(const std::vector<at::Tensor>& tensors, ReduceOp op = ReduceOp::Sum);
+  virtual PendingTensors broadcast_async(std::vector<at::Tensor> tensors, int root = 0);
+  virtual PendingGather all_gather_async(const std::vector<at::Tensor>& tensors);
+  // A handle's Work::record from a checkpoint, back in flight (Pending::load).
+  virtual std::unique_ptr<Work> resume_work(const at::Tensor& record);
 
   // Single-tensor conveniences. The tensor is updated in place.
   void all_reduce(const at::Tensor& tensor, ReduceOp op = ReduceOp::Sum) {

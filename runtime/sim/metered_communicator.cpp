@@ -1,51 +1,95 @@
 #include "exogym/runtime/sim/metered_communicator.h"
 
+#include <ATen/ATen.h>
+
 #include <algorithm>
+#include <utility>
 
 #include "exogym/runtime/sim/payload.h"
+#include "exogym/sdk/error.h"
 
 namespace exogym::runtime::sim {
+
+namespace {
+
+// A transfer as a handle's record (sdk::Work::record): its fields as
+// float64, which hold every id and step a run reaches exactly.
+constexpr int64_t kRecordFields = 7;
+
+at::Tensor encode(const Transfer& t) {
+  return at::tensor(std::vector<double>{static_cast<double>(t.id), static_cast<double>(static_cast<int>(t.kind)),
+                                        static_cast<double>(t.step), t.start, t.begin, t.finish, t.seconds},
+                    at::kDouble);
+}
+
+Transfer decode(const at::Tensor& record) {
+  if (record.scalar_type() != at::kDouble || record.dim() != 1 || record.numel() != kRecordFields)
+    throw sdk::Error("a saved collective handle's record is not one of this runtime's (7 float64 values)");
+  const at::Tensor r = record.cpu().contiguous();
+  const double* v = r.data_ptr<double>();
+  const double kind = v[1];
+  if (v[0] < 0 || kind < 0 || kind > static_cast<int>(CollectiveKind::Barrier) || v[2] < -1)
+    throw sdk::Error("a saved collective handle's record holds no collective");
+  Transfer t;
+  t.id = static_cast<uint64_t>(v[0]);
+  t.kind = static_cast<CollectiveKind>(static_cast<int>(kind));
+  t.step = static_cast<int64_t>(v[2]);
+  t.start = v[3];
+  t.begin = v[4];
+  t.finish = v[5];
+  t.seconds = v[6];
+  return t;
+}
+
+// A strategy collective in flight on the simulated clock. wait() is called
+// on the node's thread during the run; the destructor may run after the
+// node's meter is gone, so it touches only the shared list.
+class MeteredWork final : public sdk::Work {
+ public:
+  MeteredWork(NodeMeter& meter, uint64_t ticket) : meter_(meter), in_flight_(meter.in_flight()), ticket_(ticket) {}
+  ~MeteredWork() override {
+    if (!waited_) in_flight_->abandon(ticket_);
+  }
+  void wait() override {
+    waited_ = true;
+    meter_.wait_transfer(ticket_);
+  }
+  at::Tensor record() const override {
+    const Transfer* t = in_flight_->find(ticket_);
+    if (!t) throw sdk::Error("saving a collective handle that is no longer in flight (its node failed since)");
+    return encode(*t);
+  }
+
+ private:
+  NodeMeter& meter_;
+  std::shared_ptr<TransfersInFlight> in_flight_;
+  uint64_t ticket_;
+  bool waited_ = false;
+};
+
+}  // namespace
 
 int MeteredCommunicator::position(int rank) const {
   if (!live_) return rank;
   return static_cast<int>(std::lower_bound(live_->begin(), live_->end(), rank) - live_->begin());
 }
 
-void MeteredCommunicator::metered_all_reduce(const std::vector<at::Tensor>& tensors,
-                                             const std::function<void()>& reduce) {
+MeteredCommunicator::Cost MeteredCommunicator::all_reduce_cost(const std::vector<at::Tensor>& tensors) const {
   const double bytes = payload_bytes(tensors);
   const int K = size();
-  meter_.before_collective(source_);
-  reduce();
-  meter_.after_collective(source_, CollectiveKind::AllReduce, all_reduce_traffic(bytes, K),
-                          all_reduce_total_sent(bytes, K), meter_.network().all_reduce_time(bytes, K));
+  return {CollectiveKind::AllReduce, all_reduce_traffic(bytes, K), all_reduce_total_sent(bytes, K),
+          meter_.network().all_reduce_time(bytes, K)};
 }
 
-void MeteredCommunicator::all_reduce(std::vector<at::Tensor>& tensors, sdk::ReduceOp op) {
-  metered_all_reduce(tensors, [&] { inner_.all_reduce(tensors, op); });
-}
-
-sdk::SharedTensors MeteredCommunicator::all_reduce_shared(const std::vector<at::Tensor>& tensors, sdk::ReduceOp op) {
-  // The same traffic as all_reduce: a real cluster sends the same bytes,
-  // only this process keeps fewer copies of the result.
-  sdk::SharedTensors result;
-  metered_all_reduce(tensors, [&] { result = inner_.all_reduce_shared(tensors, op); });
-  return result;
-}
-
-void MeteredCommunicator::broadcast(std::vector<at::Tensor>& tensors, int root) {
+MeteredCommunicator::Cost MeteredCommunicator::broadcast_cost(const std::vector<at::Tensor>& tensors, int root) const {
   const double bytes = payload_bytes(tensors);
   const int K = size();
-  meter_.before_collective(source_);
-  inner_.broadcast(tensors, root);
-  meter_.after_collective(source_, CollectiveKind::Broadcast,
-                          broadcast_traffic(bytes, K, position(rank()), position(root)), broadcast_total_sent(bytes, K),
-                          meter_.network().broadcast_time(bytes, K));
+  return {CollectiveKind::Broadcast, broadcast_traffic(bytes, K, position(rank()), position(root)),
+          broadcast_total_sent(bytes, K), meter_.network().broadcast_time(bytes, K)};
 }
 
-std::vector<std::vector<at::Tensor>> MeteredCommunicator::all_gather(const std::vector<at::Tensor>& tensors) {
-  meter_.before_collective(source_);
-  auto gathered = inner_.all_gather(tensors);
+MeteredCommunicator::Cost MeteredCommunicator::all_gather_cost(
+    const std::vector<std::vector<at::Tensor>>& gathered) const {
   // Ranks may send different amounts; the gathered tensors say how much.
   std::vector<double> by_rank;
   by_rank.reserve(gathered.size());
@@ -58,16 +102,92 @@ std::vector<std::vector<at::Tensor>> MeteredCommunicator::all_gather(const std::
     smallest = std::min(smallest, b);
   }
   const double max_sent = total - smallest;
-  meter_.after_collective(source_, CollectiveKind::AllGather, all_gather_traffic(by_rank, position(rank())),
-                          all_gather_total_sent(by_rank),
-                          meter_.network().all_gather_time(max_sent, static_cast<int>(by_rank.size())));
+  return {CollectiveKind::AllGather, all_gather_traffic(by_rank, position(rank())), all_gather_total_sent(by_rank),
+          meter_.network().all_gather_time(max_sent, static_cast<int>(by_rank.size()))};
+}
+
+void MeteredCommunicator::finish(const Cost& cost) {
+  meter_.after_collective(source_, cost.kind, cost.mine, cost.cluster_sent, cost.seconds);
+}
+
+std::unique_ptr<sdk::Work> MeteredCommunicator::start(const Cost& cost) {
+  if (source_ != TrafficSource::Strategy) {
+    finish(cost);
+    return sdk::completed_work();
+  }
+  const uint64_t ticket = meter_.start_transfer(cost.kind, cost.mine, cost.cluster_sent, cost.seconds);
+  return std::make_unique<MeteredWork>(meter_, ticket);
+}
+
+void MeteredCommunicator::all_reduce(std::vector<at::Tensor>& tensors, sdk::ReduceOp op) {
+  const Cost cost = all_reduce_cost(tensors);
+  meter_.before_collective(source_);
+  inner_.all_reduce(tensors, op);
+  finish(cost);
+}
+
+sdk::SharedTensors MeteredCommunicator::all_reduce_shared(const std::vector<at::Tensor>& tensors, sdk::ReduceOp op) {
+  // The same traffic as all_reduce: a real cluster sends the same bytes,
+  // only this process keeps fewer copies of the result.
+  const Cost cost = all_reduce_cost(tensors);
+  meter_.before_collective(source_);
+  sdk::SharedTensors result = inner_.all_reduce_shared(tensors, op);
+  finish(cost);
+  return result;
+}
+
+void MeteredCommunicator::broadcast(std::vector<at::Tensor>& tensors, int root) {
+  const Cost cost = broadcast_cost(tensors, root);
+  meter_.before_collective(source_);
+  inner_.broadcast(tensors, root);
+  finish(cost);
+}
+
+std::vector<std::vector<at::Tensor>> MeteredCommunicator::all_gather(const std::vector<at::Tensor>& tensors) {
+  meter_.before_collective(source_);
+  auto gathered = inner_.all_gather(tensors);
+  finish(all_gather_cost(gathered));
   return gathered;
 }
 
 void MeteredCommunicator::barrier() {
   meter_.before_collective(source_);
   inner_.barrier();
-  meter_.after_collective(source_, CollectiveKind::Barrier, Traffic{}, 0.0, meter_.network().barrier_time(size()));
+  finish({CollectiveKind::Barrier, Traffic{}, 0.0, meter_.network().barrier_time(size())});
+}
+
+sdk::PendingTensors MeteredCommunicator::all_reduce_async(std::vector<at::Tensor> tensors, sdk::ReduceOp op) {
+  const Cost cost = all_reduce_cost(tensors);
+  meter_.before_collective(source_);
+  inner_.all_reduce(tensors, op);
+  return {start(cost), std::move(tensors)};
+}
+
+sdk::PendingShared MeteredCommunicator::all_reduce_shared_async(const std::vector<at::Tensor>& tensors,
+                                                                sdk::ReduceOp op) {
+  const Cost cost = all_reduce_cost(tensors);
+  meter_.before_collective(source_);
+  sdk::SharedTensors result = inner_.all_reduce_shared(tensors, op);
+  return {start(cost), std::move(result)};
+}
+
+sdk::PendingTensors MeteredCommunicator::broadcast_async(std::vector<at::Tensor> tensors, int root) {
+  const Cost cost = broadcast_cost(tensors, root);
+  meter_.before_collective(source_);
+  inner_.broadcast(tensors, root);
+  return {start(cost), std::move(tensors)};
+}
+
+sdk::PendingGather MeteredCommunicator::all_gather_async(const std::vector<at::Tensor>& tensors) {
+  meter_.before_collective(source_);
+  auto gathered = inner_.all_gather(tensors);
+  return {start(all_gather_cost(gathered)), std::move(gathered)};
+}
+
+std::unique_ptr<sdk::Work> MeteredCommunicator::resume_work(const at::Tensor& record) {
+  // A handle that was complete when it was saved (sdk::completed_work).
+  if (record.numel() == 0 || source_ != TrafficSource::Strategy) return sdk::completed_work();
+  return std::make_unique<MeteredWork>(meter_, meter_.resume_transfer(decode(record)));
 }
 
 }  // namespace exogym::runtime::sim

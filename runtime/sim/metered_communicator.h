@@ -2,12 +2,18 @@
 // Exact communication accounting: every node's communicator is wrapped in a
 // MeteredCommunicator, so bytes are counted by the runtime, at each tensor's
 // real dtype and size, and no strategy counts anything itself.
-#include <functional>
+//
+// A non-blocking collective runs the inner communicator's blocking call at
+// its start (the nodes meet then, in wall time, and the data moves): the
+// overlap lives on the simulated clock only, where its transfer is in
+// flight until the handle's wait() (node_meter.h). So it works over every
+// backend, several processes included, with the blocking call's bits.
+#include <memory>
 #include <vector>
 
 #include "exogym/runtime/sim/node_meter.h"
 #include "exogym/runtime/sim/traffic_source.h"
-#include "exogym/sdk/comm.h"
+#include "exogym/sdk/pending.h"
 
 namespace exogym::runtime::sim {
 
@@ -29,13 +35,32 @@ class MeteredCommunicator final : public sdk::Communicator {
   std::vector<std::vector<at::Tensor>> all_gather(const std::vector<at::Tensor>& tensors) override;
   void barrier() override;
 
+  sdk::PendingTensors all_reduce_async(std::vector<at::Tensor> tensors, sdk::ReduceOp op) override;
+  sdk::PendingShared all_reduce_shared_async(const std::vector<at::Tensor>& tensors, sdk::ReduceOp op) override;
+  sdk::PendingTensors broadcast_async(std::vector<at::Tensor> tensors, int root) override;
+  sdk::PendingGather all_gather_async(const std::vector<at::Tensor>& tensors) override;
+  std::unique_ptr<sdk::Work> resume_work(const at::Tensor& record) override;
+
   using sdk::Communicator::all_gather;
   using sdk::Communicator::all_reduce;
   using sdk::Communicator::broadcast;
 
  private:
-  // Runs `reduce`, metered as an all_reduce of `tensors`.
-  void metered_all_reduce(const std::vector<at::Tensor>& tensors, const std::function<void()>& reduce);
+  // What a collective costs on the simulated network.
+  struct Cost {
+    CollectiveKind kind = CollectiveKind::AllReduce;
+    Traffic mine;
+    double cluster_sent = 0;
+    double seconds = 0;
+  };
+  Cost all_reduce_cost(const std::vector<at::Tensor>& tensors) const;
+  Cost broadcast_cost(const std::vector<at::Tensor>& tensors, int root) const;
+  Cost all_gather_cost(const std::vector<std::vector<at::Tensor>>& gathered) const;
+  // After the inner call: a blocking collective's end, or a non-blocking
+  // one's start, whose handle's Work this returns (a complete one for the
+  // runtime's traffic, which moves no clock).
+  void finish(const Cost& cost);
+  std::unique_ptr<sdk::Work> start(const Cost& cost);
   // A rank's place among the live nodes (the rank itself when all are).
   int position(int rank) const;
 

@@ -39,10 +39,18 @@ void NodeMeter::settle_compute() {
   pending_compute_ = 0;
 }
 
-void NodeMeter::end_step() {
+void NodeMeter::end_step(bool last) {
   stop_timer();
   settle_compute();
   in_step_ = false;
+  in_flight_->check(last);
+}
+
+void NodeMeter::restart_timer() {
+  if (in_step_ && !compute_model_.step_time) {
+    timing_ = true;
+    timer_start_ = std::chrono::steady_clock::now();
+  }
 }
 
 void NodeMeter::before_collective(TrafficSource source) {
@@ -52,8 +60,8 @@ void NodeMeter::before_collective(TrafficSource source) {
   clocks_.post(rank_, sequence_, clock_);
 }
 
-void NodeMeter::after_collective(TrafficSource source, CollectiveKind kind, Traffic mine, double cluster_sent,
-                                 double transfer_time) {
+void NodeMeter::count(TrafficSource source, CollectiveKind kind, Traffic mine, double cluster_sent,
+                      double transfer_time) {
   const int i = index(source);
   traffic_[i].sent += mine.sent;
   traffic_[i].received += mine.received;
@@ -67,17 +75,65 @@ void NodeMeter::after_collective(TrafficSource source, CollectiveKind kind, Traf
   }
   step_sent_ += mine.sent;
   peak_step_sent_ = std::max(peak_step_sent_, step_sent_);
+}
 
+Transfer NodeMeter::schedule(CollectiveKind kind, double transfer_time) {
+  Transfer t;
+  t.id = sequence_;
+  t.kind = kind;
+  t.step = in_step_ ? row_step_ - 1 : -1;
   // A failure noticed here: the survivors wait out the timeout first.
-  const double start = clocks_.latest(sequence_++) + failure_timeout_;
+  t.start = clocks_.latest(sequence_++) + failure_timeout_;
   failure_timeout_ = 0;
-  waiting_ += start - clock_;
-  communication_ += transfer_time;
-  clock_ = start + transfer_time;
-  if (in_step_ && !compute_model_.step_time) {
-    timing_ = true;
-    timer_start_ = std::chrono::steady_clock::now();
+  t.begin = std::max(t.start, link_free_);
+  t.seconds = transfer_time;
+  t.finish = t.begin + transfer_time;
+  link_free_ = t.finish;
+  transfer_ += transfer_time;
+  return t;
+}
+
+double NodeMeter::busy_between(double from, double to) const {
+  double busy = 0;
+  for (const Transfer& t : in_flight_->transfers()) busy += busy_within(t, from, to);
+  return busy;
+}
+
+void NodeMeter::after_collective(TrafficSource source, CollectiveKind kind, Traffic mine, double cluster_sent,
+                                 double transfer_time) {
+  count(source, kind, mine, cluster_sent, transfer_time);
+  if (source != TrafficSource::Strategy) return;
+  const Transfer t = schedule(kind, transfer_time);
+  // Before it begins, the node waits for the others, or for its link to
+  // finish the transfers in flight (communication). Nothing in flight: all
+  // of [start, finish] is this transfer's, as before overlap existed.
+  const double earlier = busy_between(clock_, t.begin);
+  waiting_ += (t.begin - clock_) - earlier;
+  communication_ += earlier + transfer_time;
+  clock_ = t.finish;
+  restart_timer();
+}
+
+uint64_t NodeMeter::start_transfer(CollectiveKind kind, Traffic mine, double cluster_sent, double transfer_time) {
+  count(TrafficSource::Strategy, kind, mine, cluster_sent, transfer_time);
+  const uint64_t ticket = in_flight_->add(schedule(kind, transfer_time));
+  restart_timer();
+  return ticket;
+}
+
+void NodeMeter::wait_transfer(uint64_t ticket) {
+  stop_timer();
+  settle_compute();
+  const Transfer t = in_flight_->take(ticket);
+  if (t.finish > clock_) {
+    // Transfers started before it may still be running too; those started
+    // after it begin when it ends.
+    const double busy = busy_between(clock_, t.finish) + busy_within(t, clock_, t.finish);
+    communication_ += busy;
+    waiting_ += (t.finish - clock_) - busy;
+    clock_ = t.finish;
   }
+  restart_timer();
 }
 
 void NodeMeter::record_row(TrafficSource source, CollectiveKind kind, double cluster_sent, double transfer_time) {
@@ -95,7 +151,9 @@ void NodeMeter::record_row(TrafficSource source, CollectiveKind kind, double clu
   it->time_s += transfer_time;
 }
 
-DonorView NodeMeter::donor_view() const { return {clock_, sequence_, {cluster_sent_[0], cluster_sent_[1]}}; }
+DonorView NodeMeter::donor_view() const {
+  return {clock_, sequence_, {cluster_sent_[0], cluster_sent_[1]}, link_free_};
+}
 
 void NodeMeter::rejoin(const DonorView& donor, double transfer) {
   clock_ = donor.clock + transfer;
@@ -103,6 +161,10 @@ void NodeMeter::rejoin(const DonorView& donor, double transfer) {
   for (int i = 0; i < 2; ++i) cluster_sent_[i] = donor.cluster_sent[i];
   pending_compute_ = 0;
   failure_timeout_ = 0;
+  link_free_ = donor.link_free;
+  // Its transfers were lost with its memory; load_recovery_state may take
+  // the donor's back (resume_transfer).
+  in_flight_->clear();
 }
 
 std::vector<CommRow> NodeMeter::take_rows() {
@@ -119,6 +181,9 @@ nlohmann::json NodeMeter::state() const {
                           {"compute", compute_},
                           {"communication", communication_},
                           {"waiting", waiting_},
+                          {"transfer", transfer_},
+                          {"link_free", link_free_},
+                          {"in_flight", in_flight_->state()},
                           {"sequence", sequence_},
                           {"sent", pair(sent)},
                           {"received", pair(received)},
@@ -145,6 +210,11 @@ void NodeMeter::check_state(const nlohmann::json& state) {
   }
   for (const char* key : {"failure_timeout", "peak_step_sent"})
     if (state.contains(key)) number(state.at(key), key);
+  // Checkpoints from before non-blocking collectives have none of these.
+  for (const char* key : {"transfer", "link_free"}) {
+    if (state.contains(key)) number(state.at(key), key);
+  }
+  if (state.contains("in_flight")) TransfersInFlight::check_state(state.at("in_flight"));
 }
 
 void NodeMeter::restore(const nlohmann::json& state) {
@@ -165,6 +235,9 @@ void NodeMeter::restore(const nlohmann::json& state) {
   peak_step_sent_ = state.value("peak_step_sent", 0.0);
   step_sent_row_ = -1;
   step_sent_ = 0;
+  transfer_ = state.value("transfer", communication_);
+  link_free_ = state.value("link_free", 0.0);
+  in_flight_->restore(state.value("in_flight", nlohmann::json::array()));
   pending_compute_ = 0;
   rows_.clear();
 }

@@ -7,9 +7,22 @@
 // the modelled transfer time (network_model.h). Time spent before that end
 // is the node's waiting time. Runtime traffic is counted but moves no clock
 // (traffic_source.h).
+//
+// A non-blocking collective (sdk::Pending) is scheduled the same way but
+// leaves the clock where it is: its transfer runs while the node computes,
+// and wait_transfer() moves the clock to its end if that is later. The
+// node's link carries its transfers one at a time, in the order they
+// started, blocking ones included: a transfer begins at the collective's
+// start or when the link is free, whichever is later. Since every node
+// takes part in every collective, the link is free at the same time on
+// every node. When the clock jumps to a transfer's end, the part of the
+// jump during which the link carried the node's transfers is
+// communication, the rest waiting; the transfer time that never showed on
+// the clock is hidden (docs/simulation.md#overlapping-communication-with-compute).
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -18,6 +31,7 @@
 #include "exogym/runtime/sim/compute_model.h"
 #include "exogym/runtime/sim/network_model.h"
 #include "exogym/runtime/sim/traffic_source.h"
+#include "exogym/runtime/sim/transfers_in_flight.h"
 
 namespace exogym::runtime::sim {
 
@@ -27,6 +41,7 @@ struct DonorView {
   double clock = 0;
   uint64_t sequence = 0;
   double cluster_sent[2] = {0, 0};  // by TrafficSource
+  double link_free = 0;             // when the last strategy transfer ends
 };
 
 // Used by its node's thread only, except for the read-outs after the run.
@@ -46,13 +61,28 @@ class NodeMeter {
   // The training loop brackets the compute of 0-based step t (zero_grad,
   // forward, backward, the strategy's step) with these; its collectives are
   // comm.csv row t + 1, as in train.csv.
+  // end_step throws sdk::Error for a non-blocking collective whose handle
+  // was dropped without wait() during the step, or, at the `last` step of
+  // the run, for any still in flight (transfers_in_flight.h).
   void begin_step(int64_t step);
-  void end_step();
+  void end_step(bool last = false);
 
   // MeteredCommunicator's hooks around every collective.
   void before_collective(TrafficSource source);
   void after_collective(TrafficSource source, CollectiveKind kind, Traffic mine, double cluster_sent,
                         double transfer_time);
+  // A non-blocking strategy collective, instead of after_collective: counted
+  // alike, scheduled on the node's link, the clock left where it is.
+  // Returns the ticket of its handle.
+  uint64_t start_transfer(CollectiveKind kind, Traffic mine, double cluster_sent, double transfer_time);
+  // Its handle's wait(): the clock moves to the transfer's end if later.
+  void wait_transfer(uint64_t ticket);
+  // A transfer a checkpoint or a donor recorded, in flight again for a new
+  // handle (TransfersInFlight::claim); its ticket.
+  uint64_t resume_transfer(const Transfer& transfer) { return in_flight_->claim(transfer); }
+  // What the handles of this node's transfers refer to (shared, since a
+  // strategy may outlive the meter).
+  const std::shared_ptr<TransfersInFlight>& in_flight() const { return in_flight_; }
 
   // Failures (fault_schedule.h). A survivor of a failure loses `seconds`
   // noticing it, at its next strategy collective (network.failure_timeout);
@@ -68,6 +98,8 @@ class NodeMeter {
   double compute_seconds() const { return compute_; }
   double communication_seconds() const { return communication_; }
   double waiting_seconds() const { return waiting_; }
+  // The strategy's transfer time that overlapped the node's compute.
+  double hidden_seconds() const { return std::max(0.0, transfer_ - communication_); }
   const Traffic& traffic(TrafficSource source) const { return traffic_[index(source)]; }
   // Bytes sent by all nodes together, as far as this node has seen (every
   // node sees every collective, so all nodes agree).
@@ -98,6 +130,14 @@ class NodeMeter {
   void stop_timer();
   void settle_compute();
   void record_row(TrafficSource source, CollectiveKind kind, double cluster_sent, double transfer_time);
+  void count(TrafficSource source, CollectiveKind kind, Traffic mine, double cluster_sent, double transfer_time);
+  // The transfer of the strategy collective just met: when it starts,
+  // begins and ends. Takes the collective's sequence number and the
+  // failure timeout, and occupies the link.
+  Transfer schedule(CollectiveKind kind, double transfer_time);
+  // The time the link carries transfers in flight between `from` and `to`.
+  double busy_between(double from, double to) const;
+  void restart_timer();
 
   const int rank_;
   const NetworkModel& network_;
@@ -113,6 +153,9 @@ class NodeMeter {
   double pending_compute_ = 0;
 
   double clock_ = 0, compute_ = 0, communication_ = 0, waiting_ = 0;
+  double transfer_ = 0;   // the strategy's modelled transfer time, all of it
+  double link_free_ = 0;  // when the link has carried every transfer started
+  std::shared_ptr<TransfersInFlight> in_flight_ = std::make_shared<TransfersInFlight>();
   double failure_timeout_ = 0;  // to lose at the next strategy collective
   uint64_t sequence_ = 0;
   Traffic traffic_[2];

@@ -41,7 +41,8 @@ nlohmann::json Meters::node_stats() const {
                      {"time_s", meter.clock()},
                      {"compute_s", meter.compute_seconds()},
                      {"communication_s", meter.communication_seconds()},
-                     {"waiting_s", meter.waiting_seconds()}});
+                     {"waiting_s", meter.waiting_seconds()},
+                     {"hidden_s", meter.hidden_seconds()}});
   }
   return stats;
 }

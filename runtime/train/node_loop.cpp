@@ -183,8 +183,8 @@ void NodeRun::restore() {
   phase_ = "init of " + strategy_name_;
   strategy_.init(ctx_, model_);
   phase_ = "restoring the state of " + strategy_name_ + " from " + file;
+  meter_.restore(node->second.meter);  // first: load_state takes its collectives in flight back
   checkpoint::restore_strategy(strategy_, node->second);
-  meter_.restore(node->second.meter);
   // Only this thread touches its node's entry.
   node->second = checkpoint::NodeState();
 }
@@ -303,7 +303,7 @@ void NodeRun::train_step(int64_t t) {
   phase_ = "step of " + strategy_name_;
   strategy_.step();
   release_gradients(model_.network());
-  meter_.end_step();
+  meter_.end_step(t + 1 == m_.max_steps);
   if (rank_ == membership_.reporter()) {
     report_step(t, loss);
   } else if (membership_.simulated()) {

@@ -45,6 +45,7 @@ SimulationSummary summarize_simulation(const TrainingState& s, const NodeAccount
     sim.compute_s += node.at("compute_s").get<double>() / K;
     sim.communication_s += node.at("communication_s").get<double>() / K;
     sim.waiting_s += node.at("waiting_s").get<double>() / K;
+    sim.hidden_s += node.at("hidden_s").get<double>() / K;
   }
   sim.bytes_sent_total = accounts.reporter.cluster_sent;
   sim.bytes_sent_per_node = sim.bytes_sent_total / K;
@@ -120,6 +121,7 @@ json simulated_json(const TrainingState& s, const SimulationSummary& sim, const 
           {"compute_s", sim.compute_s},
           {"communication_s", sim.communication_s},
           {"waiting_s", sim.waiting_s},
+          {"hidden_s", sim.hidden_s},
           {"compute", s.m.compute.step_time ? "fixed" : "measured"},
           {"network", s.m.resolved["network"]},
           {"bottleneck_link", {{"bandwidth_bytes_per_s", bottleneck.bandwidth}, {"latency_s", bottleneck.latency}}},

@@ -88,6 +88,7 @@ TrainingResult parse_summary(const fs::path& run_dir, const json& summary) {
   r.simulated.compute_s = sim.at("compute_s").get<double>();
   r.simulated.communication_s = sim.at("communication_s").get<double>();
   r.simulated.waiting_s = sim.at("waiting_s").get<double>();
+  r.simulated.hidden_s = sim.value("hidden_s", 0.0);  // absent before non-blocking collectives
   if (const json& f = summary.value("faults", json()); f.is_object()) {
     r.faults = FaultTotals{f.at("failures").get<int64_t>(),      f.at("rejoins").get<int64_t>(),
                            f.at("late_joins").get<int64_t>(),    f.at("node_steps_lost").get<int64_t>(),

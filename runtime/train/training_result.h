@@ -33,6 +33,7 @@ struct SimulationSummary {
   double runtime_bytes_sent_total = 0;                       // the simulator's own collectives
   double time_s = 0;                                         // the slowest node's clock at the end
   double compute_s = 0, communication_s = 0, waiting_s = 0;  // means over nodes
+  double hidden_s = 0;  // transfer time overlapped with compute (non-blocking collectives), mean over nodes
   double ddp_bytes_sent_per_node = 0;  // DDP (gradient all-reduce every step), same model, nodes and steps
 };
 
