@@ -38,11 +38,15 @@
 //     its own (waiting for one of those is an sdk::Error).
 //   - Communicators that do not override them (test doubles) make the
 //     blocking call and return a handle that is complete (completed_work).
-//   - Every handle is waited for by the run's last step. One destroyed or
-//     assigned over without wait() stops the run at the end of the step it
-//     was dropped in; one still in flight after the last step stops it
-//     then; each error names the node, the step, the strategy and the
-//     collective (no hang).
+//   - A handle destroyed or assigned over without wait() stops the run at
+//     the end of the step it was dropped in, naming the node, the step, the
+//     strategy and the collective (no hang).
+//   - A handle may still be in flight after the run's last step (an outer
+//     step that would land in the next round): the last checkpoint keeps
+//     it in flight, so a run extended from there waits for it where the
+//     strategy does, bit for bit and clock included; the finished run lands
+//     it after that checkpoint, its clock moving to the transfer's end.
+//     Such a handle may then be destroyed without wait().
 #include <ATen/core/Tensor.h>
 
 #include <map>

@@ -1,6 +1,7 @@
 #pragma once
-// Averaging low-bit payloads (quantize.h) across nodes, on the blocking
-// collectives of comm.h (docs/compression.md#averaging-quantised-tensors).
+// Averaging low-bit payloads (quantize.h) across nodes, on comm.h's
+// collectives, blocking or not (pending.h)
+// (docs/compression.md#averaging-quantised-tensors).
 //
 // A sum of quantised values is not a quantised value, so the payloads are
 // not reduced on the wire: every node quantises its tensors, all-gathers
@@ -22,6 +23,7 @@
 
 #include "exogym/sdk/comm.h"
 #include "exogym/sdk/error_feedback.h"
+#include "exogym/sdk/pending.h"
 #include "exogym/sdk/quantize.h"
 
 namespace exogym::sdk {
@@ -44,5 +46,40 @@ std::vector<at::Tensor> quantized_mean(Communicator& comm, const std::vector<at:
                                        int64_t block_size = kDefaultQuantBlock, ErrorFeedback* feedback = nullptr);
 at::Tensor quantized_mean(Communicator& comm, const at::Tensor& tensor, QuantFormat format,
                           int64_t block_size = kDefaultQuantBlock, ErrorFeedback* feedback = nullptr);
+
+// A quantized_mean started by quantized_mean_async and not yet waited for:
+// the all_gather's handle (pending.h, whose rules hold) and what every node
+// knows of the payloads without sending it. Movable, not copyable.
+class PendingQuantizedMean {
+ public:
+  PendingQuantizedMean() = default;  // holds nothing: valid() is false
+
+  bool valid() const { return gathered_.valid(); }
+  // What quantized_mean would have returned, bit for bit; the node's clock
+  // moves as Pending::wait's does. sdk::Error when it holds nothing.
+  std::vector<at::Tensor> wait();
+
+  // Checkpoints: the gathered payloads and the runtime's record under keys
+  // that start with `prefix` (Pending::save). load() needs what the payloads'
+  // metadata came from: the tensors the mean was started with (or any of
+  // their shapes, dtypes and devices), the format and the block size.
+  void save(StateDict& out, const std::string& prefix) const;
+  static PendingQuantizedMean load(const StateDict& in, const std::string& prefix, Communicator& comm,
+                                   const std::vector<at::Tensor>& like, QuantFormat format,
+                                   int64_t block_size = kDefaultQuantBlock);
+
+ private:
+  friend PendingQuantizedMean quantized_mean_async(Communicator&, const std::vector<at::Tensor>&, QuantFormat, int64_t,
+                                                   ErrorFeedback*);
+  PendingGather gathered_;
+  std::vector<QuantizedPayload> layout_;  // the metadata only: codes and scales are in gathered_
+};
+
+// quantized_mean, started at once (quantised, through `feedback`, now) and
+// completed by wait(): the all_gather overlaps what the node computes in
+// between (pending.h). The same bytes and the same result as quantized_mean.
+PendingQuantizedMean quantized_mean_async(Communicator& comm, const std::vector<at::Tensor>& tensors,
+                                          QuantFormat format, int64_t block_size = kDefaultQuantBlock,
+                                          ErrorFeedback* feedback = nullptr);
 
 }  // namespace exogym::sdk

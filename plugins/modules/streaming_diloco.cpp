@@ -114,27 +114,32 @@ void StreamingDiLoCoModule::communicate(sdk::NodeContext& ctx, sdk::Model& /*mod
 void StreamingDiLoCoModule::send(sdk::NodeContext& ctx, Fragment& f, int64_t step) {
   EXOGYM_CHECK_INTERNAL(f.pending_step < 0, "a fragment sends while its last sync is still in flight");
   if (!format_) {
-    // The average, once for the process: only the outer step reads it.
-    f.pending = ctx.communicator().all_reduce_shared(f.params, sdk::ReduceOp::Avg);
+    // The average, once for the process: only the outer step reads it. The
+    // parameters train on meanwhile: the collective took their values now.
+    f.average = ctx.communicator().all_reduce_shared_async(f.params, sdk::ReduceOp::Avg);
   } else {
     // A low-bit average of parameters would lose their leading digits: the
     // outer gradient (old global minus local) is what is quantised.
     std::vector<at::Tensor> outer_grads;
     const auto& master = f.outer->master();
     for (size_t i = 0; i < f.params.size(); ++i) outer_grads.push_back(master[i].detach() - f.params[i]);
-    f.pending =
-        std::make_shared<const std::vector<at::Tensor>>(sdk::quantized_mean(ctx.communicator(), outer_grads, *format_));
+    f.gradient = sdk::quantized_mean_async(ctx.communicator(), outer_grads, *format_);
   }
   f.pending_step = step;
 }
 
+sdk::SharedTensors StreamingDiLoCoModule::receive(Fragment& f) {
+  if (!format_) return f.average.wait();
+  return std::make_shared<const std::vector<at::Tensor>>(f.gradient.wait());
+}
+
 void StreamingDiLoCoModule::apply(sdk::NodeContext& ctx, Fragment& f, size_t p, int64_t step) {
-  f.outer->step(step, *f.pending, format_ ? OuterMaster::Received::PseudoGradient : OuterMaster::Received::Average);
+  const sdk::SharedTensors received = receive(f);
+  f.outer->step(step, *received, format_ ? OuterMaster::Received::PseudoGradient : OuterMaster::Received::Average);
   ctx.record("fragment", static_cast<double>(p));
   ctx.record("pseudo_grad_norm", f.outer->pseudo_grad_norm());
   ctx.record("outer_lr", f.outer->outer_lr());
   f.outer->mix_into(f.params, alpha_);
-  f.pending.reset();
   f.pending_step = -1;
 }
 
@@ -145,7 +150,8 @@ void StreamingDiLoCoModule::save_state(sdk::StateDict& out, const std::string& p
     f.outer->save(out, at_fragment);
     if (f.pending_step < 0) continue;
     out[at_fragment + "pending_step"] = at::full({}, f.pending_step, at::kLong);
-    for (size_t i = 0; i < f.pending->size(); ++i) out[at_fragment + "pending." + std::to_string(i)] = (*f.pending)[i];
+    f.average.save(out, at_fragment + "pending.");
+    f.gradient.save(out, at_fragment + "pending.");
   }
 }
 
@@ -157,18 +163,23 @@ void StreamingDiLoCoModule::load_fragments(const sdk::StateDict& in, const std::
     const std::string at_fragment = prefix + "fragment." + std::to_string(p) + ".";
     f.outer->load(in, at_fragment, outer_steps[p]);
     f.pending_step = pending_steps[p];
-    f.pending.reset();
+    // A handle the node holds is dropped: at a resume it holds none, and a
+    // node back after a failure lost its transfers with it (pending.h).
+    f.average = {};
+    f.gradient = {};
     if (f.pending_step < 0) continue;
-    auto pending = std::make_shared<std::vector<at::Tensor>>();
-    for (size_t i = 0; i < f.params.size(); ++i) {
-      auto it = in.find(at_fragment + "pending." + std::to_string(i));
-      if (it == in.end()) {
-        throw sdk::Error("Streaming DiLoCo state: a sync is in flight but " + at_fragment + "pending." +
-                         std::to_string(i) + " is missing");
-      }
-      pending->push_back(it->second.to(f.params[i].options()).clone());
+    const std::string at_pending = at_fragment + "pending.";
+    sdk::Communicator& comm = ctx_->communicator();
+    const c10::Device device = f.params.front().device();
+    if (!format_) {
+      f.average = sdk::PendingShared::load(in, at_pending, comm, device);
+    } else {
+      f.gradient = sdk::PendingQuantizedMean::load(in, at_pending, comm, f.params, *format_);
     }
-    f.pending = std::move(pending);
+    if (!f.average.valid() && !f.gradient.valid()) {
+      throw sdk::Error("Streaming DiLoCo state: a sync is in flight at step " + std::to_string(f.pending_step) +
+                       " but " + at_pending + "* is missing");
+    }
   }
 }
 

@@ -27,16 +27,19 @@
 // quantisation the module is DiLoCo, bit for bit. A sync whose s + tau is
 // past the run's last step is never applied.
 //
-// Overlap: tau > 0 runs on comm.h's blocking collectives. The data are
-// those of an overlapped exchange (sent at s, used at s + tau); only the
-// simulated clock does not yet hide the transfer behind the tau inner steps:
-// it charges the collective at s. With a non-blocking collective, send()
-// would keep the handle and apply() wait for it.
+// Overlap: the collective is non-blocking (sdk/pending.h): sent at s, it is
+// waited for at s + tau, so on the simulated clock the transfer runs behind
+// the tau inner steps between and a node waits only for what is left then
+// (tau = 0: at once, as a blocking call). A sync whose s + tau is past the
+// run's last step is not applied: it lands after the last checkpoint, which
+// keeps it in flight, so a run extended from there (--set train.max_steps)
+// applies it on schedule, bit for bit and clock included.
 //
 // Communicates only with more than one node (one node: local training).
 // Options: specs(). State: per fragment p, under "fragment.<p>.", the
 // master and outer state (outer_master.h), and while a sync is in flight
-// "pending_step" and "pending.<i>", what the collective brought (kept per
+// "pending_step" and under "pending." the collective's handle (Pending::
+// save: what it brought and where its transfer stands on the clock, kept per
 // node: a resumed run applies it at pending_step + tau, bit for bit). A
 // node that comes back after a failure receives the masters, the outer
 // states and what is in flight, and restarts its inner steps from the
@@ -54,7 +57,9 @@
 #include "exogym/modules/outer_master.h"
 #include "exogym/sdk/comm.h"
 #include "exogym/sdk/compose.h"
+#include "exogym/sdk/pending.h"
 #include "exogym/sdk/quantize.h"
+#include "exogym/sdk/quantized_comm.h"
 
 namespace exogym::modules {
 
@@ -92,10 +97,16 @@ class StreamingDiLoCoModule final : public sdk::CommunicationModule {
     std::vector<at::Tensor> params;  // this node's tensors of the fragment
     std::shared_ptr<OuterMaster> outer;
     int64_t pending_step = -1;  // the step of the sync in flight, -1 for none
-    sdk::SharedTensors pending;
+    // The sync in flight: the average of the parameters (quantize "none")
+    // or the low-bit mean of the outer gradients.
+    sdk::PendingShared average;
+    sdk::PendingQuantizedMean gradient;
   };
   void send(sdk::NodeContext& ctx, Fragment& f, int64_t step);
   void apply(sdk::NodeContext& ctx, Fragment& f, size_t p, int64_t step);
+  // What the sync in flight brought (waiting for it), as OuterMaster::step
+  // takes it.
+  sdk::SharedTensors receive(Fragment& f);
   // The steps that follow from the step a node comes back at (recovery):
   // fragment p's last outer step before `step`, and the send whose result
   // is still in flight at `step` (-1 for none).

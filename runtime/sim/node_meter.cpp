@@ -39,11 +39,23 @@ void NodeMeter::settle_compute() {
   pending_compute_ = 0;
 }
 
-void NodeMeter::end_step(bool last) {
+void NodeMeter::end_step() {
   stop_timer();
   settle_compute();
   in_step_ = false;
-  in_flight_->check(last);
+  in_flight_->check();
+}
+
+void NodeMeter::land_transfers() {
+  // In the order they started: each ends no earlier than the one before.
+  for (const Transfer& t : in_flight_->transfers()) {
+    if (t.finish <= clock_) continue;
+    const double busy = busy_between(clock_, t.finish);
+    communication_ += busy;
+    waiting_ += (t.finish - clock_) - busy;
+    clock_ = t.finish;
+  }
+  in_flight_->clear();
 }
 
 void NodeMeter::restart_timer() {

@@ -62,10 +62,15 @@ class NodeMeter {
   // forward, backward, the strategy's step) with these; its collectives are
   // comm.csv row t + 1, as in train.csv.
   // end_step throws sdk::Error for a non-blocking collective whose handle
-  // was dropped without wait() during the step, or, at the `last` step of
-  // the run, for any still in flight (transfers_in_flight.h).
+  // was dropped without wait() during the step (transfers_in_flight.h).
   void begin_step(int64_t step);
-  void end_step(bool last = false);
+  void end_step();
+  // After the run's last step and its last checkpoint, which keeps them in
+  // flight (a run extended from it waits for them where its strategy
+  // does): the transfers still in flight land, the clock moving to the end
+  // of the last as wait() would, so that the run ends when its data has
+  // arrived. Their handles may then be destroyed without wait().
+  void land_transfers();
 
   // MeteredCommunicator's hooks around every collective.
   void before_collective(TrafficSource source);

@@ -80,7 +80,7 @@ void TransfersInFlight::abandon(uint64_t ticket) noexcept {
   if (Entry* e = entry(ticket)) e->hold = Hold::Abandoned;
 }
 
-void TransfersInFlight::check(bool end_of_run) const {
+void TransfersInFlight::check() const {
   for (const auto& e : entries_) {
     if (e.hold == Hold::Abandoned) {
       throw sdk::Error(started(e.transfer) +
@@ -91,11 +91,6 @@ void TransfersInFlight::check(bool end_of_run) const {
       throw sdk::Error("the checkpoint holds " + started(e.transfer) +
                        " in flight, which the strategy did not take back: save its handle with Pending::save in "
                        "save_state and load it with Pending::load in load_state");
-    }
-    if (end_of_run) {
-      throw sdk::Error(started(e.transfer) +
-                       " was never waited for: every handle must be waited for (Pending::wait) by the run's last "
-                       "step");
     }
   }
 }

@@ -47,9 +47,10 @@ class TransfersInFlight {
   // reports it.
   void abandon(uint64_t ticket) noexcept;
   // At the end of a step: sdk::Error for a transfer whose handle was
-  // dropped, or that a resumed run's strategy did not take back; with
-  // `end_of_run`, for any still in flight.
-  void check(bool end_of_run) const;
+  // dropped, or that a resumed run's strategy did not take back. A transfer
+  // may stay in flight past the run's last step: the node lands it then
+  // (NodeMeter::land_transfers).
+  void check() const;
   // The node failed: its transfers are lost with its memory.
   void clear() { entries_.clear(); }
 

@@ -193,8 +193,7 @@ void NodeRun::change_membership(int64_t t) {
   ctx_.step = t;
   phase_ = "changing the membership before step " + std::to_string(t);
   cluster_.meet_all(rank_, &slot_, [this, t] {
-    // The reporting node may change: what it reported from another process
-    // first.
+    // The reporting node may change: what it reported from another process first.
     if (s_.role.mesh) exchange_reports(s_);
     membership_.advance(t, *s_.simulation, cluster_, s_.writer.get());
   });
@@ -267,8 +266,7 @@ void NodeRun::write_checkpoint(int64_t step) {
   checkpoint::write_node_state(s_.checkpoints->partial_folder(step), rank_, step, model_, strategy_, meter_.state());
   meet_every_node();
   if (s_.role.mesh) {
-    // Every node of this process is here, so no metric row or report is
-    // still coming.
+    // Every node of this process is here: no metric row or report is still coming.
     meet_every_node([this, step] {
       if (s_.metric_buffer) hand_over_metrics(s_, step);
       if (membership_.simulated()) exchange_reports(s_);
@@ -303,7 +301,7 @@ void NodeRun::train_step(int64_t t) {
   phase_ = "step of " + strategy_name_;
   strategy_.step();
   release_gradients(model_.network());
-  meter_.end_step(t + 1 == m_.max_steps);
+  meter_.end_step();
   if (rank_ == membership_.reporter()) {
     report_step(t, loss);
   } else if (membership_.simulated()) {
@@ -350,6 +348,7 @@ void NodeRun::report_step(int64_t t, double loss) {
 }
 
 void NodeRun::finish() {
+  meter_.land_transfers();  // after the last checkpoint, which keeps them in flight
   ctx_.step = m_.max_steps;
   meter_.set_completed_steps(m_.max_steps);
   if (eval_enabled(m_)) {

@@ -4,9 +4,9 @@
 // is waited for and applied. With "blocking": true the same averages come
 // from blocking calls, held for `delay` steps: the same bits and bytes, but
 // the clock pays every transfer at once. It tests the overlap end to end:
-// the simulated clock, handles in flight across checkpoints, and the errors
-// for handles dropped ("leak": "drop") or never waited for ("leak": "end")
-// on node `leak_node`.
+// the simulated clock, handles in flight across checkpoints, the error for
+// a handle dropped ("leak": "drop") and a handle kept in flight past the
+// run's last step ("leak": "end"), on node `leak_node`.
 #include <ATen/ATen.h>
 #include <torch/nn/module.h>
 
@@ -27,20 +27,22 @@ namespace sdk = exogym::sdk;
 sdk::OptionSpecs delayed_sgd_options() {
   using sdk::OptionSpec;
   using sdk::OptionType;
-  return {
-      OptionSpec{"delay", OptionType::NonNegativeInteger, 1, "steps between an average's start and its use"},
-      OptionSpec{"every", OptionType::PositiveInteger, 1, "start an average every this many steps"},
-      OptionSpec{"blocking", OptionType::Boolean, false, "blocking collectives instead, results held"},
-      OptionSpec{"collective",
-                 OptionType::String,
-                 "all_reduce",
-                 "how the average is taken",
-                 {"all_reduce", "all_reduce_shared", "all_gather"}},
-      OptionSpec{
-          "leak", OptionType::String, "none", "drop a handle, or never wait for the last one", {"none", "drop", "end"}},
-      OptionSpec{"leak_node", OptionType::NonNegativeInteger, 1, "the node that leaks"},
-      OptionSpec{"leak_step", OptionType::NonNegativeInteger, 2, "the step whose handle \"drop\" drops"},
-      OptionSpec{"lr", OptionType::PositiveNumber, 0.1, "plain SGD learning rate"}};
+  return {OptionSpec{"delay", OptionType::NonNegativeInteger, 1, "steps between an average's start and its use"},
+          OptionSpec{"every", OptionType::PositiveInteger, 1, "start an average every this many steps"},
+          OptionSpec{"blocking", OptionType::Boolean, false, "blocking collectives instead, results held"},
+          OptionSpec{"collective",
+                     OptionType::String,
+                     "all_reduce",
+                     "how the average is taken",
+                     {"all_reduce", "all_reduce_shared", "all_gather"}},
+          OptionSpec{"leak",
+                     OptionType::String,
+                     "none",
+                     "drop a handle, or keep the last one in flight past the run's end",
+                     {"none", "drop", "end"}},
+          OptionSpec{"leak_node", OptionType::NonNegativeInteger, 1, "the node that leaks"},
+          OptionSpec{"leak_step", OptionType::NonNegativeInteger, 2, "the step whose handle \"drop\" drops"},
+          OptionSpec{"lr", OptionType::PositiveNumber, 0.1, "plain SGD learning rate"}};
 }
 
 // One average on its way: the handle of the collective that takes it, or

@@ -104,6 +104,40 @@ TEST_CASE("quantized_mean with error feedback: every node the same bits, what wa
   }
 }
 
+TEST_CASE("quantized_mean_async gives quantized_mean's bits, and a saved handle loads back to the same mean",
+          "[quantize][collectives][overlap]") {
+  const int K = 3;
+  for (QuantFormat f : {QuantFormat::Fp4E2M1, QuantFormat::Int8}) {
+    INFO(sdk::to_string(f));
+    std::vector<std::vector<at::Tensor>> blocking(K), async(K), reloaded(K);
+    run_nodes(K, 2, [&](int rank, sdk::Communicator& comm) {
+      blocking[rank] = sdk::quantized_mean(comm, node_tensors(rank), f, 8);
+      auto pending = sdk::quantized_mean_async(comm, node_tensors(rank), f, 8);
+      CHECK(pending.valid());
+      // What a checkpoint keeps, taken back by a fresh handle (test doubles
+      // complete at once: their record is empty).
+      sdk::StateDict saved;
+      pending.save(saved, "q.");
+      CHECK(saved.count("q.work") == 1);
+      auto back = sdk::PendingQuantizedMean::load(saved, "q.", comm, node_tensors(rank), f, 8);
+      async[rank] = pending.wait();
+      CHECK_FALSE(pending.valid());
+      reloaded[rank] = back.wait();
+      CHECK_THROWS_AS(pending.wait(), sdk::Error);
+      // Nothing saved under the prefix: a handle that holds nothing.
+      CHECK_FALSE(sdk::PendingQuantizedMean::load(saved, "other.", comm, node_tensors(rank), f, 8).valid());
+    });
+    for (int r = 0; r < K; ++r) {
+      for (size_t i = 0; i < 3; ++i) {
+        INFO("node " << r << " tensor " << i);
+        CHECK(at::equal(async[r][i], blocking[r][i]));
+        CHECK(at::equal(reloaded[r][i], blocking[r][i]));
+        CHECK(reloaded[r][i].scalar_type() == blocking[r][i].scalar_type());
+      }
+    }
+  }
+}
+
 TEST_CASE("quantized_mean sends exactly the packed codes and scales through the comm layer's accounting",
           "[quantize][accounting]") {
   const int K = 3;

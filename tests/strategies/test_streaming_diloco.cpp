@@ -279,6 +279,78 @@ TEST_CASE("streaming_diloco's peak step sends one fragment: DiLoCo's bytes per s
   CHECK(diloco.peak / 2 / fp4.peak == Approx(6336.0 / 1692.0));
 }
 
+TEST_CASE("streaming_diloco's overlap hides each sync behind tau inner steps on the simulated clock",
+          "[strategies][streaming][overlap]") {
+  // 4 nodes, 8 steps of 100 ms, H = 4. DiLoCo syncs the whole MLP after
+  // steps 3 and 7; P = 2 syncs fragment 1 after steps 1 and 5, fragment 0
+  // after 3 and 7. With tau = 2 each sync lands 2 steps (200 ms) after it
+  // was sent, far more than its transfer takes at 100 Mbit/s, except the
+  // one sent at the last step, which the run waits for.
+  TempDir dir("streaming-overlap");
+  auto manifest = [](const std::string& plugin, json options, const std::string& bandwidth,
+                     const std::string& latency) {
+    json m = with_strategy(4, plugin, options);
+    m["train"]["max_steps"] = 8;
+    m["compute"] = {{"step_time", "100ms"}};
+    m["network"] = {{"bandwidth", bandwidth}, {"latency", latency}};
+    return m;
+  };
+  const json sgd = {{"name", "sgd"}, {"lr", 0.1}};
+  const json diloco = {{"H", 4}, {"optimizer", sgd}};
+  const json blocking = {{"H", 4}, {"fragments", 2}, {"optimizer", sgd}};
+  json overlapped = blocking, overlapped_fp4 = blocking;
+  overlapped["tau"] = 2;
+  overlapped_fp4["tau"] = 2;
+  overlapped_fp4["quantize"] = "fp4";
+  json fp4 = blocking;
+  fp4["quantize"] = "fp4";
+  auto simulated = [&](const std::string& name, const std::string& plugin, const json& options,
+                       const std::string& bandwidth, const std::string& latency) {
+    const fs::path run = train(manifest(plugin, options, bandwidth, latency), dir, name);
+    return json::parse(read_text(run / "summary.json"));
+  };
+
+  SECTION("at 100 Mbit/s: below DiLoCo's time and the blocking schedule's, by exactly the time hidden") {
+    const json d = simulated("diloco", "diloco", diloco, "100Mbit/s", "10ms");
+    const json b = simulated("blocking", "streaming_diloco", blocking, "100Mbit/s", "10ms");
+    const json o = simulated("overlapped", "streaming_diloco", overlapped, "100Mbit/s", "10ms");
+    const json q = simulated("fp4", "streaming_diloco", fp4, "100Mbit/s", "10ms");
+    const json oq = simulated("overlapped-fp4", "streaming_diloco", overlapped_fp4, "100Mbit/s", "10ms");
+    auto time = [](const json& s) { return s["simulated"]["time_s"].get<double>(); };
+    auto hidden = [](const json& s) { return s["simulated"]["hidden_s"].get<double>(); };
+    for (const json* s : {&d, &b, &o, &q, &oq}) CHECK((*s)["simulated"]["compute_s"].get<double>() == Approx(0.8));
+    // The same bytes, blocking or not.
+    for (const char* key : {"bytes_sent_per_node", "bytes_sent_total", "collectives_per_node",
+                            "peak_bytes_sent_per_step", "mean_bytes_sent_per_step"}) {
+      INFO(key);
+      CHECK(o["communication"][key] == b["communication"][key]);
+      CHECK(oq["communication"][key] == q["communication"][key]);
+    }
+    CHECK(hidden(b) == 0);
+    CHECK(hidden(q) == 0);
+    CHECK(hidden(o) > 0);
+    CHECK(time(o) < time(b));
+    CHECK(time(o) < time(d));
+    CHECK(time(oq) < time(q));
+    CHECK(time(oq) < time(d));
+    // Three of the four syncs are hidden whole; only the last one shows.
+    CHECK(time(b) == Approx(time(o) + hidden(o)).epsilon(1e-12));
+    CHECK(time(q) == Approx(time(oq) + hidden(oq)).epsilon(1e-12));
+    CHECK(time(o) - 0.8 == Approx((time(b) - 0.8) / 4).epsilon(0.2));
+  }
+  SECTION("on an infinitely fast network: the compute alone, overlapped or not") {
+    for (const auto& [name, plugin, options] : std::vector<std::tuple<std::string, std::string, json>>{
+             {"diloco-instant", "diloco", diloco},
+             {"blocking-instant", "streaming_diloco", blocking},
+             {"overlapped-instant", "streaming_diloco", overlapped}}) {
+      INFO(name);
+      const json s = simulated(name, plugin, options, "1e30B/s", "0s");
+      CHECK(s["simulated"]["compute_s"].get<double>() == Approx(0.8));
+      CHECK(s["simulated"]["time_s"].get<double>() == s["simulated"]["compute_s"].get<double>());
+    }
+  }
+}
+
 TEST_CASE("streaming_diloco: a node back inside an overlap window receives what is in flight and applies it",
           "[strategies][streaming][faults]") {
   TempDir dir("streaming-rejoin");

@@ -40,6 +40,9 @@ std::vector<std::pair<std::string, json>> builtin_strategies() {
         {"alpha", 0.5},
         {"quantize", "fp4"},
         {"optimizer", {{"name", "adam"}, {"lr", 0.01}}}}},
+      // Syncs after steps 2, 5, 8, ...: a run stopped after 7 steps has an
+      // average in flight, and each node its own eager master.
+      {"overlapped_diloco", {{"H", 3}, {"update", "eager"}, {"optimizer", {{"name", "adam"}, {"lr", 0.01}}}}},
   };
 }
 

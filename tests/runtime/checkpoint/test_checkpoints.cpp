@@ -188,8 +188,8 @@ TEST_CASE("every built-in strategy resumes bit for bit", "[checkpoint]") {
 TEST_CASE("streaming_diloco resumes bit for bit in the middle of an overlap window, exact and quantised",
           "[checkpoint][streaming]") {
   // H = 8, P = 4: fragments send after steps 7, 1, 3, 5 (+ 8k) and apply
-  // tau = 3 steps later. Stopped after 7 steps, fragment 3's sync of step 5
-  // is in flight (applied after step 8) and fragment 0 sends next.
+  // tau = 3 steps later. After 7 steps fragment 3's sync of step 5 is in
+  // flight (applied after step 8) and fragment 0 sends next.
   for (const std::string quantize : {"none", "int8"}) {
     SECTION(quantize) {
       TempDir dir("resume-streaming-" + quantize);
@@ -203,15 +203,35 @@ TEST_CASE("streaming_diloco resumes bit for bit in the middle of an overlap wind
                          {"alpha", 0.25},
                          {"quantize", quantize},
                          {"optimizer", {{"name", "adamw"}, {"lr", 0.01}}}}}};
-      const fs::path parts = require_exact_resume(m, dir, 7, 20);
-      std::map<std::string, at::Tensor> saved;
-      for (auto& [name, tensor] :
-           runtime::checkpoint::read_node_state(parts / "checkpoints" / "step-7", 1, 7).file.tensors)
-        saved[name] = tensor;
-      CHECK(saved.at("strategy.module0.fragment.3.pending_step").item<int64_t>() == 5);
-      CHECK(saved.count("strategy.module0.fragment.3.pending.0") == 1);
-      CHECK(saved.count("strategy.module0.fragment.2.pending_step") == 0);  // sent at 3, applied at 6
-      CHECK(saved.at("strategy.module0.fragment.2.outer_step").item<int64_t>() == 6);
+      auto node_state = [](const fs::path& run, int64_t step) {
+        std::map<std::string, at::Tensor> saved;
+        for (auto& [name, tensor] :
+             runtime::checkpoint::read_node_state(run / "checkpoints" / ("step-" + std::to_string(step)), 1, step)
+                 .file.tensors)
+          saved[name] = tensor;
+        return saved;
+      };
+      const std::string at3 = "strategy.module0.fragment.3.";
+      SECTION("from a checkpoint inside the run: the transfer is still in flight, on the clock too") {
+        m["train"]["max_steps"] = 20;
+        train_into(m, dir / "whole");
+        m["train"]["max_steps"] = 10;
+        train_into(m, dir / "parts");
+        resume_in(dir / "parts", {"train.max_steps=20"}, 7);
+        require_same_run(dir / "whole", dir / "parts");
+        const auto saved = node_state(dir / "parts", 7);
+        CHECK(saved.at(at3 + "pending_step").item<int64_t>() == 5);
+        CHECK(saved.count(at3 + "pending.work") == 1);
+        CHECK(saved.at(at3 + "pending.work").numel() > 0);                    // a transfer the clock still runs
+        CHECK(saved.count("strategy.module0.fragment.2.pending_step") == 0);  // sent at 3, applied at 6
+        CHECK(saved.at("strategy.module0.fragment.2.outer_step").item<int64_t>() == 6);
+      }
+      SECTION("extending a finished run: the sync in flight at its end is applied on schedule") {
+        const fs::path parts = require_exact_resume(m, dir, 7, 20);
+        const auto saved = node_state(parts, 7);
+        CHECK(saved.at(at3 + "pending_step").item<int64_t>() == 5);
+        CHECK(saved.at(at3 + "pending.work").numel() > 0);  // in flight, not landed
+      }
     }
   }
 }

@@ -115,7 +115,7 @@ TEST_CASE("non-blocking collectives waited for at once give the blocking calls' 
     cluster.run([&](int rank, sdk::Communicator& comm, sim::NodeMeter& meter) {
       meter.begin_step(0);
       every_collective(rank, comm, is_async, is_async ? actual[rank] : expected[rank]);
-      meter.end_step(true);
+      meter.end_step();
     });
   }
   for (int r = 0; r < K; ++r) {
@@ -159,7 +159,7 @@ TEST_CASE("a transfer started k steps before its wait is hidden, or partly hidde
     for (int64_t s = 1; s <= k; ++s) {
       meter.begin_step(s);
       if (s == k) results[rank] = pending.wait().at(0);
-      meter.end_step(s == k);
+      meter.end_step();
     }
   });
   CHECK(at_start == std::vector<double>{kStep, kStep});  // the start moved no clock
@@ -191,7 +191,7 @@ TEST_CASE("with an infinitely fast network, overlapped or not, the clocks are th
       std::vector<at::Tensor> blocking{kPayload.clone()};
       comm.all_reduce(blocking);
       pending.wait();
-      meter.end_step(s == 3);
+      meter.end_step();
     }
   });
   for (const auto& meter : cluster.meters) {
@@ -225,7 +225,7 @@ TEST_CASE("a node's transfers take its link one after another, blocking ones que
     mine.push_back(meter.clock());
     third.wait();
     mine.push_back(meter.clock());
-    meter.end_step(true);
+    meter.end_step();
   });
   for (const auto& mine : seen) {
     REQUIRE(mine.size() == 7);
@@ -250,7 +250,7 @@ TEST_CASE("a non-blocking collective starts when the last node calls it", "[over
     meter.end_step();
     meter.begin_step(1);
     pending.wait();
-    meter.end_step(true);
+    meter.end_step();
   });
   const sim::NodeMeter &fast = *cluster.meters[0], &slow = *cluster.meters[1];
   CHECK(fast.clock() == 0.4 + T);
@@ -261,7 +261,8 @@ TEST_CASE("a non-blocking collective starts when the last node calls it", "[over
   CHECK(slow.waiting_seconds() == 0);
 }
 
-TEST_CASE("a handle dropped or never waited for is an error naming its collective, not a hang", "[overlap]") {
+TEST_CASE("a handle dropped is an error naming its collective, not a hang; one in flight at the end lands",
+          "[overlap]") {
   SimCluster cluster(2, k100Mbit, kStep);
   SECTION("dropped") {
     REQUIRE_THROWS_WITH(cluster.run([&](int, sdk::Communicator& comm, sim::NodeMeter& meter) {
@@ -272,15 +273,28 @@ TEST_CASE("a handle dropped or never waited for is an error naming its collectiv
                         Catch::Contains("the all_gather started at step 3 was never waited for: its handle "
                                         "(sdk::Pending) was destroyed or assigned over before wait()"));
   }
-  SECTION("in flight at the end of the run") {
-    std::vector<sdk::PendingTensors> kept(2);
-    REQUIRE_THROWS_WITH(cluster.run([&](int rank, sdk::Communicator& comm, sim::NodeMeter& meter) {
+  SECTION("in flight at the end of the run: it lands, the clock moving to its end") {
+    // Two transfers started after the step's 100 ms of compute, one after
+    // the other on the link: T each (the broadcast's time).
+    std::vector<sdk::PendingTensors> kept(2), also(2);
+    cluster.run([&](int rank, sdk::Communicator& comm, sim::NodeMeter& meter) {
       meter.begin_step(5);
       kept[rank] = comm.broadcast_async({kPayload.clone()});
-      meter.end_step(/*last=*/true);
-    }),
-                        Catch::Contains("the broadcast started at step 5 was never waited for: every handle must be "
-                                        "waited for (Pending::wait) by the run's last step"));
+      also[rank] = comm.broadcast_async({kPayload.clone()});
+      meter.end_step();
+      meter.land_transfers();
+    });
+    const double T = cluster.network.broadcast_time(kBytes, 2);
+    for (const auto& meter : cluster.meters) {
+      CHECK(meter->clock() == Approx(kStep + 2 * T));
+      CHECK(meter->communication_seconds() == Approx(2 * T));
+      CHECK(meter->hidden_seconds() == Approx(0).margin(1e-12));
+      CHECK(meter->waiting_seconds() == Approx(0).margin(1e-12));
+    }
+    // Landed: the handles may go without wait().
+    kept.clear();
+    also.clear();
+    for (const auto& meter : cluster.meters) CHECK_NOTHROW(meter->end_step());
   }
   SECTION("waited for twice") {
     std::atomic<int> valid{0};
@@ -343,7 +357,7 @@ TEST_CASE("a handle saved with its node's meter resumes in flight, and one not t
     }
     meter.begin_step(1);
     pending.wait();
-    meter.end_step(true);
+    meter.end_step();
     if (rank == 0) finish = meter.clock();
   });
   REQUIRE(meter_state["in_flight"].size() == 1);
@@ -367,7 +381,7 @@ TEST_CASE("a handle saved with its node's meter resumes in flight, and one not t
     nothing_under_q = !sdk::PendingTensors::load(saved, "q.", comm).valid();
     meter.begin_step(1);
     gathered = pending.wait();
-    meter.end_step(true);
+    meter.end_step();
   });
   CHECK_THAT(twice, Catch::Contains("held by another handle"));
   CHECK(nothing_under_q);
@@ -457,7 +471,7 @@ TEST_CASE("a run resumed while its handles are in flight is the uninterrupted ru
   CHECK(summary_of(dir / "whole")["simulated"]["hidden_s"].get<double>() > 0);
 }
 
-TEST_CASE("a strategy that drops a handle, or never waits for one, stops the run naming node, step and strategy",
+TEST_CASE("a strategy that drops a handle stops the run naming node, step and strategy; one kept past the end lands",
           "[overlap]") {
   TempDir dir("overlap-leak");
   SECTION("dropped") {
@@ -467,12 +481,17 @@ TEST_CASE("a strategy that drops a handle, or never waits for one, stops the run
                             Catch::Contains("the all_reduce started at step 2 was never waited for: its handle "
                                             "(sdk::Pending) was destroyed or assigned over before wait()"));
   }
-  SECTION("never waited for") {
-    const json m = delayed_manifest("10ms", {{"leak", "end"}, {"leak_node", 0}});
-    REQUIRE_THROWS_WITH(exogym::test::run_json(m, dir.path()),
-                        Catch::Contains("node 0, step 11, step of strategy \"delayed_sgd\"") &&
-                            Catch::Contains("the all_reduce started at step 11 was never waited for: every handle "
-                                            "must be waited for (Pending::wait) by the run's last step"));
+  SECTION("still in flight after the last step") {
+    // Node 0 keeps the average started at the last step instead of waiting
+    // for it there: it lands after the last checkpoint, at the same time.
+    fs::create_directories(dir / "kept");
+    fs::create_directories(dir / "waited");
+    exogym::test::run_json(delayed_manifest("10ms", {{"leak", "end"}, {"leak_node", 0}}), dir / "kept");
+    exogym::test::run_json(delayed_manifest("10ms", json::object()), dir / "waited");
+    const json kept = summary_of(dir / "kept" / "run"), waited = summary_of(dir / "waited" / "run");
+    CHECK(kept["communication"]["per_node"][0]["time_s"] == waited["communication"]["per_node"][0]["time_s"]);
+    CHECK(kept["communication"]["per_node"][0]["communication_s"] ==
+          waited["communication"]["per_node"][0]["communication_s"]);
   }
 }
 
