@@ -38,6 +38,9 @@ sdk::ModuleSpecs StreamingDiLoCoModule::specs() {
                  "how outer gradients travel: none (an exact all-reduce of the parameters, as DiLoCo) or a low-bit "
                  "format (fp8, fp4, int8, ...: sdk/quantize.h, blocks of 128 values with one fp32 scale)",
                  quantize_names()},
+      OptionSpec{"error_feedback", OptionType::Number, 0.0,
+                 "with a low-bit format: 0 sends each outer gradient as it is; a decay d in (0, 1] adds d times what "
+                 "quantising the fragment's last outer gradient lost (sdk/error_feedback.h; 1: plain error feedback)"},
   };
   for (auto& spec : DiLoCoModule::specs().specs) {
     if (spec.name == "outer_optimizer") specs.push_back(spec);
@@ -62,6 +65,17 @@ StreamingDiLoCoModule::StreamingDiLoCoModule(const sdk::ModuleOptions& o)
   check_fragments_option(fragments_option_, "fragments");
   const std::string format = o.at("quantize").get<std::string>();
   if (format != "none") format_ = sdk::quant_format_from_name(format, "quantize");
+  const double decay = o.at("error_feedback").get<double>();
+  if (!(decay >= 0 && decay <= 1)) {
+    throw sdk::ConfigError("error_feedback",
+                           "expected 0 (off) or a decay in (0, 1], got " + sdk::json_excerpt(o.at("error_feedback")));
+  }
+  if (decay > 0 && !format_) {
+    throw sdk::ConfigError("error_feedback",
+                           "error feedback keeps what quantising loses, but \"quantize\" is \"none\": choose a "
+                           "low-bit format, or leave error_feedback at 0");
+  }
+  feedback_decay_ = static_cast<float>(decay);
 }
 
 StreamingDiLoCoModule::~StreamingDiLoCoModule() = default;
@@ -90,6 +104,7 @@ void StreamingDiLoCoModule::init(sdk::NodeContext& ctx, sdk::Model& model) {
     // a checkpoint whose masters load_state brings in), so the first node
     // to get here makes each master for all.
     f.outer = OuterMaster::in_process(ctx, "streaming_diloco", f.params, outer_spec_);
+    if (feedback_decay_ > 0) f.feedback = std::make_unique<sdk::ErrorFeedback>(feedback_decay_);
     fragments_.push_back(std::move(f));
   }
 }
@@ -123,7 +138,8 @@ void StreamingDiLoCoModule::send(sdk::NodeContext& ctx, Fragment& f, int64_t ste
     std::vector<at::Tensor> outer_grads;
     const auto& master = f.outer->master();
     for (size_t i = 0; i < f.params.size(); ++i) outer_grads.push_back(master[i].detach() - f.params[i]);
-    f.gradient = sdk::quantized_mean_async(ctx.communicator(), outer_grads, *format_);
+    f.gradient = sdk::quantized_mean_async(ctx.communicator(), outer_grads, *format_, sdk::kDefaultQuantBlock,
+                                           f.feedback.get());
   }
   f.pending_step = step;
 }
@@ -148,6 +164,7 @@ void StreamingDiLoCoModule::save_state(sdk::StateDict& out, const std::string& p
     const Fragment& f = fragments_[p];
     const std::string at_fragment = prefix + "fragment." + std::to_string(p) + ".";
     f.outer->save(out, at_fragment);
+    if (f.feedback) f.feedback->save_state(out, at_fragment + "residual.");
     if (f.pending_step < 0) continue;
     out[at_fragment + "pending_step"] = at::full({}, f.pending_step, at::kLong);
     f.average.save(out, at_fragment + "pending.");
@@ -197,6 +214,11 @@ void StreamingDiLoCoModule::load_state(const sdk::StateDict& in, const std::stri
     pending_steps.push_back(step_at(at_fragment + "pending_step", -1));
   }
   load_fragments(in, prefix, outer_steps, pending_steps);
+  for (size_t p = 0; p < fragments_.size(); ++p) {
+    if (fragments_[p].feedback) {
+      fragments_[p].feedback->load_state(in, prefix + "fragment." + std::to_string(p) + ".residual.");
+    }
+  }
 }
 
 int64_t StreamingDiLoCoModule::last_apply_before(size_t p, int64_t step) const {
@@ -221,6 +243,11 @@ void StreamingDiLoCoModule::recovery_state(sdk::StateDict& out, const std::strin
     const std::string at_fragment = prefix + "fragment." + std::to_string(p) + ".";
     out.erase(at_fragment + "outer_step");
     out.erase(at_fragment + "pending_step");
+    // A node's residuals are its own: one that comes back starts without.
+    for (auto it = out.lower_bound(at_fragment + "residual."); it != out.end();) {
+      if (it->first.rfind(at_fragment + "residual.", 0) != 0) break;
+      it = out.erase(it);
+    }
   }
 }
 
@@ -234,7 +261,10 @@ void StreamingDiLoCoModule::load_recovery_state(sdk::Model& /*model*/, const sdk
     pending_steps.push_back(in_flight_at(p, ctx_->step));
   }
   load_fragments(in, prefix, outer_steps, pending_steps);
-  for (auto& f : fragments_) f.outer->mix_into(f.params, 0.0);
+  for (auto& f : fragments_) {
+    f.outer->mix_into(f.params, 0.0);
+    if (f.feedback) f.feedback->clear();
+  }
 }
 
 }  // namespace exogym::modules

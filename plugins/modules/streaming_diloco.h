@@ -16,7 +16,8 @@
 //   at s          every node sends its fragment: with quantize "none" an
 //                 all_reduce (Avg) of its parameters, as DiLoCo's; with a
 //                 low-bit format the outer gradient master_p - local_p
-//                 through sdk::quantized_mean (all-gather of payloads).
+//                 through sdk::quantized_mean_async (all-gather of
+//                 payloads), with error feedback when "error_feedback" > 0.
 //   at s + tau    the outer optimizer steps master_p along the average's
 //                 pseudo-gradient (master_p - average, or the mean outer
 //                 gradient), once per process (outer_master.h); then every
@@ -40,10 +41,11 @@
 // master and outer state (outer_master.h), and while a sync is in flight
 // "pending_step" and under "pending." the collective's handle (Pending::
 // save: what it brought and where its transfer stands on the clock, kept per
-// node: a resumed run applies it at pending_step + tau, bit for bit). A
-// node that comes back after a failure receives the masters, the outer
-// states and what is in flight, and restarts its inner steps from the
-// masters (as DiLoCo's does).
+// node: a resumed run applies it at pending_step + tau, bit for bit), and
+// with error feedback the node's residuals under "residual.<i>". A node
+// that comes back after a failure receives the masters, the outer states
+// and what is in flight (not the residuals: it starts without), and
+// restarts its inner steps from the masters (as DiLoCo's does).
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
@@ -57,6 +59,7 @@
 #include "exogym/modules/outer_master.h"
 #include "exogym/sdk/comm.h"
 #include "exogym/sdk/compose.h"
+#include "exogym/sdk/error_feedback.h"
 #include "exogym/sdk/pending.h"
 #include "exogym/sdk/quantize.h"
 #include "exogym/sdk/quantized_comm.h"
@@ -65,14 +68,15 @@ namespace exogym::modules {
 
 class StreamingDiLoCoModule final : public sdk::CommunicationModule {
  public:
-  // Options "H", "fragments", "tau", "alpha", "quantize" and
-  // "outer_optimizer" (DiLoCo's).
+  // Options "H", "fragments", "tau", "alpha", "quantize", "error_feedback"
+  // and "outer_optimizer" (DiLoCo's).
   static sdk::ModuleSpecs specs();
   // The values "quantize" takes: "none" and sdk::quant_format_names().
   static std::vector<std::string> quantize_names();
 
   // Reads the options; sdk::ConfigError at the option for tau >= H, alpha
-  // outside [0, 1], an unknown format or a "fragments" of another form.
+  // outside [0, 1], an unknown format, an error_feedback outside [0, 1] or
+  // without a format, or a "fragments" of another form.
   explicit StreamingDiLoCoModule(const sdk::ModuleOptions& validated_options);
   ~StreamingDiLoCoModule() override;
 
@@ -101,6 +105,8 @@ class StreamingDiLoCoModule final : public sdk::CommunicationModule {
     // or the low-bit mean of the outer gradients.
     sdk::PendingShared average;
     sdk::PendingQuantizedMean gradient;
+    // What quantising this node's outer gradients lost (error_feedback > 0).
+    std::unique_ptr<sdk::ErrorFeedback> feedback;
   };
   void send(sdk::NodeContext& ctx, Fragment& f, int64_t step);
   void apply(sdk::NodeContext& ctx, Fragment& f, size_t p, int64_t step);
@@ -119,6 +125,7 @@ class StreamingDiLoCoModule final : public sdk::CommunicationModule {
   double alpha_;
   nlohmann::json fragments_option_;
   std::optional<sdk::QuantFormat> format_;  // none: exact all_reduce
+  float feedback_decay_ = 0;                 // 0: no error feedback
   sdk::OptimizerSpec outer_spec_;
   const sdk::NodeContext* ctx_ = nullptr;
   Fragments cut_;

@@ -12,6 +12,7 @@
 #include "exogym/modules/streaming_diloco.h"
 #include "exogym/runtime/checkpoint/node_state.h"
 #include "exogym/sdk/error.h"
+#include "exogym/sdk/error_feedback.h"
 #include "exogym/sdk/model.h"
 #include "exogym/sdk/node.h"
 #include "exogym/sdk/quantized_comm.h"
@@ -84,8 +85,13 @@ sdk::NodeContext context(int rank, int K, sdk::Communicator& comm) {
 
 // Every option, as validation resolves them, as the module sees them.
 sdk::ModuleOptions options(json given) {
-  json o = {{"H", 4},       {"fragments", 1},     {"tau", 0},
-            {"alpha", 0.0}, {"quantize", "none"}, {"outer_optimizer", {{"name", "sgd"}, {"lr", 1.0}}}};
+  json o = {{"H", 4},
+            {"fragments", 1},
+            {"tau", 0},
+            {"alpha", 0.0},
+            {"quantize", "none"},
+            {"error_feedback", 0.0},
+            {"outer_optimizer", {{"name", "sgd"}, {"lr", 1.0}}}};
   for (auto& [key, value] : given.items()) o[key] = value;
   return sdk::ModuleOptions(o, modules::StreamingDiLoCoModule::specs());
 }
@@ -196,6 +202,47 @@ TEST_CASE("streaming_diloco with a low-bit format steps the master by the quanti
   const at::Tensor exact = at::cat({doubles({1.3, 0.7}) * 1.5, doubles({2.4, 3.9})});
   CHECK_FALSE(at::equal(after[0], exact));
   CHECK((after[0] - exact).abs().max().item<double>() < 0.1);
+}
+
+TEST_CASE("streaming_diloco with error feedback sends master - local plus what the last payload lost",
+          "[strategies][streaming][quantize]") {
+  // H = 1: a sync every step. Node r's outer gradient is g_t = master -
+  // local; with decay 1 it sends q(g_t + e_{t-1}) and keeps e_t = g_t +
+  // e_{t-1} - q(...): an sdk::ErrorFeedback fed the same outer gradients,
+  // by hand, gives the same mean, bit for bit.
+  const int K = 2;
+  std::vector<at::Tensor> after(K), expected(K), residual(K);
+  exogym::test::run_nodes(K, K, [&](int rank, sdk::Communicator& comm) {
+    auto ctx = context(rank, K, comm);
+    TwoModel model;
+    model.set(doubles({1, 2}), doubles({3, 4}));
+    modules::StreamingDiLoCoModule module(options({{"quantize", "int4"}, {"H", 1}, {"error_feedback", 1.0}}));
+    module.init(ctx, model);
+    sdk::ErrorFeedback by_hand(1.0f);
+    at::Tensor master_a = doubles({1, 2}), master_b = doubles({3, 4});
+    for (int64_t t = 0; t < 3; ++t) {
+      ctx.step = t;
+      const at::Tensor a = master_a + doubles({0.13, -0.71}) * (rank + 1) * (t + 1);
+      const at::Tensor b = master_b + doubles({0.29, 0.05}) * (rank - 1) * (t + 2);
+      model.set(a, b);
+      module.communicate(ctx, model, t);
+      // The same exchange by hand (outer SGD with lr 1 steps by the mean).
+      const auto mean =
+          sdk::quantized_mean(comm, {master_a - a, master_b - b}, sdk::QuantFormat::Int4, sdk::kDefaultQuantBlock,
+                              &by_hand);
+      master_a = master_a - mean[0];
+      master_b = master_b - mean[1];
+    }
+    after[rank] = at::cat({model.a(), model.b()});
+    expected[rank] = at::cat({master_a, master_b});
+    residual[rank] = by_hand.residual(0);
+    sdk::StateDict state;
+    module.save_state(state, "");
+    CHECK(at::equal(state.at("fragment.0.residual.0"), by_hand.residual(0)));
+    CHECK(at::equal(state.at("fragment.0.residual.1"), by_hand.residual(1)));
+  });
+  for (int r = 0; r < K; ++r) CHECK(at::equal(after[r], expected[r]));
+  CHECK(residual[0].abs().max().item<double>() > 0);  // int4 lost something, kept for the next sync
 }
 
 // ---------------------------------------------------------------------------
@@ -396,6 +443,7 @@ TEST_CASE("streaming_diloco refuses tau >= H, alpha outside 0..1, an unknown for
   CHECK(resolved["tau"] == 0);
   CHECK(resolved["alpha"] == 0.0);
   CHECK(resolved["quantize"] == "none");
+  CHECK(resolved["error_feedback"] == 0.0);
   CHECK(resolved["outer_optimizer"]["nesterov"] == true);
   for (const auto& spec : plugin->options()) {
     INFO(spec.name);
@@ -409,6 +457,12 @@ TEST_CASE("streaming_diloco refuses tau >= H, alpha outside 0..1, an unknown for
   REQUIRE_THROWS_WITH(create({{"alpha", -0.1}}), "alpha: expected a mixing factor in [0, 1], got -0.1");
   REQUIRE_THROWS_WITH(plugin->validate({{"quantize", "fp3"}}, "strategy.options"),
                       Catch::StartsWith("strategy.options.quantize: expected one of"));
+  REQUIRE_THROWS_WITH(create({{"error_feedback", 1}}),
+                      Catch::StartsWith("error_feedback: error feedback keeps what quantising loses, but \"quantize\" "
+                                        "is \"none\""));
+  REQUIRE_THROWS_WITH(create({{"quantize", "fp4"}, {"error_feedback", 1.5}}),
+                      "error_feedback: expected 0 (off) or a decay in (0, 1], got 1.5");
+  CHECK_NOTHROW(create({{"quantize", "fp4"}, {"error_feedback", 1}}));
   REQUIRE_THROWS_WITH(create({{"fragments", 0}}), Catch::StartsWith("fragments: expected a positive integer"));
   REQUIRE_THROWS_WITH(create({{"fragments", json::array()}}), Catch::StartsWith("fragments: expected a positive"));
   REQUIRE_THROWS_WITH(create({{"fragments", {"*", 3}}}),
