@@ -37,6 +37,8 @@ class RunWriter final : public sdk::MetricSink {
   RunWriter(std::filesystem::path dir, std::vector<std::string> metric_names, bool append = false, bool faults = false);
 
   const std::filesystem::path& dir() const { return dir_; }
+  // validation.csv's metrics, beyond the loss: the model's metric_names().
+  const std::vector<std::string>& metric_names() const { return metric_names_; }
 
   void write_config(const nlohmann::json& config);
   // data.csv: "node,examples", then one "label_<l>" column per label any

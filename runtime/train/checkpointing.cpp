@@ -11,7 +11,16 @@
 #include "exogym/runtime/checkpoint/resume_rules.h"
 #include "exogym/runtime/dist/process_mesh.h"
 #include "exogym/runtime/plugin/plugin_loader.h"
+#include "exogym/runtime/sim/clock_exchange.h"
 #include "exogym/runtime/sim/node_meter.h"
+#include "exogym/runtime/train/checkpoint_state.h"
+#include "exogym/runtime/train/membership.h"
+#include "exogym/runtime/train/metric_buffer.h"
+#include "exogym/runtime/train/reported_results.h"
+#include "exogym/runtime/train/run_context.h"
+#include "exogym/runtime/train/training.h"
+#include "exogym/runtime/train/training_outputs.h"
+#include "exogym/runtime/train/training_setup.h"
 #include "exogym/runtime/util/atomic_file.h"
 #include "exogym/runtime/util/exception_text.h"
 #include "exogym/sdk/error.h"
@@ -53,11 +62,11 @@ output::EvalValues values_from(const json& j) {
 
 // The run folder's part of a checkpoint: how long each CSV was, and what
 // node 0 keeps for the progress, the summary and the target.
-json outputs_section(TrainingState& s) {
-  json section = {{"csv_bytes", s.writer->flush_csvs()}, {"last_train_loss", number_json(s.last_train_loss)}};
+json outputs_section(output::RunWriter& writer, const ReportedResults& reported) {
+  json section = {{"csv_bytes", writer.flush_csvs()}, {"last_train_loss", number_json(reported.last_train_loss)}};
   section["last_eval"] = nullptr;
-  if (s.last_eval) {
-    const EvalRecord& r = *s.last_eval;
+  if (reported.last_eval) {
+    const EvalRecord& r = *reported.last_eval;
     section["last_eval"] = {{"step", r.step},
                             {"local", values_json(r.local)},
                             {"global", values_json(r.global)},
@@ -65,34 +74,34 @@ json outputs_section(TrainingState& s) {
                             {"sim_time_s", r.sim_time_s}};
   }
   section["target_hit"] = nullptr;
-  if (s.target_hit) {
-    const TargetHit& t = *s.target_hit;
+  if (reported.target_hit) {
+    const TargetHit& t = *reported.target_hit;
     section["target_hit"] = {
         {"step", t.step}, {"sim_time_s", t.sim_time_s}, {"bytes_sent", t.bytes_sent}, {"wall_seconds", t.wall_seconds}};
   }
   return section;
 }
 
-void restore_outputs(TrainingState& s, const json& section, const fs::path& index_file) {
-  s.last_eval.reset();
-  s.target_hit.reset();
+void restore_outputs(ReportedResults& reported, const json& section, const fs::path& index_file) {
+  reported.last_eval.reset();
+  reported.target_hit.reset();
   try {
-    s.last_train_loss = json_number(section.at("last_train_loss"));
+    reported.last_train_loss = json_number(section.at("last_train_loss"));
     if (const json& e = section.at("last_eval"); !e.is_null()) {
-      s.last_eval = EvalRecord{e.at("step"), values_from(e.at("local")), values_from(e.at("global")),
-                               e.at("bytes_sent"), e.at("sim_time_s")};
+      reported.last_eval = EvalRecord{e.at("step"), values_from(e.at("local")), values_from(e.at("global")),
+                                      e.at("bytes_sent"), e.at("sim_time_s")};
     }
     if (const json& t = section.at("target_hit"); !t.is_null())
-      s.target_hit = TargetHit{t.at("step").get<int64_t>(), t.at("sim_time_s").get<double>(),
-                               t.at("bytes_sent").get<double>(), t.at("wall_seconds").get<double>()};
+      reported.target_hit = TargetHit{t.at("step").get<int64_t>(), t.at("sim_time_s").get<double>(),
+                                      t.at("bytes_sent").get<double>(), t.at("wall_seconds").get<double>()};
   } catch (const json::exception& e) {
     throw sdk::DataError(index_file.string() + ": sections.outputs: " + util::without_json_prefix(e.what()));
   }
 }
 
-json plugins_json(const TrainingState& s) {
+json plugins_json(const TrainingPlugins& loaded_plugins) {
   json plugins = json::array();
-  for (const auto* loaded : {s.plugins.model.get(), s.plugins.strategy.get()}) {
+  for (const auto* loaded : {loaded_plugins.model.get(), loaded_plugins.strategy.get()}) {
     const plugin::PluginDescription& d = loaded->description();
     plugins.push_back({{"kind", d.kind},
                        {"name", d.name},
@@ -110,12 +119,13 @@ std::string plugin_text(const json& p) {
 }
 
 // The run must load the plugins, versions and ABI that wrote the checkpoint.
-void check_plugins(const TrainingState& s, const checkpoint::CheckpointIndex& index, const fs::path& index_file) {
+void check_plugins(const TrainingPlugins& plugins, const checkpoint::CheckpointIndex& index,
+                   const fs::path& index_file) {
   if (index.abi != EXOGYM_ABI_VERSION) {
     throw sdk::DataError(index_file.string() + ": written by a runtime with plugin ABI " + std::to_string(index.abi) +
                          ", this one has ABI " + std::to_string(EXOGYM_ABI_VERSION));
   }
-  const json now = plugins_json(s);
+  const json now = plugins_json(plugins);
   for (size_t i = 0; i < now.size(); ++i) {
     const json& was = i < index.plugins.size() ? index.plugins[i] : json();
     auto same = [&](const char* key) { return was.is_object() && was.at(key) == now[i].at(key); };
@@ -165,11 +175,13 @@ void check_csvs(const fs::path& run_dir, const checkpoint::CheckpointIndex& inde
 // nodes' tensors fit their models and their meters read, and, in the
 // process that writes the folder, the run-wide state reads and the CSVs hold
 // whole rows up to where it says. sdk::DataError naming the file and the
-// field otherwise, so that find_checkpoint takes the one before it.
-void check_fits(TrainingState& s, const fs::path& run_dir, const checkpoint::LoadedCheckpoint& c) {
+// field otherwise, so that find_checkpoint takes the one before it. What
+// process 0 reported goes into `reported`.
+void check_fits(const RunContext& run, const Replicas& replicas, ReportedResults& reported, const fs::path& run_dir,
+                const checkpoint::LoadedCheckpoint& c) {
   for (const auto& [rank, state] : c.nodes) {
     const std::string file = (c.folder / checkpoint::node_file_name(rank)).string();
-    checkpoint::check_model_fits(*s.replicas.models.at(static_cast<size_t>(rank)), state, file);
+    checkpoint::check_model_fits(*replicas.models.at(static_cast<size_t>(rank)), state, file);
     try {
       sim::NodeMeter::check_state(state.meter);
     } catch (const std::invalid_argument& e) {
@@ -179,38 +191,43 @@ void check_fits(TrainingState& s, const fs::path& run_dir, const checkpoint::Loa
   const fs::path index_file = c.folder / checkpoint::kIndexFile;
   if (c.index.sections.contains("faults")) {
     // Read into a scratch membership: what train_run restores after this.
-    Membership scratch(s.m, c.index.step);
+    Membership scratch(run.m, c.index.step);
     try {
       scratch.restore(c.index.sections.at("faults"));
     } catch (const json::exception& e) {
       throw sdk::DataError(index_file.string() + ": sections.faults: " + util::without_json_prefix(e.what()));
     }
   }
-  if (!s.role.writes) return;
+  if (!run.role.writes) return;
   check_csvs(run_dir, c.index, index_file);
-  restore_outputs(s, c.index.sections.at("outputs"), index_file);
+  restore_outputs(reported, c.index.sections.at("outputs"), index_file);
 }
 
 }  // namespace
 
-void load_resume_point(TrainingState& s, const TrainingOptions& options) {
-  const manifest::Manifest& m = s.m;
-  const dist::NodeBlock& block = s.role.block;
-  const auto fits = [&](const checkpoint::LoadedCheckpoint& c) { check_fits(s, options.run_dir, c); };
-  s.resume = checkpoint::find_checkpoint(options.run_dir, options.from_step, block.first, block.count, *s.log, fits);
-  if (s.role.mesh) {
+void load_resume_point(const RunContext& run, const TrainingSetup& setup, const json& config,
+                       sim::ClockExchange& clocks, CheckpointState& checkpoints, ReportedResults& reported,
+                       const TrainingOptions& options) {
+  const manifest::Manifest& m = run.m;
+  const dist::NodeBlock& block = run.role.block;
+  std::optional<checkpoint::LoadedCheckpoint>& resume = checkpoints.resume;
+  const auto fits = [&](const checkpoint::LoadedCheckpoint& c) {
+    check_fits(run, setup.replicas, reported, options.run_dir, c);
+  };
+  resume = checkpoint::find_checkpoint(options.run_dir, options.from_step, block.first, block.count, *run.log, fits);
+  if (run.role.mesh) {
     // Each process checked only its own nodes' files: all take the oldest
     // step any of them could load.
-    int64_t oldest = s.resume->index.step;
-    for (const auto& step : s.role.mesh->all_gather_text(std::to_string(oldest)))
+    int64_t oldest = resume->index.step;
+    for (const auto& step : run.role.mesh->all_gather_text(std::to_string(oldest)))
       oldest = std::min<int64_t>(oldest, std::stoll(step));
-    if (oldest != s.resume->index.step)
-      s.resume = checkpoint::find_checkpoint(options.run_dir, oldest, block.first, block.count, *s.log, fits);
+    if (oldest != resume->index.step)
+      resume = checkpoint::find_checkpoint(options.run_dir, oldest, block.first, block.count, *run.log, fits);
   }
-  const checkpoint::CheckpointIndex& index = s.resume->index;
-  const fs::path index_file = s.resume->folder / checkpoint::kIndexFile;
-  check_plugins(s, index, index_file);
-  if (auto d = checkpoint::first_difference(index.settings, checkpoint::exact_settings(s.config))) {
+  const checkpoint::CheckpointIndex& index = resume->index;
+  const fs::path index_file = resume->folder / checkpoint::kIndexFile;
+  check_plugins(setup.plugins, index, index_file);
+  if (auto d = checkpoint::first_difference(index.settings, checkpoint::exact_settings(config))) {
     std::string changeable;
     for (const auto& field : checkpoint::changeable_fields()) changeable += (changeable.empty() ? "" : ", ") + field;
     throw sdk::ConfigError(
@@ -227,60 +244,61 @@ void load_resume_point(TrainingState& s, const TrainingOptions& options) {
                                                   " steps; to train further, raise it (--set train.max_steps=" +
                                                   std::to_string(2 * m.max_steps) + ")");
   }
-  s.first_step = index.step;
+  checkpoints.first_step = index.step;
   // Every node has taken part in the same strategy collectives.
-  s.simulation->clocks().restore(s.resume->nodes.begin()->second.meter.at("sequence").get<uint64_t>());
+  clocks.restore(resume->nodes.begin()->second.meter.at("sequence").get<uint64_t>());
 }
 
-void cut_outputs_to_checkpoint(const TrainingState& s) {
-  for (const auto& [name, bytes] : s.resume->index.sections.at("outputs").at("csv_bytes").items()) {
+void cut_outputs_to_checkpoint(const fs::path& run_dir, const checkpoint::CheckpointIndex& index) {
+  for (const auto& [name, bytes] : index.sections.at("outputs").at("csv_bytes").items()) {
     std::error_code ec;
-    fs::resize_file(s.run_dir / name, bytes.get<uintmax_t>(), ec);
-    if (ec) throw sdk::Error((s.run_dir / name).string() + ": cannot cut back to the checkpoint: " + ec.message());
+    fs::resize_file(run_dir / name, bytes.get<uintmax_t>(), ec);
+    if (ec) throw sdk::Error((run_dir / name).string() + ": cannot cut back to the checkpoint: " + ec.message());
   }
   // The run is not finished any more; the end writes it again.
   std::error_code ec;
-  fs::remove(s.run_dir / "summary.json", ec);
+  fs::remove(run_dir / "summary.json", ec);
 }
 
-void prepare_checkpoints(TrainingState& s) {
-  const manifest::Manifest& m = s.m;
+void prepare_checkpoints(const RunContext& run, const TrainingPlugins& plugins, const TrainingOutputs& outputs,
+                         CheckpointState& checkpoints) {
+  const manifest::Manifest& m = run.m;
   if (m.checkpoint.interval <= 0) return;
-  fs::path run_dir = s.run_dir;
-  if (s.role.mesh) {
+  fs::path run_dir = outputs.run_dir;
+  if (run.role.mesh) {
     // Every process writes its nodes' files into process 0's run folder,
     // which must therefore be on a filesystem they share.
-    run_dir = s.role.mesh->all_gather_text(s.run_dir.string()).front();
+    run_dir = run.role.mesh->all_gather_text(outputs.run_dir.string()).front();
     if (!fs::exists(run_dir / "config.json")) {
       throw sdk::Error("checkpoints over several processes need the run folder on a filesystem they share: " +
                        run_dir.string() + " is not there on this host");
     }
   }
-  s.checkpoints = std::make_unique<checkpoint::CheckpointWriter>(run_dir, m.checkpoint.keep);
-  s.stop_point = std::make_unique<checkpoint::StopPoint>(s.role.block.first, s.role.block.count, s.first_step,
-                                                         /*shared=*/s.role.mesh != nullptr);
-  checkpoint::CheckpointIndex& index = s.checkpoint_index;
+  checkpoints.writer = std::make_unique<checkpoint::CheckpointWriter>(run_dir, m.checkpoint.keep);
+  checkpoints.stop_point = std::make_unique<checkpoint::StopPoint>(
+      run.role.block.first, run.role.block.count, checkpoints.first_step, /*shared=*/run.role.mesh != nullptr);
+  checkpoint::CheckpointIndex& index = checkpoints.index;
   index.nodes = m.nodes;
-  index.processes = s.role.processes;
+  index.processes = run.role.processes;
   index.abi = EXOGYM_ABI_VERSION;
   index.exogym_version = EXOGYM_VERSION;
-  index.settings = checkpoint::exact_settings(s.config);
+  index.settings = checkpoint::exact_settings(outputs.config);
   index.manifest_hash = checkpoint::settings_hash(index.settings);
-  index.plugins = plugins_json(s);
+  index.plugins = plugins_json(plugins);
   // Resumed from an older checkpoint: the newer ones belong to a run that
   // no longer exists (its rows were cut).
-  if (s.resume && s.role.writes) {
+  if (checkpoints.resume && run.role.writes) {
     for (const auto& [step, folder] : checkpoint::list_checkpoints(run_dir)) {
-      if (step <= s.first_step) continue;
-      s.log->info("removing checkpoint {}: resumed from step {}", folder.string(), s.first_step);
+      if (step <= checkpoints.first_step) continue;
+      run.log->info("removing checkpoint {}: resumed from step {}", folder.string(), checkpoints.first_step);
       fs::remove_all(folder);
     }
-    s.checkpoints->prune();
+    checkpoints.writer->prune();
   }
 }
 
-bool checkpoint_due(const TrainingState& s, int64_t step) {
-  return s.checkpoints && (step % s.m.checkpoint.interval == 0 || step == s.m.max_steps);
+bool checkpoint_due(const manifest::Manifest& m, const CheckpointState& checkpoints, int64_t step) {
+  return checkpoints.writer && (step % m.checkpoint.interval == 0 || step == m.max_steps);
 }
 
 namespace {
@@ -289,9 +307,10 @@ std::string metrics_file_name(int process) { return "metrics-process-" + std::to
 
 // Process 0: the rows the other processes handed over for this checkpoint
 // go into metrics.csv, so that the CSV the checkpoint records is complete.
-void take_over_metrics(TrainingState& s, int64_t step) {
-  const fs::path folder = s.checkpoints->partial_folder(step);
-  for (int q = 1; q < s.role.processes; ++q) {
+void take_over_metrics(int processes, checkpoint::CheckpointWriter& checkpoint_writer, output::RunWriter& writer,
+                       int64_t step) {
+  const fs::path folder = checkpoint_writer.partial_folder(step);
+  for (int q = 1; q < processes; ++q) {
     const fs::path file = folder / metrics_file_name(q);
     json rows;
     try {
@@ -302,7 +321,7 @@ void take_over_metrics(TrainingState& s, int64_t step) {
       throw sdk::Error(file.string() + ": cannot read the metric rows of process " + std::to_string(q) + ": " +
                        e.what());
     }
-    replay_metrics(rows, *s.writer);
+    replay_metrics(rows, writer);
     std::error_code ec;
     fs::remove(file, ec);
   }
@@ -310,23 +329,24 @@ void take_over_metrics(TrainingState& s, int64_t step) {
 
 }  // namespace
 
-void hand_over_metrics(TrainingState& s, int64_t step) {
-  const json rows = s.metric_buffer->take_rows();
-  util::write_file_atomically(s.checkpoints->partial_folder(step) / metrics_file_name(s.role.mesh->rank()),
-                              rows.dump());
+void hand_over_metrics(MetricBuffer& buffer, checkpoint::CheckpointWriter& checkpoint_writer, int process,
+                       int64_t step) {
+  const json rows = buffer.take_rows();
+  util::write_file_atomically(checkpoint_writer.partial_folder(step) / metrics_file_name(process), rows.dump());
 }
 
-fs::path commit_checkpoint(TrainingState& s, int64_t step) {
-  if (s.role.mesh) take_over_metrics(s, step);
-  checkpoint::CheckpointIndex index = s.checkpoint_index;
+fs::path commit_checkpoint(const ProcessRole& role, output::RunWriter& writer, const ReportedResults& reported,
+                           const Membership& membership, CheckpointState& checkpoints, int64_t step) {
+  if (role.mesh) take_over_metrics(role.processes, *checkpoints.writer, writer, step);
+  checkpoint::CheckpointIndex index = checkpoints.index;
   index.step = step;
-  index.sections["outputs"] = outputs_section(s);
-  if (s.membership && s.membership->simulated()) index.sections["faults"] = s.membership->checkpoint_state(step);
-  const fs::path folder = s.checkpoints->commit(index);
+  index.sections["outputs"] = outputs_section(writer, reported);
+  if (membership.simulated()) index.sections["faults"] = membership.checkpoint_state(step);
+  const fs::path folder = checkpoints.writer->commit(index);
   double bytes = 0;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(folder, ec)) bytes += static_cast<double>(entry.file_size(ec));
-  s.checkpoint_bytes = bytes;
+  checkpoints.bytes = bytes;
   return folder;
 }
 

@@ -9,9 +9,11 @@
 #include <vector>
 
 #include "exogym/runtime/host/devices.h"
+#include "exogym/runtime/manifest/manifest.h"
+#include "exogym/runtime/sim/node_meter.h"
 #include "exogym/runtime/train/autocast_scope.h"
 #include "exogym/runtime/train/model_state.h"
-#include "exogym/runtime/train/reports.h"
+#include "exogym/runtime/train/training_setup.h"
 #include "exogym/sdk/error.h"
 
 namespace exogym::runtime::train {
@@ -49,18 +51,20 @@ output::EvalValues evaluate_model(sdk::Model& model, const sdk::Dataset& data, c
   return values;
 }
 
-output::EvalValues evaluate_on_validation(const TrainingState& s, int rank, sdk::Model& model) {
-  return evaluate_model(model, *s.data.val, s.data.val_indices, s.m.eval_batch_size,
-                        host::device_for_node(s.devices, rank), s.metric_names, s.m.precision);
+output::EvalValues evaluate_on_validation(const manifest::Manifest& m, const TrainingSetup& setup, int rank,
+                                          sdk::Model& model) {
+  return evaluate_model(model, *setup.data.val, setup.data.val_indices, m.eval_batch_size,
+                        host::device_for_node(setup.devices, rank), setup.metric_names, m.precision);
 }
 
 // The global model: this replica with the averaged state in place of its own
 // for the time of the evaluation.
-output::EvalValues evaluate_averaged(const TrainingState& s, int rank, sdk::Model& model,
-                                     std::vector<at::Tensor>& state, const std::vector<at::Tensor>& averaged) {
+output::EvalValues evaluate_averaged(const manifest::Manifest& m, const TrainingSetup& setup, int rank,
+                                     sdk::Model& model, std::vector<at::Tensor>& state,
+                                     const std::vector<at::Tensor>& averaged) {
   const std::vector<at::Tensor> saved = clones(state);
   overwrite(state, averaged);
-  output::EvalValues values = evaluate_on_validation(s, rank, model);
+  output::EvalValues values = evaluate_on_validation(m, setup, rank, model);
   overwrite(state, saved);
   return values;
 }
@@ -82,23 +86,25 @@ output::EvalValues unpack(const std::vector<double>& packed, size_t offset, size
 
 }  // namespace
 
-void evaluate(TrainingState& s, int rank, sdk::Model& model, sdk::Communicator& comm, int64_t step) {
+std::optional<EvalRecord> evaluate(const manifest::Manifest& m, const TrainingSetup& setup,
+                                   const std::vector<int>& live, const sim::NodeMeter& meter, int rank,
+                                   sdk::Model& model, sdk::Communicator& comm, int64_t step) {
   // "Local" is the lowest live node's model (node 0's unless it is down);
   // the next live node evaluates the average, so that the two run at once.
-  const std::vector<int>& live = s.membership->live();
   const int K = static_cast<int>(live.size());
   const int local_rank = live[0];
   const int global_rank = K > 1 ? live[1] : local_rank;
-  const size_t M = s.metric_names.size();
+  const size_t M = setup.metric_names.size();
   NamedTensors state = float_state(model.network());
   const std::vector<at::Tensor> averaged = averaged_over_nodes(state.tensors, comm);
 
   // [local loss, local metrics, global loss, global metrics]
   std::vector<double> packed(2 * (1 + M), 0.0);
-  if (rank == local_rank) pack(evaluate_on_validation(s, rank, model), packed, 0);
+  if (rank == local_rank) pack(evaluate_on_validation(m, setup, rank, model), packed, 0);
   if (rank == global_rank) {
     // The average of one model is itself.
-    pack(K == 1 ? unpack(packed, 0, M) : evaluate_averaged(s, rank, model, state.tensors, averaged), packed, 1 + M);
+    pack(K == 1 ? unpack(packed, 0, M) : evaluate_averaged(m, setup, rank, model, state.tensors, averaged), packed,
+         1 + M);
   }
   if (K > 1) {
     at::Tensor sums = at::tensor(packed, at::kDouble);
@@ -106,15 +112,14 @@ void evaluate(TrainingState& s, int rank, sdk::Model& model, sdk::Communicator& 
     const double* p = sums.data_ptr<double>();
     packed.assign(p, p + packed.size());
   }
-  if (rank != local_rank) return;
-  const sim::NodeMeter& meter = s.simulation->meter(rank);
+  if (rank != local_rank) return std::nullopt;
   EvalRecord r;
   r.step = step;
   r.local = unpack(packed, 0, M);
   r.global = unpack(packed, 1 + M, M);
-  r.bytes_sent = meter.cluster_sent(sim::TrafficSource::Strategy) / s.m.nodes;
+  r.bytes_sent = meter.cluster_sent(sim::TrafficSource::Strategy) / m.nodes;
   r.sim_time_s = meter.clock();
-  report_evaluation(s, r);
+  return r;
 }
 
 }  // namespace exogym::runtime::train

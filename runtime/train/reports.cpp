@@ -8,7 +8,11 @@
 
 #include "exogym/runtime/comm/named_tensor_broadcast.h"
 #include "exogym/runtime/dist/process_mesh.h"
-#include "exogym/runtime/train/training_state.h"
+#include "exogym/runtime/sim/node_meter.h"
+#include "exogym/runtime/train/membership.h"
+#include "exogym/runtime/train/reported_results.h"
+#include "exogym/runtime/train/run_context.h"
+#include "exogym/runtime/train/training_outputs.h"
 
 namespace exogym::runtime::train {
 
@@ -46,30 +50,35 @@ std::vector<sim::CommRow> comm_from(const json& rows) {
   return out;
 }
 
-void write_train(TrainingState& s, const TrainReport& row, const std::vector<sim::CommRow>& comm) {
-  s.last_train_loss = row.loss;
-  s.writer->train_row(row.step, row.examples, row.loss, row.lr, row.bytes_sent, row.sim_time_s, row.live_nodes);
-  s.writer->comm_rows(comm);
-  s.progress->step(row.step, row.loss, row.lr);
+void write_train(TrainingOutputs& out, ReportedResults& reported, const TrainReport& row,
+                 const std::vector<sim::CommRow>& comm) {
+  reported.last_train_loss = row.loss;
+  out.writer->train_row(row.step, row.examples, row.loss, row.lr, row.bytes_sent, row.sim_time_s, row.live_nodes);
+  out.writer->comm_rows(comm);
+  out.progress->step(row.step, row.loss, row.lr);
 }
 
-void write_evaluation(TrainingState& s, const EvalRecord& r, double wall_seconds) {
-  s.writer->validation_row(r.step, r.local, r.global, r.bytes_sent, r.sim_time_s);
-  if (s.m.target_loss && !s.target_hit && r.global.loss <= *s.m.target_loss) {
-    s.target_hit = TargetHit{r.step, r.sim_time_s, r.bytes_sent, wall_seconds};
+// `target_loss`: eval.target_loss.
+void write_evaluation(TrainingOutputs& out, ReportedResults& reported, const std::optional<double>& target_loss,
+                      const EvalRecord& r, double wall_seconds) {
+  out.writer->validation_row(r.step, r.local, r.global, r.bytes_sent, r.sim_time_s);
+  if (target_loss && !reported.target_hit && r.global.loss <= *target_loss) {
+    reported.target_hit = TargetHit{r.step, r.sim_time_s, r.bytes_sent, wall_seconds};
   }
+  // The writer's metric names are the model's (open_outputs).
+  const std::vector<std::string>& names = out.writer->metric_names();
   output::Progress::Metrics metrics;
-  for (size_t i = 0; i < s.metric_names.size(); ++i) metrics.emplace_back(s.metric_names[i], r.global.metrics[i]);
-  s.progress->validation(r.step, r.local.loss, r.global.loss, metrics);
-  s.last_eval = r;
+  for (size_t i = 0; i < names.size(); ++i) metrics.emplace_back(names[i], r.global.metrics[i]);
+  out.progress->validation(r.step, r.local.loss, r.global.loss, metrics);
+  reported.last_eval = r;
 }
 
-double wall_seconds(const TrainingState& s) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - s.started).count();
+double wall_seconds(const RunContext& run) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - run.started).count();
 }
 
 // Process 0: one process's reports, in the order made.
-void replay(TrainingState& s, const json& reports) {
+void replay(const manifest::Manifest& m, TrainingOutputs& out, ReportedResults& reported, const json& reports) {
   for (const auto& r : reports) {
     const std::string kind = r.at("kind");
     if (kind == "train") {
@@ -81,9 +90,9 @@ void replay(TrainingState& s, const json& reports) {
       row.bytes_sent = r.at("bytes_sent");
       row.sim_time_s = r.at("sim_time_s");
       if (!r.at("live_nodes").is_null()) row.live_nodes = r.at("live_nodes").get<int>();
-      write_train(s, row, comm_from(r.at("comm")));
+      write_train(out, reported, row, comm_from(r.at("comm")));
     } else if (kind == "comm") {
-      s.writer->comm_rows(comm_from(r.at("comm")));
+      out.writer->comm_rows(comm_from(r.at("comm")));
     } else {
       EvalRecord e;
       e.step = r.at("step");
@@ -91,92 +100,83 @@ void replay(TrainingState& s, const json& reports) {
       e.global = values_from(r.at("global"));
       e.bytes_sent = r.at("bytes_sent");
       e.sim_time_s = r.at("sim_time_s");
-      write_evaluation(s, e, r.at("wall_seconds"));
+      write_evaluation(out, reported, m.target_loss, e, r.at("wall_seconds"));
     }
   }
 }
 
 // The final model from the process of the last reporting node to process 0.
-void hand_over_final_model(TrainingState& s, int final_node) {
-  dist::ProcessMesh& mesh = *s.role.mesh;
-  const int root = dist::process_of_node(final_node, s.m.nodes, mesh.size());
+void hand_over_final_model(const RunContext& run, TrainingOutputs& out, int final_node) {
+  dist::ProcessMesh& mesh = *run.role.mesh;
+  const int root = dist::process_of_node(final_node, run.m.nodes, mesh.size());
   if (root == 0) return;  // written already
-  const output::NamedTensors mine = mesh.rank() == root ? s.relay->final_model : output::NamedTensors();
+  const output::NamedTensors mine = mesh.rank() == root ? out.relay->final_model : output::NamedTensors();
   const output::NamedTensors model = comm::broadcast_named_tensors(mesh, root, mine, "the final model");
-  if (s.writer) s.writer->save_model(model, s.m.model_formats);
+  if (out.writer) out.writer->save_model(model, run.m.model_formats);
 }
 
 }  // namespace
 
-void ReportRelay::add(json report) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  reports_.push_back(std::move(report));
-}
-
-json ReportRelay::take() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  json reports = json::array();
-  reports.swap(reports_);
-  return reports;
-}
-
-TrainReport train_report(const TrainingState& s, const sim::NodeMeter& meter, int64_t steps, double loss, double lr) {
+TrainReport train_report(const manifest::Manifest& m, const Membership& membership, const sim::NodeMeter& meter,
+                         int64_t steps, double loss, double lr) {
   TrainReport row;
   row.step = steps;
   row.loss = loss;
   row.lr = lr;
-  row.bytes_sent = meter.cluster_sent(sim::TrafficSource::Strategy) / static_cast<double>(s.m.nodes);
+  row.bytes_sent = meter.cluster_sent(sim::TrafficSource::Strategy) / static_cast<double>(m.nodes);
   row.sim_time_s = meter.clock();
-  if (s.membership->simulated()) {
-    row.examples = s.membership->examples_trained(steps, s.m.batch_size);
-    row.live_nodes = static_cast<int>(s.membership->live().size());
+  if (membership.simulated()) {
+    row.examples = membership.examples_trained(steps, m.batch_size);
+    row.live_nodes = static_cast<int>(membership.live().size());
   } else {
-    row.examples = steps * s.m.batch_size * s.m.nodes;
+    row.examples = steps * m.batch_size * m.nodes;
   }
   return row;
 }
 
-void report_train(TrainingState& s, const TrainReport& row, const std::vector<sim::CommRow>& comm) {
-  if (s.writer) return write_train(s, row, comm);
-  s.relay->add({{"kind", "train"},
-                {"step", row.step},
-                {"examples", row.examples},
-                {"loss", row.loss},
-                {"lr", row.lr},
-                {"bytes_sent", row.bytes_sent},
-                {"sim_time_s", row.sim_time_s},
-                {"live_nodes", row.live_nodes ? json(*row.live_nodes) : json(nullptr)},
-                {"comm", comm_json(comm)}});
+void report_train(TrainingOutputs& outputs, ReportedResults& reported, const TrainReport& row,
+                  const std::vector<sim::CommRow>& comm) {
+  if (outputs.writer) return write_train(outputs, reported, row, comm);
+  outputs.relay->add({{"kind", "train"},
+                      {"step", row.step},
+                      {"examples", row.examples},
+                      {"loss", row.loss},
+                      {"lr", row.lr},
+                      {"bytes_sent", row.bytes_sent},
+                      {"sim_time_s", row.sim_time_s},
+                      {"live_nodes", row.live_nodes ? json(*row.live_nodes) : json(nullptr)},
+                      {"comm", comm_json(comm)}});
 }
 
-void report_comm(TrainingState& s, const std::vector<sim::CommRow>& comm) {
-  if (s.writer) return s.writer->comm_rows(comm);
-  s.relay->add({{"kind", "comm"}, {"comm", comm_json(comm)}});
+void report_comm(TrainingOutputs& outputs, const std::vector<sim::CommRow>& comm) {
+  if (outputs.writer) return outputs.writer->comm_rows(comm);
+  outputs.relay->add({{"kind", "comm"}, {"comm", comm_json(comm)}});
 }
 
-void report_evaluation(TrainingState& s, const EvalRecord& r) {
-  if (s.writer) return write_evaluation(s, r, wall_seconds(s));
-  s.relay->add({{"kind", "evaluation"},
-                {"step", r.step},
-                {"local", values_json(r.local)},
-                {"global", values_json(r.global)},
-                {"bytes_sent", r.bytes_sent},
-                {"sim_time_s", r.sim_time_s},
-                {"wall_seconds", wall_seconds(s)}});
+void report_evaluation(const RunContext& run, TrainingOutputs& outputs, ReportedResults& reported,
+                       const EvalRecord& r) {
+  if (outputs.writer) return write_evaluation(outputs, reported, run.m.target_loss, r, wall_seconds(run));
+  outputs.relay->add({{"kind", "evaluation"},
+                      {"step", r.step},
+                      {"local", values_json(r.local)},
+                      {"global", values_json(r.global)},
+                      {"bytes_sent", r.bytes_sent},
+                      {"sim_time_s", r.sim_time_s},
+                      {"wall_seconds", wall_seconds(run)}});
 }
 
-void report_final_model(TrainingState& s, output::NamedTensors model) {
-  if (s.writer) return s.writer->save_model(model, s.m.model_formats);
-  s.relay->final_model = std::move(model);
+void report_final_model(TrainingOutputs& outputs, const std::vector<std::string>& formats, output::NamedTensors model) {
+  if (outputs.writer) return outputs.writer->save_model(model, formats);
+  outputs.relay->final_model = std::move(model);
 }
 
-void exchange_reports(TrainingState& s, int final_node) {
-  const json mine = s.relay ? s.relay->take() : json::array();
-  const std::vector<std::string> all = s.role.mesh->all_gather_text(mine.dump());
-  if (s.writer) {
-    for (size_t q = 1; q < all.size(); ++q) replay(s, json::parse(all[q]));
+void exchange_reports(const RunContext& run, TrainingOutputs& outputs, ReportedResults& reported, int final_node) {
+  const json mine = outputs.relay ? outputs.relay->take() : json::array();
+  const std::vector<std::string> all = run.role.mesh->all_gather_text(mine.dump());
+  if (outputs.writer) {
+    for (size_t q = 1; q < all.size(); ++q) replay(run.m, outputs, reported, json::parse(all[q]));
   }
-  if (final_node >= 0 && !s.m.model_formats.empty()) hand_over_final_model(s, final_node);
+  if (final_node >= 0 && !run.m.model_formats.empty()) hand_over_final_model(run, outputs, final_node);
 }
 
 }  // namespace exogym::runtime::train

@@ -8,6 +8,7 @@
 #include "exogym/runtime/data/node_data.h"
 #include "exogym/runtime/dist/process_mesh.h"
 #include "exogym/runtime/sim/network_model.h"
+#include "exogym/runtime/train/training_state.h"
 
 namespace exogym::runtime::train {
 
@@ -26,19 +27,19 @@ struct DdpEstimate {
   double communication_s = 0;
 };
 
-DdpEstimate ddp_estimate(const TrainingState& s) {
+DdpEstimate ddp_estimate(const RunContext& run, const TrainingSetup& setup, const Meters& simulation) {
   double gradient_bytes = 0;
-  for (const auto& p : s.replicas.models[s.role.block.first]->network().parameters()) {
+  for (const auto& p : setup.replicas.models[run.role.block.first]->network().parameters()) {
     if (p.requires_grad()) gradient_bytes += static_cast<double>(p.numel()) * static_cast<double>(p.element_size());
   }
-  const double steps = static_cast<double>(s.m.max_steps);
-  return {steps * sim::all_reduce_traffic(gradient_bytes, s.m.nodes).sent,
-          steps * s.simulation->network().all_reduce_time(gradient_bytes)};
+  const double steps = static_cast<double>(run.m.max_steps);
+  return {steps * sim::all_reduce_traffic(gradient_bytes, run.m.nodes).sent,
+          steps * simulation.network().all_reduce_time(gradient_bytes)};
 }
 
-SimulationSummary summarize_simulation(const TrainingState& s, const NodeAccounts& accounts, const DdpEstimate& ddp) {
+SimulationSummary summarize_simulation(int nodes, const NodeAccounts& accounts, const DdpEstimate& ddp) {
   const json& per_node = accounts.per_node;
-  const int K = s.m.nodes;
+  const int K = nodes;
   SimulationSummary sim;
   for (const auto& node : per_node) {
     sim.time_s = std::max(sim.time_s, node.at("time_s").get<double>());
@@ -73,7 +74,7 @@ json eval_json(const EvalRecord& r, const std::vector<std::string>& names) {
 
 // The run, its size and where the wall time went (this process: process 0
 // in a run over several processes).
-json run_json(const TrainingState& s, const TrainingResult& r) {
+json run_json(const sdk::Dataset& train, const TrainingResult& r) {
   json j = {{"name", r.name},
             {"variant", r.variant},
             {"run_dir", r.run_dir.string()},
@@ -90,7 +91,7 @@ json run_json(const TrainingState& s, const TrainingResult& r) {
               {"startup_s", r.startup_seconds - r.dataset_seconds},
               {"loop_s", r.loop_seconds},
               {"finish_s", r.wall_seconds - r.startup_seconds - r.loop_seconds}}}};
-  if (const int64_t tokens = s.data.train->tokens_per_example(); tokens > 0) {
+  if (const int64_t tokens = train.tokens_per_example(); tokens > 0) {
     j["tokens_trained"] = r.examples_trained * tokens;
     j["tokens_per_second"] = r.wall_seconds > 0 ? r.examples_trained * tokens / r.wall_seconds : 0.0;
   }
@@ -114,16 +115,17 @@ json communication_json(const SimulationSummary& sim, const NodeAccounts& accoun
           {"per_node", per_node}};
 }
 
-json simulated_json(const TrainingState& s, const SimulationSummary& sim, const DdpEstimate& ddp) {
-  const sim::Link& bottleneck = s.simulation->network().bottleneck();
+json simulated_json(const manifest::Manifest& m, const Meters& simulation, const SimulationSummary& sim,
+                    const DdpEstimate& ddp) {
+  const sim::Link& bottleneck = simulation.network().bottleneck();
   const double ddp_time_s = sim.compute_s + ddp.communication_s;
   return {{"time_s", sim.time_s},
           {"compute_s", sim.compute_s},
           {"communication_s", sim.communication_s},
           {"waiting_s", sim.waiting_s},
           {"hidden_s", sim.hidden_s},
-          {"compute", s.m.compute.step_time ? "fixed" : "measured"},
-          {"network", s.m.resolved["network"]},
+          {"compute", m.compute.step_time ? "fixed" : "measured"},
+          {"network", m.resolved["network"]},
           {"bottleneck_link", {{"bandwidth_bytes_per_s", bottleneck.bandwidth}, {"latency_s", bottleneck.latency}}},
           {"ddp_estimate_time_s", ddp_time_s},
           {"ratio_to_ddp_estimate", ratio(sim.time_s, ddp_time_s)}};
@@ -142,26 +144,27 @@ json target_json(double target_loss, const std::optional<TargetHit>& hit) {
 
 }  // namespace
 
-NodeAccounts gather_accounts(const TrainingState& s) {
+NodeAccounts gather_accounts(const Meters& simulation, const Membership& membership, const MetricBuffer* remote_metrics,
+                             dist::ProcessMesh* mesh) {
   NodeAccounts accounts;
-  const json mine = s.simulation->node_stats();
+  const json mine = simulation.node_stats();
   // The cluster's totals as the reporting node saw them: a node alive at
   // the end has seen every collective (one that came back took its donor's
   // view).
-  const int reporter = s.membership ? s.membership->reporter() : 0;
+  const int reporter = membership.reporter();
   json totals = nullptr;
-  if (s.simulation->hosts(reporter)) {
-    const sim::NodeMeter& meter = s.simulation->meter(reporter);
+  if (simulation.hosts(reporter)) {
+    const sim::NodeMeter& meter = simulation.meter(reporter);
     totals = {meter.cluster_sent(sim::TrafficSource::Strategy), meter.cluster_sent(sim::TrafficSource::Runtime),
               meter.collectives(sim::TrafficSource::Strategy)};
   }
   accounts.per_node = accounts.remote_metrics = json::array();
   const json local = {
-      {"nodes", mine}, {"metrics", s.metric_buffer ? s.metric_buffer->rows() : json::array()}, {"reporter", totals}};
+      {"nodes", mine}, {"metrics", remote_metrics ? remote_metrics->rows() : json::array()}, {"reporter", totals}};
   std::vector<json> parts = {local};
-  if (s.role.mesh) {
+  if (mesh) {
     parts.clear();
-    for (const auto& text : s.role.mesh->all_gather_text(local.dump())) parts.push_back(json::parse(text));
+    for (const auto& text : mesh->all_gather_text(local.dump())) parts.push_back(json::parse(text));
   }
   for (const json& part : parts) {
     for (const auto& n : part.at("nodes")) accounts.per_node.push_back(n);
@@ -174,14 +177,15 @@ NodeAccounts gather_accounts(const TrainingState& s) {
 }
 
 TrainingResult run_result(const TrainingState& s) {
-  const manifest::Manifest& m = s.m;
+  const manifest::Manifest& m = s.run.m;
+  const TrainingSetup& setup = s.setup;
   TrainingResult r;
   r.name = m.name;
   r.variant = m.variant;
-  r.run_dir = s.run_dir;
+  r.run_dir = s.outputs.run_dir;
   r.model_plugin = m.model.plugin;
   r.strategy_plugin = m.strategy.plugin;
-  r.metric_names = s.metric_names;
+  r.metric_names = setup.metric_names;
   r.nodes = m.nodes;
   r.steps = m.max_steps;
   r.examples_trained = m.max_steps * m.batch_size * m.nodes;
@@ -189,35 +193,38 @@ TrainingResult run_result(const TrainingState& s) {
     r.faults = s.membership->totals(m.max_steps);
     r.examples_trained = s.membership->examples_trained(m.max_steps, m.batch_size);
   }
-  r.parameters = s.parameters;
-  r.last_train_loss = s.last_train_loss;
-  r.wall_seconds = seconds_between(s.started, std::chrono::steady_clock::now());
-  r.dataset_seconds = s.data.seconds;
+  r.parameters = setup.parameters;
+  r.last_train_loss = s.reported.last_train_loss;
+  r.wall_seconds = seconds_between(s.run.started, std::chrono::steady_clock::now());
+  r.dataset_seconds = setup.data.seconds;
   if (s.loop.started()) {  // this process's nodes
-    r.startup_seconds = seconds_between(s.started, s.loop.start());
+    r.startup_seconds = seconds_between(s.run.started, s.loop.start());
     r.loop_seconds = seconds_between(s.loop.start(), s.loop.end());
     if (s.loop.marked()) r.after_mark_seconds = seconds_between(s.loop.mark(), s.loop.end());
-    r.checkpoints = s.checkpoints_written;
-    r.checkpoint_seconds = s.checkpoint_seconds;
-    r.checkpoint_bytes = s.checkpoint_bytes;
+    r.checkpoints = s.checkpoints.written;
+    r.checkpoint_seconds = s.checkpoints.seconds;
+    r.checkpoint_bytes = s.checkpoints.bytes;
   }
-  r.final_eval = s.last_eval;
-  r.label_skew = data::label_skew(s.data.node_data);
+  r.final_eval = s.reported.last_eval;
+  r.label_skew = data::label_skew(setup.data.node_data);
   r.target_loss = m.target_loss;
-  r.target_hit = s.target_hit;
+  r.target_hit = s.reported.target_hit;
   return r;
 }
 
-void write_summary(TrainingState& s, TrainingResult& r, const NodeAccounts& accounts) {
-  replay_metrics(accounts.remote_metrics, *s.writer);
-  const DdpEstimate ddp = ddp_estimate(s);
-  r.simulated = summarize_simulation(s, accounts, ddp);
-  json summary = run_json(s, r);
+void write_summary(const RunContext& run, const TrainingSetup& setup, const Meters& simulation,
+                   const Membership& membership, output::RunWriter& writer, TrainingResult& r,
+                   const NodeAccounts& accounts) {
+  const manifest::Manifest& m = run.m;
+  replay_metrics(accounts.remote_metrics, writer);
+  const DdpEstimate ddp = ddp_estimate(run, setup, simulation);
+  r.simulated = summarize_simulation(m.nodes, accounts, ddp);
+  json summary = run_json(*setup.data.train, r);
   summary["final"] = r.final_eval ? eval_json(*r.final_eval, r.metric_names) : json(nullptr);
-  summary["communication"] = communication_json(r.simulated, accounts, s.m.max_steps);
-  summary["simulated"] = simulated_json(s, r.simulated, ddp);
+  summary["communication"] = communication_json(r.simulated, accounts, m.max_steps);
+  summary["simulated"] = simulated_json(m, simulation, r.simulated, ddp);
   if (r.target_loss) summary["target"] = target_json(*r.target_loss, r.target_hit);
-  summary["data"] = {{"partition", s.m.resolved["data"]["train"]["partition"]},
+  summary["data"] = {{"partition", m.resolved["data"]["train"]["partition"]},
                      {"label_skew", r.label_skew ? json(*r.label_skew) : json(nullptr)}};
   if (r.faults) {
     summary["faults"] = {{"failures", r.faults->failures},
@@ -226,10 +233,10 @@ void write_summary(TrainingState& s, TrainingResult& r, const NodeAccounts& acco
                          {"node_steps_lost", r.faults->node_steps_lost},
                          {"recovery_bytes", r.faults->recovery_bytes},
                          {"recovery_time_s", r.faults->recovery_time_s},
-                         {"live_nodes_at_end", s.membership->live().size()}};
+                         {"live_nodes_at_end", membership.live().size()}};
   }
   if (r.stopped) summary["stopped"] = {{"reason", "nonfinite"}, {"message", *r.stopped}};
-  s.writer->write_summary(summary);
+  writer.write_summary(summary);
 }
 
 }  // namespace exogym::runtime::train

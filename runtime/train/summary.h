@@ -1,12 +1,26 @@
 #pragma once
 // The end of a run: every node's account brought to process 0, the run's
 // result, and summary.json.
+#include <cstdint>
 #include <nlohmann/json.hpp>
 
 #include "exogym/runtime/train/training_result.h"
-#include "exogym/runtime/train/training_state.h"
+
+namespace exogym::runtime::dist {
+class ProcessMesh;
+}
+namespace exogym::runtime::output {
+class RunWriter;
+}
 
 namespace exogym::runtime::train {
+
+class Membership;
+class Meters;
+class MetricBuffer;
+struct RunContext;
+struct TrainingSetup;
+struct TrainingState;
 
 // What the nodes of every process counted.
 struct NodeAccounts {
@@ -18,14 +32,25 @@ struct NodeAccounts {
   } reporter;                                           // as the reporting node saw them
 };
 
-// A collective over the processes of a run: every process calls it.
-NodeAccounts gather_accounts(const TrainingState& s);
+// A collective over the processes of a run (`mesh`; null: one process):
+// every process calls it. The counters of this process's nodes come from
+// `simulation`, the reporting node from `membership`; `remote_metrics`: the
+// rows this process kept for process 0 (null in process 0).
+NodeAccounts gather_accounts(const Meters& simulation, const Membership& membership, const MetricBuffer* remote_metrics,
+                             dist::ProcessMesh* mesh);
 
 // This process's result; its simulated account is filled by write_summary.
+// It reads every part of the run but the simulation (the set-up, the run
+// folder, the membership, the loop's span, the checkpoints' counts, the
+// reports), so it takes the whole state.
 TrainingResult run_result(const TrainingState& s);
 
 // Process 0: appends the other processes' metrics to metrics.csv, fills
-// r.simulated and writes summary.json.
-void write_summary(TrainingState& s, TrainingResult& r, const NodeAccounts& accounts);
+// r.simulated and writes summary.json through `writer`. The DDP estimate
+// needs the network and one replica's gradient sizes (`setup`'s replica of
+// the first node of this process), the faults' section the live nodes.
+void write_summary(const RunContext& run, const TrainingSetup& setup, const Meters& simulation,
+                   const Membership& membership, output::RunWriter& writer, TrainingResult& r,
+                   const NodeAccounts& accounts);
 
 }  // namespace exogym::runtime::train

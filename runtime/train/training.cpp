@@ -33,15 +33,15 @@ std::shared_ptr<spdlog::logger> logger() {
 
 // Lays this process's cores out for its nodes: the thread plan
 // (thread_plan.h), and malloc tuned for that many cores.
-threads::ThreadPlan prepare_cores(const TrainingState& s, int cores) {
-  const manifest::Manifest& m = s.m;
+threads::ThreadPlan prepare_cores(const RunContext& run, int cores) {
+  const manifest::Manifest& m = run.m;
   const threads::ThreadPlan plan = threads::plan_threads(
-      {s.role.block.count, cores, m.parallelism, m.threads, m.pin_threads}, host::available_cores());
-  if (!host::tune_malloc_for_training(plan.cores)) s.log->debug("malloc settings left as they are");
-  if (!host::install_block_cache()) s.log->debug("LibTorch's CPU allocator left as it is (EXOGYM_CPU_BLOCK_CACHE=0)");
+      {run.role.block.count, cores, m.parallelism, m.threads, m.pin_threads}, host::available_cores());
+  if (!host::tune_malloc_for_training(plan.cores)) run.log->debug("malloc settings left as they are");
+  if (!host::install_block_cache()) run.log->debug("LibTorch's CPU allocator left as it is (EXOGYM_CPU_BLOCK_CACHE=0)");
   if (plan.oversubscribed()) {
-    s.log->warn("parallelism {} × threads {} exceeds the {} cores: OpenMP teams will contend and slow the run down",
-                plan.parallelism, plan.threads, plan.cores);
+    run.log->warn("parallelism {} × threads {} exceeds the {} cores: OpenMP teams will contend and slow the run down",
+                  plan.parallelism, plan.threads, plan.cores);
   }
   return plan;
 }
@@ -72,30 +72,40 @@ int64_t parameter_count(sdk::Model& model) {
 // summary.json of a run that stopped on divergence, saying why and where.
 // One process alone has every node's account; over several processes the
 // error reaches every process, and gathering the accounts needs them all, so
-// only the error says it.
+// only the error says it. It takes the whole state, as the run's result
+// reads every part of it (run_result).
 void write_diverged_summary(TrainingState& s, const Diverged& diverged) {
-  if (!s.role.writes || s.role.mesh) return;
+  const RunContext& run = s.run;
+  if (!run.role.writes || run.role.mesh) return;
   TrainingResult result = run_result(s);
   result.steps = diverged.step();
-  result.examples_trained = diverged.step() * s.m.batch_size * s.m.nodes;
+  result.examples_trained = diverged.step() * run.m.batch_size * run.m.nodes;
   if (result.faults) {
     result.faults = s.membership->totals(diverged.step());
-    result.examples_trained = s.membership->examples_trained(diverged.step(), s.m.batch_size);
+    result.examples_trained = s.membership->examples_trained(diverged.step(), run.m.batch_size);
   }
   result.stopped = diverged.what();
-  write_summary(s, result, gather_accounts(s));
+  write_summary(run, s.setup, *s.simulation, *s.membership, *s.outputs.writer, result,
+                gather_accounts(*s.simulation, *s.membership, s.outputs.metric_buffer.get(), run.role.mesh));
 }
 
 // Who is alive from the first step on; a resumed run is checked against its
-// checkpoint first, before anything in its folder changes.
+// checkpoint first, before anything in its folder changes. A step of the
+// outline, it fills several parts of the state (checkpoints, reports,
+// clocks, membership).
 void start_membership(TrainingState& s, const TrainingOptions& options) {
-  if (options.resume) load_resume_point(s, options);
-  s.membership = std::make_unique<Membership>(s.m, s.first_step, s.role.mesh);
-  if (!s.resume || !s.resume->index.sections.contains("faults")) return;
+  const RunContext& run = s.run;
+  CheckpointState& checkpoints = s.checkpoints;
+  if (options.resume) {
+    load_resume_point(run, s.setup, s.outputs.config, s.simulation->clocks(), checkpoints, s.reported, options);
+  }
+  s.membership = std::make_unique<Membership>(run.m, checkpoints.first_step, run.role.mesh);
+  const std::optional<checkpoint::LoadedCheckpoint>& resume = checkpoints.resume;
+  if (!resume || !resume->index.sections.contains("faults")) return;
   try {
-    s.membership->restore(s.resume->index.sections.at("faults"));
+    s.membership->restore(resume->index.sections.at("faults"));
   } catch (const nlohmann::json::exception& e) {
-    throw sdk::DataError((s.resume->folder / checkpoint::kIndexFile).string() +
+    throw sdk::DataError((resume->folder / checkpoint::kIndexFile).string() +
                          ": sections.faults: not the state of the failures (" + util::without_json_prefix(e.what()) +
                          ")");
   }
@@ -116,52 +126,57 @@ std::vector<std::string> check_run(const manifest::Manifest& m, plugin::PluginLo
 
 TrainingResult train_run(const manifest::Manifest& m, plugin::PluginLoader& loader, const TrainingOptions& options) {
   TrainingState s(m, process_role(m, options.mesh));
+  const RunContext& run = s.run;
+  TrainingSetup& setup = s.setup;
+  TrainingOutputs& outputs = s.outputs;
   s.loop.mark_step = options.timing_mark_step;
-  s.log = logger();
+  s.run.log = logger();
   check_threads(m, options.cores > 0 ? options.cores : host::available_cores());
 
   // Everything that can be wrong with the manifest is found before training.
-  s.devices = host::resolve_devices(m.device);
-  s.plugins = load_plugins(m, loader);
-  s.data = load_data(m, loader, s.role, options.dataset_cache, s.plugins.model_options);
-  s.accumulation = m.batch_size / m.minibatch_size;
+  setup.devices = host::resolve_devices(m.device);
+  setup.plugins = load_plugins(m, loader);
+  setup.data = load_data(m, loader, run.role, options.dataset_cache, setup.plugins.model_options);
+  setup.accumulation = m.batch_size / m.minibatch_size;
 
-  const threads::ThreadPlan plan = prepare_cores(s, options.cores);
-  s.replicas = build_replicas(m, s.plugins, s.devices, s.role.block, plan.cores, memory_budget(options));
-  sdk::Model& first_model = *s.replicas.models[s.role.block.first];
-  s.metric_names = first_model.metric_names();
-  s.parameters = parameter_count(first_model);
+  const threads::ThreadPlan plan = prepare_cores(run, options.cores);
+  setup.replicas = build_replicas(m, setup.plugins, setup.devices, run.role.block, plan.cores, memory_budget(options));
+  sdk::Model& first_model = *setup.replicas.models[run.role.block.first];
+  setup.metric_names = first_model.metric_names();
+  setup.parameters = parameter_count(first_model);
 
-  s.simulation = std::make_unique<Meters>(m, s.role.block);
-  choose_run_folder(s, plan, options);
+  s.simulation = std::make_unique<Meters>(m, run.role.block);
+  choose_run_folder(run, setup, outputs, plan, options);
   // Before the folder is read for a resume: a second exogym-run on it stops
   // here, with nothing changed.
-  if (s.role.writes && std::filesystem::is_directory(s.run_dir))
-    s.folder_lock = std::make_unique<output::FolderLock>(s.run_dir);
+  if (run.role.writes && std::filesystem::is_directory(outputs.run_dir))
+    outputs.folder_lock = std::make_unique<output::FolderLock>(outputs.run_dir);
   try {
     start_membership(s, options);
-    open_outputs(s, options);
-    prepare_checkpoints(s);
+    open_outputs(run, setup, s.checkpoints, outputs, options);
+    prepare_checkpoints(run, setup.plugins, outputs, s.checkpoints);
     try {
       run_nodes(s, plan, !options.partial_reduce);
     } catch (const Diverged& diverged) {
-      s.progress->finish();
+      outputs.progress->finish();
       write_diverged_summary(s, diverged);
       throw;
     }
-    s.progress->finish();
+    outputs.progress->finish();
 
     // Every node's account, and the metrics other processes kept, go to the
     // process that writes the run folder.
-    const NodeAccounts accounts = gather_accounts(s);
+    const NodeAccounts accounts =
+        gather_accounts(*s.simulation, *s.membership, outputs.metric_buffer.get(), run.role.mesh);
     TrainingResult result = run_result(s);
-    if (s.role.writes) write_summary(s, result, accounts);
-    write_run_report(s);
+    if (run.role.writes) write_summary(run, setup, *s.simulation, *s.membership, *outputs.writer, result, accounts);
+    write_run_report(run, outputs);
     return result;
   } catch (...) {
     // A stopped or failed run keeps a report of what it reached; one that
     // never trained leaves no folder.
-    if (!remove_untrained_run_folder(s, options)) write_stopped_run_report(s);
+    if (!remove_untrained_run_folder(run, outputs, s.nodes_started.load(), options))
+      write_stopped_run_report(run, outputs);
     throw;
   }
 }

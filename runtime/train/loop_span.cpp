@@ -1,4 +1,4 @@
-#include "exogym/runtime/train/training_state.h"
+#include "exogym/runtime/train/loop_span.h"
 
 #include <algorithm>
 

@@ -1,0 +1,330 @@
+#include "exogym/runtime/train/node_run.h"
+
+#include <ATen/ATen.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "exogym/runtime/checkpoint/node_state.h"
+#include "exogym/runtime/dist/process_mesh.h"
+#include "exogym/runtime/host/devices.h"
+#include "exogym/runtime/host/interrupt.h"
+#include "exogym/runtime/plugin/plugin_loader.h"
+#include "exogym/runtime/train/autocast_scope.h"
+#include "exogym/runtime/train/checkpointing.h"
+#include "exogym/runtime/train/divergence.h"
+#include "exogym/runtime/train/evaluation.h"
+#include "exogym/runtime/train/model_state.h"
+#include "exogym/runtime/train/reports.h"
+#include "exogym/runtime/util/exception_text.h"
+#include "exogym/sdk/error.h"
+
+namespace exogym::runtime::train {
+
+namespace {
+
+std::string plugin_name(const char* kind, const std::string& name, const plugin::LoadedPlugin& plugin) {
+  return std::string(kind) + " \"" + name + "\" (" + plugin.description().file.string() + ")";
+}
+
+}  // namespace
+
+NodeRun::NodeRun(TrainingState& s, train::Cluster& cluster, int rank, threads::NodeSlot& slot)
+    : s_(s),
+      m_(s.run.m),
+      cluster_(cluster),
+      membership_(*s.membership),
+      rank_(rank),
+      slot_(slot),
+      model_(*s.setup.replicas.models[rank]),
+      strategy_(*s.setup.replicas.strategies[rank]),
+      backend_(cluster.communicator(rank, &slot)),
+      meter_(s.simulation->meter(rank)),
+      strategy_comm_(*backend_, meter_, sim::TrafficSource::Strategy,
+                     membership_.simulated() ? &membership_.live() : nullptr),
+      runtime_comm_(*backend_, meter_, sim::TrafficSource::Runtime,
+                    membership_.simulated() ? &membership_.live() : nullptr),
+      device_(host::device_for_node(s.setup.devices, rank)),
+      shared_(s.setup.shared),
+      strategy_name_(plugin_name("strategy", m_.strategy.plugin, *s.setup.plugins.strategy)),
+      model_name_(plugin_name("model", m_.model.plugin, *s.setup.plugins.model)) {
+  ctx_.rank = rank;
+  ctx_.num_nodes = m_.nodes;
+  ctx_.live = &membership_.live();
+  ctx_.membership_epoch = membership_.epoch();
+  ctx_.device = device_;
+  ctx_.comm = &strategy_comm_;
+  ctx_.step = 0;
+  ctx_.max_steps = m_.max_steps;
+  ctx_.seed = m_.seed;
+  ctx_.log = s.run.log;
+  ctx_.metrics = s.outputs.metric_sink();
+  ctx_.shared = &shared_;
+}
+
+void NodeRun::run() {
+  try {
+    start();
+    s_.nodes_started.fetch_add(1);
+    s_.loop.note_start();
+    for (int64_t t = s_.checkpoints.first_step; t < m_.max_steps; ++t) {
+      if (membership_.meets_before(t)) change_membership(t);
+      if (membership_.is_live(rank_))
+        train_step(t);
+      else
+        start_step(t);
+      if (t == s_.loop.mark_step) s_.loop.note_mark();
+      boundary(t + 1);
+    }
+    s_.loop.note_end();
+    if (membership_.is_live(rank_)) finish();
+  } catch (const sdk::AbortedError&) {
+    throw;
+  } catch (const host::Interrupted&) {
+    throw;
+  } catch (const Diverged&) {
+    throw;  // it names the node and step already; training.cpp marks the summary
+  } catch (const sdk::ConfigError& e) {
+    // A plugin's ConfigError (init() checking its options, say) is the user's: at its options, exit 2, where found.
+    const bool model = phase_.find(model_name_) != std::string::npos;
+    if (!model && phase_.find(strategy_name_) == std::string::npos) throw;  // the runtime's own, with its path
+    const sdk::ConfigError at = at_options(model ? m_.model : m_.strategy, e);
+    throw sdk::ConfigError(at.path(), at.message() + " (found by node " + std::to_string(rank_) + " at step " +
+                                          std::to_string(ctx_.step) + ", " + phase_ + ")");
+  } catch (...) {
+    // Anything a plugin throws, `throw 42` included, stops the run cleanly.
+    throw sdk::Error("node " + std::to_string(rank_) + ", step " + std::to_string(ctx_.step) + ", " + phase_ + ": " +
+                     util::current_exception_text());
+  }
+}
+
+void NodeRun::start() {
+  slot_.acquire();
+  if (s_.checkpoints.resume) return restore();
+  {
+    // Every node starts from node 0's parameters and buffers.
+    at::NoGradGuard no_grad;
+    std::vector<at::Tensor> state;
+    for (auto& p : model_.network().parameters()) state.push_back(p.detach());
+    for (auto& b : model_.network().buffers()) state.push_back(b.detach());
+    runtime_comm_.broadcast(state, 0);
+  }
+  phase_ = "init of " + strategy_name_;
+  strategy_.init(ctx_, model_);
+}
+
+// A resumed run: every node restores its own state, so no broadcast.
+void NodeRun::restore() {
+  phase_ = "restoring the checkpoint";
+  ctx_.step = s_.checkpoints.first_step;
+  checkpoint::LoadedCheckpoint& resume = *s_.checkpoints.resume;
+  auto node = resume.nodes.find(rank_);
+  EXOGYM_CHECK_INTERNAL(node != resume.nodes.end(), "no checkpoint state loaded for this node");
+  const std::string file = (resume.folder / checkpoint::node_file_name(rank_)).string();
+  checkpoint::restore_model(model_, node->second, file);
+  phase_ = "init of " + strategy_name_;
+  strategy_.init(ctx_, model_);
+  phase_ = "restoring the state of " + strategy_name_ + " from " + file;
+  meter_.restore(node->second.meter);  // first: load_state takes its collectives in flight back
+  checkpoint::restore_strategy(strategy_, node->second);
+  // Only this thread touches its node's entry.
+  node->second = checkpoint::NodeState();
+}
+
+void NodeRun::change_membership(int64_t t) {
+  ctx_.step = t;
+  phase_ = "changing the membership before step " + std::to_string(t);
+  cluster_.meet_all(rank_, &slot_, [this, t] {
+    // The reporting node may change: what it reported from another process
+    // first.
+    if (s_.run.role.mesh) exchange_reports(s_.run, s_.outputs, s_.reported);
+    membership_.advance(t, *s_.simulation, cluster_, s_.outputs.writer.get());
+  });
+  ctx_.membership_epoch = membership_.epoch();
+  if (!membership_.recovering()) return;
+  if (membership_.donor() == rank_) {
+    phase_ = "sending the state of " + strategy_name_ + " to the nodes that come back";
+    sdk::StateDict state;
+    strategy_.recovery_state(model_, state);
+    // A copy: this node trains on while the others take it.
+    for (auto& [key, tensor] : state) tensor = tensor.detach().clone();
+    membership_.deposit(std::move(state));
+  }
+  phase_ = "recovering the nodes that come back at step " + std::to_string(t);
+  cluster_.meet_all(rank_, &slot_, [this, t] { membership_.deliver(t, *s_.simulation, s_.outputs.writer.get()); });
+  if (membership_.returns(rank_)) {
+    phase_ = "taking the state of " + strategy_name_ + " from node " + std::to_string(membership_.donor());
+    const auto state = membership_.delivered();
+    EXOGYM_CHECK_INTERNAL(state != nullptr, "no recovery state delivered");
+    strategy_.load_recovery_state(model_, *state);
+    membership_.loaded();
+  }
+}
+
+void NodeRun::start_step(int64_t t) {
+  ctx_.step = t;
+  if (!s_.checkpoints.stop_point && host::interrupt_requested()) {
+    throw host::Interrupted("interrupted by a signal (" + host::interrupt_signal_text() + ") after " +
+                            std::to_string(t) + " steps");
+  }
+}
+
+void NodeRun::meet_every_node(const std::function<void()>& work) {
+  if (membership_.simulated()) return cluster_.meet_all(rank_, &slot_, work);
+  if (work && rank_ == s_.run.role.block.first) work();
+  backend_->barrier();
+}
+
+void NodeRun::boundary(int64_t step) {
+  bool stop = false;
+  checkpoint::StopPoint* stop_point = s_.checkpoints.stop_point.get();
+  if (stop_point) {
+    using Answer = checkpoint::StopPoint::Answer;
+    Answer answer;
+    while ((answer = stop_point->at_boundary(rank_, step, host::interrupt_requested())) == Answer::Wait) {
+      // This process's proposal: wait for the other processes' (stop_vote.h),
+      // without holding a compute slot another node needs to get here.
+      phase_ = "waiting for the processes to agree where to stop after the signal";
+      slot_.release();
+      const bool agreed = stop_point->wait_for_agreement();
+      slot_.acquire();
+      if (!agreed) throw sdk::AbortedError("the run failed while its processes agreed where to stop");
+    }
+    stop = answer == Answer::Stop;
+  }
+  if (stop || checkpoint_due(m_, s_.checkpoints, step)) write_checkpoint(step);
+  if (stop) {
+    throw host::Interrupted("interrupted by a signal (" + host::interrupt_signal_text() + ") after " +
+                            std::to_string(step) + " steps; resume with exogym-run --resume " +
+                            s_.checkpoints.writer->folder().parent_path().string());
+  }
+}
+
+// Collective: every node writes its file, they meet, (over several
+// processes: the other processes hand their metric rows over, they meet,)
+// node 0 commits, they meet again (so that a failed commit stops every node). The meetings are
+// the runtime's, unmetered: a checkpoint changes no count and no clock.
+void NodeRun::write_checkpoint(int64_t step) {
+  phase_ = "writing the checkpoint of step " + std::to_string(step);
+  const auto started = std::chrono::steady_clock::now();
+  CheckpointState& checkpoints = s_.checkpoints;
+  checkpoint::write_node_state(checkpoints.writer->partial_folder(step), rank_, step, model_, strategy_,
+                               meter_.state());
+  meet_every_node();
+  if (s_.run.role.mesh) {
+    // Every node of this process is here, so no metric row or report is
+    // still coming.
+    meet_every_node([this, step] {
+      if (s_.outputs.metric_buffer)
+        hand_over_metrics(*s_.outputs.metric_buffer, *s_.checkpoints.writer, s_.run.role.mesh->rank(), step);
+      if (membership_.simulated()) exchange_reports(s_.run, s_.outputs, s_.reported);
+    });
+  }
+  std::filesystem::path folder;
+  if (rank_ == 0)
+    folder = commit_checkpoint(s_.run.role, *s_.outputs.writer, s_.reported, membership_, checkpoints, step);
+  meet_every_node();
+  if (rank_ != 0) return;
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  ++checkpoints.written;
+  checkpoints.seconds += seconds;
+  s_.run.log->debug("checkpoint {} written in {:.3f} s", folder.string(), seconds);
+}
+
+void NodeRun::train_step(int64_t t) {
+  start_step(t);
+  meter_.set_completed_steps(t);
+  if (eval_enabled(m_) && m_.eval_interval > 0 && t % m_.eval_interval == 0) {
+    if (m_.stop_on_nonfinite && first_nonfinite(model_.network().parameters()) >= 0) {
+      throw Diverged(rank_, t, "a parameter of the model");
+    }
+    phase_ = "evaluation";
+    if (auto r = evaluate(m_, s_.setup, membership_.live(), meter_, rank_, model_, runtime_comm_, t))
+      report_evaluation(s_.run, s_.outputs, s_.reported, *r);
+  }
+  meter_.begin_step(t);
+  phase_ = "zero_grad of " + strategy_name_;
+  strategy_.zero_grad();
+  phase_ = "loading the training batch";
+  const double loss = forward_backward(s_.setup.data.sampler->batch_indices(rank_, t));
+  if (m_.stop_on_nonfinite && !std::isfinite(loss)) throw Diverged(rank_, t, "the training loss");
+  phase_ = "step of " + strategy_name_;
+  strategy_.step();
+  release_gradients(model_.network());
+  meter_.end_step();
+  if (rank_ == membership_.reporter()) {
+    report_step(t, loss);
+  } else if (membership_.simulated()) {
+    meter_.take_rows();  // the reporting node writes comm.csv
+  }
+}
+
+double NodeRun::forward_backward(const std::vector<int64_t>& indices) {
+  const int64_t b = m_.minibatch_size;
+  const int64_t accumulation = s_.setup.accumulation;
+  double loss_sum = 0;
+  for (int64_t j = 0; j < accumulation; ++j) {
+    std::vector<int64_t> micro(indices.begin() + j * b, indices.begin() + (j + 1) * b);
+    phase_ = "loading the training batch";
+    sdk::Batch batch = host::to_device(s_.setup.data.train_of(rank_).get(micro), device_);
+    phase_ = "forward/backward of " + model_name_;
+    at::Tensor loss;
+    {
+      AutocastScope autocast(m_.precision, device_.type());
+      loss = model_.loss(batch);
+    }
+    if (loss.numel() != 1)
+      throw sdk::Error("loss() must return a scalar, got shape " + std::to_string(loss.dim()) + "-D");
+    loss.backward();
+    loss_sum += loss.item<double>();
+  }
+  if (accumulation > 1) {
+    // Per-node gradient = mean of the micro-batch mean gradients.
+    at::NoGradGuard no_grad;
+    for (auto& p : model_.network().parameters()) {
+      if (p.grad().defined()) p.mutable_grad().div_(static_cast<double>(accumulation));
+    }
+  }
+  return loss_sum / static_cast<double>(accumulation);
+}
+
+// The reporting node's rows of train.csv and comm.csv, and the progress
+// line: node 0's, or with failures the lowest live node's.
+void NodeRun::report_step(int64_t t, double loss) {
+  if (!std::isfinite(loss) && std::isfinite(last_loss_)) {
+    s_.run.log->warn("node {}: training loss became {} at step {}", rank_, loss, t);
+  }
+  last_loss_ = loss;
+  const TrainReport row = train_report(m_, membership_, meter_, t + 1, loss, strategy_.lr());
+  report_train(s_.outputs, s_.reported, row, meter_.take_rows());
+}
+
+void NodeRun::finish() {
+  // The last checkpoint is written: what the strategy still has in flight
+  // lands now, and the run ends when it has.
+  meter_.land_transfers();
+  ctx_.step = m_.max_steps;
+  meter_.set_completed_steps(m_.max_steps);
+  if (eval_enabled(m_)) {
+    phase_ = "final evaluation";
+    if (auto r = evaluate(m_, s_.setup, membership_.live(), meter_, rank_, model_, runtime_comm_, m_.max_steps))
+      report_evaluation(s_.run, s_.outputs, s_.reported, *r);
+  }
+  phase_ = "averaging the final model";
+  const NamedTensors state = float_state(model_.network());
+  const std::vector<at::Tensor> averaged = average_in_place(state.tensors, runtime_comm_);
+  if (rank_ != membership_.reporter()) return;
+  if (m_.stop_on_nonfinite && first_nonfinite(averaged) >= 0) {
+    throw Diverged(rank_, m_.max_steps, "a parameter of the averaged model");
+  }
+  report_comm(s_.outputs, meter_.take_rows());
+  if (!m_.model_formats.empty()) {
+    phase_ = "saving the model";
+    report_final_model(s_.outputs, m_.model_formats, saved_model(state, averaged, model_.network()));
+  }
+}
+
+}  // namespace exogym::runtime::train
