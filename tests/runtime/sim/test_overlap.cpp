@@ -261,7 +261,7 @@ TEST_CASE("a non-blocking collective starts when the last node calls it", "[over
   CHECK(slow.waiting_seconds() == 0);
 }
 
-TEST_CASE("a handle dropped is an error naming its collective, not a hang; one in flight at the end lands",
+TEST_CASE("a handle dropped is an error naming its collective, not a hang, and one in flight at the end lands",
           "[overlap]") {
   SimCluster cluster(2, k100Mbit, kStep);
   SECTION("dropped") {
@@ -471,7 +471,7 @@ TEST_CASE("a run resumed while its handles are in flight is the uninterrupted ru
   CHECK(summary_of(dir / "whole")["simulated"]["hidden_s"].get<double>() > 0);
 }
 
-TEST_CASE("a strategy that drops a handle stops the run naming node, step and strategy; one kept past the end lands",
+TEST_CASE("a strategy that drops a handle stops the run naming node, step and strategy, and one kept past the end lands",
           "[overlap]") {
   TempDir dir("overlap-leak");
   SECTION("dropped") {
