@@ -25,8 +25,7 @@
 //                 local_p having taken tau more inner steps meanwhile.
 // alpha = 0 replaces the fragment by the new master (DiLoCo's rule, the
 // paper's and torchft's default); with P = 1, tau = 0, alpha = 0 and no
-// quantisation the module is DiLoCo, bit for bit. A sync whose s + tau is
-// past the run's last step is never applied.
+// quantisation the module is DiLoCo, bit for bit.
 //
 // Overlap: the collective is non-blocking (sdk/pending.h): sent at s, it is
 // waited for at s + tau, so on the simulated clock the transfer runs behind
