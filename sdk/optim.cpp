@@ -16,6 +16,7 @@
 
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/internal/fused_adamw.h"
+#include "exogym/sdk/internal/muon.h"
 #include "exogym/sdk/options.h"
 
 namespace exogym::sdk {
@@ -24,7 +25,7 @@ using nlohmann::json;
 
 namespace {
 
-enum class ParamKind { Positive, NonNegative, Boolean, Betas };
+enum class ParamKind { Positive, NonNegative, Boolean, Betas, PositiveInteger };
 
 struct ParamDef {
   const char* name;
@@ -72,6 +73,18 @@ const std::vector<OptimizerDef>& optimizer_defs() {
         {"weight_decay", ParamKind::NonNegative, 0.0},
         {"initial_accumulator_value", ParamKind::NonNegative, 0.0},
         {"eps", ParamKind::NonNegative, 1e-10}}},
+      // Not PyTorch's: Keller Jordan's reference Muon for matrices, with the
+      // AdamW the reference pairs it with for the rest (internal/muon.h).
+      {"muon",
+       {{"lr", ParamKind::Positive, 0.02},
+        {"momentum", ParamKind::NonNegative, 0.95},
+        {"nesterov", ParamKind::Boolean, true},
+        {"ns_steps", ParamKind::PositiveInteger, 5},
+        {"weight_decay", ParamKind::NonNegative, 0.0},
+        {"adamw_lr", ParamKind::Positive, 3e-4},
+        {"adamw_betas", ParamKind::Betas, {0.9, 0.95}},
+        {"adamw_eps", ParamKind::NonNegative, 1e-8},
+        {"adamw_weight_decay", ParamKind::NonNegative, 0.0}}},
   };
   return defs;
 }
@@ -133,6 +146,14 @@ json check_param(const ParamDef& def, const json& value, const std::string& path
         ok = finite_number(value[i]) && value[i].get<double>() >= 0 && value[i].get<double>() < 1;
       if (!ok) throw ConfigError(path, "expected two numbers in [0, 1), got " + json_excerpt(value));
       return json::array({value[0].get<double>(), value[1].get<double>()});
+    }
+    case ParamKind::PositiveInteger: {
+      // 5.0 is 5, as the schedules' steps; within an int, beyond which no
+      // count of iterations makes sense.
+      const bool whole = finite_number(value) && std::floor(value.get<double>()) == value.get<double>();
+      if (!whole || value.get<double>() < 1 || value.get<double>() > std::numeric_limits<int>::max())
+        throw ConfigError(path, "expected a positive integer, got " + json_excerpt(value));
+      return static_cast<int64_t>(value.get<double>());
     }
   }
   return value;
@@ -197,7 +218,8 @@ OptimizerSpec OptimizerSpec::from_json(const json& value, const std::string& pat
 
 json describe_optimizers() {
   // In ParamKind's order.
-  static const char* const kTypes[] = {"positive number", "non-negative number", "boolean", "two numbers in [0, 1)"};
+  static const char* const kTypes[] = {"positive number", "non-negative number", "boolean", "two numbers in [0, 1)",
+                                       "positive integer"};
   json out = json::object();
   for (const auto& def : optimizer_defs()) {
     json params = json::array();
@@ -264,6 +286,7 @@ std::unique_ptr<torch::optim::Optimizer> OptimizerSpec::build(const std::vector<
                                                        .initial_accumulator_value(number("initial_accumulator_value"))
                                                        .eps(number("eps")));
   }
+  if (key == "muon") return internal::build_muon(p, tensors);
   throw ConfigError("optimizer", "unknown optimizer \"" + name + "\"");  // unreachable: from_json checked it
 }
 

@@ -1,14 +1,14 @@
 #pragma once
 // Optimizer specs from JSON, learning-rate schedules and gradient clipping.
 //
-// Optimizers: adam, adamw, sgd (with nesterov), rmsprop and adagrad, with
-// PyTorch's defaults written out explicitly (LibTorch's differ, e.g. SGD has no
-// default lr):
-//   adam     lr 1e-3, betas [0.9, 0.999], eps 1e-8, weight_decay 0, amsgrad false
-//   adamw    lr 1e-3, betas [0.9, 0.999], eps 1e-8, weight_decay 0.01, amsgrad false
+// Optimizers, with PyTorch's defaults written out (LibTorch's differ: SGD has
+// no default lr), and Muon with its reference's (sdk/internal/muon.h):
+//   adam(w)  lr 1e-3, betas [0.9, 0.999], eps 1e-8, weight_decay 0 (adamw: 0.01), amsgrad false
 //   sgd      lr 1e-3, momentum 0, dampening 0, weight_decay 0, nesterov false
 //   rmsprop  lr 1e-2, alpha 0.99, eps 1e-8, weight_decay 0, momentum 0, centered false
 //   adagrad  lr 1e-2, lr_decay 0, weight_decay 0, initial_accumulator_value 0, eps 1e-10
+//   muon     matrices (dim >= 2): lr 0.02, momentum 0.95, nesterov true, ns_steps 5, weight_decay 0; the
+//            rest AdamW: adamw_lr 3e-4, adamw_betas [0.9, 0.95], adamw_eps 1e-8, adamw_weight_decay 0
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
@@ -42,8 +42,8 @@ struct OptimizerSpec {
 
 // The optimizers from_json accepts, for documentation and schemas:
 // {"adamw": [{"name": "lr", "type": "positive number", "default": 0.001},
-// ...], ...}; types are "positive number", "non-negative number", "boolean"
-// and "two numbers in [0, 1)". Names are matched case-insensitively.
+// ...], ...}; types are "positive number", "non-negative number", "boolean",
+// "positive integer", "two numbers in [0, 1)". Names match in any case.
 nlohmann::json describe_optimizers();
 
 // Sets / reads the learning rate of every parameter group.

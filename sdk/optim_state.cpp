@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "exogym/sdk/error.h"
+#include "exogym/sdk/internal/muon.h"
 #include "exogym/sdk/internal/optim_state_key.h"
 #include "exogym/sdk/model.h"
 
@@ -45,16 +46,24 @@ Fields fields_of(OptimizerParamState& state) {
         {{"square_avg", &s->square_avg()}, {"momentum_buffer", &s->momentum_buffer()}, {"grad_avg", &s->grad_avg()}},
         &s->step()};
   if (auto* s = dynamic_cast<torch::optim::AdagradParamState*>(&state)) return {{{"sum", &s->sum()}}, &s->step()};
-  throw Error("cannot checkpoint this optimizer's state: only adam, adamw, sgd, rmsprop and adagrad are supported");
+  if (auto* s = dynamic_cast<internal::MuonParamState*>(&state)) return {{{"momentum_buffer", &s->momentum_buffer}}};
+  throw Error(
+      "cannot checkpoint this optimizer's state: only adam, adamw, sgd, rmsprop, adagrad and muon are supported");
 }
 
-std::unique_ptr<OptimizerParamState> fresh_state(torch::optim::Optimizer& optimizer) {
+// The state `optimizer` makes for `param` at its first step.
+std::unique_ptr<OptimizerParamState> fresh_state(torch::optim::Optimizer& optimizer, const at::Tensor& param) {
+  // Muon's fallback keeps LibTorch's AdamW state (internal/muon.h).
+  if (dynamic_cast<internal::Muon*>(&optimizer)) {
+    if (internal::Muon::is_matrix(param)) return std::make_unique<internal::MuonParamState>();
+    return std::make_unique<torch::optim::AdamWParamState>();
+  }
   if (dynamic_cast<torch::optim::Adam*>(&optimizer)) return std::make_unique<torch::optim::AdamParamState>();
   if (dynamic_cast<torch::optim::AdamW*>(&optimizer)) return std::make_unique<torch::optim::AdamWParamState>();
   if (dynamic_cast<torch::optim::SGD*>(&optimizer)) return std::make_unique<torch::optim::SGDParamState>();
   if (dynamic_cast<torch::optim::RMSprop*>(&optimizer)) return std::make_unique<torch::optim::RMSpropParamState>();
   if (dynamic_cast<torch::optim::Adagrad*>(&optimizer)) return std::make_unique<torch::optim::AdagradParamState>();
-  throw Error("cannot restore this optimizer's state: only adam, adamw, sgd, rmsprop and adagrad are supported");
+  throw Error("cannot restore this optimizer's state: only adam, adamw, sgd, rmsprop, adagrad and muon are supported");
 }
 
 bool has_key_with_prefix(const StateDict& in, const std::string& prefix) {
@@ -88,7 +97,7 @@ void load_optimizer_state(torch::optim::Optimizer& optimizer, const std::vector<
       state.erase(key);
       continue;
     }
-    std::unique_ptr<OptimizerParamState> restored = fresh_state(optimizer);
+    std::unique_ptr<OptimizerParamState> restored = fresh_state(optimizer, params[i]);
     Fields fields = fields_of(*restored);
     for (const auto& [name, tensor] : fields.tensors) {
       auto it = in.find(base + name);

@@ -1,7 +1,8 @@
 #pragma once
 // Checkpoints: a LibTorch optimizer's per-parameter state (adam and adamw:
 // step, exp_avg, exp_avg_sq, max_exp_avg_sq; sgd: momentum_buffer; rmsprop:
-// step, square_avg, momentum_buffer, grad_avg; adagrad: step, sum) under
+// step, square_avg, momentum_buffer, grad_avg; adagrad: step, sum; muon:
+// momentum_buffer for a matrix, its AdamW fallback's fields for the rest) under
 // "<prefix><i>.<field>", i being the parameter's position in `params` (the
 // list the optimizer was built over). Steps are 0-D int64 tensors. State the
 // optimizer has not created yet (before its first step) is not saved, and

@@ -20,7 +20,14 @@ std::shared_ptr<OuterMaster> OuterMaster::in_process(sdk::NodeContext& ctx, cons
 
 OuterMaster::OuterMaster(const std::vector<at::Tensor>& params, const sdk::OptimizerSpec& outer) {
   for (const auto& p : params) master_.push_back(p.detach().clone().set_requires_grad(true));
-  outer_ = outer.build(master_);
+  try {
+    outer_ = outer.build(master_);
+  } catch (const sdk::ConfigError& e) {
+    // build() names the local optimizer's option (muon without a matrix to
+    // orthogonalise, say); this is every DiLoCo's outer one.
+    if (e.path() != "optimizer") throw;
+    throw sdk::ConfigError("outer_optimizer", e.message());
+  }
 }
 
 OuterMaster::~OuterMaster() = default;

@@ -155,6 +155,7 @@ json param_schema(const json& param) {
   if (type == "positive number") s = {{"type", "number"}, {"exclusiveMinimum", 0}};
   if (type == "non-negative number") s = {{"type", "number"}, {"minimum", 0}};
   if (type == "boolean") s = {{"type", "boolean"}};
+  if (type == "positive integer") s = integer_schema(1, std::numeric_limits<int>::max());  // optim.cpp's bound
   if (type == "two numbers in [0, 1)") {
     s = {{"type", "array"},
          {"items", {{"type", "number"}, {"minimum", 0}, {"exclusiveMaximum", 1}}},
@@ -162,7 +163,8 @@ json param_schema(const json& param) {
          {"maxItems", 2}};
   }
   s["default"] = param.at("default");
-  s["description"] = type + ", PyTorch's default " + param.at("default").dump();
+  // PyTorch's defaults but muon's, which are its reference implementation's.
+  s["description"] = type + ", default " + param.at("default").dump();
   return s;
 }
 

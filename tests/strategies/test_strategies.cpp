@@ -15,10 +15,12 @@
 
 #include "exogym/modules/diloco.h"
 #include "exogym/modules/fedavg.h"
+#include "exogym/modules/outer_master.h"
 #include "exogym/modules/sparta.h"
 #include "exogym/runtime/train/shared_objects.h"
 #include "exogym/sdk/comm.h"
 #include "exogym/sdk/compose.h"
+#include "exogym/sdk/error.h"
 #include "exogym/sdk/model.h"
 #include "exogym/sdk/node.h"
 #include "exogym/sdk/optim.h"
@@ -528,5 +530,18 @@ TEST_CASE("each strategy trains an MLP on MNIST, 4 nodes, 150 steps: validation 
   SECTION("streaming_diloco P=2 H=10 tau=2 alpha=0.5 fp4: below 0.65") {
     const json options = {{"fragments", 2}, {"H", 10}, {"tau", 2}, {"alpha", 0.5}, {"quantize", "fp4"}};
     CHECK(mnist_loss("streaming_diloco", options, "streaming_diloco") < 0.65);
+  }
+}
+
+TEST_CASE("an outer optimizer that cannot take the model is an error at outer_optimizer", "[strategies][muon]") {
+  // Muon needs a matrix to orthogonalise; a model of vectors has none. Its
+  // builder names the local "optimizer"; the outer master names its own.
+  const std::vector<at::Tensor> vectors = {at::zeros({3}).requires_grad_(true)};
+  try {
+    modules::OuterMaster master(vectors, sdk::OptimizerSpec::from_json("muon", "outer_optimizer"));
+    FAIL("expected a ConfigError");
+  } catch (const sdk::ConfigError& e) {
+    CHECK(e.path() == "outer_optimizer");
+    CHECK_THAT(e.what(), Catch::StartsWith("outer_optimizer: muon needs at least one parameter with 2 or more"));
   }
 }

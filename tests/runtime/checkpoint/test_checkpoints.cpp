@@ -185,6 +185,26 @@ TEST_CASE("every built-in strategy resumes bit for bit", "[checkpoint]") {
   }
 }
 
+TEST_CASE("diloco with muon inside (MuLoCo) learns and resumes bit for bit", "[checkpoint][muon]") {
+  TempDir dir("resume-muloco");
+  json m = checkpointed_manifest(4, 3);
+  // The MLP's two weights take Muon's step, its biases the AdamW fallback's;
+  // a cosine schedule scales both between steps (its length given: the
+  // shorter run's max_steps would change it).
+  m["strategy"] = {{"plugin", "diloco"},
+                   {"options",
+                    {{"H", 4},
+                     {"optimizer", {{"name", "muon"}, {"lr", 0.02}, {"adamw_lr", 3e-3}, {"weight_decay", 0.01}}},
+                     {"lr_schedule", {{"name", "cosine"}, {"warmup_steps", 2}, {"max_steps", 16}}}}}};
+  m["eval"]["interval"] = 4;
+  const fs::path parts = require_exact_resume(m, dir, 7, 16);
+  const auto validation = read_csv(parts / "validation.csv");
+  REQUIRE(validation.size() >= 2);
+  REQUIRE(validation.front().at("step") == "0");
+  REQUIRE(validation.back().at("step") == "16");
+  CHECK(std::stod(validation.back().at("global_loss")) < 0.9 * std::stod(validation.front().at("global_loss")));
+}
+
 TEST_CASE("streaming_diloco resumes bit for bit in the middle of an overlap window, exact and quantised",
           "[checkpoint][streaming]") {
   // H = 8, P = 4: fragments send after steps 7, 1, 3, 5 (+ 8k) and apply
