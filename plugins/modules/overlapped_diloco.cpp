@@ -18,7 +18,9 @@ sdk::ModuleSpecs OverlappedDiLoCoModule::specs() {
       OptionSpec{"H", OptionType::PositiveInteger, 100,
                  "inner steps per round: a node sends its outer gradient after the H-th, 2H-th, ... inner step and "
                  "uses the average one round later"},
-      OptionSpec{"update", OptionType::String, "eager",
+      OptionSpec{"update",
+                 OptionType::String,
+                 "eager",
                  "the outer gradient a node steps along while the average is in flight: eager (the late average "
                  "with the node's own part replaced by its fresh outer gradient) or delayed (the late average)",
                  {"eager", "delayed"}},
@@ -49,7 +51,7 @@ void OverlappedDiLoCoModule::init(sdk::NodeContext& ctx, sdk::Model& model) {
 }
 
 std::vector<at::Tensor> OverlappedDiLoCoModule::outer_gradient(const sdk::SharedTensors& late,
-                                                              const std::vector<at::Tensor>& own) const {
+                                                               const std::vector<at::Tensor>& own) const {
   std::vector<at::Tensor> g;
   const double K = static_cast<double>(ctx_->num_nodes);
   for (size_t i = 0; i < own.size(); ++i) {

@@ -138,8 +138,8 @@ void StreamingDiLoCoModule::send(sdk::NodeContext& ctx, Fragment& f, int64_t ste
     std::vector<at::Tensor> outer_grads;
     const auto& master = f.outer->master();
     for (size_t i = 0; i < f.params.size(); ++i) outer_grads.push_back(master[i].detach() - f.params[i]);
-    f.gradient = sdk::quantized_mean_async(ctx.communicator(), outer_grads, *format_, sdk::kDefaultQuantBlock,
-                                           f.feedback.get());
+    f.gradient =
+        sdk::quantized_mean_async(ctx.communicator(), outer_grads, *format_, sdk::kDefaultQuantBlock, f.feedback.get());
   }
   f.pending_step = step;
 }

@@ -125,7 +125,7 @@ class StreamingDiLoCoModule final : public sdk::CommunicationModule {
   double alpha_;
   nlohmann::json fragments_option_;
   std::optional<sdk::QuantFormat> format_;  // none: exact all_reduce
-  float feedback_decay_ = 0;                 // 0: no error feedback
+  float feedback_decay_ = 0;                // 0: no error feedback
   sdk::OptimizerSpec outer_spec_;
   const sdk::NodeContext* ctx_ = nullptr;
   Fragments cut_;

@@ -49,9 +49,8 @@ class OneModel final : public sdk::Model {
 at::Tensor doubles(std::vector<double> values) { return at::tensor(values, at::kDouble); }
 
 sdk::ModuleOptions options(const std::string& update) {
-  return sdk::ModuleOptions(
-      json{{"H", 1}, {"update", update}, {"outer_optimizer", {{"name", "sgd"}, {"lr", 1.0}}}},
-      modules::OverlappedDiLoCoModule::specs());
+  return sdk::ModuleOptions(json{{"H", 1}, {"update", update}, {"outer_optimizer", {{"name", "sgd"}, {"lr", 1.0}}}},
+                            modules::OverlappedDiLoCoModule::specs());
 }
 
 // Node r's outer gradient in round t (t = 0, 1, 2): small integers, so that

@@ -227,9 +227,8 @@ TEST_CASE("streaming_diloco with error feedback sends master - local plus what t
       model.set(a, b);
       module.communicate(ctx, model, t);
       // The same exchange by hand (outer SGD with lr 1 steps by the mean).
-      const auto mean =
-          sdk::quantized_mean(comm, {master_a - a, master_b - b}, sdk::QuantFormat::Int4, sdk::kDefaultQuantBlock,
-                              &by_hand);
+      const auto mean = sdk::quantized_mean(comm, {master_a - a, master_b - b}, sdk::QuantFormat::Int4,
+                                            sdk::kDefaultQuantBlock, &by_hand);
       master_a = master_a - mean[0];
       master_b = master_b - mean[1];
     }

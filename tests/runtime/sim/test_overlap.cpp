@@ -471,8 +471,9 @@ TEST_CASE("a run resumed while its handles are in flight is the uninterrupted ru
   CHECK(summary_of(dir / "whole")["simulated"]["hidden_s"].get<double>() > 0);
 }
 
-TEST_CASE("a strategy that drops a handle stops the run naming node, step and strategy, and one kept past the end lands",
-          "[overlap]") {
+TEST_CASE(
+    "a strategy that drops a handle stops the run naming node, step and strategy, and one kept past the end lands",
+    "[overlap]") {
   TempDir dir("overlap-leak");
   SECTION("dropped") {
     const json m = delayed_manifest("10ms", {{"leak", "drop"}, {"leak_node", 1}, {"leak_step", 2}});
