@@ -9,7 +9,6 @@
 #include <limits>
 
 #include "exogym/sdk/error.h"
-#include "exogym/sdk/options.h"
 
 namespace exogym::sdk {
 
@@ -117,13 +116,29 @@ float decode_int(int bits, uint8_t code) {
   return static_cast<float>(value >= (1 << (bits - 1)) ? value - (1 << bits) : value);
 }
 
+// int2 (quantize.h): bit 1 the sign, bit 0 whether the magnitude is 1.5
+// rather than 0.5. Comparing |x|'s bits with 1.0f's orders as the values
+// do; the tie at exactly 1 stays at 0.5, infinities saturate at 1.5.
+uint8_t encode_int2(float value) {
+  const uint32_t raw = float_bits(value), magnitude = raw & 0x7FFFFFFF;
+  if (magnitude > kInfBits) return 0;
+  const uint32_t large = magnitude > float_bits(1.0f) ? 1 : 0;
+  return static_cast<uint8_t>(((raw >> 31) << 1) | large);
+}
+
+float decode_int2(uint8_t code) {
+  const float magnitude = (code & 1) ? 1.5f : 0.5f;
+  return (code & 2) ? -magnitude : magnitude;
+}
+
 // decode_value for every code of a format: dequantising is a look-up.
+constexpr int kQuantFormats = static_cast<int>(QuantFormat::Int2) + 1;
 using DecodeTable = std::array<float, 256>;
 
 const DecodeTable& decode_table(QuantFormat format) {
   static const auto tables = [] {
-    std::array<DecodeTable, 5> all{};
-    for (int f = 0; f < 5; ++f) {
+    std::array<DecodeTable, kQuantFormats> all{};
+    for (int f = 0; f < kQuantFormats; ++f) {
       for (int code = 0; code < 256; ++code) {
         all[f][code] = decode_value(static_cast<QuantFormat>(f), static_cast<uint8_t>(code));
       }
@@ -138,7 +153,7 @@ const DecodeTable& decode_table(QuantFormat format) {
 constexpr int64_t kGrain = 1 << 15;
 
 // One block: its scale, and each value's code into codes[i] (one byte per
-// value; the 4-bit formats are packed afterwards). `encode` is the format's
+// value; the 4- and 2-bit formats are packed afterwards). `encode` is the format's
 // encoder, inlined: a call through encode_value per value costs a third of
 // the time.
 template <typename Encode>
@@ -192,6 +207,8 @@ void quantize_codes(QuantFormat format, const float* in, int64_t n, int64_t bloc
       return quantize_all(max, in, n, block_size, scales, codes, [](float v) { return encode_int(127, 8, v); });
     case QuantFormat::Int4:
       return quantize_all(max, in, n, block_size, scales, codes, [](float v) { return encode_int(7, 4, v); });
+    case QuantFormat::Int2:
+      return quantize_all(max, in, n, block_size, scales, codes, [](float v) { return encode_int2(v); });
   }
 }
 
@@ -212,74 +229,15 @@ void check_payload(const QuantizedPayload& p) {
 
 }  // namespace
 
-const char* to_string(QuantFormat format) {
-  switch (format) {
-    case QuantFormat::Fp8E4M3:
-      return "fp8_e4m3";
-    case QuantFormat::Fp8E5M2:
-      return "fp8_e5m2";
-    case QuantFormat::Fp4E2M1:
-      return "fp4_e2m1";
-    case QuantFormat::Int8:
-      return "int8";
-    case QuantFormat::Int4:
-      return "int4";
-  }
-  return "?";
-}
-
-std::vector<std::string> quant_format_names() {
-  return {"fp8", "fp8_e4m3", "fp8_e5m2", "fp4", "fp4_e2m1", "int8", "int4"};
-}
-
-QuantFormat quant_format_from_name(const std::string& name, const std::string& json_path) {
-  if (name == "fp8" || name == "fp8_e4m3") return QuantFormat::Fp8E4M3;
-  if (name == "fp8_e5m2") return QuantFormat::Fp8E5M2;
-  if (name == "fp4" || name == "fp4_e2m1") return QuantFormat::Fp4E2M1;
-  if (name == "int8") return QuantFormat::Int8;
-  if (name == "int4") return QuantFormat::Int4;
-  const auto known = quant_format_names();
-  const std::string guess = closest_name(name, known);
-  std::string list;
-  for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
-  throw ConfigError(json_path, "unknown quantisation format \"" + name + "\"" +
-                                   (guess.empty() ? "" : "; did you mean \"" + guess + "\"?") +
-                                   " known formats: " + list);
-}
-
-int quant_bits(QuantFormat format) { return format == QuantFormat::Fp4E2M1 || format == QuantFormat::Int4 ? 4 : 8; }
-
-float quant_max(QuantFormat format) {
-  switch (format) {
-    case QuantFormat::Fp8E4M3:
-      return 448.0f;
-    case QuantFormat::Fp8E5M2:
-      return 57344.0f;
-    case QuantFormat::Fp4E2M1:
-      return 6.0f;
-    case QuantFormat::Int8:
-      return 127.0f;
-    case QuantFormat::Int4:
-      return 7.0f;
-  }
-  return 0.0f;
-}
-
-int64_t packed_bytes(QuantFormat format, int64_t numel) { return quant_bits(format) == 8 ? numel : (numel + 1) / 2; }
-
-int64_t scale_count(int64_t numel, int64_t block_size) { return (numel + block_size - 1) / block_size; }
-
-int64_t quantized_bytes(QuantFormat format, int64_t numel, int64_t block_size) {
-  return packed_bytes(format, numel) + 4 * scale_count(numel, block_size);
-}
-
 uint8_t encode_value(QuantFormat format, float value) {
   if (const MiniFloat* f = minifloat(format)) return encode_minifloat(*f, value);
+  if (format == QuantFormat::Int2) return encode_int2(value);
   return format == QuantFormat::Int8 ? encode_int(127, 8, value) : encode_int(7, 4, value);
 }
 
 float decode_value(QuantFormat format, uint8_t code) {
   if (const MiniFloat* f = minifloat(format)) return decode_minifloat(*f, code);
+  if (format == QuantFormat::Int2) return decode_int2(code);
   return decode_int(quant_bits(format), code);
 }
 
@@ -307,20 +265,24 @@ QuantizedPayload quantize(const at::Tensor& tensor, QuantFormat format, int64_t 
   const at::Tensor x = tensor.detach().to(at::kCPU, at::kFloat).contiguous();
   const int64_t n = x.numel(), blocks = scale_count(n, block_size);
   p.scales = at::empty({blocks}, at::kFloat);
-  const bool packed = quant_bits(format) == 4;
+  const int bits = quant_bits(format);
   at::Tensor codes = at::empty({n}, at::kByte);
   uint8_t* out = codes.data_ptr<uint8_t>();
   quantize_codes(format, x.data_ptr<float>(), n, block_size, p.scales.data_ptr<float>(), out);
-  if (!packed) {
+  if (bits == 8) {
     p.codes = codes;
     return p;
   }
+  // 8 / bits codes per byte, the first in the lowest bits.
+  const int per_byte = 8 / bits;
+  const unsigned mask = (1u << bits) - 1;
   p.codes = at::empty({packed_bytes(format, n)}, at::kByte);
-  uint8_t* pairs = p.codes.data_ptr<uint8_t>();
+  uint8_t* packed = p.codes.data_ptr<uint8_t>();
   at::parallel_for(0, p.codes.numel(), kGrain, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
-      const uint8_t high = 2 * i + 1 < n ? out[2 * i + 1] : 0;
-      pairs[i] = static_cast<uint8_t>((out[2 * i] & 0xF) | ((high & 0xF) << 4));
+      unsigned byte = 0;
+      for (int j = 0; j < per_byte && i * per_byte + j < n; ++j) byte |= (out[i * per_byte + j] & mask) << (j * bits);
+      packed[i] = static_cast<uint8_t>(byte);
     }
   });
   return p;
@@ -333,7 +295,10 @@ at::Tensor dequantize_float(const QuantizedPayload& payload) {
   const int64_t n = payload.numel(), block = payload.block_size;
   at::Tensor result = at::empty(payload.shape, at::kFloat);
   const DecodeTable& table = decode_table(payload.format);
-  const bool packed = quant_bits(payload.format) == 4;
+  // Code i is in byte i >> shift, at bit (i & (per_byte - 1)) * bits.
+  const int bits = quant_bits(payload.format), shift = bits == 8 ? 0 : bits == 4 ? 1 : 2;
+  const int64_t lane = (int64_t{1} << shift) - 1;
+  const unsigned mask = (1u << bits) - 1;
   const uint8_t* in = codes.data_ptr<uint8_t>();
   const float* scale = scales.data_ptr<float>();
   float* out = result.data_ptr<float>();
@@ -343,7 +308,7 @@ at::Tensor dequantize_float(const QuantizedPayload& payload) {
       const float s = scale[b];
       const int64_t last = std::min(n, (b + 1) * block);
       for (int64_t i = b * block; i < last; ++i) {
-        out[i] = table[packed ? (in[i >> 1] >> ((i & 1) << 2)) & 0xF : in[i]] * s;
+        out[i] = table[(in[i >> shift] >> ((i & lane) * bits)) & mask] * s;
       }
     }
   });

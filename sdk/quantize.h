@@ -1,6 +1,6 @@
 #pragma once
-// Low-bit payloads: a float tensor quantised to 8 or 4 bits per value with
-// one scale per block of values, and back (docs/compression.md). What a
+// Low-bit payloads: a float tensor quantised to 8, 4 or 2 bits per value
+// with one scale per block of values, and back (docs/compression.md). What a
 // strategy sends instead of fp32 when it compresses: quantized_comm.h
 // averages such payloads across nodes, error_feedback.h keeps what
 // quantisation lost.
@@ -23,7 +23,7 @@
 //
 // Zeros and non-finite values:
 //  - A block of zeros has scale 0 and decodes to zeros (the sign of zero is
-//    kept by the fp formats, lost by the int ones).
+//    kept by the fp formats and int2, lost by int8 and int4).
 //  - A block holding a NaN or an infinity gets a NaN scale and all-zero
 //    codes, so the whole block decodes to NaN: a non-finite input never
 //    comes back finite, and the run's divergence check (train.on_nonfinite)
@@ -31,7 +31,17 @@
 //
 // Packing: the 8-bit formats store one code per byte, the 4-bit formats two,
 // value 2i in the low nibble of byte i and value 2i+1 in its high nibble (an
-// odd count leaves the last high nibble 0). Int codes are two's complement.
+// odd count leaves the last high nibble 0), int2 four, value 4i+j in bits
+// 2j and 2j+1 of byte i (unused bits 0). Int8 and int4 codes are two's
+// complement.
+//
+// int2 has no zero: its levels are ±0.5 and ±1.5 times the scale (absmax /
+// 1.5), code bit 1 the sign and bit 0 the magnitude (0: 0.5, 1: 1.5). It is
+// made for values that survived a top-k (SparseLoCo, sparse_average.h), which
+// are the largest of their chunk, so a zero level would waste one of four
+// codes. A magnitude up to 1 (times the scale) rounds to 0.5, above it to
+// 1.5 (the tie at 1 goes to 0.5, the even one of m + 1/2); a zero becomes
+// ±0.5 by its sign bit, in a block whose scale is not 0.
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
@@ -46,6 +56,7 @@ enum class QuantFormat {
   Fp4E2M1,  // fp4 e2m1: 0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives
   Int8,     // symmetric: -127 ... 127 (-128 unused)
   Int4,     // symmetric: -7 ... 7 (-8 unused)
+  Int2,     // -1.5, -0.5, 0.5, 1.5: no zero (above)
 };
 
 // The block size when a caller does not choose one: 128 values per fp32
@@ -53,21 +64,21 @@ enum class QuantFormat {
 constexpr int64_t kDefaultQuantBlock = 128;
 
 // Names, as options spell them: "fp8_e4m3", "fp8_e5m2", "fp4_e2m1", "int8",
-// "int4". quant_format_from_name also takes "fp8" (e4m3, the fp8 that
+// "int4", "int2". quant_format_from_name also takes "fp8" (e4m3, the fp8 that
 // Streaming DiLoCo and torchft send) and "fp4" (e2m1); it throws
 // ConfigError at `json_path` for any other name, suggesting the closest.
 const char* to_string(QuantFormat format);
 std::vector<std::string> quant_format_names();  // the names above, aliases included
 QuantFormat quant_format_from_name(const std::string& name, const std::string& json_path);
 
-int quant_bits(QuantFormat format);                       // 8 or 4
-float quant_max(QuantFormat format);                      // the largest magnitude: 448, 57344, 6, 127, 7
+int quant_bits(QuantFormat format);                       // 8, 4 or 2
+float quant_max(QuantFormat format);                      // the largest magnitude: 448, 57344, 6, 127, 7, 1.5
 int64_t packed_bytes(QuantFormat format, int64_t numel);  // ceil(numel * bits / 8)
 int64_t scale_count(int64_t numel, int64_t block_size);   // ceil(numel / block_size)
 // Exactly what a payload of `numel` values holds: packed bytes + 4 bytes per scale.
 int64_t quantized_bytes(QuantFormat format, int64_t numel, int64_t block_size = kDefaultQuantBlock);
 
-// One value's code (in the low bits; 4-bit formats use 0..15) and back,
+// One value's code (in the low bits; 4-bit formats use 0..15, int2 0..3) and back,
 // without a scale. Finite values round to the nearest code, ties to even,
 // and saturate at ±quant_max (infinities too). NaN encodes as the fp8
 // formats' NaN (0x7F, with the input's sign) and as 0 in the formats

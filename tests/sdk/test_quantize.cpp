@@ -24,9 +24,11 @@ namespace sdk = exogym::sdk;
 namespace {
 
 const std::vector<QuantFormat> kFormats = {QuantFormat::Fp8E4M3, QuantFormat::Fp8E5M2, QuantFormat::Fp4E2M1,
-                                           QuantFormat::Int8, QuantFormat::Int4};
+                                           QuantFormat::Int8,    QuantFormat::Int4,    QuantFormat::Int2};
 
-bool is_float_format(QuantFormat f) { return f != QuantFormat::Int8 && f != QuantFormat::Int4; }
+bool is_float_format(QuantFormat f) {
+  return f != QuantFormat::Int8 && f != QuantFormat::Int4 && f != QuantFormat::Int2;
+}
 
 // Mantissa bits and smallest normal exponent of the fp formats.
 int man_bits(QuantFormat f) { return f == QuantFormat::Fp8E4M3 ? 3 : f == QuantFormat::Fp8E5M2 ? 2 : 1; }
@@ -147,6 +149,41 @@ TEST_CASE("quantize: 4-bit codes pack value 2i in the low nibble and 2i+1 in the
   CHECK(at::equal(sdk::dequantize(int4), at::tensor({-1.0f, 7.0f, 3.0f, -7.0f})));
 }
 
+TEST_CASE("quantize: int2 has the levels +-0.5 and +-1.5, packs four codes per byte, the first in the low bits",
+          "[quantize]") {
+  using F = QuantFormat;
+  CHECK(sdk::quant_bits(F::Int2) == 2);
+  CHECK(sdk::quant_max(F::Int2) == 1.5f);
+  const float levels[4] = {0.5f, 1.5f, -0.5f, -1.5f};  // code: sign in bit 1, magnitude in bit 0
+  for (int c = 0; c < 4; ++c) {
+    CHECK(decode_value(F::Int2, static_cast<uint8_t>(c)) == levels[c]);
+    CHECK(encode_value(F::Int2, levels[c]) == c);
+  }
+  CHECK(encode_value(F::Int2, 0.3f) == 0);
+  CHECK(encode_value(F::Int2, 1.0f) == 0);  // the tie goes to 0.5
+  CHECK(encode_value(F::Int2, std::nextafter(1.0f, 2.0f)) == 1);
+  CHECK(encode_value(F::Int2, -0.2f) == 2);
+  CHECK(encode_value(F::Int2, -1.2f) == 3);
+  CHECK(encode_value(F::Int2, 1e9f) == 1);  // saturates at 1.5
+  CHECK(encode_value(F::Int2, -INFINITY) == 3);
+  CHECK(encode_value(F::Int2, 0.0f) == 0);  // no zero: the sign decides
+  CHECK(encode_value(F::Int2, -0.0f) == 2);
+  CHECK(encode_value(F::Int2, NAN) == 0);
+  // Block max 1.5: scale 1. Codes 1, 2, 0, 3 | 1: 1 + 2*4 + 0*16 + 3*64, then 1.
+  const at::Tensor x = at::tensor({1.5f, -0.5f, 0.5f, -1.5f, 1.5f});
+  const auto p = sdk::quantize(x, F::Int2, 5);
+  CHECK(p.scales.item<float>() == 1.0f);
+  CHECK(bytes_of(p.codes) == std::vector<uint8_t>{0xC9, 0x01});
+  CHECK(at::equal(sdk::dequantize(p), x));
+  CHECK(p.payload_bytes() == 2 + 4);
+  CHECK(sdk::quantized_bytes(F::Int2, 1000, 32) == 250 + 32 * 4);
+  CHECK(sdk::quantized_bytes(F::Int2, 7, 4) == 2 + 2 * 4);
+  // In a block of scale 2: 1.1 -> 1 (0.55 of the scale: 0.5), 2.1 -> 3 (1.05: 1.5).
+  const auto q = sdk::quantize(at::tensor({1.1f, -2.1f, 3.0f}), F::Int2, 3);
+  CHECK(q.scales.item<float>() == 2.0f);
+  CHECK(at::equal(sdk::dequantize(q), at::tensor({1.0f, -3.0f, 3.0f})));
+}
+
 TEST_CASE("quantize: exactly representable values round-trip exactly, in any shape and dtype", "[quantize]") {
   for (QuantFormat f : kFormats) {
     INFO(sdk::to_string(f));
@@ -226,7 +263,8 @@ TEST_CASE("quantize: zero blocks decode to zeros, a non-finite value makes its w
     CHECK(p.scales[0].item<float>() == 0.0f);
     const at::Tensor back = sdk::dequantize(p);
     CHECK(at::equal(back.slice(0, 0, 3), zeros.slice(0, 0, 3)));
-    CHECK(std::signbit(back[1].item<float>()) == is_float_format(f));  // the fp formats keep -0
+    // The fp formats keep -0, and int2, which has a sign but no zero.
+    CHECK(std::signbit(back[1].item<float>()) == (is_float_format(f) || f == QuantFormat::Int2));
     for (float bad : {NAN, INFINITY, -INFINITY}) {
       const at::Tensor x = at::tensor({1.0f, bad, 2.0f, 3.0f, -4.0f, 5.0f});
       const auto q = sdk::quantize(x, f, 3);

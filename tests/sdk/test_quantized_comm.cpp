@@ -27,7 +27,7 @@ namespace sim = exogym::runtime::sim;
 namespace {
 
 const std::vector<QuantFormat> kFormats = {QuantFormat::Fp8E4M3, QuantFormat::Fp8E5M2, QuantFormat::Fp4E2M1,
-                                           QuantFormat::Int8, QuantFormat::Int4};
+                                           QuantFormat::Int8,    QuantFormat::Int4,    QuantFormat::Int2};
 
 // Node `rank`'s tensors: a vector, a matrix and a bf16 vector, different
 // on every node.
@@ -73,7 +73,11 @@ TEST_CASE("quantized_mean is the rank-ordered mean of the dequantised inputs, th
 TEST_CASE("quantized_mean with error feedback: every node the same bits, what was sent plus the residual is the input",
           "[quantize][collectives]") {
   const int K = 3, rounds = 4;
-  for (QuantFormat f : kFormats) {
+  // Not int2: it has no zero, so a value far below its level (0.5 of the
+  // scale) loses low bits in value - level, and sent + residual is the
+  // input only up to rounding.
+  for (QuantFormat f :
+       {QuantFormat::Fp8E4M3, QuantFormat::Fp8E5M2, QuantFormat::Fp4E2M1, QuantFormat::Int8, QuantFormat::Int4}) {
     INFO(sdk::to_string(f));
     std::vector<std::vector<at::Tensor>> results(K);
     std::vector<int> mismatches(K, 0);  // counted on the node threads, asserted here (Catch2 3 is not thread-safe)

@@ -43,6 +43,10 @@ std::vector<std::pair<std::string, json>> builtin_strategies() {
       // Syncs after steps 2, 5, 8, ...: a run stopped after 7 steps has an
       // average in flight, and each node its own eager master.
       {"overlapped_diloco", {{"H", 3}, {"update", "eager"}, {"optimizer", {{"name", "adam"}, {"lr", 0.01}}}}},
+      // Syncs after steps 2, 5, 8, ...: every resume point has error buffers
+      // that are not zero. Chunks of 64 (the MLP's largest tensor has 1024
+      // values) keep 7.
+      {"sparseloco", {{"H", 3}, {"chunk", 64}, {"density", 0.1}, {"optimizer", {{"name", "adam"}, {"lr", 0.01}}}}},
   };
 }
 
