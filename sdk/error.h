@@ -17,8 +17,7 @@ class Error : public std::runtime_error {
 // "strategy.options.H"; what() reads "strategy.options.H: expected ...".
 class ConfigError : public Error {
  public:
-  ConfigError(std::string path, const std::string& message)
-      : Error(path.empty() ? message : path + ": " + message), path_(std::move(path)), message_(message) {}
+  ConfigError(std::string path, const std::string& message);  // control characters shown as \u00XX
   const std::string& path() const { return path_; }
   // The message without the path (to re-raise it under a longer path).
   const std::string& message() const { return message_; }

@@ -201,6 +201,12 @@ TEST_CASE("unknown keys name their path and suggest the known key", "[manifest]"
   CHECK(error_with({{"zzzzzz", 1}}).what ==
         "zzzzzz: unknown option; known options: name, seed, seeds, nodes, device, precision, parallelism, threads, "
         "pin_threads, model, strategy, data, train, eval, output, checkpoint, network, faults, churn, compute, runs");
+  // A key holding control characters: shown escaped, so the message prints
+  // whole (a NUL would end it); the path keeps the key as written.
+  auto nul = error_with({{std::string("\0network\t", 9), 1}});
+  CHECK(nul.path == std::string("\0network\t", 9));
+  CHECK_THAT(nul.what, Catch::StartsWith("\\u0000network\\u0009: unknown option"));
+  CHECK(std::string(nul.what.c_str()) == nul.what);
   // A typo is reported as a typo, not as the key it hides being "required".
   CHECK_THAT(error_with(json::parse(R"({"model": {"plugin": null, "plugn": "mlp"}})")).what,
              Catch::StartsWith("model.plugn: unknown option; did you mean \"plugin\"?"));
