@@ -17,6 +17,7 @@
 #include "exogym/sdk/error_feedback.h"
 #include "exogym/sdk/quantized_comm.h"
 #include "helpers.h"
+#include "locked_assertions.h"
 #include "testing.h"
 
 using exogym::sdk::QuantFormat;
@@ -117,19 +118,19 @@ TEST_CASE("quantized_mean_async gives quantized_mean's bits, and a saved handle 
     run_nodes(K, 2, [&](int rank, sdk::Communicator& comm) {
       blocking[rank] = sdk::quantized_mean(comm, node_tensors(rank), f, 8);
       auto pending = sdk::quantized_mean_async(comm, node_tensors(rank), f, 8);
-      CHECK(pending.valid());
+      LOCKED(CHECK(pending.valid()));
       // What a checkpoint keeps, taken back by a fresh handle (test doubles
       // complete at once: their record is empty).
       sdk::StateDict saved;
       pending.save(saved, "q.");
-      CHECK(saved.count("q.work") == 1);
+      LOCKED(CHECK(saved.count("q.work") == 1));
       auto back = sdk::PendingQuantizedMean::load(saved, "q.", comm, node_tensors(rank), f, 8);
       async[rank] = pending.wait();
-      CHECK_FALSE(pending.valid());
+      LOCKED(CHECK_FALSE(pending.valid()));
       reloaded[rank] = back.wait();
-      CHECK_THROWS_AS(pending.wait(), sdk::Error);
+      LOCKED(CHECK_THROWS_AS(pending.wait(), sdk::Error));
       // Nothing saved under the prefix: a handle that holds nothing.
-      CHECK_FALSE(sdk::PendingQuantizedMean::load(saved, "other.", comm, node_tensors(rank), f, 8).valid());
+      LOCKED(CHECK_FALSE(sdk::PendingQuantizedMean::load(saved, "other.", comm, node_tensors(rank), f, 8).valid()));
     });
     for (int r = 0; r < K; ++r) {
       for (size_t i = 0; i < 3; ++i) {

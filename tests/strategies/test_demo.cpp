@@ -21,6 +21,7 @@
 #include "exogym/sdk/node.h"
 #include "exogym/sdk/strategy.h"
 #include "helpers.h"
+#include "locked_assertions.h"
 #include "testing.h"
 
 namespace fs = std::filesystem;
@@ -362,7 +363,7 @@ TEST_CASE("demo: with nothing dropped and no decay, one node takes sign-SGD step
     strategy->zero_grad();
     set_grads(model.shapes(), grads);
     strategy->step();
-    REQUIRE(strategy->lr() == Approx(lr * factor));
+    LOCKED(REQUIRE(strategy->lr() == Approx(lr * factor)));
   });
   auto after = snapshot(model.network());
   const double step_lr = lr * factor;
@@ -450,18 +451,18 @@ TEST_CASE("demo: a checkpoint's momentum loads, parameter-shaped ones of earlier
     strategy->init(ctx, model);
     strategy->load_state({{"delta.weight", old_delta}});
     strategy->save_state(saved);
-    REQUIRE(saved.count("delta.weight") == 0);
-    REQUIRE(max_abs(saved.at("delta_dct.weight") - transform.encode(old_delta)) < 1e-6);
+    LOCKED(REQUIRE(saved.count("delta.weight") == 0));
+    LOCKED(REQUIRE(max_abs(saved.at("delta_dct.weight") - transform.encode(old_delta)) < 1e-6));
     // The encoded key as saved comes back exactly; a wrong shape is named.
     exogym::sdk::StateDict state = {{"delta_dct.weight", saved.at("delta_dct.weight").clone() + 1}};
     strategy->load_state(state);
     exogym::sdk::StateDict again;
     strategy->save_state(again);
-    REQUIRE(at::equal(again.at("delta_dct.weight"), state.at("delta_dct.weight")));
-    REQUIRE_THROWS_WITH(strategy->load_state({{"delta_dct.weight", at::zeros({60})}}),
-                        Catch::Contains("delta_dct.weight has the shape [60], expected [1, 1, 10, 6]"));
-    REQUIRE_THROWS_WITH(strategy->load_state({{"delta.weight", at::zeros({5})}}),
-                        Catch::Contains("delta.weight has the shape [5], expected [6, 10]"));
+    LOCKED(REQUIRE(at::equal(again.at("delta_dct.weight"), state.at("delta_dct.weight"))));
+    LOCKED(REQUIRE_THROWS_WITH(strategy->load_state({{"delta_dct.weight", at::zeros({60})}}),
+                               Catch::Contains("delta_dct.weight has the shape [60], expected [1, 1, 10, 6]")));
+    LOCKED(REQUIRE_THROWS_WITH(strategy->load_state({{"delta.weight", at::zeros({5})}}),
+                               Catch::Contains("delta.weight has the shape [5], expected [6, 10]")));
   });
 }
 

@@ -14,6 +14,7 @@
 #include "exogym/sdk/model.h"
 #include "exogym/sdk/node.h"
 #include "helpers.h"
+#include "locked_assertions.h"
 #include "testing.h"
 
 namespace fs = std::filesystem;
@@ -97,7 +98,7 @@ TEST_CASE("overlapped_diloco steps each node's master along the late average, ea
           model.set(module.master()[0].detach() - own(rank, t));
           module.communicate(ctx, model, t);
           masters[rank].push_back(module.master()[0].detach().clone());
-          CHECK(at::equal(model.w(), masters[rank].back()));  // every node continues from its master
+          LOCKED(CHECK(at::equal(model.w(), masters[rank].back())));  // every node continues from its master
         }
       });
       auto average = [](int t) { return (own(0, t) + own(1, t)) / 2; };

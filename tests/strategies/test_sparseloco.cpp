@@ -15,6 +15,7 @@
 #include "exogym/sdk/model.h"
 #include "exogym/sdk/node.h"
 #include "helpers.h"
+#include "locked_assertions.h"
 #include "testing.h"
 
 namespace fs = std::filesystem;
@@ -104,7 +105,7 @@ TEST_CASE("sparseloco: what a node sends plus its new error buffer is decay * ol
       model.set(local);
       module.communicate(ctx, model, t);
       if (t % 2 == 0) {
-        CHECK(at::equal(model.values()[0], local[0]));  // not a sync step
+        LOCKED(CHECK(at::equal(model.values()[0], local[0])));  // not a sync step
         continue;
       }
       std::vector<modules::SparsePayload> sent;
@@ -113,32 +114,32 @@ TEST_CASE("sparseloco: what a node sends plus its new error buffer is decay * ol
         const at::Tensor target = errors[i] * decay + (theta[i] - local[i]);
         sent.push_back(modules::sparsify(target, f));
         const at::Tensor dense = modules::densify(sent.back(), target.numel(), f).view(target.sizes());
-        CHECK(at::equal(module.error(i), target - dense));
-        CHECK(at::allclose(dense + module.error(i), target, 0, 1e-6));
+        LOCKED(CHECK(at::equal(module.error(i), target - dense)));
+        LOCKED(CHECK(at::allclose(dense + module.error(i), target, 0, 1e-6)));
         // Exactly the top-k positions were sent: half of each chunk.
-        CHECK(dense.ne(0).sum().item<int64_t>() == modules::topk_count(target.numel(), 4, 0.5));
+        LOCKED(CHECK(dense.ne(0).sum().item<int64_t>() == modules::topk_count(target.numel(), 4, 0.5)));
         errors[i] = module.error(i).clone();
         largest_error[rank] = std::max(largest_error[rank], errors[i].abs().max().item<double>());
       }
       const auto mean = modules::sparse_mean(comm, sent, {{3, 4}, {3}}, f);
       for (size_t i = 0; i < 2; ++i) {
         theta[i] = theta[i] - lr * mean[i];
-        CHECK(at::allclose(module.global()[i].detach(), theta[i], 0, 1e-6));
+        LOCKED(CHECK(at::allclose(module.global()[i].detach(), theta[i], 0, 1e-6)));
         theta[i] = module.global()[i].detach().clone();
         // Every node continues from θ.
-        CHECK(at::equal(model.values()[i], theta[i]));
+        LOCKED(CHECK(at::equal(model.values()[i], theta[i])));
       }
     }
     sdk::StateDict state;
     module.save_state(state, "");
-    CHECK(at::equal(state.at("error.0"), errors[0]));
-    CHECK(at::equal(state.at("error.1"), errors[1]));
-    CHECK(state.at("outer_step").item<int64_t>() == 3);
+    LOCKED(CHECK(at::equal(state.at("error.0"), errors[0])));
+    LOCKED(CHECK(at::equal(state.at("error.1"), errors[1])));
+    LOCKED(CHECK(state.at("outer_step").item<int64_t>() == 3));
     // A node back after a failure gets θ, not the buffers.
     sdk::StateDict recovery;
     module.recovery_state(recovery, "");
-    CHECK(recovery.count("error.0") == 0);
-    CHECK(recovery.count("master.0") == 1);
+    LOCKED(CHECK(recovery.count("error.0") == 0));
+    LOCKED(CHECK(recovery.count("master.0") == 1));
   });
   for (int r = 0; r < K; ++r) CHECK(largest_error[r] > 0.1);  // half of every chunk stayed behind
 }

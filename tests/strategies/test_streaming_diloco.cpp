@@ -17,6 +17,7 @@
 #include "exogym/sdk/node.h"
 #include "exogym/sdk/quantized_comm.h"
 #include "helpers.h"
+#include "locked_assertions.h"
 #include "testing.h"
 
 namespace fs = std::filesystem;
@@ -151,9 +152,9 @@ TEST_CASE("streaming_diloco: fragment p sends after steps o_p + kH - 1 and mixes
     TwoModel model;
     modules::StreamingDiLoCoModule module(options({{"fragments", 2}, {"tau", 1}, {"alpha", 0.5}}));
     module.init(ctx, model);
-    CHECK(module.fragments() == modules::Fragments{{0}, {1}});
-    CHECK(module.first_send(0) == 3);
-    CHECK(module.first_send(1) == 1);
+    LOCKED(CHECK(module.fragments() == modules::Fragments{{0}, {1}}));
+    LOCKED(CHECK(module.first_send(0) == 3));
+    LOCKED(CHECK(module.first_send(1) == 1));
     for (int64_t t = 0; t <= 4; ++t) {
       ctx.step = t;
       model.set(doubles({1, 2}) * (rank + 1) + t, doubles({10, 20}) * (rank + 1) + t);
@@ -189,7 +190,7 @@ TEST_CASE("streaming_diloco with a low-bit format steps the master by the quanti
     const at::Tensor a = doubles({1.3, 0.7}) * (rank + 1), b = doubles({2.9, 4.4}) - rank;
     model.set(a, b);
     module.communicate(ctx, model, 0);  // not a sync step
-    CHECK(at::equal(model.a(), a));
+    LOCKED(CHECK(at::equal(model.a(), a)));
     module.communicate(ctx, model, 1);
     after[rank] = at::cat({model.a(), model.b()});
     // The same exchange by hand: outer lr 1 steps by the whole mean.
@@ -237,8 +238,8 @@ TEST_CASE("streaming_diloco with error feedback sends master - local plus what t
     residual[rank] = by_hand.residual(0);
     sdk::StateDict state;
     module.save_state(state, "");
-    CHECK(at::equal(state.at("fragment.0.residual.0"), by_hand.residual(0)));
-    CHECK(at::equal(state.at("fragment.0.residual.1"), by_hand.residual(1)));
+    LOCKED(CHECK(at::equal(state.at("fragment.0.residual.0"), by_hand.residual(0))));
+    LOCKED(CHECK(at::equal(state.at("fragment.0.residual.1"), by_hand.residual(1))));
   });
   for (int r = 0; r < K; ++r) CHECK(at::equal(after[r], expected[r]));
   CHECK(residual[0].abs().max().item<double>() > 0);  // int4 lost something, kept for the next sync

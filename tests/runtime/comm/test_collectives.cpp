@@ -24,6 +24,7 @@
 #include "exogym/sdk/comm.h"
 #include "exogym/sdk/error.h"
 #include "helpers.h"
+#include "locked_assertions.h"
 #include "testing.h"
 
 using exogym::sdk::ReduceOp;
@@ -227,7 +228,7 @@ TEST_CASE("all_reduce_shared over the live nodes, and on a node alone", "[collec
   run_nodes(1, 1, [&](int, exogym::sdk::Communicator& comm) {
     at::Tensor t = at::tensor({1.5f, 2.5f});
     auto alone = comm.all_reduce_shared({t}, ReduceOp::Avg);
-    REQUIRE(at::equal(alone->at(0), t));
+    LOCKED(REQUIRE(at::equal(alone->at(0), t)));
     REQUIRE_FALSE(alone->at(0).is_same(t));  // a copy: the node may write its own
   });
 }
@@ -293,10 +294,10 @@ TEST_CASE("a single node's collectives are identities", "[collectives]") {
   run_nodes(1, 1, [&](int, exogym::sdk::Communicator& comm) {
     at::Tensor t = at::tensor({1.5f, 2.5f});
     comm.all_reduce(t, ReduceOp::Avg);
-    REQUIRE(at::equal(t, at::tensor({1.5f, 2.5f})));
+    LOCKED(REQUIRE(at::equal(t, at::tensor({1.5f, 2.5f}))));
     auto gathered = comm.all_gather(t);
-    REQUIRE(gathered.size() == 1);
-    REQUIRE(at::equal(gathered[0], t));
+    LOCKED(REQUIRE(gathered.size() == 1));
+    LOCKED(REQUIRE(at::equal(gathered[0], t)));
     comm.barrier();
   });
 }

@@ -24,6 +24,7 @@
 #include "exogym/sdk/comm.h"
 #include "exogym/sdk/error.h"
 #include "helpers.h"
+#include "locked_assertions.h"
 #include "testing.h"
 
 using exogym::runtime::dist::node_block;
@@ -207,8 +208,8 @@ TEST_CASE("exact hierarchical sums match the in-process backend bit for bit, and
   run_meshes(3, K, true, body(exact));
   run_meshes(3, K, false, body(partial));
   for (int r = 0; r < K; ++r) {
-    REQUIRE(at::equal(exact[r], in_process[0]));
-    REQUIRE(at::equal(partial[r], partial[0]));  // every node of every process holds the same bits
+    LOCKED(REQUIRE(at::equal(exact[r], in_process[0])));
+    LOCKED(REQUIRE(at::equal(partial[r], partial[0])));  // every node of every process holds the same bits
   }
   // Partial sums differ from rank-ordered ones only by association.
   const double scale = in_process[0].abs().max().item<double>();
