@@ -15,6 +15,7 @@
 #include "exogym/sdk/node.h"
 #include "helpers.h"
 #include "locked_assertions.h"
+#include "strategy_runs.h"
 #include "testing.h"
 
 namespace fs = std::filesystem;
@@ -59,17 +60,14 @@ sdk::ModuleOptions options(const std::string& update) {
 at::Tensor own(int r, int t) { return doubles({1.0 + r + t, 2.0 * (r + 1) - t}); }
 
 json with_strategy(const std::string& plugin, const json& options) {
-  json m = exogym::test::small_manifest(4);
-  m["strategy"] = {{"plugin", plugin}, {"options", options}};
+  json m = exogym::test::with_strategy(4, plugin, options);
   m["train"]["max_steps"] = 8;
   m["compute"] = {{"step_time", "100ms"}};
   return m;
 }
 
 json summary(const json& manifest, const TempDir& dir, const std::string& name) {
-  fs::create_directories(dir / name);
-  exogym::test::run_json(manifest, dir / name);
-  return json::parse(read_text(dir / name / "run" / "summary.json"));
+  return json::parse(read_text(exogym::test::train_in(manifest, dir, name) / "summary.json"));
 }
 
 }  // namespace

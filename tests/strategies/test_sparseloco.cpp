@@ -16,6 +16,7 @@
 #include "exogym/sdk/node.h"
 #include "helpers.h"
 #include "locked_assertions.h"
+#include "strategy_runs.h"
 #include "testing.h"
 
 namespace fs = std::filesystem;
@@ -26,24 +27,13 @@ using exogym::test::read_text;
 using exogym::test::run_json;
 using exogym::test::small_manifest;
 using exogym::test::TempDir;
+using exogym::test::train_in;
+using exogym::test::with_strategy;
 using nlohmann::json;
 namespace modules = exogym::modules;
 namespace sdk = exogym::sdk;
 
 namespace {
-
-json with_strategy(int nodes, const std::string& plugin, const json& options) {
-  json m = small_manifest(nodes);
-  m["strategy"] = {{"plugin", plugin}, {"options", options}};
-  return m;
-}
-
-fs::path train(const json& manifest, const TempDir& dir, const std::string& name) {
-  const fs::path sub = dir / name;
-  fs::create_directories(sub);
-  run_json(manifest, sub);
-  return sub / "run";
-}
 
 // Two parameter tensors: "w" of 12 floats (3 chunks of 4) and "b" of 3.
 struct PairNet : torch::nn::Module {
@@ -159,13 +149,13 @@ TEST_CASE("sparseloco at density 1 with int8 and decay 0 is streaming_diloco's i
                           {"quantize", "int8"},
                           {"outer_optimizer", {{"name", "sgd"}, {"lr", 0.7}, {"momentum", 0.0}, {"nesterov", false}}},
                           {"optimizer", adam}};
-  const fs::path a = train(with_strategy(4, "sparseloco", sparse), dir, "sparseloco");
-  const fs::path b = train(with_strategy(4, "streaming_diloco", streaming), dir, "streaming");
+  const fs::path a = train_in(with_strategy(4, "sparseloco", sparse), dir, "sparseloco");
+  const fs::path b = train_in(with_strategy(4, "streaming_diloco", streaming), dir, "streaming");
   CHECK(bit_identical(load_model_pt(a / "model.pt"), load_model_pt(b / "model.pt")));
   // The error buffer at decay 0.95 carries what int8 lost, and more.
   json with_memory = sparse;
   with_memory["decay"] = 0.95;
-  const fs::path c = train(with_strategy(4, "sparseloco", with_memory), dir, "memory");
+  const fs::path c = train_in(with_strategy(4, "sparseloco", with_memory), dir, "memory");
   CHECK_FALSE(bit_identical(load_model_pt(a / "model.pt"), load_model_pt(c / "model.pt")));
 }
 
@@ -177,14 +167,14 @@ TEST_CASE("sparseloco at density 1 in fp32 with decay 0 and outer lr 1 is diloco
   const json adam = {{"name", "adam"}, {"lr", 1e-2}};
   const json sgd1 = {{"name", "sgd"}, {"lr", 1.0}, {"momentum", 0.0}, {"nesterov", false}};
   const fs::path diloco =
-      train(with_strategy(4, "diloco", {{"H", 5}, {"outer_optimizer", sgd1}, {"optimizer", adam}}), dir, "diloco");
+      train_in(with_strategy(4, "diloco", {{"H", 5}, {"outer_optimizer", sgd1}, {"optimizer", adam}}), dir, "diloco");
   const json dense = {{"H", 5},       {"chunk", 1024},   {"density", 1.0},   {"quantize", "none"},
                       {"decay", 0.0}, {"outer_lr", 1.0}, {"optimizer", adam}};
-  const fs::path sparse = train(with_strategy(4, "sparseloco", dense), dir, "dense");
+  const fs::path sparse = train_in(with_strategy(4, "sparseloco", dense), dir, "dense");
   CHECK(max_abs_diff(load_model_pt(diloco / "model.pt"), load_model_pt(sparse / "model.pt")) < 1e-5);
   json sparser = dense;
   sparser["density"] = 0.1;
-  const fs::path top = train(with_strategy(4, "sparseloco", sparser), dir, "sparse");
+  const fs::path top = train_in(with_strategy(4, "sparseloco", sparser), dir, "sparse");
   CHECK(max_abs_diff(load_model_pt(diloco / "model.pt"), load_model_pt(top / "model.pt")) > 1e-3);
 }
 
@@ -195,7 +185,7 @@ TEST_CASE("sparseloco's bytes are the closed form: (K-1) * (offsets + packed val
   TempDir dir("sparseloco-bytes");
   const int K = 4, syncs = 4;
   auto bytes_sent = [&](const json& options, const std::string& name) {
-    const fs::path run = train(with_strategy(K, "sparseloco", options), dir, name);
+    const fs::path run = train_in(with_strategy(K, "sparseloco", options), dir, name);
     return json::parse(read_text(run / "summary.json")).at("communication").at("bytes_sent_per_node").get<double>();
   };
   // Chunks of 64 keep 4 (density 1/16): 16 * 4 + ceil(2) + 2 * 4 + ceil(0.25)

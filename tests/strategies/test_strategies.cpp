@@ -26,6 +26,7 @@
 #include "exogym/sdk/optim.h"
 #include "exogym/sdk/strategy.h"
 #include "helpers.h"
+#include "strategy_runs.h"
 #include "testing.h"
 
 namespace fs = std::filesystem;
@@ -35,6 +36,7 @@ using exogym::test::max_abs_diff;
 using exogym::test::run_json;
 using exogym::test::small_manifest;
 using exogym::test::TempDir;
+using exogym::test::with_strategy;
 using nlohmann::json;
 namespace modules = exogym::modules;
 namespace sdk = exogym::sdk;
@@ -50,13 +52,6 @@ ModelDict train(const json& manifest, const TempDir& dir, const std::string& nam
   fs::create_directories(sub);
   run_json(manifest, sub);
   return load_model_pt(sub / "run" / "model.pt");
-}
-
-// small_manifest(nodes) with the given strategy.
-json with_strategy(int nodes, const std::string& plugin, const json& options) {
-  json m = small_manifest(nodes);
-  m["strategy"] = {{"plugin", plugin}, {"options", options}};
-  return m;
 }
 
 const json kSgd = {{"name", "sgd"}, {"lr", 0.1}};

@@ -18,6 +18,7 @@
 #include "exogym/sdk/quantized_comm.h"
 #include "helpers.h"
 #include "locked_assertions.h"
+#include "strategy_runs.h"
 #include "testing.h"
 
 namespace fs = std::filesystem;
@@ -27,25 +28,13 @@ using exogym::test::read_text;
 using exogym::test::run_json;
 using exogym::test::small_manifest;
 using exogym::test::TempDir;
+using exogym::test::train_in;
+using exogym::test::with_strategy;
 using nlohmann::json;
 namespace modules = exogym::modules;
 namespace sdk = exogym::sdk;
 
 namespace {
-
-json with_strategy(int nodes, const std::string& plugin, const json& options) {
-  json m = small_manifest(nodes);
-  m["strategy"] = {{"plugin", plugin}, {"options", options}};
-  return m;
-}
-
-// Trains `manifest` into dir/name/run; returns the run folder.
-fs::path train(const json& manifest, const TempDir& dir, const std::string& name) {
-  const fs::path sub = dir / name;
-  fs::create_directories(sub);
-  run_json(manifest, sub);
-  return sub / "run";
-}
 
 // Two parameter tensors, "a" and "b", of two doubles each.
 struct TwoNet : torch::nn::Module {
@@ -252,15 +241,15 @@ TEST_CASE("streaming_diloco with one fragment, tau 0, alpha 0 and no quantisatio
           "[strategies][streaming]") {
   TempDir dir("streaming-diloco");
   const json adam = {{"name", "adam"}, {"lr", 1e-2}};
-  const fs::path diloco = train(with_strategy(4, "diloco", {{"H", 5}, {"optimizer", adam}}), dir, "diloco");
+  const fs::path diloco = train_in(with_strategy(4, "diloco", {{"H", 5}, {"optimizer", adam}}), dir, "diloco");
   const json one = {{"H", 5}, {"fragments", 1}, {"tau", 0}, {"alpha", 0}, {"quantize", "none"}, {"optimizer", adam}};
-  const fs::path streaming = train(with_strategy(4, "streaming_diloco", one), dir, "streaming");
+  const fs::path streaming = train_in(with_strategy(4, "streaming_diloco", one), dir, "streaming");
   CHECK(bit_identical(load_model_pt(diloco / "model.pt"), load_model_pt(streaming / "model.pt")));
   CHECK(read_text(diloco / "comm.csv") == read_text(streaming / "comm.csv"));
   // Two fragments sync on other steps: another model.
   json two = one;
   two["fragments"] = 2;
-  const fs::path split = train(with_strategy(4, "streaming_diloco", two), dir, "split");
+  const fs::path split = train_in(with_strategy(4, "streaming_diloco", two), dir, "split");
   CHECK_FALSE(bit_identical(load_model_pt(diloco / "model.pt"), load_model_pt(split / "model.pt")));
 }
 
@@ -296,7 +285,7 @@ TEST_CASE("streaming_diloco's peak step sends one fragment: DiLoCo's bytes per s
   const int K = 4, steps = 16, H = 4;
   const double params = 2 * (32 * 32 + 32);
   auto ring = [&](double values) { return 2.0 * (K - 1) / K * 4 * values; };  // an fp32 all-reduce, per node
-  const Bytes diloco = bytes_of(train(even_manifest("diloco", {{"H", H}}), dir, "diloco"));
+  const Bytes diloco = bytes_of(train_in(even_manifest("diloco", {{"H", H}}), dir, "diloco"));
   CHECK(diloco.peak == ring(params));
   CHECK(diloco.total == steps / H * ring(params));
   CHECK(diloco.mean == diloco.total / steps);
@@ -305,7 +294,7 @@ TEST_CASE("streaming_diloco's peak step sends one fragment: DiLoCo's bytes per s
   for (const auto& [P, largest] : {std::pair<int, double>{2, params / 2}, {4, 1024.0}}) {
     INFO(P << " fragments");
     const Bytes streaming =
-        bytes_of(train(even_manifest("streaming_diloco", {{"H", H}, {"fragments", P}}), dir, std::to_string(P)));
+        bytes_of(train_in(even_manifest("streaming_diloco", {{"H", H}, {"fragments", P}}), dir, std::to_string(P)));
     CHECK(streaming.peak == ring(largest));
     CHECK(streaming.total == diloco.total);
     CHECK(streaming.mean == diloco.mean);
@@ -314,8 +303,8 @@ TEST_CASE("streaming_diloco's peak step sends one fragment: DiLoCo's bytes per s
   // fp4 gathers codes and scales: ceil(n/2) + 4 ceil(n/128) bytes per tensor
   // of n values, (K-1) times per node. Per fragment (1024 + 32 values):
   // 512 + 4*8 and 16 + 4*1 bytes.
-  const Bytes fp4 =
-      bytes_of(train(even_manifest("streaming_diloco", {{"H", H}, {"fragments", 2}, {"quantize", "fp4"}}), dir, "fp4"));
+  const Bytes fp4 = bytes_of(
+      train_in(even_manifest("streaming_diloco", {{"H", H}, {"fragments", 2}, {"quantize", "fp4"}}), dir, "fp4"));
   const double fragment = (512 + 4 * 8) + (16 + 4 * 1);
   CHECK(fragment ==
         sdk::quantized_bytes(sdk::QuantFormat::Fp4E2M1, 1024) + sdk::quantized_bytes(sdk::QuantFormat::Fp4E2M1, 32));
@@ -353,7 +342,7 @@ TEST_CASE("streaming_diloco's overlap hides each sync behind tau inner steps on 
   fp4["quantize"] = "fp4";
   auto simulated = [&](const std::string& name, const std::string& plugin, const json& options,
                        const std::string& bandwidth, const std::string& latency) {
-    const fs::path run = train(manifest(plugin, options, bandwidth, latency), dir, name);
+    const fs::path run = train_in(manifest(plugin, options, bandwidth, latency), dir, name);
     return json::parse(read_text(run / "summary.json"));
   };
 
