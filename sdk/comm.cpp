@@ -1,5 +1,9 @@
 #include "exogym/sdk/comm.h"
 
+#include <string>
+
+#include "exogym/sdk/error.h"
+
 namespace exogym::sdk {
 
 const char* to_string(ReduceOp op) {
@@ -23,5 +27,22 @@ SharedTensors Communicator::all_reduce_shared(const std::vector<at::Tensor>& ten
   all_reduce(*copies, op);
   return copies;
 }
+
+namespace {
+[[noreturn]] void no_subgroups(const char* collective) {
+  throw Error(std::string(collective) + ": this communicator does not support subgroups or peers");
+}
+}  // namespace
+
+void Communicator::group_all_reduce(const std::vector<int>&, std::vector<at::Tensor>&, ReduceOp) {
+  no_subgroups("group_all_reduce");
+}
+
+std::vector<std::vector<at::Tensor>> Communicator::group_all_gather(const std::vector<int>&,
+                                                                    const std::vector<at::Tensor>&) {
+  no_subgroups("group_all_gather");
+}
+
+std::vector<at::Tensor> Communicator::exchange(int, const std::vector<at::Tensor>&) { no_subgroups("exchange"); }
 
 }  // namespace exogym::sdk

@@ -2,16 +2,11 @@
 // The collective API a strategy uses to talk to the other nodes.
 //
 // Collectives are SPMD rendezvous: every node calls the same collectives in the
-// same order with tensors of the same shapes and dtypes (all_gather excepted:
-// shapes may differ between ranks), each on a list of tensors. Reductions
-// combine ranks in rank order (0, 1, ..., K-1): the same bits whatever the
-// thread scheduling. The *_async ones start now and finish later (pending.h).
-//
-// A strategy (or a communication module) calls it from its own node's thread
-// only, in init() and step(). A collective returns once every node has made
-// the matching call; it is metered (bytes, simulated time). It throws:
-//   AbortedError  another node failed (or the run was interrupted). Let it
-//                 propagate: the run reports the first real error.
+// same order with tensors of the same shapes and dtypes (all_gather: shapes may
+// differ), each on a list of tensors. Reductions combine ranks in rank order:
+// the same bits whatever the scheduling. *_async: pending.h. Called from the
+// node's own thread, in init() and step(); metered. It throws:
+//   AbortedError  another node failed (or the run was interrupted): let it go.
 //   Error         the nodes' calls do not match (collective, op, root, tensor
 //                 counts, shapes, dtypes): a strategy bug; the run ends.
 #include <ATen/core/Tensor.h>
@@ -39,12 +34,11 @@ class Communicator {
  public:
   virtual ~Communicator() = default;
 
-  // This node's rank and the number of nodes (ctx.rank, ctx.num_nodes).
+  // This node's rank and the number of live nodes.
   virtual int rank() const = 0;
   virtual int size() const = 0;
 
-  // In place: afterwards every rank holds op(tensor of rank 0, ..., rank K-1).
-  // Avg is the rank-ordered sum divided by K.
+  // In place: every rank gets op(rank 0's, ..., rank K-1's); Avg = sum / K.
   virtual void all_reduce(std::vector<at::Tensor>& tensors, ReduceOp op = ReduceOp::Sum) = 0;
 
   // all_reduce's bits, returned instead of written into `tensors`; the nodes
@@ -58,8 +52,7 @@ class Communicator {
   // Returns result[r][i] = rank r's tensors[i] (fresh tensors, ordered by rank).
   virtual std::vector<std::vector<at::Tensor>> all_gather(const std::vector<at::Tensor>& tensors) = 0;
 
-  // Returns once every node has called it.
-  virtual void barrier() = 0;
+  virtual void barrier() = 0;  // returns once every node has called it
 
   // The same collectives, started (pending.h; the defaults block).
   virtual PendingTensors all_reduce_async(std::vector<at::Tensor> tensors, ReduceOp op = ReduceOp::Sum);
@@ -68,6 +61,14 @@ class Communicator {
   virtual PendingGather all_gather_async(const std::vector<at::Tensor>& tensors);
   // A handle's Work::record from a checkpoint, back in flight (Pending::load).
   virtual std::unique_ptr<Work> resume_work(const at::Tensor& record);
+
+  // Only `members` (ascending live ranks, this one among them) or this node
+  // and `peer` take part; docs/plugins.md#subgroups-and-peers.
+  virtual void group_all_reduce(const std::vector<int>& members, std::vector<at::Tensor>& tensors,
+                                ReduceOp op = ReduceOp::Sum);
+  virtual std::vector<std::vector<at::Tensor>> group_all_gather(const std::vector<int>& members,
+                                                                const std::vector<at::Tensor>& tensors);
+  virtual std::vector<at::Tensor> exchange(int peer, const std::vector<at::Tensor>& tensors);
 
   // Single-tensor conveniences. The tensor is updated in place.
   void all_reduce(const at::Tensor& tensor, ReduceOp op = ReduceOp::Sum) {

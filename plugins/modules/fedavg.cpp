@@ -78,26 +78,25 @@ void FedAvgModule::communicate(sdk::NodeContext& ctx, sdk::Model& /*model*/, int
     return;
   }
 
-  // Islands, drawn among the live nodes. Every node receives every
-  // parameter (as the reference's all_gather did), then averages its island
-  // members in rank order, so the result is deterministic and identical on
-  // the island's nodes.
+  // Islands, drawn among the live nodes: each averages within itself
+  // (group_all_reduce, rank order), so only its members send, and only
+  // their parameters. The reference's all_gather over everyone gave the
+  // same averages, at K / island_size times the bytes.
   const int64_t round = (step + 1) / H_ - 1;
-  std::vector<int> members;  // positions in `live`, which all_gather's result follows
+  std::vector<int> members;  // ranks
   for (auto& island : islands(ctx.seed, round, K, *island_size_)) {
     for (int position : island) {
-      if (live[position] == ctx.rank) members = island;
+      if (live[position] == ctx.rank) {
+        for (int p : island) members.push_back(live[p]);
+      }
     }
   }
   std::sort(members.begin(), members.end());
   // The last island is smaller when island_size does not divide the nodes.
   ctx.record("island_size", static_cast<double>(members.size()));
-  auto gathered = comm.all_gather(params_);
-  for (size_t i = 0; i < params_.size(); ++i) {
-    at::Tensor sum = gathered[members[0]][i].clone();
-    for (size_t j = 1; j < members.size(); ++j) sum.add_(gathered[members[j]][i]);
-    params_[i].copy_(sum.div_(static_cast<double>(members.size())));
-  }
+  if (members.size() < 2) return;  // an island of one keeps its parameters
+  std::vector<at::Tensor> list = params_;
+  comm.group_all_reduce(members, list, sdk::ReduceOp::Avg);
 }
 
 }  // namespace exogym::modules

@@ -5,9 +5,11 @@
 // from the run's seed.
 //
 // Communicates after steps H-1, 2H-1, ... (0-based): one all_reduce (Avg)
-// of every trainable parameter, or with islands one all_gather of them
-// (every node receives every node's parameters, as the reference did);
-// nothing with one node.
+// of every trainable parameter, or with islands one group_all_reduce (Avg)
+// over the node's island (only its members take part and pay; the
+// reference all-gathered everyone's parameters, the same averages at
+// K / island_size times the bytes); nothing with one node or an island of
+// one.
 // Options: "H" and "island_size" (specs()).
 // State: none (the islands of a round follow from the seed and the step).
 #include <ATen/core/Tensor.h>

@@ -1,5 +1,6 @@
 #include "exogym/runtime/comm/collective_backend.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -55,6 +56,33 @@ class BackendCommunicator final : public sdk::Communicator {
     backend_.run(rank_, std::move(call), slot_);
     return gathered;
   }
+  void group_all_reduce(const std::vector<int>& members, std::vector<at::Tensor>& tensors, sdk::ReduceOp op) override {
+    check_group("group_all_reduce", rank_, members, backend_.live_ranks());
+    CollectiveCall call;
+    call.kind = CollectiveKind::AllReduce;
+    call.op = op;
+    call.members = members;
+    call.tensors = contiguous_payload(tensors);
+    const std::vector<at::Tensor> work = call.tensors;
+    backend_.run(rank_, std::move(call), slot_);
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      if (!work[i].is_same(tensors[i])) tensors[i].copy_(work[i]);
+    }
+  }
+  std::vector<std::vector<at::Tensor>> group_all_gather(const std::vector<int>& members,
+                                                        const std::vector<at::Tensor>& tensors) override {
+    check_group("group_all_gather", rank_, members, backend_.live_ranks());
+    return gather_in(members, tensors, false);
+  }
+  std::vector<at::Tensor> exchange(int peer, const std::vector<at::Tensor>& tensors) override {
+    if (peer == rank_) {
+      throw sdk::Error("exchange by node " + std::to_string(rank_) + ": the peer is the node itself");
+    }
+    const std::vector<int> pair = {std::min(rank_, peer), std::max(rank_, peer)};
+    check_group("exchange", rank_, pair, backend_.live_ranks());
+    auto gathered = gather_in(pair, tensors, true);
+    return std::move(gathered.at(peer < rank_ ? 0 : 1));
+  }
   void barrier() override {
     CollectiveCall call;
     call.kind = CollectiveKind::Barrier;
@@ -62,6 +90,18 @@ class BackendCommunicator final : public sdk::Communicator {
   }
 
  private:
+  std::vector<std::vector<at::Tensor>> gather_in(const std::vector<int>& members,
+                                                 const std::vector<at::Tensor>& tensors, bool exchange) {
+    std::vector<std::vector<at::Tensor>> gathered;
+    CollectiveCall call;
+    call.kind = CollectiveKind::AllGather;
+    call.members = members;
+    call.exchange = exchange;
+    call.tensors = contiguous_payload(tensors);
+    call.gathered = &gathered;
+    backend_.run(rank_, std::move(call), slot_);
+    return gathered;
+  }
   void run_in_place(CollectiveKind kind, std::vector<at::Tensor>& tensors, sdk::ReduceOp op, int root) {
     CollectiveCall call;
     call.kind = kind;

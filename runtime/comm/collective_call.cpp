@@ -1,5 +1,6 @@
 #include "exogym/runtime/comm/collective_call.h"
 
+#include <algorithm>
 #include <sstream>
 #include <string>
 
@@ -13,16 +14,58 @@ const char* collective_name(int32_t kind) {
 }
 
 const char* collective_name(const CollectiveCall& call) {
+  if (call.exchange) return "exchange";
+  if (!call.members.empty()) return call.kind == CollectiveKind::AllReduce ? "group_all_reduce" : "group_all_gather";
   return call.shared_result ? "all_reduce_shared" : collective_name(call.kind);
+}
+
+namespace {
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string s = "[";
+  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
+  return s + "]";
+}
+}  // namespace
+
+std::string describe_call(const CollectiveCall& call) {
+  if (call.exchange && call.members.size() == 2) {
+    return "exchange between nodes " + std::to_string(call.members[0]) + " and " + std::to_string(call.members[1]);
+  }
+  if (!call.members.empty()) return std::string(collective_name(call)) + " over nodes " + rank_list(call.members);
+  return std::string(collective_name(call)) + " over every live node";
+}
+
+void check_group(const char* collective, int rank, const std::vector<int>& members, const std::vector<int>& live) {
+  const std::string who = std::string(collective) + " by node " + std::to_string(rank) + ": ";
+  if (members.size() < 2) {
+    throw sdk::Error(who + "a group needs two members or more, got " + rank_list(members));
+  }
+  for (size_t i = 1; i < members.size(); ++i) {
+    if (members[i] <= members[i - 1]) {
+      throw sdk::Error(who + "the members " + rank_list(members) + " are not in ascending order without repeats");
+    }
+  }
+  if (!std::binary_search(members.begin(), members.end(), rank)) {
+    throw sdk::Error(who + "the members " + rank_list(members) + " do not include the node itself");
+  }
+  for (int m : members) {
+    if (!std::binary_search(live.begin(), live.end(), m)) {
+      throw sdk::Error(who + "node " + std::to_string(m) + " is not a live node (live: " + rank_list(live) + ")");
+    }
+  }
 }
 
 void check_same_collective(const CollectiveCall& call, int rank, const CollectiveCall& reference, int reference_rank) {
   // A mismatch is a strategy bug: say exactly where.
   auto where = [&] {
-    return std::string("collective mismatch: node ") + std::to_string(rank) + " called " + collective_name(call) +
-           " while node " + std::to_string(reference_rank) + " called " + collective_name(reference);
+    const bool group = !call.members.empty() || !reference.members.empty();
+    return std::string("collective mismatch: node ") + std::to_string(rank) + " called " +
+           (group ? describe_call(call) : collective_name(call)) + " while node " + std::to_string(reference_rank) +
+           " called " + (group ? describe_call(reference) : collective_name(reference));
   };
-  if (call.kind != reference.kind || call.shared_result != reference.shared_result) throw sdk::Error(where());
+  if (call.kind != reference.kind || call.shared_result != reference.shared_result ||
+      call.exchange != reference.exchange || call.members != reference.members)
+    throw sdk::Error(where());
   if (call.tensors.size() != reference.tensors.size()) {
     throw sdk::Error(where() + " with " + std::to_string(call.tensors.size()) + " tensors instead of " +
                      std::to_string(reference.tensors.size()));

@@ -5,6 +5,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "exogym/sdk/comm.h"
@@ -32,9 +33,14 @@ struct CollectiveCall {
   std::vector<at::Tensor> tensors;
   // all_gather: where the node's result goes.
   std::vector<std::vector<at::Tensor>>* gathered = nullptr;
+  // group_all_reduce, group_all_gather, exchange: the members (global
+  // ranks, ascending); empty for a collective over every live node.
+  std::vector<int> members;
+  bool exchange = false;  // a group_all_gather that the node called as exchange()
 };
 
-// The function the node called: collective_name, or "all_reduce_shared".
+// The function the node called: collective_name, "all_reduce_shared",
+// "group_all_reduce", "group_all_gather" or "exchange".
 const char* collective_name(const CollectiveCall& call);
 
 // Throws sdk::Error, naming both nodes and saying what differs, unless node
@@ -43,5 +49,14 @@ const char* collective_name(const CollectiveCall& call);
 // dtypes (all_gather: only the same number of tensors, whose shapes may
 // differ between nodes).
 void check_same_collective(const CollectiveCall& call, int rank, const CollectiveCall& reference, int reference_rank);
+
+// "group_all_reduce over nodes [1, 3]", "exchange between nodes 1 and 3",
+// "all_reduce over every live node".
+std::string describe_call(const CollectiveCall& call);
+
+// Throws sdk::Error naming the collective and node `rank` unless `members`
+// is a group node `rank` may call: ascending, no repeats, two or more,
+// `rank` among them, every one in `live` (ascending).
+void check_group(const char* collective, int rank, const std::vector<int>& members, const std::vector<int>& live);
 
 }  // namespace exogym::runtime::comm

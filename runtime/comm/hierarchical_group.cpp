@@ -45,7 +45,8 @@ HierarchicalGroup::HierarchicalGroup(dist::ProcessMesh& mesh, int nodes, dist::N
       block_(checked_block(block)),
       clocks_(clocks),
       exact_(exact),
-      meeting_(block.count, block.first, abort, [this](const Calls& calls) { lead(calls); }) {
+      meeting_(block.count, block.first, abort, [this](const Calls& calls) { lead(calls); }),
+      groups_(block.first, block.count, abort) {
   for (int r = 0; r < nodes; ++r) live_.push_back(r);
   for (int j = 0; j < block.count; ++j) local_.push_back(j);
   for (int q = 0; q < mesh.size(); ++q) live_by_process_.push_back(dist::node_block(nodes, mesh.size(), q).count);
@@ -80,11 +81,22 @@ std::unique_ptr<sdk::Communicator> HierarchicalGroup::communicator(int rank, thr
 }
 
 sdk::SharedTensors HierarchicalGroup::run(int rank, CollectiveCall call, threads::NodeSlot* slot) {
+  if (!call.members.empty()) {
+    run_group(rank, std::move(call), slot);
+    return nullptr;
+  }
   const std::vector<at::Tensor> mine = call.tensors;
   auto* gathered = call.gathered;
   const CollectiveKind kind = call.kind;
   const bool receives = kind != CollectiveKind::Broadcast || rank != call.root;
   const bool shared = call.shared_result;
+  // A group that waits for this node never completes (group_meetings.h).
+  groups_.enter_elsewhere(rank, "waits in " + describe_call(call));
+  struct Leave {
+    GroupMeetings& groups;
+    int rank;
+    ~Leave() { groups.leave(rank); }
+  } leave{groups_, rank};
   meeting_.meet(rank - block_.first, std::move(call), slot);
   // The leader left the results in result_, shared_result_ or gathered_.
   if (shared) return shared_result_;
@@ -113,6 +125,12 @@ sdk::SharedTensors HierarchicalGroup::run(int rank, CollectiveCall call, threads
 }
 
 void HierarchicalGroup::lead(const Calls& calls) {
+  {
+    // Every local node is here: none waits for a local one any more.
+    std::vector<int> ranks;
+    for (int j : local_) ranks.push_back(block_.first + j);
+    groups_.leave_all(ranks);
+  }
   const CollectiveCall& first = calls[local_.front()];
   Header mine;
   mine.sequence = sequence_++;

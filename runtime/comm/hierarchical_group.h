@@ -30,14 +30,23 @@
 // and averages over the live nodes in rank order, all_gather one entry per
 // live node), and a process whose nodes are all down sits them out
 // (ProcessMesh::Scope::Members) until some come back.
+//
+// Collectives over a subgroup (group_all_reduce, group_all_gather, exchange)
+// meet only the members: those of this process in process
+// (group_meetings.h), then the last of them sends their tensors to each
+// other process that hosts members and receives theirs (tagged messages,
+// ProcessMesh::exchange_tagged), and every process folds all of them in
+// rank order: the bits of one process.
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "exogym/build_config.h"
 #include "exogym/runtime/comm/collective_backend.h"
+#include "exogym/runtime/comm/group_meetings.h"
 #include "exogym/runtime/comm/meeting_point.h"
 #include "exogym/runtime/dist/world.h"
 #include "exogym/runtime/threads/abort_signal.h"
@@ -63,6 +72,10 @@ class HierarchicalGroup final : public CollectiveBackend {
   ~HierarchicalGroup() override;
   int size() const override { return nodes_; }
   int live_count() const override { return static_cast<int>(live_.size()); }
+  const std::vector<int>& live_ranks() const override { return live_; }
+  void enter_elsewhere(int rank, const std::string& what) override { groups_.enter_elsewhere(rank, what); }
+  void leave_elsewhere(int rank) override { groups_.leave(rank); }
+  void leave_all_elsewhere(const std::vector<int>& ranks) override { groups_.leave_all(ranks); }
   const dist::NodeBlock& block() const { return block_; }
 
   // The nodes that take part in the next collectives (global ranks,
@@ -93,6 +106,12 @@ class HierarchicalGroup final : public CollectiveBackend {
 
   // The last local node's part (the leader's): every local node has posted.
   void lead(const Calls& calls);
+  // Collectives over a subgroup (hierarchical_groups.cpp): its members here
+  // meet, then the last of them exchanges with the processes that host the
+  // others, tagged by the group and its count of meetings.
+  void run_group(int rank, CollectiveCall call, threads::NodeSlot* slot);
+  void exchange_group(const std::vector<int>& members, const std::vector<int>& local,
+                      const std::vector<CollectiveCall*>& calls, uint64_t meeting);
   // Exchanges the leaders' headers and checks that every process called the
   // same collective; shares the clocks.
   std::vector<Header> exchange_headers(const Header& mine);
@@ -134,6 +153,7 @@ class HierarchicalGroup final : public CollectiveBackend {
   std::vector<at::Tensor> buffers_;                // byte buffers the results view
 
   MeetingPoint meeting_;
+  GroupMeetings groups_;
 };
 
 }  // namespace exogym::runtime::comm

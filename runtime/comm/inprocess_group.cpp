@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <stdexcept>
 #include <utility>
 
+#include "exogym/runtime/comm/group_work.h"
 #include "exogym/runtime/comm/reduction.h"
 #include "exogym/sdk/error.h"
 
@@ -25,11 +27,13 @@ static int checked_size(int size) {
   return size;
 }
 
-InProcessGroup::InProcessGroup(int size, threads::AbortSignal& abort, int helpers)
+InProcessGroup::InProcessGroup(int size, threads::AbortSignal& abort, int helpers, sim::ClockExchange* clocks)
     : size_(checked_size(size)),
       abort_(abort),
       crew_(helpers),
-      meeting_(size_, 0, abort, [this](const MeetingPoint::Calls& calls) { execute(calls); }) {
+      meeting_(size_, 0, abort, [this](const MeetingPoint::Calls& calls) { execute(calls); }),
+      groups_(0, size_, abort),
+      clocks_(clocks) {
   for (int r = 0; r < size_; ++r) members_.push_back(r);
 }
 
@@ -44,6 +48,16 @@ std::unique_ptr<sdk::Communicator> InProcessGroup::communicator(int rank, thread
 }
 
 sdk::SharedTensors InProcessGroup::run(int rank, CollectiveCall call, threads::NodeSlot* slot) {
+  if (!call.members.empty()) {
+    const std::vector<int> members = call.members;
+    groups_.meet(rank, std::move(call), members, slot, [&](const std::vector<CollectiveCall*>& calls, uint64_t) {
+      share_group_arrival(clocks_, members, -std::numeric_limits<double>::infinity());
+      std::vector<const std::vector<at::Tensor>*> parts;
+      for (const CollectiveCall* c : calls) parts.push_back(&c->tensors);
+      complete_group(calls, parts);
+    });
+    return nullptr;
+  }
   const bool shared = call.shared_result;
   if (members_.size() == 1) {
     // Nothing to exchange: all_gather and all_reduce_shared still return
@@ -61,6 +75,13 @@ sdk::SharedTensors InProcessGroup::run(int rank, CollectiveCall call, threads::N
     for (const auto& t : call.tensors) result->push_back(t.clone());
     return result;
   }
+  // A group that waits for this node never completes (group_meetings.h).
+  groups_.enter_elsewhere(rank, "waits in " + describe_call(call));
+  struct Leave {
+    GroupMeetings& groups;
+    int rank;
+    ~Leave() { groups.leave(rank); }
+  } leave{groups_, rank};
   meeting_.meet(rank, std::move(call), slot);
   return shared ? shared_result_ : nullptr;
 }
@@ -126,6 +147,7 @@ void InProcessGroup::reduce_chunk(const MeetingPoint::Calls& calls, size_t tenso
 }
 
 void InProcessGroup::execute(const MeetingPoint::Calls& calls) {
+  groups_.leave_all(members_);  // everybody is here: nobody waits for anyone
   const CollectiveCall& first = calls[members_[0]];
   const int64_t count_members = static_cast<int64_t>(members_.size());
   int64_t elements = 0;

@@ -10,6 +10,8 @@
 // While nodes are down (a run that simulates failures), collectives run over
 // the live nodes only: sums and averages over them, all_gather returns their
 // tensors in rank order, a broadcast's root must be one of them.
+//
+// Collectives over a subgroup meet only its members (group_meetings.h).
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
@@ -17,10 +19,15 @@
 #include <vector>
 
 #include "exogym/runtime/comm/collective_backend.h"
+#include "exogym/runtime/comm/group_meetings.h"
 #include "exogym/runtime/comm/meeting_point.h"
 #include "exogym/runtime/threads/abort_signal.h"
 #include "exogym/runtime/threads/work_crew.h"
 #include "exogym/sdk/comm.h"
+
+namespace exogym::runtime::sim {
+class ClockExchange;
+}
 
 namespace exogym::runtime::comm {
 
@@ -28,9 +35,14 @@ class InProcessGroup final : public CollectiveBackend {
  public:
   // `helpers`: threads that join the last node in a collective's work
   // (parallelism − 1 keeps the run within its compute slots).
-  InProcessGroup(int size, threads::AbortSignal& abort, int helpers = 0);
+  // `clocks` (may be null): where subgroups' members compare arrivals.
+  InProcessGroup(int size, threads::AbortSignal& abort, int helpers = 0, sim::ClockExchange* clocks = nullptr);
   int size() const override { return size_; }
   int live_count() const override { return static_cast<int>(members_.size()); }
+  const std::vector<int>& live_ranks() const override { return members_; }
+  void enter_elsewhere(int rank, const std::string& what) override { groups_.enter_elsewhere(rank, what); }
+  void leave_elsewhere(int rank) override { groups_.leave(rank); }
+  void leave_all_elsewhere(const std::vector<int>& ranks) override { groups_.leave_all(ranks); }
 
   // The nodes the next collectives run over (ranks, ascending). Only while
   // no collective is under way: from the work of Cluster::meet_all.
@@ -54,6 +66,8 @@ class InProcessGroup final : public CollectiveBackend {
   threads::AbortSignal& abort_;
   threads::WorkCrew crew_;
   MeetingPoint meeting_;
+  GroupMeetings groups_;
+  sim::ClockExchange* clocks_;
   // The last all_reduce_shared's result, which every node takes once the
   // collective is over (before any node can start the next one).
   sdk::SharedTensors shared_result_;

@@ -78,6 +78,19 @@ class ProcessMesh {
                   Scope scope = Scope::All);
   // `bytes` at `data` go from process `root` to every other (of `scope`).
   void broadcast(void* data, size_t bytes, int root, Scope scope = Scope::All);
+
+  // Messages to and from some processes, outside the numbered exchanges
+  // above: the peers pass the same `tag` (collectives over a subgroup of
+  // nodes, whose processes meet in no fixed order). Several may run at once
+  // from different threads, with different tags; each ends when its own
+  // messages are through, or throws sdk::Error when a peer fails.
+  struct Transfer {
+    int peer;
+    void* data;
+    size_t bytes;
+    bool receive;
+  };
+  void exchange_tagged(const std::vector<Transfer>& transfers, uint64_t tag);
   // The processes Scope::Members exchanges among (ascending; every process
   // until the first call), this one among them unless it takes part in no
   // exchange of that scope until the next call. Every process calls it at
@@ -117,12 +130,6 @@ class ProcessMesh {
   void finish();
 
  private:
-  struct Transfer {
-    int peer;
-    void* data;
-    size_t bytes;
-    bool receive;
-  };
   // Meeting the others (process_mesh_join.cpp).
   void rendezvous(const std::string& fingerprint);
   void claim_rank();
@@ -131,6 +138,7 @@ class ProcessMesh {
   void connect_gloo();
   // Moving bytes (process_mesh_transfer.cpp).
   void exchange(const std::vector<Transfer>& transfers, Scope scope);
+  void transfer(const std::vector<Transfer>& transfers, uint64_t slot);
   const std::vector<int>& processes(Scope scope) const { return scope == Scope::All ? everyone_ : members_; }
   // Noticing lost peers (process_mesh_heartbeat.cpp).
   void start_heartbeat();

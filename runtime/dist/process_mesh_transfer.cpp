@@ -23,6 +23,16 @@ void ProcessMesh::exchange(const std::vector<Transfer>& transfers, Scope scope) 
   // Even slots for exchanges among every process, odd ones among members.
   const int kind = static_cast<int>(scope);
   const uint64_t slot = 2 * exchanges_[kind]++ + static_cast<uint64_t>(kind);
+  transfer(transfers, slot);
+}
+
+void ProcessMesh::exchange_tagged(const std::vector<Transfer>& transfers, uint64_t tag) {
+  if (failed_) throw_failure();
+  // Slots with the top bit set: never one of exchange()'s counted ones.
+  transfer(transfers, tag | (uint64_t{1} << 63));
+}
+
+void ProcessMesh::transfer(const std::vector<Transfer>& transfers, uint64_t slot) {
   std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> buffers;
   buffers.reserve(transfers.size());
   for (const auto& t : transfers) buffers.push_back(context_->createUnboundBuffer(t.data, t.bytes));
@@ -33,8 +43,9 @@ void ProcessMesh::exchange(const std::vector<Transfer>& transfers, Scope scope) 
     for (auto& b : buffers) waiting_.push_back(b.get());
   }
   auto forget = [&] {
+    // Only this exchange's: tagged ones may be waiting too.
     std::lock_guard<std::mutex> lock(mutex_);
-    waiting_.clear();
+    for (auto& b : buffers) waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), b.get()), waiting_.end());
   };
   size_t current = 0;
   bool complete = true;

@@ -4,7 +4,7 @@
 
 namespace exogym::runtime::sim {
 
-ClockExchange::ClockExchange(int nodes) : posted_(nodes, 0) {
+ClockExchange::ClockExchange(int nodes) : group_arrival_(nodes, 0.0), group_latest_(nodes, 0.0), posted_(nodes, 0) {
   slots_[0].assign(nodes, 0.0);
   slots_[1].assign(nodes, 0.0);
 }

@@ -42,6 +42,18 @@ class ClockExchange {
   // A resumed run, before its nodes start: every node has taken part in
   // `sequence` strategy collectives, all of them completed.
   void restore(uint64_t sequence);
+  // Collectives over a subgroup (sdk/comm.h's group_all_reduce, exchange)
+  // take no sequence number: only their members meet. Each member posts its
+  // arrival before it calls; the group's work, once every member has
+  // arrived, records their latest arrival for each member (over several
+  // processes, the members' latest sent along with the data), which the
+  // member reads after the call. Only the member's own calls touch its
+  // entries, and the meeting orders the writes before the reads.
+  void post_group(int rank, double arrival) { group_arrival_[rank] = arrival; }
+  double group_arrival(int rank) const { return group_arrival_[rank]; }
+  void set_group_latest(int rank, double latest) { group_latest_[rank] = latest; }
+  double group_latest(int rank) const { return group_latest_[rank]; }
+
   // Node `rank` comes back after a failure, between collectives: like the
   // live nodes, it has seen `sequence` strategy collectives (this process
   // may have sat the last ones out).
@@ -49,8 +61,9 @@ class ClockExchange {
 
  private:
   std::vector<double> slots_[2];
-  std::vector<uint64_t> posted_;  // per rank: 1 + the last sequence it posted (0: none)
-  uint64_t taken_ = 0;            // sequences take_local has handed out
+  std::vector<double> group_arrival_, group_latest_;  // per rank
+  std::vector<uint64_t> posted_;                      // per rank: 1 + the last sequence it posted (0: none)
+  uint64_t taken_ = 0;                                // sequences take_local has handed out
   double shared_[2] = {0, 0};
   uint64_t shared_sequence_[2] = {UINT64_MAX, UINT64_MAX};
 };

@@ -190,4 +190,53 @@ std::unique_ptr<sdk::Work> MeteredCommunicator::resume_work(const at::Tensor& re
   return std::make_unique<MeteredWork>(meter_, meter_.resume_transfer(decode(record)));
 }
 
+void MeteredCommunicator::finish_group(const Cost& cost, size_t members) {
+  // Every live node is taken to be in a group like this one: exact for a
+  // partition into equal groups; summary.json's total is exact anyway.
+  const double view = cost.cluster_sent * size() / static_cast<double>(members);
+  meter_.after_group(source_, cost.kind, cost.mine, view, cost.seconds);
+}
+
+void MeteredCommunicator::group_all_reduce(const std::vector<int>& members, std::vector<at::Tensor>& tensors,
+                                           sdk::ReduceOp op) {
+  const double bytes = payload_bytes(tensors);
+  const int g = static_cast<int>(members.size());
+  const Cost cost{CollectiveKind::GroupAllReduce, all_reduce_traffic(bytes, g), all_reduce_total_sent(bytes, g),
+                  NetworkModel::all_reduce_time(bytes, g, meter_.network().bottleneck(members))};
+  meter_.before_group(source_);
+  inner_.group_all_reduce(members, tensors, op);
+  finish_group(cost, members.size());
+}
+
+std::vector<std::vector<at::Tensor>> MeteredCommunicator::group_all_gather(const std::vector<int>& members,
+                                                                           const std::vector<at::Tensor>& tensors) {
+  meter_.before_group(source_);
+  auto gathered = inner_.group_all_gather(members, tensors);
+  std::vector<double> by_member;
+  double total = 0, smallest = 0;
+  for (const auto& from : gathered) {
+    by_member.push_back(payload_bytes(from));
+    total += by_member.back();
+    smallest = by_member.size() == 1 ? by_member.back() : std::min(smallest, by_member.back());
+  }
+  const int me = static_cast<int>(std::lower_bound(members.begin(), members.end(), rank()) - members.begin());
+  const Cost cost{CollectiveKind::GroupAllGather, all_gather_traffic(by_member, me), all_gather_total_sent(by_member),
+                  NetworkModel::all_gather_time(total - smallest, static_cast<int>(members.size()),
+                                                meter_.network().bottleneck(members))};
+  finish_group(cost, members.size());
+  return gathered;
+}
+
+std::vector<at::Tensor> MeteredCommunicator::exchange(int peer, const std::vector<at::Tensor>& tensors) {
+  meter_.before_group(source_);
+  auto theirs = inner_.exchange(peer, tensors);
+  const double mine = payload_bytes(tensors), other = payload_bytes(theirs);
+  const Cost cost{
+      CollectiveKind::Exchange, Traffic{mine, other}, mine + other,
+      NetworkModel::exchange_time(std::max(mine, other),
+                                  meter_.network().bottleneck({std::min(rank(), peer), std::max(rank(), peer)}))};
+  finish_group(cost, 2);
+  return theirs;
+}
+
 }  // namespace exogym::runtime::sim

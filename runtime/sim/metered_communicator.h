@@ -41,6 +41,14 @@ class MeteredCommunicator final : public sdk::Communicator {
   sdk::PendingGather all_gather_async(const std::vector<at::Tensor>& tensors) override;
   std::unique_ptr<sdk::Work> resume_work(const at::Tensor& record) override;
 
+  // Only the members pay, over their slowest link (network_model.h); the
+  // node's view of the cluster's bytes adds the group's total times the
+  // live nodes over the members.
+  void group_all_reduce(const std::vector<int>& members, std::vector<at::Tensor>& tensors, sdk::ReduceOp op) override;
+  std::vector<std::vector<at::Tensor>> group_all_gather(const std::vector<int>& members,
+                                                        const std::vector<at::Tensor>& tensors) override;
+  std::vector<at::Tensor> exchange(int peer, const std::vector<at::Tensor>& tensors) override;
+
   using sdk::Communicator::all_gather;
   using sdk::Communicator::all_reduce;
   using sdk::Communicator::broadcast;
@@ -60,6 +68,8 @@ class MeteredCommunicator final : public sdk::Communicator {
   // one's start, whose handle's Work this returns (a complete one for the
   // runtime's traffic, which moves no clock).
   void finish(const Cost& cost);
+  // A subgroup's collective over `members` (cost.cluster_sent: the group's).
+  void finish_group(const Cost& cost, size_t members);
   std::unique_ptr<sdk::Work> start(const Cost& cost);
   // A rank's place among the live nodes (the rank itself when all are).
   int position(int rank) const;

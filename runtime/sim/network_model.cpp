@@ -19,6 +19,12 @@ const char* to_string(CollectiveKind kind) {
       return "all_gather";
     case CollectiveKind::Barrier:
       return "barrier";
+    case CollectiveKind::GroupAllReduce:
+      return "group_all_reduce";
+    case CollectiveKind::GroupAllGather:
+      return "group_all_gather";
+    case CollectiveKind::Exchange:
+      return "exchange";
   }
   return "?";
 }
@@ -67,10 +73,33 @@ Link NetworkModel::link(int rank) const {
   return it == overrides_.end() ? link_ : it->second;
 }
 
+Link NetworkModel::bottleneck(const std::vector<int>& ranks) const {
+  Link worst = link(ranks.empty() ? 0 : ranks[0]);
+  for (int r : ranks) {
+    const Link l = link(r);
+    worst.bandwidth = std::min(worst.bandwidth, l.bandwidth);
+    worst.latency = std::max(worst.latency, l.latency);
+  }
+  return worst;
+}
+
 double NetworkModel::all_reduce_time(double bytes, int nodes) const {
+  return all_reduce_time(bytes, nodes, bottleneck_);
+}
+
+double NetworkModel::all_reduce_time(double bytes, int nodes, const Link& link) {
   if (nodes <= 1) return 0.0;
   const double steps = 2.0 * (nodes - 1);
-  return steps * (bottleneck_.latency + bytes / nodes / bottleneck_.bandwidth);
+  return steps * (link.latency + bytes / nodes / link.bandwidth);
+}
+
+double NetworkModel::all_gather_time(double max_sent, int nodes, const Link& link) {
+  if (nodes <= 1) return 0.0;
+  return (nodes - 1) * link.latency + max_sent / link.bandwidth;
+}
+
+double NetworkModel::exchange_time(double larger_bytes, const Link& link) {
+  return link.latency + larger_bytes / link.bandwidth;
 }
 
 double NetworkModel::broadcast_time(double bytes, int nodes) const {
@@ -79,8 +108,7 @@ double NetworkModel::broadcast_time(double bytes, int nodes) const {
 }
 
 double NetworkModel::all_gather_time(double max_sent, int nodes) const {
-  if (nodes <= 1) return 0.0;
-  return (nodes - 1) * bottleneck_.latency + max_sent / bottleneck_.bandwidth;
+  return all_gather_time(max_sent, nodes, bottleneck_);
 }
 
 double NetworkModel::barrier_time(int nodes) const {

@@ -17,15 +17,19 @@
 //    time (K-1) * latency + (largest amount a node sends) / bandwidth.
 //  - barrier: no payload; a dissemination barrier of ceil(log2 K) rounds
 //    costs ceil(log2 K) * latency.
-// Every collective involves all nodes, so a step runs at the pace of the
-// slowest link: the model uses the smallest bandwidth and the largest
-// latency among the nodes.
+//  - exchange (two nodes): one message each way at once: each sends its
+//    payload and receives the peer's; time latency + larger payload / bandwidth.
+// A collective over every node runs at the pace of the slowest link: the
+// model uses the smallest bandwidth and the largest latency among the nodes.
+// One over a subgroup (group_all_reduce, group_all_gather: the ring over its
+// g members; exchange) uses its members' slowest link.
 #include <map>
 #include <vector>
 
 namespace exogym::runtime::sim {
 
-enum class CollectiveKind { AllReduce, Broadcast, AllGather, Barrier };
+// The last three run over a subgroup of the nodes (sdk/comm.h).
+enum class CollectiveKind { AllReduce, Broadcast, AllGather, Barrier, GroupAllReduce, GroupAllGather, Exchange };
 
 const char* to_string(CollectiveKind kind);
 
@@ -58,6 +62,9 @@ class NetworkModel {
   Link link(int rank) const;
   // The smallest bandwidth and the largest latency over all nodes.
   const Link& bottleneck() const { return bottleneck_; }
+  // The same over `ranks` only: a subgroup's collective runs at the pace of
+  // its members' slowest link.
+  Link bottleneck(const std::vector<int>& ranks) const;
 
   // Over `nodes` nodes (fewer than nodes() while some are down; the links'
   // bottleneck stays the whole cluster's).
@@ -66,6 +73,12 @@ class NetworkModel {
   // `max_sent`: the most bytes any one node sends.
   double all_gather_time(double max_sent, int nodes) const;
   double barrier_time(int nodes) const;
+  // Over a subgroup whose bottleneck is `link`: a ring all_reduce or
+  // all_gather over `nodes` members, and a pairwise exchange (both
+  // directions at once: latency + the larger payload / bandwidth).
+  static double all_reduce_time(double bytes, int nodes, const Link& link);
+  static double all_gather_time(double max_sent, int nodes, const Link& link);
+  static double exchange_time(double larger_bytes, const Link& link);
   // Over all nodes.
   double all_reduce_time(double bytes) const { return all_reduce_time(bytes, nodes_); }
   double broadcast_time(double bytes) const { return broadcast_time(bytes, nodes_); }

@@ -90,13 +90,20 @@ void NodeMeter::count(TrafficSource source, CollectiveKind kind, Traffic mine, d
 }
 
 Transfer NodeMeter::schedule(CollectiveKind kind, double transfer_time) {
+  // A failure noticed here: the survivors wait out the timeout first.
+  const double start = clocks_.latest(sequence_) + failure_timeout_;
+  Transfer t = schedule_from(kind, start, transfer_time);
+  t.id = sequence_++;
+  failure_timeout_ = 0;
+  return t;
+}
+
+Transfer NodeMeter::schedule_from(CollectiveKind kind, double start, double transfer_time) {
   Transfer t;
   t.id = sequence_;
   t.kind = kind;
   t.step = in_step_ ? row_step_ - 1 : -1;
-  // A failure noticed here: the survivors wait out the timeout first.
-  t.start = clocks_.latest(sequence_++) + failure_timeout_;
-  failure_timeout_ = 0;
+  t.start = start;
   t.begin = std::max(t.start, link_free_);
   t.seconds = transfer_time;
   t.finish = t.begin + transfer_time;
@@ -115,7 +122,28 @@ void NodeMeter::after_collective(TrafficSource source, CollectiveKind kind, Traf
                                  double transfer_time) {
   count(source, kind, mine, cluster_sent, transfer_time);
   if (source != TrafficSource::Strategy) return;
-  const Transfer t = schedule(kind, transfer_time);
+  take(schedule(kind, transfer_time));
+}
+
+void NodeMeter::before_group(TrafficSource source) {
+  if (source != TrafficSource::Strategy) return;
+  stop_timer();
+  settle_compute();
+  clocks_.post_group(rank_, clock_ + failure_timeout_);
+  failure_timeout_ = 0;
+}
+
+void NodeMeter::after_group(TrafficSource source, CollectiveKind kind, Traffic mine, double cluster_sent,
+                            double transfer_time) {
+  count(source, kind, mine, cluster_sent, transfer_time);
+  if (source != TrafficSource::Strategy) return;
+  group_view_sent_ += cluster_sent;
+  group_sent_ += mine.sent;
+  take(schedule_from(kind, clocks_.group_latest(rank_), transfer_time));
+}
+
+void NodeMeter::take(const Transfer& t) {
+  const double transfer_time = t.seconds;
   // Before it begins, the node waits for the others, or for its link to
   // finish the transfers in flight (communication). Nothing in flight: all
   // of [start, finish] is this transfer's, as before overlap existed.
@@ -164,13 +192,14 @@ void NodeMeter::record_row(TrafficSource source, CollectiveKind kind, double clu
 }
 
 DonorView NodeMeter::donor_view() const {
-  return {clock_, sequence_, {cluster_sent_[0], cluster_sent_[1]}, link_free_};
+  return {clock_, sequence_, {cluster_sent_[0], cluster_sent_[1]}, link_free_, group_view_sent_};
 }
 
 void NodeMeter::rejoin(const DonorView& donor, double transfer) {
   clock_ = donor.clock + transfer;
   sequence_ = donor.sequence;
   for (int i = 0; i < 2; ++i) cluster_sent_[i] = donor.cluster_sent[i];
+  group_view_sent_ = donor.group_view_sent;
   pending_compute_ = 0;
   failure_timeout_ = 0;
   link_free_ = donor.link_free;
@@ -203,6 +232,7 @@ nlohmann::json NodeMeter::state() const {
                           {"calls", {calls_[0], calls_[1]}}};
   if (failure_timeout_ > 0) state["failure_timeout"] = failure_timeout_;
   if (peak_step_sent_ > 0) state["peak_step_sent"] = peak_step_sent_;
+  if (group_view_sent_ > 0 || group_sent_ > 0) state["group_sent"] = {group_view_sent_, group_sent_};
   return state;
 }
 
@@ -227,6 +257,11 @@ void NodeMeter::check_state(const nlohmann::json& state) {
     if (state.contains(key)) number(state.at(key), key);
   }
   if (state.contains("in_flight")) TransfersInFlight::check_state(state.at("in_flight"));
+  if (state.contains("group_sent")) {
+    const nlohmann::json& pair = state.at("group_sent");
+    if (!pair.is_array() || pair.size() != 2) throw std::invalid_argument("\"group_sent\" is not a pair");
+    for (const auto& value : pair) number(value, "group_sent");
+  }
 }
 
 void NodeMeter::restore(const nlohmann::json& state) {
@@ -245,6 +280,9 @@ void NodeMeter::restore(const nlohmann::json& state) {
   // Absent from checkpoints written before it was counted: the peak of the
   // steps after the resume.
   peak_step_sent_ = state.value("peak_step_sent", 0.0);
+  const nlohmann::json group = state.value("group_sent", nlohmann::json::array({0.0, 0.0}));
+  group_view_sent_ = group.at(0);
+  group_sent_ = group.at(1);
   step_sent_row_ = -1;
   step_sent_ = 0;
   transfer_ = state.value("transfer", communication_);

@@ -42,6 +42,7 @@ struct DonorView {
   uint64_t sequence = 0;
   double cluster_sent[2] = {0, 0};  // by TrafficSource
   double link_free = 0;             // when the last strategy transfer ends
+  double group_view_sent = 0;       // of cluster_sent[0], from subgroups
 };
 
 // Used by its node's thread only, except for the read-outs after the run.
@@ -76,6 +77,15 @@ class NodeMeter {
   void before_collective(TrafficSource source);
   void after_collective(TrafficSource source, CollectiveKind kind, Traffic mine, double cluster_sent,
                         double transfer_time);
+  // A collective over a subgroup (sdk/comm.h): before the call, the node
+  // posts its arrival (the failure timeout it still has to lose included);
+  // after it, the transfer starts at the members' latest arrival
+  // (ClockExchange::group_latest) or when the link is free, and the clock
+  // moves to its end. It takes no collective sequence number: the other
+  // nodes do not take part. `cluster_sent`: what the node's view of the
+  // cluster's bytes adds; `group_sent`: what the group's members sent.
+  void before_group(TrafficSource source);
+  void after_group(TrafficSource source, CollectiveKind kind, Traffic mine, double cluster_sent, double transfer_time);
   // A non-blocking strategy collective, instead of after_collective: counted
   // alike, scheduled on the node's link, the clock left where it is.
   // Returns the ticket of its handle.
@@ -107,8 +117,14 @@ class NodeMeter {
   double hidden_seconds() const { return std::max(0.0, transfer_ - communication_); }
   const Traffic& traffic(TrafficSource source) const { return traffic_[index(source)]; }
   // Bytes sent by all nodes together, as far as this node has seen (every
-  // node sees every collective, so all nodes agree).
+  // node sees every collective, so all nodes agree; a subgroup's collective
+  // counts as if every live node were in a group like the node's:
+  // docs/simulation.md#subgroups-and-peers).
   double cluster_sent(TrafficSource source) const { return cluster_sent_[index(source)]; }
+  // Of cluster_sent, what collectives over subgroups added; and the bytes
+  // this node sent in them (exact: summed over the nodes at the end).
+  double group_view_sent() const { return group_view_sent_; }
+  double group_sent() const { return group_sent_; }
   int64_t collectives(TrafficSource source) const { return calls_[index(source)]; }
   // The most strategy bytes this node sent in one step (one comm.csv row
   // step): what its link must carry at the peak, against the mean
@@ -140,6 +156,9 @@ class NodeMeter {
   // begins and ends. Takes the collective's sequence number and the
   // failure timeout, and occupies the link.
   Transfer schedule(CollectiveKind kind, double transfer_time);
+  Transfer schedule_from(CollectiveKind kind, double start, double transfer_time);
+  // A blocking transfer: the clock moves to its end.
+  void take(const Transfer& t);
   // The time the link carries transfers in flight between `from` and `to`.
   double busy_between(double from, double to) const;
   void restart_timer();
@@ -165,6 +184,7 @@ class NodeMeter {
   uint64_t sequence_ = 0;
   Traffic traffic_[2];
   double cluster_sent_[2] = {0, 0};
+  double group_view_sent_ = 0, group_sent_ = 0;  // strategy traffic only
   int64_t calls_[2] = {0, 0};
   std::vector<CommRow> rows_;  // one per (step, source, kind); a handful per step
   // Strategy bytes sent in row step `step_sent_row_` so far, and the most

@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "exogym/runtime/comm/collective_backend.h"
 #include "exogym/runtime/comm/hierarchical_group.h"
 #include "exogym/runtime/dist/process_mesh.h"
 #include "exogym/runtime/util/exception_text.h"
@@ -15,11 +16,12 @@
 
 namespace exogym::runtime::train {
 
-Cluster::Cluster(int nodes, int parallelism)
+Cluster::Cluster(int nodes, int parallelism, sim::ClockExchange* clocks)
     : nodes_(nodes),
       block_{0, nodes},
       slots_(std::max(1, parallelism), abort_),
-      group_(std::make_unique<comm::InProcessGroup>(nodes, abort_, std::min(std::max(1, parallelism), nodes) - 1)) {
+      group_(std::make_unique<comm::InProcessGroup>(nodes, abort_, std::min(std::max(1, parallelism), nodes) - 1,
+                                                    clocks)) {
   start_meetings();
 }
 
@@ -48,6 +50,11 @@ comm::InProcessGroup& Cluster::group() {
   return *group_;
 }
 
+comm::CollectiveBackend& Cluster::backend() {
+  if (hierarchical_) return *hierarchical_;
+  return *group_;
+}
+
 std::unique_ptr<sdk::Communicator> Cluster::communicator(int rank, threads::NodeSlot* slot) {
   if (hierarchical_) return hierarchical_->communicator(rank, slot);
   return group_->communicator(rank, slot);
@@ -57,6 +64,10 @@ void Cluster::start_meetings() {
   meeting_work_.resize(static_cast<size_t>(block_.count));
   everyone_ = std::make_unique<comm::MeetingPoint>(block_.count, block_.first, abort_,
                                                    [this](const comm::MeetingPoint::Calls&) {
+                                                     std::vector<int> ranks;
+                                                     for (int j = 0; j < block_.count; ++j)
+                                                       ranks.push_back(block_.first + j);
+                                                     backend().leave_all_elsewhere(ranks);
                                                      if (meeting_work_[0]) meeting_work_[0]();
                                                      if (mesh_) mesh_->barrier();
                                                    });
@@ -69,7 +80,10 @@ void Cluster::meet_all(int rank, threads::NodeSlot* slot, std::function<void()> 
   meeting_work_[static_cast<size_t>(index)] = std::move(work);
   comm::CollectiveCall call;
   call.kind = comm::CollectiveKind::Barrier;
+  // A subgroup that waits for this node never completes.
+  backend().enter_elsewhere(rank, "waits in a meeting of every node between steps");
   everyone_->meet(index, std::move(call), slot);
+  backend().leave_elsewhere(rank);
 }
 
 void Cluster::set_members(std::vector<int> live) {
@@ -87,6 +101,8 @@ void Cluster::run(const std::function<void(int, threads::NodeSlot&)>& body) {
     try {
       threads::NodeSlot slot(&slots_);
       body(rank, slot);
+      // A subgroup that waits for it now never completes.
+      backend().enter_elsewhere(rank, "has finished its run");
     } catch (const sdk::AbortedError&) {
       // A consequence of another node's failure, not a cause.
     } catch (...) {

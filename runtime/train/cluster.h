@@ -31,8 +31,9 @@ namespace exogym::runtime::train {
 
 class Cluster {
  public:
-  // parallelism: how many nodes compute at once (>= 1).
-  Cluster(int nodes, int parallelism);
+  // parallelism: how many nodes compute at once (>= 1); `clocks` (may be
+  // null): where subgroups' members compare arrival times.
+  Cluster(int nodes, int parallelism, sim::ClockExchange* clocks = nullptr);
   // This process hosts `block` of the run's `nodes`; the others are reached
   // through `mesh`. `clocks` (may be null) shares arrival times between
   // processes; `exact_reduce`: see HierarchicalGroup.
@@ -69,6 +70,7 @@ class Cluster {
 
  private:
   void start_meetings();
+  comm::CollectiveBackend& backend();
 
   int nodes_;
   dist::NodeBlock block_;

@@ -43,6 +43,8 @@ nlohmann::json Meters::node_stats() const {
                      {"communication_s", meter.communication_seconds()},
                      {"waiting_s", meter.waiting_seconds()},
                      {"hidden_s", meter.hidden_seconds()}});
+    // Only with subgroups: the exact total of summary.json adds these up.
+    if (meter.group_sent() > 0) stats.back()["group_bytes_sent"] = meter.group_sent();
   }
   return stats;
 }

@@ -16,7 +16,7 @@ void run_nodes(TrainingState& s, const threads::ThreadPlan& plan, bool exact_red
   dist::ProcessMesh* mesh = s.run.role.mesh;
   auto cluster = mesh ? std::make_unique<train::Cluster>(m.nodes, plan.parallelism, *mesh, s.run.role.block,
                                                          &s.simulation->clocks(), exact_reduce)
-                      : std::make_unique<train::Cluster>(m.nodes, plan.parallelism);
+                      : std::make_unique<train::Cluster>(m.nodes, plan.parallelism, &s.simulation->clocks());
   if (plan.pinned) cluster->slots().pin_threads();
   std::unique_ptr<checkpoint::StopVote> vote;
   if (mesh && s.checkpoints.stop_point) {

@@ -48,7 +48,11 @@ SimulationSummary summarize_simulation(int nodes, const NodeAccounts& accounts, 
     sim.waiting_s += node.at("waiting_s").get<double>() / K;
     sim.hidden_s += node.at("hidden_s").get<double>() / K;
   }
-  sim.bytes_sent_total = accounts.reporter.cluster_sent;
+  // Collectives over subgroups: each node's own bytes, not the reporting
+  // node's extrapolation.
+  double group_sent = 0;
+  for (const auto& node : per_node) group_sent += node.value("group_bytes_sent", 0.0);
+  sim.bytes_sent_total = accounts.reporter.cluster_sent - accounts.reporter.group_view_sent + group_sent;
   sim.bytes_sent_per_node = sim.bytes_sent_total / K;
   sim.runtime_bytes_sent_total = accounts.reporter.runtime_cluster_sent;
   sim.ddp_bytes_sent_per_node = ddp.bytes_sent_per_node;
@@ -156,7 +160,7 @@ NodeAccounts gather_accounts(const Meters& simulation, const Membership& members
   if (simulation.hosts(reporter)) {
     const sim::NodeMeter& meter = simulation.meter(reporter);
     totals = {meter.cluster_sent(sim::TrafficSource::Strategy), meter.cluster_sent(sim::TrafficSource::Runtime),
-              meter.collectives(sim::TrafficSource::Strategy)};
+              meter.collectives(sim::TrafficSource::Strategy), meter.group_view_sent()};
   }
   accounts.per_node = accounts.remote_metrics = json::array();
   const json local = {
@@ -170,7 +174,7 @@ NodeAccounts gather_accounts(const Meters& simulation, const Membership& members
     for (const auto& n : part.at("nodes")) accounts.per_node.push_back(n);
     for (const auto& row : part.at("metrics")) accounts.remote_metrics.push_back(row);
     if (const json& r = part.at("reporter"); !r.is_null()) {
-      accounts.reporter = {r.at(0).get<double>(), r.at(1).get<double>(), r.at(2).get<int64_t>()};
+      accounts.reporter = {r.at(0).get<double>(), r.at(1).get<double>(), r.at(3).get<double>(), r.at(2).get<int64_t>()};
     }
   }
   return accounts;

@@ -28,6 +28,7 @@ struct NodeAccounts {
   nlohmann::json remote_metrics;  // metrics.csv rows the other processes kept
   struct {
     double cluster_sent = 0, runtime_cluster_sent = 0;  // all nodes' bytes
+    double group_view_sent = 0;                         // of cluster_sent, extrapolated from subgroups
     int64_t collectives = 0;                            // strategy collectives per node
   } reporter;                                           // as the reporting node saw them
 };

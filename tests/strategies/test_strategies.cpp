@@ -6,6 +6,7 @@
 // MNIST. (SPARTA's index selectors: test_index_selectors.cpp; streaming_diloco:
 // test_streaming_diloco.cpp, here only in the last two.)
 #include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
@@ -344,6 +345,39 @@ TEST_CASE("FedAvg sets each node to the mean of its island, after every H steps"
       CHECK((after_sync[rank] - doubles({(a + b) / 2, 10 * (a * a + b * b) / 2})).abs().max().item<double>() < 1e-12);
     }
     CHECK((after_full[rank] - doubles({1.5, 35.0})).abs().max().item<double>() < 1e-12);
+  }
+}
+
+TEST_CASE("FedAvg islands through group_all_reduce give the bits of the reference's all_gather and fold",
+          "[strategies][groups]") {
+  // 7 nodes in islands of 3: sizes 3, 3 and 1; float values, so that the
+  // order of the additions shows in the bits.
+  const int K = 7;
+  std::vector<at::Tensor> start(K), islands_result(K), reference(K);
+  run_nodes(K, [&](int rank, sdk::Communicator& comm) {
+    auto ctx = context(rank, K, comm);
+    auto gen = at::detail::createCPUGenerator(300 + rank);
+    start[rank] = at::randn({257}, gen, at::kFloat);
+    TinyModel model(start[rank]);
+    modules::FedAvgModule islands(2, 3);
+    islands.init(ctx, model);
+    islands.communicate(ctx, model, 3);  // round 1
+    islands_result[rank] = model.w().detach().clone();
+    // The former implementation: every node's parameters to every node,
+    // then the island's mean in rank order.
+    auto gathered = comm.all_gather(start[rank]);
+    for (const auto& island : modules::FedAvgModule::islands(ctx.seed, 1, K, 3)) {
+      if (std::find(island.begin(), island.end(), rank) == island.end()) continue;
+      std::vector<int> members = island;
+      std::sort(members.begin(), members.end());
+      at::Tensor sum = gathered[members[0]].clone();
+      for (size_t j = 1; j < members.size(); ++j) sum.add_(gathered[members[j]]);
+      reference[rank] = sum.div_(static_cast<double>(members.size()));
+    }
+  });
+  for (int rank = 0; rank < K; ++rank) {
+    INFO("node " << rank);
+    CHECK(at::equal(islands_result[rank], reference[rank]));
   }
 }
 

@@ -187,9 +187,13 @@ TEST_CASE("accounting: DiLoCo and FedAvg send the parameters every H steps", "[a
     run_json(manifest_with(K, "fedavg", {{"H", 2}}), dir.path());
     check_bytes(dir.path(), K, (kSteps / 2) * ring(kParamBytes, K));
   }
-  SECTION("fedavg islands of 2, H = 4: an all-gather of the parameters per round") {
+  SECTION("fedavg islands of 2, H = 4: a ring over the island per round, K / 2 times fewer than all_gather") {
     run_json(manifest_with(K, "fedavg", {{"H", 4}, {"island_size", 2}}), dir.path());
-    check_bytes(dir.path(), K, (kSteps / 4) * (K - 1) * kParamBytes);
+    // 2(2-1)/2 S = S per node per round (the reference's all_gather: (K-1) S).
+    check_bytes(dir.path(), K, (kSteps / 4) * ring(kParamBytes, 2));
+    for (const auto& row : read_csv(dir / "run" / "comm.csv")) {
+      if (row.at("source") == "strategy") CHECK(row.at("collective") == "group_all_reduce");
+    }
   }
 }
 

@@ -1,0 +1,169 @@
+#include "exogym/runtime/comm/group_meetings.h"
+
+#include <algorithm>
+#include <exception>
+#include <set>
+#include <utility>
+
+#include "exogym/runtime/threads/compute_slots.h"
+#include "exogym/sdk/error.h"
+
+namespace exogym::runtime::comm {
+
+namespace {
+constexpr const char* kAdvice = " (a strategy must call group collectives in the same order on every member)";
+}  // namespace
+
+GroupMeetings::GroupMeetings(int first_rank, int count, threads::AbortSignal& abort)
+    : first_rank_(first_rank), abort_(abort), nodes_(static_cast<size_t>(count)) {
+  abort_.on_abort([this] {
+    std::lock_guard<std::mutex> lock(mutex_);
+    cv_.notify_all();
+  });
+}
+
+void GroupMeetings::meet(int rank, CollectiveCall call, const std::vector<int>& local, threads::NodeSlot* slot,
+                         const Work& work) {
+  // The members it waits for need the compute slot more.
+  const bool held = slot && slot->held();
+  if (held) slot->release();
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (abort_.aborted()) throw sdk::AbortedError("run aborted: " + abort_.reason());
+  auto it = meetings_.try_emplace(call.members).first;
+  const std::vector<int>& key = it->first;
+  Meeting& m = it->second;
+  if (m.calls.empty()) {
+    m.local = local;
+    ++pending_;
+  }
+  m.calls.emplace(rank, std::move(call));
+  Node& me = node(rank);
+  if (m.calls.size() < m.local.size()) {
+    me.state = State::Waiting;
+    me.group = &key;
+    const std::string deadlock = find_deadlock(rank, key);
+    if (!deadlock.empty()) fail(lock, deadlock, rank, &key);
+    cv_.wait(lock, [&] { return me.state == State::Running || (abort_.aborted() && me.state == State::Waiting); });
+    if (me.state == State::Waiting) {
+      // Aborted before the work began: nobody will read its call.
+      forget(rank, m);
+      me.state = State::Running;
+      throw sdk::AbortedError("run aborted: " + abort_.reason());
+    }
+  } else {
+    run_work(lock, key, work);
+  }
+  lock.unlock();
+  if (abort_.aborted()) throw sdk::AbortedError("run aborted: " + abort_.reason());
+  if (held) slot->acquire();
+}
+
+void GroupMeetings::run_work(std::unique_lock<std::mutex>& lock, std::vector<int> group, const Work& work) {
+  Meeting& m = meetings_.at(group);
+  std::vector<CollectiveCall> calls;
+  for (auto& [rank, call] : m.calls) {
+    calls.push_back(std::move(call));
+    node(rank).state = State::Working;
+  }
+  const std::vector<int> local = m.local;
+  m.calls.clear();
+  --pending_;
+  const uint64_t count = m.count++;
+  lock.unlock();
+  std::string error;
+  try {
+    for (size_t i = 1; i < calls.size(); ++i) check_same_collective(calls[i], local[i], calls[0], local[0]);
+    std::vector<CollectiveCall*> pointers;
+    for (auto& c : calls) pointers.push_back(&c);
+    work(pointers, count);
+  } catch (const sdk::AbortedError&) {
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  calls.clear();  // let go of every member's tensors
+  lock.lock();
+  for (int rank : local) node(rank).state = State::Running;
+  cv_.notify_all();
+  if (!error.empty()) {
+    lock.unlock();
+    abort_.trigger(error);
+    throw sdk::Error(error);
+  }
+}
+
+void GroupMeetings::fail(std::unique_lock<std::mutex>& lock, const std::string& reason, int rank,
+                         const std::vector<int>* group) {
+  // The node leaves: its call goes, and the others wake with the abort.
+  if (group) forget(rank, meetings_.at(*group));
+  node(rank).state = State::Running;
+  lock.unlock();
+  abort_.trigger(reason);
+  throw sdk::Error(reason);
+}
+
+void GroupMeetings::forget(int rank, Meeting& m) {
+  if (m.calls.erase(rank) && m.calls.empty()) --pending_;
+}
+
+std::string GroupMeetings::find_deadlock(int rank, const std::vector<int>& group) {
+  // Follow the members this group waits for: one waiting elsewhere, or in
+  // a group that leads back here, never comes.
+  std::set<const std::vector<int>*> visited;
+  std::string chain;
+  std::function<std::string(const std::vector<int>&, int)> visit = [&](const std::vector<int>& key,
+                                                                       int waiter) -> std::string {
+    visited.insert(&key);
+    const Meeting& m = meetings_.at(key);
+    const std::string what = describe_call(m.calls.begin()->second);
+    for (int r : m.local) {
+      if (m.calls.count(r)) continue;
+      const Node& n = node(r);
+      const std::string step =
+          "node " + std::to_string(waiter) + " waits in " + what + " for node " + std::to_string(r);
+      if (n.state == State::Elsewhere) return step + ", which " + n.elsewhere;
+      if (n.state != State::Waiting) continue;
+      if (n.group == &group)
+        return step + ", which waits in " + describe_call(meetings_.at(group).calls.begin()->second);
+      if (visited.count(n.group)) continue;
+      const std::string rest = visit(*n.group, r);
+      if (!rest.empty()) return step + ", while " + rest;
+    }
+    return "";
+  };
+  const std::string found = visit(group, rank);
+  return found.empty() ? found : "deadlock: " + found + kAdvice;
+}
+
+std::string GroupMeetings::find_waiters_for(int rank) {
+  for (const auto& [key, m] : meetings_) {
+    if (m.calls.empty() || m.calls.count(rank) || !std::binary_search(m.local.begin(), m.local.end(), rank)) continue;
+    return "deadlock: node " + std::to_string(m.calls.begin()->first) + " waits in " +
+           describe_call(m.calls.begin()->second) + " for node " + std::to_string(rank) + ", which " +
+           node(rank).elsewhere + kAdvice;
+  }
+  return "";
+}
+
+void GroupMeetings::enter_elsewhere(int rank, const std::string& what) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  Node& me = node(rank);
+  me.state = State::Elsewhere;
+  me.elsewhere = what;
+  if (pending_ == 0) return;
+  const std::string deadlock = find_waiters_for(rank);
+  if (!deadlock.empty()) fail(lock, deadlock, rank, nullptr);
+}
+
+void GroupMeetings::leave_all(const std::vector<int>& ranks) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (int rank : ranks) {
+    if (node(rank).state == State::Elsewhere) node(rank).state = State::Running;
+  }
+}
+
+void GroupMeetings::leave(int rank) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  node(rank).state = State::Running;
+}
+
+}  // namespace exogym::runtime::comm
