@@ -47,6 +47,9 @@ std::vector<std::pair<std::string, json>> builtin_strategies() {
       // that are not zero. Chunks of 64 (the MLP's largest tensor has 1024
       // values) keep 7.
       {"sparseloco", {{"H", 3}, {"chunk", 64}, {"density", 0.1}, {"optimizer", {{"name", "adam"}, {"lr", 0.01}}}}},
+      // Pairs exchange after steps 2, 5, 8, ...: every resume point has
+      // slow weights and momenta that differ between nodes.
+      {"noloco", {{"H", 3}, {"outer_momentum", 0.5}, {"optimizer", {{"name", "adam"}, {"lr", 0.01}}}}},
   };
 }
 
