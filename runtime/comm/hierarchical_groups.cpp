@@ -39,6 +39,43 @@ uint64_t shapes_signature(const std::vector<at::Tensor>& tensors) {
   return hash.digest();
 }
 
+// The tensors of `blocks` members another process (`who`) sent in
+// `received`: views of the reduction's blocks, or the packed message's.
+std::vector<std::vector<at::Tensor>> remote_members(const at::Tensor& received, int blocks, const TensorLayout& layout,
+                                                    const CollectiveCall& first, bool reduce, const std::string& who) {
+  const size_t count = first.tensors.size();
+  std::vector<at::Tensor> unpacked;
+  if (!reduce) {
+    auto tensors = unpack_tensors(received);
+    if (!tensors || tensors->size() != static_cast<size_t>(blocks) * count)
+      throw sdk::Error("group_all_gather: the data from " + who + " is malformed");
+    unpacked = std::move(*tensors);
+  }
+  std::vector<std::vector<at::Tensor>> out;
+  for (int b = 0; b < blocks; ++b) {
+    std::vector<at::Tensor> part;
+    for (size_t i = 0; i < count; ++i) part.push_back(reduce ? layout.view(received, i, b) : unpacked[b * count + i]);
+    out.push_back(std::move(part));
+  }
+  return out;
+}
+
+// This process's members' tensors: blocks of one layout for a reduction, a
+// packed message otherwise.
+at::Tensor local_members(const std::vector<CollectiveCall*>& calls, const TensorLayout& layout, bool reduce) {
+  if (!reduce) {
+    std::vector<at::Tensor> all;
+    for (const CollectiveCall* c : calls) all.insert(all.end(), c->tensors.begin(), c->tensors.end());
+    return pack_tensors(all);
+  }
+  at::Tensor send = at::empty({static_cast<int64_t>(calls.size()) * layout.block_bytes()}, at::kByte);
+  for (size_t b = 0; b < calls.size(); ++b) {
+    for (size_t i = 0; i < calls[b]->tensors.size(); ++i)
+      layout.view(send, i, static_cast<int64_t>(b)).copy_(calls[b]->tensors[i]);
+  }
+  return send;
+}
+
 }  // namespace
 
 void HierarchicalGroup::run_group(int rank, CollectiveCall call, threads::NodeSlot* slot) {
@@ -75,21 +112,8 @@ void HierarchicalGroup::exchange_group(const std::vector<int>& members, const st
   hash.add_integer(static_cast<int64_t>(meeting));
   const uint64_t tag = (hash.digest() << 2) >> 1;  // even, below the top bit: +1 for the data
 
-  // This process's members' tensors: blocks of one layout for a reduction,
-  // a packed message otherwise.
   const TensorLayout layout(first.tensors);
-  at::Tensor send;
-  if (reduce) {
-    send = at::empty({static_cast<int64_t>(local.size()) * layout.block_bytes()}, at::kByte);
-    for (size_t b = 0; b < calls.size(); ++b) {
-      for (size_t i = 0; i < first.tensors.size(); ++i)
-        layout.view(send, i, static_cast<int64_t>(b)).copy_(calls[b]->tensors[i]);
-    }
-  } else {
-    std::vector<at::Tensor> all;
-    for (const CollectiveCall* c : calls) all.insert(all.end(), c->tensors.begin(), c->tensors.end());
-    send = pack_tensors(all);
-  }
+  const at::Tensor send = local_members(calls, layout, reduce);
   GroupHeader mine;
   mine.tag = tag;
   mine.kind = static_cast<int32_t>(first.kind);
@@ -130,31 +154,14 @@ void HierarchicalGroup::exchange_group(const std::vector<int>& members, const st
 
   // Every member's tensors in rank order: processes host contiguous blocks.
   std::vector<std::vector<at::Tensor>> remote_parts;  // by member, for those elsewhere
-  remote_parts.reserve(members.size());
   std::vector<const std::vector<at::Tensor>*> parts;
-  size_t next_local = 0;
-  for (size_t j = 0; j < members.size();) {
-    const int q = dist::process_of_node(members[j], nodes_, P);
-    if (q == me) {
-      parts.push_back(&calls[next_local++]->tensors);
-      ++j;
-      continue;
-    }
-    const GroupHeader& h = headers[q];
-    std::vector<at::Tensor> unpacked;
-    if (!reduce) {
-      auto tensors = unpack_tensors(received[q]);
-      if (!tensors || tensors->size() != static_cast<size_t>(h.blocks) * first.tensors.size())
-        throw sdk::Error("group_all_gather: the data from " + mesh_.describe(q) + " is malformed");
-      unpacked = std::move(*tensors);
-    }
-    for (int b = 0; b < h.blocks; ++b, ++j) {
-      std::vector<at::Tensor> part;
-      for (size_t i = 0; i < first.tensors.size(); ++i)
-        part.push_back(reduce ? layout.view(received[q], i, b) : unpacked[b * first.tensors.size() + i]);
-      remote_parts.push_back(std::move(part));
-      parts.push_back(&remote_parts.back());
-    }
+  for (int q : peers) {
+    const auto theirs = remote_members(received[q], headers[q].blocks, layout, first, reduce, mesh_.describe(q));
+    remote_parts.insert(remote_parts.end(), theirs.begin(), theirs.end());
+  }
+  for (size_t j = 0, next_local = 0, next_remote = 0; j < members.size(); ++j) {
+    const bool here = dist::process_of_node(members[j], nodes_, P) == me;
+    parts.push_back(here ? &calls[next_local++]->tensors : &remote_parts[next_remote++]);
   }
   complete_group(calls, parts);
 }

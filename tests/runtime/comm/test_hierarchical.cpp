@@ -362,3 +362,39 @@ TEST_CASE("the clock exchange shares the latest arrival across processes", "[mul
   clocks.share_latest(1, 6.0);
   REQUIRE(clocks.latest(1) == 6.0);
 }
+
+TEST_CASE("subgroups across processes give the in-process backend's bits, and pairs in any order meet",
+          "[multiprocess][groups]") {
+  // 6 nodes over 3 processes (blocks {0,1}, {2,3}, {4,5}). Groups {0, 3, 4}
+  // and {1, 2, 5} span every process; then pairs {0,5}, {1,4}, {2,3}, whose
+  // processes meet in no fixed order; then a gather of different shapes.
+  const int K = 6;
+  auto body = [&](std::vector<at::Tensor>& reduced, std::vector<std::vector<at::Tensor>>& pair,
+                  std::vector<std::vector<std::vector<at::Tensor>>>& gathered) {
+    return [&](int rank, exogym::sdk::Communicator& comm) {
+      std::vector<at::Tensor> t{node_values(rank, {1000})};
+      const bool a = rank == 0 || rank == 3 || rank == 4;
+      comm.group_all_reduce(a ? std::vector<int>{0, 3, 4} : std::vector<int>{1, 2, 5}, t, ReduceOp::Avg);
+      reduced[rank] = t[0];
+      pair[rank] = comm.exchange(5 - rank, {node_values(10 + rank, {7}), at::full({rank + 1}, rank, at::kLong)});
+      if (rank % 2 == 0) gathered[rank] = comm.group_all_gather({0, 2, 4}, {at::ones({rank + 1})});
+    };
+  };
+  std::vector<at::Tensor> reduced(K), reduced_one(K);
+  std::vector<std::vector<at::Tensor>> pair(K), pair_one(K);
+  std::vector<std::vector<std::vector<at::Tensor>>> gathered(K), gathered_one(K);
+  run_meshes(3, K, true, body(reduced, pair, gathered));
+  exogym::test::run_nodes(K, 2, body(reduced_one, pair_one, gathered_one));
+  for (int r = 0; r < K; ++r) {
+    INFO("node " << r);
+    REQUIRE(at::equal(reduced[r], reduced_one[r]));
+    REQUIRE(at::equal(pair[r][0], node_values(10 + 5 - r, {7})));
+    REQUIRE(at::equal(pair[r][1], at::full({6 - r}, 5 - r, at::kLong)));
+    if (r % 2 == 0) {
+      REQUIRE(gathered[r].size() == 3);
+      for (int j = 0; j < 3; ++j) REQUIRE(at::equal(gathered[r][j][0], at::ones({2 * j + 1})));
+    }
+  }
+  at::Tensor expected = (node_values(0, {1000}) + node_values(3, {1000})).add_(node_values(4, {1000})).div_(3);
+  REQUIRE(at::equal(reduced[0], expected));
+}
