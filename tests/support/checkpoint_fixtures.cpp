@@ -50,6 +50,9 @@ std::vector<std::pair<std::string, json>> builtin_strategies() {
       // Parameters after every 2nd step, moments after every 3rd and 5th:
       // at a stop after 7 steps each holds something else on each node.
       {"desloc", {{"Kx", 2}, {"Ku", 3}, {"Kv", 5}, {"optimizer", {{"name", "adam"}, {"lr", 0.01}}}}},
+      // Its anchor is the model of the round: saved, resumed and sent to a
+      // node that comes back.
+      {"fedprox", {{"H", 3}, {"mu", 0.1}, {"optimizer", {{"name", "sgd"}, {"lr", 0.05}, {"momentum", 0.9}}}}},
   };
 }
 
