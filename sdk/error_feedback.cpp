@@ -12,11 +12,9 @@ ErrorFeedback::ErrorFeedback(float decay) : decay_(decay) {
   }
 }
 
-QuantizedPayload ErrorFeedback::quantize(size_t slot, const at::Tensor& tensor, QuantFormat format,
-                                         int64_t block_size) {
-  if (slot >= residuals_.size()) residuals_.resize(slot + 1);
-  at::Tensor& residual = residuals_[slot];
+at::Tensor ErrorFeedback::compensate(size_t slot, const at::Tensor& tensor) const {
   at::Tensor compensated = tensor.detach().to(at::kCPU, at::kFloat, /*non_blocking=*/false, /*copy=*/true);
+  const at::Tensor residual = this->residual(slot);
   if (residual.defined()) {
     if (residual.sizes() != tensor.sizes()) {
       throw Error("error feedback slot " + std::to_string(slot) + ": a tensor of shape " + c10::str(tensor.sizes()) +
@@ -26,8 +24,19 @@ QuantizedPayload ErrorFeedback::quantize(size_t slot, const at::Tensor& tensor, 
     // on some CPUs and not on others.
     compensated.add_(decay_ == 1.0f ? residual : residual.mul(decay_));
   }
+  return compensated;
+}
+
+void ErrorFeedback::keep(size_t slot, at::Tensor compensated, const at::Tensor& sent) {
+  if (slot >= residuals_.size()) residuals_.resize(slot + 1);
+  residuals_[slot] = compensated.sub_(sent.view(compensated.sizes()));
+}
+
+QuantizedPayload ErrorFeedback::quantize(size_t slot, const at::Tensor& tensor, QuantFormat format,
+                                         int64_t block_size) {
+  at::Tensor compensated = compensate(slot, tensor);
   QuantizedPayload payload = sdk::quantize(compensated, format, block_size);
-  residual = compensated.sub_(dequantize_float(payload));
+  keep(slot, compensated, dequantize_float(payload));
   payload.dtype = tensor.scalar_type();
   payload.device = tensor.device();
   return payload;

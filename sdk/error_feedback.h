@@ -5,7 +5,7 @@
 // Karimireddy et al. 2019; SparseLoCo's error buffer with a decay).
 //
 // One residual per slot (a strategy's parameter index, say), fp32 on the
-// CPU, zero until the slot's first quantize():
+// CPU, zero until the slot's first quantize() (or keep()):
 //   compensated = tensor + decay * residual
 //   payload     = quantize(compensated)
 //   residual    = compensated - dequantize(payload)
@@ -16,6 +16,8 @@
 // save_state/load_state); saving and loading them makes a resumed run
 // continue bit for bit. A node's residual is its own: a node that rejoins
 // after a failure starts from none (clear()), as a restarted machine would.
+// Any other compressor uses the same residuals through compensate() and
+// keep() (exogym/modules/compressor.h's compress_with_feedback).
 // Used by one node's thread (the residuals are per node).
 #include <ATen/core/Tensor.h>
 
@@ -40,6 +42,14 @@ class ErrorFeedback {
   // bug, or a checkpoint of another model).
   QuantizedPayload quantize(size_t slot, const at::Tensor& tensor, QuantFormat format,
                             int64_t block_size = kDefaultQuantBlock);
+
+  // The two halves of quantize() for any compressor: compensate() returns
+  // tensor + decay * residual(slot) as a fresh fp32 CPU tensor (the same
+  // shape check); keep() makes compensated - sent the slot's residual
+  // (`compensated` is reused, `sent` is what the payload decodes to, fp32
+  // on the CPU, of compensated's numel).
+  at::Tensor compensate(size_t slot, const at::Tensor& tensor) const;
+  void keep(size_t slot, at::Tensor compensated, const at::Tensor& sent);
 
   // The slot's residual (shaped as its tensors, fp32, CPU); undefined
   // before its first quantize().

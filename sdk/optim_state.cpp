@@ -115,4 +115,27 @@ void load_optimizer_state(torch::optim::Optimizer& optimizer, const std::vector<
   }
 }
 
+std::vector<at::Tensor> optimizer_state_tensors(torch::optim::Optimizer& optimizer,
+                                                const std::vector<at::Tensor>& params, const std::string& field) {
+  auto& state = optimizer.state();
+  std::vector<at::Tensor> found;
+  for (const auto& param : params) {
+    auto it = state.find(internal::optimizer_state_key(state, param));
+    if (it == state.end()) {
+      found.emplace_back();
+      continue;
+    }
+    const Fields fields = fields_of(*it->second);
+    const at::Tensor* match = nullptr;
+    std::string kept;
+    for (const auto& [name, tensor] : fields.tensors) {
+      if (name == field) match = tensor;
+      kept += (kept.empty() ? "" : ", ") + std::string(name);
+    }
+    if (!match) throw Error("optimizer state has no field \"" + field + "\": this optimizer keeps " + kept);
+    found.push_back(*match);
+  }
+  return found;
+}
+
 }  // namespace exogym::sdk

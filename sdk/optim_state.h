@@ -29,4 +29,14 @@ void save_optimizer_state(torch::optim::Optimizer& optimizer, const std::vector<
 void load_optimizer_state(torch::optim::Optimizer& optimizer, const std::vector<at::Tensor>& params,
                           const StateDict& in, const std::string& prefix);
 
+// For strategies that synchronise an optimizer's state (DES-LOC averages
+// Adam's moments): field `field` (one of the names above, e.g. "exp_avg")
+// of each parameter's state, aliasing the optimizer's tensors, so that
+// changing them in place changes the state. Undefined where a parameter has
+// no state yet (before its first step) or the field is unset (no
+// max_exp_avg_sq without amsgrad). Throws sdk::Error naming the fields the
+// optimizer keeps when `field` is not one of them.
+std::vector<at::Tensor> optimizer_state_tensors(torch::optim::Optimizer& optimizer,
+                                                const std::vector<at::Tensor>& params, const std::string& field);
+
 }  // namespace exogym::sdk

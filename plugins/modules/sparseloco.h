@@ -7,22 +7,27 @@
 // θ the global parameters the round started from and θ_r node r's:
 //   Δ_r = θ - θ_r                  node r's pseudo-gradient
 //   e_r ← β e_r + Δ_r              its error buffer, decayed by β ("decay")
-//   Δ̂_r = Q(TopK_chunk(e_r))       chunk-wise top-k, then the kept values
-//                                  quantised ("quantize"; sparse_average.h)
+//   Δ̂_r = C(e_r)                   compressed: by default chunk-wise top-k,
+//                                  the kept values quantised ("compressor",
+//                                  "quantize"; topk_compressor.h)
 //   e_r ← e_r - Δ̂_r                what was not sent (or lost) stays
-//   Δ = (1/R) Σ_r Δ̂_r              the sparse average (sparse_average.h)
+//   Δ = (1/R) Σ_r Δ̂_r              compressed_mean (compressor.h)
 //   θ ← θ - α Δ                    outer SGD with lr α ("outer_lr"), no momentum
 // and every node continues from the new θ. The global θ is kept once per
 // process (outer_master.h, an SGD outer optimizer without momentum); the
-// error buffers are each node's own, fp32 on the CPU.
+// error buffers are each node's own, fp32 on the CPU (an sdk::ErrorFeedback
+// with the decay). The paper's SparseLoCo is the default compressor;
+// "compressor" swaps in another of the library (random_k, sign, quantize:
+// make_compressor.h), which makes this error-feedback DiLoCo with that
+// compressor (EF-signSGD's outer step with "sign").
 //
-// Communicates: one all_gather per outer step of every trainable tensor's
-// (offsets, values[, scales]); nothing with one node (local training, as
-// DiLoCo). Options: specs(). State: outer_master.h's under the prefix
-// (the global θ as "master.<i>", "outer_step") and the node's error
-// buffers as "error.<i>". A node that comes back after a failure receives
-// θ (not the buffers: it starts with empty ones, as a restarted machine
-// would) and restarts its inner steps from it.
+// Communicates: per outer step, compressed_mean of every trainable tensor
+// (one all_gather, or one all_reduce for random-k in fp32); nothing with one
+// node (local training, as DiLoCo). Random-k's shared seed for tensor i at
+// outer step t is derive_seed(run seed, "SPLOCO", t * tensors + i). Options: specs(). State: outer_master.h's under the
+// prefix (the global θ as "master.<i>", "outer_step") and the node's error buffers as "error.<i>". A node that comes
+// back after a failure receives θ (not the buffers: it starts with empty ones, as a restarted machine would) and
+// restarts its inner steps from it.
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
@@ -30,16 +35,18 @@
 #include <string>
 #include <vector>
 
+#include "exogym/modules/compressor.h"
+#include "exogym/modules/make_compressor.h"
 #include "exogym/modules/outer_master.h"
-#include "exogym/modules/sparse_average.h"
 #include "exogym/sdk/compose.h"
+#include "exogym/sdk/error_feedback.h"
 
 namespace exogym::modules {
 
 class SparseLoCoModule final : public sdk::CommunicationModule {
  public:
-  // "SparseLoCoModule": options "H", "chunk", "density", "quantize",
-  // "decay" and "outer_lr".
+  // "SparseLoCoModule": options "H", "compressor", "chunk", "density",
+  // "quantize", "offsets", "decay" and "outer_lr".
   static sdk::ModuleSpecs specs();
   // The values "quantize" takes: "none" and sdk::quant_format_names().
   static std::vector<std::string> quantize_names();
@@ -59,22 +66,22 @@ class SparseLoCoModule final : public sdk::CommunicationModule {
   void recovery_state(sdk::StateDict& out, const std::string& prefix) const override;
   void load_recovery_state(sdk::Model& model, const sdk::StateDict& in, const std::string& prefix) override;
 
-  const SparseFormat& format() const { return format_; }
+  const Compressor& compressor() const { return *compressor_; }
+  // The shared seed tensor i is compressed with at 0-based outer step t.
+  uint64_t shared_seed(int64_t outer_step, size_t i) const;
   // Node's error buffer i (fp32, CPU, shaped as trainable parameter i).
-  const at::Tensor& error(size_t i) const { return errors_.at(i); }
+  at::Tensor error(size_t i) const { return errors_.residual(i); }
   // The global parameters θ (the last outer step's result).
   const std::vector<at::Tensor>& global() const { return outer_->master(); }
 
  private:
-  void clear_errors();
-
   int64_t H_;
-  SparseFormat format_;
-  float decay_;
+  CompressorChoice choice_;
+  std::shared_ptr<const Compressor> compressor_;
   double outer_lr_;
   const sdk::NodeContext* ctx_ = nullptr;
   std::vector<at::Tensor> params_;      // this node's
-  std::vector<at::Tensor> errors_;      // this node's e_r, one per parameter
+  sdk::ErrorFeedback errors_;           // this node's e_r, one slot per parameter
   std::shared_ptr<OuterMaster> outer_;  // this process's θ
 };
 

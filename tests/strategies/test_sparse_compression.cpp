@@ -1,8 +1,8 @@
 // SparseLoCo's compression pieces (plugins/modules/chunk_topk.h,
-// sparse_average.h): the chunk-wise top-k against hand-picked values (ties,
-// a short last chunk, NaN), the index widths, the payload's bytes against
-// the closed form, and the sparse average's values and bytes through the
-// comm layer's accounting.
+// topk_compressor.h, compressor.h's compressed_mean): the chunk-wise top-k
+// against hand-picked values (ties, a short last chunk, NaN), the index
+// widths, the payload's bytes against the closed form, and the average's
+// values and bytes through the comm layer's accounting.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
@@ -10,7 +10,8 @@
 #include <vector>
 
 #include "exogym/modules/chunk_topk.h"
-#include "exogym/modules/sparse_average.h"
+#include "exogym/modules/elias_fano.h"
+#include "exogym/modules/topk_compressor.h"
 #include "exogym/runtime/sim/clock_exchange.h"
 #include "exogym/runtime/sim/metered_communicator.h"
 #include "exogym/runtime/sim/network_model.h"
@@ -28,6 +29,15 @@ namespace sim = exogym::runtime::sim;
 namespace {
 
 at::Tensor floats(std::vector<float> values) { return at::tensor(values, at::kFloat); }
+
+modules::SparseFormat fixed(int64_t chunk, double density, std::optional<QuantFormat> quant) {
+  return {chunk, density, quant, modules::OffsetCoding::Fixed};
+}
+
+// What every node of a compressed_mean passes for one tensor.
+modules::CompressedInput input(const modules::Compressor& c, const at::Tensor& t, std::vector<int64_t> shape) {
+  return {c.compress(t, 0), std::move(shape), 0};
+}
 
 std::vector<int64_t> longs(const at::Tensor& t) {
   const at::Tensor l = t.to(at::kLong).contiguous();
@@ -99,33 +109,43 @@ TEST_CASE("chunk_topk: the same selection for any number of threads, and bad pay
                       "chunk top-k: offset 2 outside chunk 2 of 2 values");
 }
 
-TEST_CASE("sparse payloads hold exactly the closed form: offsets, packed values and one scale per chunk",
+TEST_CASE("top-k payloads hold exactly the closed form: offsets, packed values and one scale per chunk",
           "[sparseloco][compression]") {
   // 1000 values in chunks of 64 at density 1/16: 63 kept (above), uint8
   // offsets; int2 packs 4 per byte; 16 chunks, 16 scales.
-  modules::SparseFormat int2{64, 0.0625, QuantFormat::Int2};
-  CHECK(modules::sparse_bytes(1000, int2) == 63 + 16 + 16 * 4);
-  modules::SparseFormat fp32{64, 0.0625, std::nullopt};
-  CHECK(modules::sparse_bytes(1000, fp32) == 63 + 63 * 4);
-  for (int64_t chunk : {64, 512, 40000}) {
-    for (auto quant :
-         {std::optional<QuantFormat>{}, std::optional<QuantFormat>{QuantFormat::Int2},
-          std::optional<QuantFormat>{QuantFormat::Int4}, std::optional<QuantFormat>{QuantFormat::Fp8E4M3}}) {
-      for (int64_t n : {1, 63, 1000, 100001}) {
-        const modules::SparseFormat f{chunk, 0.03, quant};
-        INFO("chunk " << chunk << " n " << n << " format " << (quant ? sdk::to_string(*quant) : "none"));
-        const auto p = modules::sparsify(at::randn({n}), f);
-        const int64_t m = modules::topk_count(n, chunk, 0.03), chunks = (n + chunk - 1) / chunk;
-        const int64_t values = quant ? (m * sdk::quant_bits(*quant) + 7) / 8 + 4 * chunks : 4 * m;
-        CHECK(p.bytes() == m * modules::chunk_index_bytes(chunk) + values);
-        CHECK(p.bytes() == modules::sparse_bytes(n, f));
-        CHECK(p.offsets.scalar_type() == modules::chunk_index_dtype(chunk));
+  CHECK(modules::ChunkTopKCompressor(fixed(64, 0.0625, QuantFormat::Int2)).bytes(1000) == 63 + 16 + 16 * 4);
+  CHECK(modules::ChunkTopKCompressor(fixed(64, 0.0625, std::nullopt)).bytes(1000) == 63 + 63 * 4);
+  // Elias-Fano: 15 full chunks of 64 keeping 4 (l = 4: 16 + 4 + 4 bits)
+  // and 40 values keeping 3 (l = 3: 9 + 3 + 5 bits): 377 bits, 48 bytes.
+  CHECK(modules::ChunkTopKCompressor({64, 0.0625, QuantFormat::Int2}).bytes(1000) == 48 + 16 + 16 * 4);
+  for (auto coding : {modules::OffsetCoding::Fixed, modules::OffsetCoding::EliasFano}) {
+    for (int64_t chunk : {64, 512, 40000}) {
+      for (auto quant :
+           {std::optional<QuantFormat>{}, std::optional<QuantFormat>{QuantFormat::Int2},
+            std::optional<QuantFormat>{QuantFormat::Int4}, std::optional<QuantFormat>{QuantFormat::Fp8E4M3}}) {
+        for (int64_t n : {1, 63, 1000, 100001}) {
+          const modules::ChunkTopKCompressor c({chunk, 0.03, quant, coding});
+          INFO(c.describe() << ", n " << n);
+          const at::Tensor x = at::randn({n});
+          const auto p = c.compress(x);
+          const int64_t m = modules::topk_count(n, chunk, 0.03), chunks = (n + chunk - 1) / chunk;
+          const int64_t values = quant ? (m * sdk::quant_bits(*quant) + 7) / 8 + 4 * chunks : 4 * m;
+          const int64_t offsets = coding == modules::OffsetCoding::Fixed ? m * modules::chunk_index_bytes(chunk)
+                                                                         : modules::elias_fano_bytes(n, chunk, 0.03);
+          CHECK(p.bytes() == offsets + values);
+          CHECK(p.bytes() == c.bytes(n));
+          // Either coding stands for the same positions and values.
+          const auto top = modules::chunk_topk(x, chunk, 0.03);
+          at::Tensor expected = at::zeros({n});
+          if (!quant) expected.index_put_({modules::chunk_positions(top.indices, n, chunk, 0.03)}, top.values);
+          if (!quant) CHECK(at::equal(c.decompress(p, n, 0), expected));
+        }
       }
     }
   }
 }
 
-TEST_CASE("sparse_mean scatter-adds every rank's kept values in rank order and divides by R",
+TEST_CASE("compressed_mean of top-k payloads scatter-adds every rank's kept values in rank order and divides by R",
           "[sparseloco][compression]") {
   // Chunks of 4 keep 2. Node 0 keeps {1, 2} at 0, 3 and {0, 3} at 4, 5 (a
   // zero wins its tie by position); node 1 {0, 4} at 0, 1 and {5, 6} at 4,
@@ -136,11 +156,10 @@ TEST_CASE("sparse_mean scatter-adds every rank's kept values in rank order and d
   const at::Tensor expected = floats({9, 12, 0, 2, 4, 2, 0, 6}).div_(3.0).reshape({2, 4});
   std::vector<at::Tensor> exact(K), low_bit(K);
   run_nodes(K, K, [&](int rank, sdk::Communicator& comm) {
-    const modules::SparseFormat f{4, 0.5, std::nullopt};
-    exact[rank] = modules::sparse_mean(comm, {modules::sparsify(x[rank], f)}, {{2, 4}}, f).at(0);
-    const modules::SparseFormat q{4, 0.5, QuantFormat::Int2};
-    const auto p = modules::sparsify(x[rank] * (rank + 0.3), q);
-    low_bit[rank] = modules::sparse_mean(comm, {p}, {{8}}, q).at(0);
+    const modules::ChunkTopKCompressor f({4, 0.5, std::nullopt});
+    exact[rank] = modules::compressed_mean(comm, f, {input(f, x[rank], {2, 4})}).at(0);
+    const modules::ChunkTopKCompressor q({4, 0.5, QuantFormat::Int2});
+    low_bit[rank] = modules::compressed_mean(comm, q, {input(q, x[rank] * (rank + 0.3), {8})}).at(0);
   });
   for (int r = 0; r < K; ++r) {
     INFO("node " << r);
@@ -151,7 +170,7 @@ TEST_CASE("sparse_mean scatter-adds every rank's kept values in rank order and d
   CHECK_FALSE(at::equal(low_bit[0], expected.reshape({8})));
 }
 
-TEST_CASE("sparse_mean sends exactly the payloads' bytes through the comm layer's accounting",
+TEST_CASE("compressed_mean of top-k payloads sends exactly the payloads' bytes through the comm layer's accounting",
           "[sparseloco][compression][accounting]") {
   const int K = 4;
   const sim::NetworkModel network(K, sim::Link{1e6, 0.01});
@@ -159,12 +178,12 @@ TEST_CASE("sparse_mean sends exactly the payloads' bytes through the comm layer'
   sim::ClockExchange clocks(K);
   std::vector<sim::Traffic> traffic(K);
   std::vector<int64_t> calls(K);
-  const modules::SparseFormat f{512, 0.03, QuantFormat::Int2};
+  const modules::ChunkTopKCompressor f(fixed(512, 0.03, QuantFormat::Int2));
   run_nodes(K, K, [&](int rank, sdk::Communicator& comm) {
     sim::NodeMeter meter(rank, network, compute, clocks);
     sim::MeteredCommunicator metered(comm, meter, sim::TrafficSource::Strategy);
     const std::vector<at::Tensor> t = {at::randn({1000}), at::randn({7, 9})};
-    modules::sparse_mean(metered, {modules::sparsify(t[0], f), modules::sparsify(t[1], f)}, {{1000}, {7, 9}}, f);
+    modules::compressed_mean(metered, f, {input(f, t[0], {1000}), input(f, t[1], {7, 9})});
     traffic[rank] = meter.traffic(sim::TrafficSource::Strategy);
     calls[rank] = meter.collectives(sim::TrafficSource::Strategy);
   });
@@ -172,7 +191,7 @@ TEST_CASE("sparse_mean sends exactly the payloads' bytes through the comm layer'
   // 8 bytes of codes, 2 scales. 63 values: one chunk keeping 2: 2 offsets,
   // 1 byte, 1 scale.
   const double S = (31 * 2 + 8 + 2 * 4) + (2 * 2 + 1 + 4);
-  CHECK(S == modules::sparse_bytes(1000, f) + modules::sparse_bytes(63, f));
+  CHECK(S == f.bytes(1000) + f.bytes(63));
   for (int r = 0; r < K; ++r) {
     INFO("node " << r);
     CHECK(traffic[r].sent == (K - 1) * S);

@@ -9,8 +9,8 @@
 
 #include "checkpoint_fixtures.h"
 #include "exogym/modules/chunk_topk.h"
-#include "exogym/modules/sparse_average.h"
 #include "exogym/modules/sparseloco.h"
+#include "exogym/modules/topk_compressor.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/model.h"
 #include "exogym/sdk/node.h"
@@ -62,7 +62,9 @@ class PairModel final : public sdk::Model {
 
 // Every option, as validation resolves them.
 sdk::ModuleOptions options(json given) {
-  json o = {{"H", 2}, {"chunk", 4}, {"density", 0.5}, {"quantize", "int2"}, {"decay", 0.5}, {"outer_lr", 0.5}};
+  json o = {{"H", 2},         {"compressor", "topk"}, {"chunk", 4},
+            {"density", 0.5}, {"quantize", "int2"},   {"offsets", "elias_fano"},
+            {"decay", 0.5},   {"outer_lr", 0.5}};
   for (auto& [key, value] : given.items()) o[key] = value;
   return sdk::ModuleOptions(o, modules::SparseLoCoModule::specs());
 }
@@ -86,7 +88,7 @@ TEST_CASE("sparseloco: what a node sends plus its new error buffer is decay * ol
     PairModel model;
     modules::SparseLoCoModule module(options(json::object()));
     module.init(ctx, model);
-    const modules::SparseFormat& f = module.format();
+    const modules::Compressor& f = module.compressor();
     std::vector<at::Tensor> theta = model.values(), errors = {at::zeros({3, 4}), at::zeros({3})};
     at::Generator gen = at::detail::createCPUGenerator(10 + rank);
     for (int64_t t = 0; t < 4; ++t) {
@@ -98,12 +100,12 @@ TEST_CASE("sparseloco: what a node sends plus its new error buffer is decay * ol
         LOCKED(CHECK(at::equal(model.values()[0], local[0])));  // not a sync step
         continue;
       }
-      std::vector<modules::SparsePayload> sent;
+      std::vector<modules::CompressedInput> sent;
       for (size_t i = 0; i < 2; ++i) {
         INFO("step " << t << " tensor " << i);
         const at::Tensor target = errors[i] * decay + (theta[i] - local[i]);
-        sent.push_back(modules::sparsify(target, f));
-        const at::Tensor dense = modules::densify(sent.back(), target.numel(), f).view(target.sizes());
+        sent.push_back({f.compress(target, 0), target.sizes().vec(), 0});
+        const at::Tensor dense = f.decompress(sent.back().payload, target.numel(), 0).view(target.sizes());
         LOCKED(CHECK(at::equal(module.error(i), target - dense)));
         LOCKED(CHECK(at::allclose(dense + module.error(i), target, 0, 1e-6)));
         // Exactly the top-k positions were sent: half of each chunk.
@@ -111,7 +113,7 @@ TEST_CASE("sparseloco: what a node sends plus its new error buffer is decay * ol
         errors[i] = module.error(i).clone();
         largest_error[rank] = std::max(largest_error[rank], errors[i].abs().max().item<double>());
       }
-      const auto mean = modules::sparse_mean(comm, sent, {{3, 4}, {3}}, f);
+      const auto mean = modules::compressed_mean(comm, f, sent);
       for (size_t i = 0; i < 2; ++i) {
         theta[i] = theta[i] - lr * mean[i];
         LOCKED(CHECK(at::allclose(module.global()[i].detach(), theta[i], 0, 1e-6)));
@@ -193,16 +195,22 @@ TEST_CASE("sparseloco's bytes are the closed form: (K-1) * (offsets + packed val
   // chunks, 20 scales.
   const double int2 = 75 + (16 + 1 + 2 + 1) + 20 * 4;
   const double fp32 = 75 + 75 * 4;
-  CHECK(bytes_sent({{"H", 5}, {"chunk", 64}, {"density", 0.0625}}, "int2") == syncs * (K - 1) * int2);
-  CHECK(bytes_sent({{"H", 5}, {"chunk", 64}, {"density", 0.0625}, {"quantize", "none"}}, "fp32") ==
-        syncs * (K - 1) * fp32);
+  const json fixed = {{"H", 5}, {"chunk", 64}, {"density", 0.0625}, {"offsets", "fixed"}};
+  CHECK(bytes_sent(fixed, "int2") == syncs * (K - 1) * int2);
+  json fixed_fp32 = fixed;
+  fixed_fp32["quantize"] = "none";
+  CHECK(bytes_sent(fixed_fp32, "fp32") == syncs * (K - 1) * fp32);
+  // Elias-Fano offsets: a chunk of 64 keeping 4 takes 24 bits (l = 4), 32
+  // values keeping 2 take 12 (l = 4), 4 values keeping 1 take 4 (l = 2):
+  // 48 + 2 + 6 + 1 = 57 bytes instead of 75.
+  const double elias_fano = 57 + (16 + 1 + 2 + 1) + 20 * 4;
+  CHECK(bytes_sent({{"H", 5}, {"chunk", 64}, {"density", 0.0625}}, "elias-fano") == syncs * (K - 1) * elias_fano);
   // Chunks of 512 keep 32: again 64 + 2 + 8 + 1 = 75 values, with int16
   // offsets, 2 + 1 + 1 + 1 chunks.
-  CHECK(bytes_sent({{"H", 5}, {"chunk", 512}, {"density", 0.0625}}, "int16") ==
+  CHECK(bytes_sent({{"H", 5}, {"chunk", 512}, {"density", 0.0625}, {"offsets", "fixed"}}, "int16") ==
         syncs * (K - 1) * (75 * 2 + 20 + 5 * 4));
-  modules::SparseFormat f{64, 0.0625, sdk::QuantFormat::Int2};
-  CHECK(int2 == modules::sparse_bytes(1024, f) + modules::sparse_bytes(32, f) + modules::sparse_bytes(128, f) +
-                    modules::sparse_bytes(4, f));
+  const modules::ChunkTopKCompressor f({64, 0.0625, sdk::QuantFormat::Int2, modules::OffsetCoding::Fixed});
+  CHECK(int2 == f.bytes(1024) + f.bytes(32) + f.bytes(128) + f.bytes(4));
   // DiLoCo's ring all-reduce of 1188 fp32 values sends 2 (K-1)/K * 4752
   // bytes per sync: 42x more than int2 here.
   const double diloco = 2.0 * (K - 1) / K * 4 * 1188;

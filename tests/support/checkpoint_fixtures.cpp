@@ -47,6 +47,12 @@ std::vector<std::pair<std::string, json>> builtin_strategies() {
       // that are not zero. Chunks of 64 (the MLP's largest tensor has 1024
       // values) keep 7.
       {"sparseloco", {{"H", 3}, {"chunk", 64}, {"density", 0.1}, {"optimizer", {{"name", "adam"}, {"lr", 0.01}}}}},
+      // Parameters after every 2nd step, moments after every 3rd and 5th:
+      // at a stop after 7 steps each holds something else on each node.
+      {"desloc", {{"Kx", 2}, {"Ku", 3}, {"Kv", 5}, {"optimizer", {{"name", "adam"}, {"lr", 0.01}}}}},
+      // Its anchor is the model of the round: saved, resumed and sent to a
+      // node that comes back.
+      {"fedprox", {{"H", 3}, {"mu", 0.1}, {"optimizer", {{"name", "sgd"}, {"lr", 0.05}, {"momentum", 0.9}}}}},
       // Pairs exchange after steps 2, 5, 8, ...: every resume point has
       // slow weights and momenta that differ between nodes.
       {"noloco", {{"H", 3}, {"outer_momentum", 0.5}, {"optimizer", {{"name", "adam"}, {"lr", 0.01}}}}},

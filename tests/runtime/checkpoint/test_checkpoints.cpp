@@ -185,6 +185,26 @@ TEST_CASE("every built-in strategy resumes bit for bit", "[checkpoint]") {
   }
 }
 
+TEST_CASE("sparseloco resumes bit for bit with every compressor of the library", "[checkpoint][compression]") {
+  // Random-k draws its positions from the outer step's seed, so a resumed
+  // run must draw the same ones; sign and quantize keep residuals too.
+  for (const char* compressor : {"random_k", "sign", "quantize"}) {
+    SECTION(compressor) {
+      TempDir dir(std::string("resume-sparseloco-") + compressor);
+      json m = checkpointed_manifest(4, 3);
+      m["strategy"] = {{"plugin", "sparseloco"},
+                       {"options",
+                        {{"H", 3},
+                         {"compressor", compressor},
+                         {"chunk", 64},
+                         {"density", 0.1},
+                         {"quantize", "int8"},
+                         {"optimizer", {{"name", "adam"}, {"lr", 0.01}}}}}};
+      require_exact_resume(m, dir, 7, 16);
+    }
+  }
+}
+
 TEST_CASE("diloco with muon inside (MuLoCo) learns and resumes bit for bit", "[checkpoint][muon]") {
   TempDir dir("resume-muloco");
   json m = checkpointed_manifest(4, 3);

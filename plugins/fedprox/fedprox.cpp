@@ -1,0 +1,131 @@
+// Strategy "fedprox": FedProx (Li et al. 2020, "Federated Optimization in
+// Heterogeneous Networks"): FedAvg whose local objective gains a proximal
+// term (mu / 2) ||w - w_t||^2, w_t being the model the round started from,
+// so that a node's local steps cannot drift far from it on data unlike the
+// others'. Its gradient mu (w - w_t) is added to every parameter's gradient
+// before the local step (before clipping, as a term of the loss would be).
+// With mu = 0 it is fedavg, bit for bit (tested).
+//
+// Options: fedavg's ("H", "island_size", "aggregator", ...), "mu" and the
+// local step's. State: the local optimizer's, and w_t ("anchor.<i>"), which
+// a node that comes back after a failure receives from its donor with the
+// parameters.
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "exogym/modules/fedavg.h"
+#include "exogym/sdk/compose.h"
+#include "exogym/sdk/error.h"
+#include "exogym/sdk/model.h"
+#include "exogym/sdk/node.h"
+#include "exogym/sdk/plugin.h"
+
+namespace exogym::plugins {
+
+using sdk::OptionSpec;
+using sdk::OptionType;
+
+static sdk::ModuleSpecs fedprox_specs() {
+  return {"FedProx",
+          {
+              OptionSpec{"mu", OptionType::NonNegativeNumber, 0.01,
+                         "weight of the proximal term (mu / 2) ||w - w_t||^2 added to each node's local objective, "
+                         "w_t being the model its round started from (0: FedAvg)"},
+          }};
+}
+
+class FedProxStrategy final : public sdk::CommunicateOptimizeStrategy {
+ public:
+  explicit FedProxStrategy(const nlohmann::json& options)
+      : CommunicateOptimizeStrategy(sdk::LocalStepOptions::from_json(options), make_modules(options)),
+        H_(options.at("H").get<int64_t>()),
+        mu_(options.at("mu").get<double>()) {}
+
+  static sdk::OptionSpecs specs() {
+    return sdk::compose_specs({fedprox_specs(), modules::FedAvgModule::specs(), sdk::LocalStepOptions::specs()});
+  }
+
+  void init(sdk::NodeContext& ctx, sdk::Model& model) override {
+    ctx_ = &ctx;
+    CommunicateOptimizeStrategy::init(ctx, model);
+    params_ = sdk::trainable_parameters(model);
+    anchor_.clear();
+    for (const auto& p : params_) anchor_.push_back(p.detach().clone());
+  }
+
+  void step() override {
+    if (mu_ > 0) {
+      at::NoGradGuard no_grad;
+      for (size_t i = 0; i < params_.size(); ++i) {
+        // A parameter without a gradient has no loss term this step; the
+        // proximal term still pulls it (its gradient is mu (w - w_t) alone).
+        at::Tensor& grad = params_[i].mutable_grad();
+        const at::Tensor pull = (params_[i].detach() - anchor_[i]).mul_(mu_);
+        if (grad.defined()) {
+          grad.add_(pull);
+        } else {
+          grad = pull;
+        }
+      }
+    }
+    CommunicateOptimizeStrategy::step();
+    // The round is over: its average is the next round's w_t.
+    if ((ctx_->step + 1) % H_ == 0) refresh_anchor();
+  }
+
+  void save_state(sdk::StateDict& out) const override {
+    CommunicateOptimizeStrategy::save_state(out);
+    save_anchor(out);
+  }
+  void load_state(const sdk::StateDict& in) override {
+    CommunicateOptimizeStrategy::load_state(in);
+    load_anchor(in);
+  }
+  void recovery_state(sdk::Model& model, sdk::StateDict& out) const override {
+    CommunicateOptimizeStrategy::recovery_state(model, out);
+    save_anchor(out);
+  }
+  void load_recovery_state(sdk::Model& model, const sdk::StateDict& in) override {
+    CommunicateOptimizeStrategy::load_recovery_state(model, in);
+    load_anchor(in);
+  }
+
+ private:
+  static std::vector<std::unique_ptr<sdk::CommunicationModule>> make_modules(const nlohmann::json& options) {
+    std::vector<std::unique_ptr<sdk::CommunicationModule>> list;
+    list.push_back(
+        std::make_unique<modules::FedAvgModule>(sdk::ModuleOptions(options, modules::FedAvgModule::specs())));
+    return list;
+  }
+
+  void refresh_anchor() {
+    for (size_t i = 0; i < params_.size(); ++i) anchor_[i].copy_(params_[i].detach());
+  }
+  void save_anchor(sdk::StateDict& out) const {
+    for (size_t i = 0; i < anchor_.size(); ++i) out["anchor." + std::to_string(i)] = anchor_[i];
+  }
+  void load_anchor(const sdk::StateDict& in) {
+    for (size_t i = 0; i < anchor_.size(); ++i) {
+      const std::string key = "anchor." + std::to_string(i);
+      auto it = in.find(key);
+      if (it == in.end()) throw sdk::Error("fedprox state: missing " + key);
+      if (!it->second.sizes().equals(anchor_[i].sizes())) {
+        throw sdk::Error("fedprox state: " + key + " has another shape than parameter " + std::to_string(i));
+      }
+      anchor_[i].copy_(it->second);
+    }
+  }
+
+  int64_t H_;
+  double mu_;
+  sdk::NodeContext* ctx_ = nullptr;
+  std::vector<at::Tensor> params_, anchor_;
+};
+
+}  // namespace exogym::plugins
+
+EXOGYM_STRATEGY_PLUGIN("fedprox", "1.0.0", exogym::plugins::FedProxStrategy, exogym::plugins::FedProxStrategy::specs)

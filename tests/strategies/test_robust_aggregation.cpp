@@ -1,0 +1,88 @@
+// Robust aggregation (plugins/modules/robust_aggregation.h): the median,
+// the trimmed mean and Krum against hand-computed values, their refusals
+// when too few nodes are left, and a corrupted sender that moves the mean
+// but not them.
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <vector>
+
+#include "exogym/modules/robust_aggregation.h"
+#include "exogym/sdk/error.h"
+#include "testing.h"
+
+namespace modules = exogym::modules;
+using modules::Aggregator;
+using modules::AggregatorSpec;
+
+namespace {
+
+at::Tensor floats(std::vector<float> values) { return at::tensor(values, at::kFloat); }
+
+// One tensor per rank.
+std::vector<std::vector<at::Tensor>> ranks(std::vector<std::vector<float>> values) {
+  std::vector<std::vector<at::Tensor>> out;
+  for (auto& v : values) out.push_back({floats(v)});
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("median and trimmed mean work coordinate by coordinate", "[robust]") {
+  const auto odd = ranks({{1, 10}, {5, -2}, {3, 4}});
+  CHECK(at::equal(modules::aggregate(odd, {Aggregator::Median}).at(0), floats({3, 4})));
+  const auto even = ranks({{1, 10}, {5, -2}, {3, 4}, {100, 0}});
+  CHECK(at::equal(modules::aggregate(even, {Aggregator::Median}).at(0), floats({4, 2})));  // (3+5)/2, (0+4)/2
+  // Five ranks, trim 0.2: one cut at each end of every coordinate.
+  const auto five = ranks({{1, 0}, {2, 0}, {3, 0}, {4, 0}, {1000, -1000}});
+  AggregatorSpec trimmed{Aggregator::TrimmedMean, 0.2};
+  CHECK(at::equal(modules::aggregate(five, trimmed).at(0), floats({3, 0})));
+  CHECK(at::equal(modules::aggregate(five, {Aggregator::Mean}).at(0), floats({202, -200})));
+  // trim 0.1 of 5 cuts none: the mean.
+  CHECK(at::equal(modules::aggregate(five, {Aggregator::TrimmedMean, 0.1}).at(0), floats({202, -200})));
+  // Shapes and dtypes come back as they were.
+  std::vector<std::vector<at::Tensor>> shaped = {
+      {at::ones({2, 3}, at::kDouble)}, {at::zeros({2, 3}, at::kDouble)}, {at::ones({2, 3}, at::kDouble)}};
+  const auto median = modules::aggregate(shaped, {Aggregator::Median}).at(0);
+  CHECK(median.sizes() == at::IntArrayRef({2, 3}));
+  CHECK(median.scalar_type() == at::kDouble);
+  CHECK(at::equal(median, at::ones({2, 3}, at::kDouble)));
+  // A NaN sorts above every number: one NaN among three does not reach the median.
+  CHECK(modules::aggregate(ranks({{NAN}, {1}, {2}}), {Aggregator::Median}).at(0).item<float>() == 2);
+  // trim 0.49 of 2 cuts none: the mean.
+  CHECK(at::equal(modules::aggregate(ranks({{1}, {2}}), {Aggregator::TrimmedMean, 0.49}).at(0), floats({1.5f})));
+}
+
+TEST_CASE("krum chooses the rank closest to its nearest others, and refuses too few nodes", "[robust]") {
+  // Four honest ranks near (1, 1) in two tensors, one far away: f = 1 keeps
+  // R - f - 2 = 2 nearest. Rank 2 sits in the middle of the honest ones.
+  std::vector<std::vector<at::Tensor>> by_rank;
+  const std::vector<std::vector<float>> a = {{1.1f}, {0.9f}, {1.0f}, {1.2f}, {50}};
+  const std::vector<std::vector<float>> b = {{1.0f}, {1.0f}, {1.0f}, {0.9f}, {-50}};
+  for (size_t r = 0; r < a.size(); ++r) by_rank.push_back({floats(a[r]), floats(b[r])});
+  int64_t chosen = -1;
+  const auto result = modules::aggregate(by_rank, {Aggregator::Krum, 0.1, 1}, &chosen);
+  CHECK(chosen == 2);
+  CHECK(at::equal(result.at(0), floats({1.0f})));
+  CHECK(at::equal(result.at(1), floats({1.0f})));
+  REQUIRE_THROWS_WITH(modules::aggregate(ranks({{1}, {2}, {3}}), {Aggregator::Krum, 0.1, 1}),
+                      "krum with f = 1 needs at least f + 3 = 4 nodes, got 3");
+  REQUIRE_THROWS_WITH(modules::aggregate(ranks({{1}, {2}, {3}}), {Aggregator::TrimmedMean, 0.5}),
+                      Catch::Contains("trim 0.5") && Catch::Contains("outside [0, 0.5)"));
+  REQUIRE_THROWS_AS(modules::aggregator_from_name("geomed", "strategy.options.aggregator"), exogym::sdk::ConfigError);
+}
+
+TEST_CASE("one corrupted sender moves the mean anywhere, the robust aggregates stay with the others", "[robust]") {
+  at::Generator gen = at::detail::createCPUGenerator(4);
+  const at::Tensor truth = at::randn({100}, gen);
+  std::vector<std::vector<at::Tensor>> by_rank;
+  for (int r = 0; r < 6; ++r) by_rank.push_back({truth + 0.01 * at::randn({100}, gen)});
+  by_rank[3] = {truth * -1000};  // a sign flip, scaled
+  auto error = [&](const AggregatorSpec& spec) {
+    return (modules::aggregate(by_rank, spec).at(0) - truth).abs().max().item<double>();
+  };
+  CHECK(error({Aggregator::Mean}) > 100);
+  CHECK(error({Aggregator::Median}) < 0.05);
+  CHECK(error({Aggregator::TrimmedMean, 0.2}) < 0.05);
+  CHECK(error({Aggregator::Krum, 0.1, 1}) < 0.05);
+}
