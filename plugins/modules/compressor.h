@@ -11,7 +11,7 @@
 //   RandomKCompressor    random_k.h         k positions per chunk drawn from a shared seed
 //   SignCompressor       sign_compressor.h  one sign bit per value, one scale per block
 //   QuantizeCompressor   quantize_compressor.h  every value in a low-bit format (sdk/quantize.h)
-// make_compressor (compressor_options.h) builds one from a strategy's options.
+// make_compressor (make_compressor.h) builds one from a strategy's options.
 //
 // Every compressor reads its input flat, in row-major order, as fp32 on the
 // CPU, and is a pure function of the input, its settings and `shared_seed`:

@@ -4,9 +4,12 @@
 #include <ATen/core/grad_mode.h>
 
 #include <algorithm>
+#include <string>
 
 #include "exogym/sdk/comm.h"
+#include "exogym/sdk/error.h"
 #include "exogym/sdk/node.h"
+#include "exogym/sdk/options.h"
 #include "exogym/sdk/random.h"
 
 namespace exogym::modules {
@@ -28,15 +31,47 @@ sdk::ModuleSpecs FedAvgModule::specs() {
               OptionSpec{"island_size", OptionType::PositiveInteger, nullptr,
                          "average within random islands of this many nodes, redrawn from the run's seed every "
                          "round (null or >= nodes: average over all nodes)"},
+              OptionSpec{"aggregator", OptionType::String, "mean",
+                         "how the parameters are combined: mean, or one that a few corrupted senders cannot drag "
+                         "far: median (coordinate-wise), trimmed_mean (coordinate-wise, without the trim share at "
+                         "each end) or krum (the node closest to its nearest others)",
+                         aggregator_names()},
+              OptionSpec{"trim", OptionType::NonNegativeNumber, 0.1,
+                         "trimmed_mean: the share of nodes cut at each end of every coordinate, in [0, 0.5)"},
+              OptionSpec{"byzantine", OptionType::NonNegativeInteger, 1,
+                         "krum: f, the corrupted senders it tolerates (needs at least f + 3 nodes to average)"},
           }};
 }
 
 FedAvgModule::FedAvgModule(const sdk::ModuleOptions& o)
     : FedAvgModule(o.at("H").get<int64_t>(), o.at("island_size").is_null()
                                                  ? std::nullopt
-                                                 : std::optional<int64_t>(o.at("island_size").get<int64_t>())) {}
+                                                 : std::optional<int64_t>(o.at("island_size").get<int64_t>())) {
+  aggregator_.kind = aggregator_from_name(o.at("aggregator").get<std::string>(), "aggregator");
+  aggregator_.trim = o.at("trim").get<double>();
+  if (!(aggregator_.trim < 0.5)) {
+    throw sdk::ConfigError("trim", "expected a share in [0, 0.5), got " + sdk::json_excerpt(o.at("trim")));
+  }
+  aggregator_.byzantine = o.at("byzantine").get<int64_t>();
+}
 
 FedAvgModule::FedAvgModule(int64_t H, std::optional<int64_t> island_size) : H_(H), island_size_(island_size) {}
+
+void FedAvgModule::combine(sdk::Communicator& comm, const std::vector<int>* members) {
+  if (aggregator_.kind == Aggregator::Mean) {
+    std::vector<at::Tensor> list = params_;
+    if (members) {
+      comm.group_all_reduce(*members, list, sdk::ReduceOp::Avg);
+    } else {
+      comm.all_reduce(list, sdk::ReduceOp::Avg);
+    }
+    return;
+  }
+  // The robust aggregates need every member's parameters.
+  const auto gathered = members ? comm.group_all_gather(*members, params_) : comm.all_gather(params_);
+  const std::vector<at::Tensor> result = aggregate(gathered, aggregator_);
+  for (size_t i = 0; i < params_.size(); ++i) params_[i].copy_(result[i]);
+}
 
 void FedAvgModule::init(sdk::NodeContext& /*ctx*/, sdk::Model& model) {
   for (auto& p : sdk::trainable_parameters(model)) params_.push_back(p.detach());
@@ -73,8 +108,7 @@ void FedAvgModule::communicate(sdk::NodeContext& ctx, sdk::Model& /*model*/, int
 
   if (!island_size_ || *island_size_ >= K) {
     ctx.record("island_size", K);
-    std::vector<at::Tensor> list = params_;
-    comm.all_reduce(list, sdk::ReduceOp::Avg);
+    combine(comm, nullptr);
     return;
   }
 
@@ -95,8 +129,7 @@ void FedAvgModule::communicate(sdk::NodeContext& ctx, sdk::Model& /*model*/, int
   // The last island is smaller when island_size does not divide the nodes.
   ctx.record("island_size", static_cast<double>(members.size()));
   if (members.size() < 2) return;  // an island of one keeps its parameters
-  std::vector<at::Tensor> list = params_;
-  comm.group_all_reduce(members, list, sdk::ReduceOp::Avg);
+  combine(comm, &members);
 }
 
 }  // namespace exogym::modules

@@ -10,7 +10,10 @@
 // reference all-gathered everyone's parameters, the same averages at
 // K / island_size times the bytes); nothing with one node or an island of
 // one.
-// Options: "H" and "island_size" (specs()).
+// "aggregator" replaces the mean with a robust aggregate
+// (robust_aggregation.h) of the parameters gathered with one all_gather
+// (group_all_gather within an island).
+// Options: "H", "island_size", "aggregator", "trim", "byzantine" (specs()).
 // State: none (the islands of a round follow from the seed and the step).
 #include <ATen/core/Tensor.h>
 
@@ -18,17 +21,20 @@
 #include <optional>
 #include <vector>
 
+#include "exogym/modules/robust_aggregation.h"
+#include "exogym/sdk/comm.h"
 #include "exogym/sdk/compose.h"
 
 namespace exogym::modules {
 
 class FedAvgModule final : public sdk::CommunicationModule {
  public:
-  // "FedAvgModule": options "H" and "island_size".
+  // "FedAvgModule": options "H", "island_size", "aggregator", "trim" and
+  // "byzantine". sdk::ConfigError at "trim" outside [0, 0.5).
   static sdk::ModuleSpecs specs();
 
   explicit FedAvgModule(const sdk::ModuleOptions& options);
-  // island_size: nullopt (or >= K) averages over all nodes.
+  // island_size: nullopt (or >= K) averages over all nodes. With the mean.
   FedAvgModule(int64_t H, std::optional<int64_t> island_size);
 
   void init(sdk::NodeContext& ctx, sdk::Model& model) override;
@@ -41,8 +47,13 @@ class FedAvgModule final : public sdk::CommunicationModule {
   static std::vector<std::vector<int>> islands(uint64_t run_seed, int64_t round, int num_nodes, int64_t island_size);
 
  private:
+  // The parameters become the aggregate over every live node, or over
+  // `members` (an island's ranks).
+  void combine(sdk::Communicator& comm, const std::vector<int>* members);
+
   int64_t H_;
   std::optional<int64_t> island_size_;
+  AggregatorSpec aggregator_;
   std::vector<at::Tensor> params_;
 };
 

@@ -1,7 +1,7 @@
 #pragma once
 // A low-bit format as a compressor (compressor.h): every value quantised
 // with sdk::quantize, one fp32 scale per block (sdk/quantize.h, the formats
-// Streaming DiLoCo sends) (docs/compression.md#low-bit-formats).
+// Streaming DiLoCo sends) (docs/compression.md#formats).
 //
 // What a node sends of a tensor of N values: sdk::quantized_bytes(format, N,
 // block). The wire holds (codes, scales).

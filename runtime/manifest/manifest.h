@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "exogym/runtime/data/partition.h"
+#include "exogym/runtime/sim/adversary_spec.h"
 #include "exogym/runtime/sim/failure_spec.h"
 #include "exogym/runtime/sim/network_model.h"
 
@@ -94,6 +95,7 @@ struct Manifest {
   ComputeSpec compute;
   std::vector<sim::NodeFault> faults;
   std::optional<sim::ChurnSpec> churn;
+  std::vector<sim::AdversarySpec> adversaries;
   // Whether nodes fail, rejoin or join late in this run.
   bool has_faults() const { return !faults.empty() || churn.has_value(); }
   // "faults" and "churn" with what sim/ builds their schedule from.

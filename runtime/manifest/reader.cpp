@@ -180,6 +180,35 @@ std::vector<sim::NodeFault> read_faults(const json& faults) {
   return out;
 }
 
+std::vector<sim::AdversarySpec> read_adversaries(const json& entries, int nodes) {
+  std::vector<sim::AdversarySpec> out;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const json& entry = entries[i];
+    sim::AdversarySpec a;
+    a.path = "adversaries[" + std::to_string(i) + "]";
+    a.node = entry.at("node");
+    if (a.node >= nodes) {
+      throw ConfigError(a.path + ".node",
+                        "node " + std::to_string(a.node) + " is not in a run of " + std::to_string(nodes) + " nodes");
+    }
+    const std::string attack = entry.at("attack");
+    for (auto kind : {sim::Attack::SignFlip, sim::Attack::Noise, sim::Attack::Constant}) {
+      if (attack == sim::to_string(kind)) a.attack = kind;
+    }
+    a.scale = entry.at("scale");
+    a.from_step = entry.at("from_step");
+    if (entry.contains("until_step") && !entry.at("until_step").is_null()) {
+      a.until_step = entry.at("until_step").get<int64_t>();
+      if (*a.until_step <= a.from_step) {
+        throw ConfigError(a.path + ".until_step", "expected a step after from_step (" + std::to_string(a.from_step) +
+                                                      "), got " + std::to_string(*a.until_step));
+      }
+    }
+    out.push_back(a);
+  }
+  return out;
+}
+
 // Both durations in steps, or both on the simulated clock, which then
 // needs a fixed compute time to be reproducible.
 sim::ChurnSpec read_churn(const json& churn, const ComputeSpec& compute) {
@@ -264,6 +293,7 @@ Manifest read_run(const json& doc, const fs::path& base_dir, const std::string& 
   m.compute = read_compute(top.at("compute"), m.nodes);
   if (top.contains("faults")) m.faults = read_faults(top.at("faults"));
   if (top.contains("churn")) m.churn = read_churn(top.at("churn"), m.compute);
+  if (top.contains("adversaries")) m.adversaries = read_adversaries(top.at("adversaries"), m.nodes);
   // The schedule's own checks (a node down twice at once, nobody alive, ...).
   if (m.has_faults()) sim::FaultSchedule{m.failure_spec()};
   m.checkpoint.interval = top.at("checkpoint").at("interval");

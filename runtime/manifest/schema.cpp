@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "exogym/runtime/manifest/syntax.h"
+#include "exogym/runtime/sim/adversary_spec.h"
 
 namespace exogym::runtime::manifest {
 
@@ -149,6 +150,28 @@ OptionSpec faults() {
                       })));
 }
 
+// "adversaries": nodes that send corrupted values (sim/adversary_spec.h).
+OptionSpec adversaries() {
+  OptionSpec attack{"attack", Type::String, "sign_flip",
+                    "what the node sends in place of each value x: sign_flip (-scale * x), noise (x + scale * N(0, 1), "
+                    "drawn from the run's seed) or constant (scale)",
+                    sim::attack_names()};
+  return named(
+      "adversaries",
+      list_of("list of corrupted senders such as {\"node\": 3, \"attack\": \"sign_flip\", \"from_step\": 100}",
+              "nodes whose contributions to the strategy's collectives are corrupted on the way out during some "
+              "steps, to study robust aggregation; their own training stays honest",
+              section("", nullptr, "one node's corruption over a range of steps",
+                      {
+                          required(at_most(kIntMax, {"node", Type::NonNegativeInteger, nullptr, "the node's rank"})),
+                          attack,
+                          {"scale", Type::Number, 1.0, "the attack's size (see attack)"},
+                          {"from_step", Type::NonNegativeInteger, 0, "the first step it corrupts"},
+                          {"until_step", Type::PositiveInteger, nullptr,
+                           "the first step it no longer corrupts, after from_step (null: to the end)"},
+                      })));
+}
+
 OptionSpec churn() {
   const std::string steps_noun =
       "number of steps such as \"500 steps\", or a duration on the simulated clock such as "
@@ -260,6 +283,7 @@ OptionSpecs top_level() {
       network(),
       faults(),
       churn(),
+      adversaries(),
       compute(),
       // Expanded before validation (see variants.h); declared so that it is
       // known, documented and suggested for "run".

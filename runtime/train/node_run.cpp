@@ -63,6 +63,15 @@ NodeRun::NodeRun(TrainingState& s, train::Cluster& cluster, int rank, threads::N
   ctx_.log = s.run.log;
   ctx_.metrics = s.outputs.metric_sink();
   ctx_.shared = &shared_;
+  std::vector<sim::AdversarySpec> mine;
+  for (const auto& a : m_.adversaries) {
+    if (a.node == rank) mine.push_back(a);
+  }
+  if (!mine.empty()) {
+    adversary_comm_ =
+        std::make_unique<sim::AdversarialCommunicator>(strategy_comm_, std::move(mine), m_.seed, &ctx_.step);
+    ctx_.comm = adversary_comm_.get();
+  }
 }
 
 void NodeRun::run() {

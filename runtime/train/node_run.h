@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "exogym/runtime/sim/adversarial_communicator.h"
 #include "exogym/runtime/sim/metered_communicator.h"
 #include "exogym/runtime/threads/compute_slots.h"
 #include "exogym/runtime/train/cluster.h"
@@ -71,6 +72,9 @@ class NodeRun {
   const c10::Device device_;
   NodeSharedObjects shared_;
   sdk::NodeContext ctx_;  // the strategy keeps a reference from init() on
+  // The strategy's communicator when this node is one of the manifest's
+  // "adversaries" (over strategy_comm_; null otherwise).
+  std::unique_ptr<sim::AdversarialCommunicator> adversary_comm_;
   const std::string strategy_name_, model_name_;
   std::string phase_ = "initial broadcast";
   double last_loss_ = NAN;  // this node's, for the warning when it turns non-finite

@@ -1,7 +1,7 @@
 // Robust aggregation (plugins/modules/robust_aggregation.h): the median,
-// the trimmed mean and Krum against hand-computed values, their refusals
-// when too few nodes are left, and a corrupted sender that moves the mean
-// but not them.
+// the trimmed mean and Krum against hand-computed values, their refusals,
+// a corrupted sender that moves the mean but not them, and fedavg's
+// "aggregator" against a node of the manifest's "adversaries".
 #include <ATen/ATen.h>
 
 #include <cmath>
@@ -9,6 +9,8 @@
 
 #include "exogym/modules/robust_aggregation.h"
 #include "exogym/sdk/error.h"
+#include "helpers.h"
+#include "strategy_runs.h"
 #include "testing.h"
 
 namespace modules = exogym::modules;
@@ -85,4 +87,35 @@ TEST_CASE("one corrupted sender moves the mean anywhere, the robust aggregates s
   CHECK(error({Aggregator::Median}) < 0.05);
   CHECK(error({Aggregator::TrimmedMean, 0.2}) < 0.05);
   CHECK(error({Aggregator::Krum, 0.1, 1}) < 0.05);
+}
+
+TEST_CASE("fedavg's median and krum withstand a node sending -4 times its parameters, the mean does not",
+          "[robust][adversaries]") {
+  using nlohmann::json;
+  exogym::test::TempDir dir("robust-fedavg");
+  auto final_loss = [&](json options, bool attacked, const std::string& name) {
+    options["H"] = 2;
+    options["optimizer"] = {{"name", "sgd"}, {"lr", 0.05}};
+    json m = exogym::test::with_strategy(5, "fedavg", options);
+    if (attacked) m["adversaries"] = json::parse(R"([{"node": 2, "attack": "sign_flip", "scale": 4}])");
+    const auto run = exogym::test::train_in(m, dir, name);
+    return json::parse(exogym::test::read_text(run / "summary.json")).at("last_train_loss").get<double>();
+  };
+  const double honest = final_loss(json::object(), false, "honest");
+  CHECK(final_loss(json::object(), true, "mean") > honest + 0.5);  // about ln 4: chance
+  CHECK(final_loss({{"aggregator", "median"}}, true, "median") < honest + 0.2);
+  CHECK(final_loss({{"aggregator", "trimmed_mean"}, {"trim", 0.2}}, true, "trimmed") < honest + 0.2);
+  CHECK(final_loss({{"aggregator", "krum"}, {"byzantine", 1}}, true, "krum") < honest + 0.2);
+  // Bytes: the robust ones gather everyone's parameters, (K-1) S per node
+  // per round, against the mean's 2 (K-1)/K S: 10 rounds of 1188 floats.
+  auto sent = [&](const std::string& name) {
+    return json::parse(exogym::test::read_text(dir / name / "run" / "summary.json"))
+        .at("communication")
+        .at("bytes_sent_per_node")
+        .get<double>();
+  };
+  CHECK(sent("median") == 10 * 4.0 * 4752);
+  CHECK(sent("honest") == Approx(10 * 2.0 * 4 / 5 * 4752));
+  REQUIRE_THROWS_WITH(final_loss({{"aggregator", "trimmed_mean"}, {"trim", 0.5}}, false, "bad"),
+                      Catch::Contains("strategy.options.trim") && Catch::Contains("[0, 0.5)"));
 }
