@@ -4,7 +4,6 @@
 // bit, failures and several processes: builtin_strategies in
 // checkpoint_fixtures.cpp.)
 #include <ATen/ATen.h>
-#include <torch/nn/module.h>
 
 #include <set>
 
@@ -15,6 +14,7 @@
 #include "helpers.h"
 #include "locked_assertions.h"
 #include "strategy_runs.h"
+#include "tensor_model.h"
 #include "testing.h"
 
 namespace fs = std::filesystem;
@@ -28,27 +28,9 @@ using nlohmann::json;
 namespace modules = exogym::modules;
 namespace sdk = exogym::sdk;
 
+using exogym::test::TensorModel;
+
 namespace {
-
-struct WNet : torch::nn::Module {
-  WNet() { w = register_parameter("w", at::zeros({2}, at::kDouble)); }
-  at::Tensor w;
-};
-
-class WModel final : public sdk::Model {
- public:
-  WModel() : net_(std::make_shared<WNet>()) {}
-  torch::nn::Module& network() override { return *net_; }
-  at::Tensor loss(const sdk::Batch& /*batch*/) override { return net_->w.sum(); }
-  at::Tensor w() const { return net_->w.detach().clone(); }
-  void set(std::vector<double> v) {
-    at::NoGradGuard no_grad;
-    net_->w.copy_(at::tensor(v, at::kDouble));
-  }
-
- private:
-  std::shared_ptr<WNet> net_;
-};
 
 bool near(const at::Tensor& a, std::vector<double> b) {
   return (a - at::tensor(b, at::kDouble)).abs().max().item<double>() < 1e-12;
@@ -87,28 +69,28 @@ TEST_CASE("noloco on a single pair is their average followed by the outer step, 
     ctx.num_nodes = 2;
     ctx.comm = &comm;
     ctx.seed = 7;
-    WModel model;
+    TensorModel model({{"w", at::zeros({2}, at::kDouble)}});
     modules::NoLoCoModule noloco(2, 0.7, 0.9, 0.5);
     noloco.init(ctx, model);  // phi = [0, 0]
     // Inner steps (simulated): theta_0 = [1, 2], theta_1 = [3, 8].
-    model.set({1.0 + 2 * rank, 2.0 + 6 * rank});
+    model.set(at::tensor(std::vector<double>{1.0 + 2 * rank, 2.0 + 6 * rank}, at::kDouble));
     noloco.communicate(ctx, model, 0);  // not a sync step
-    LOCKED(CHECK(near(model.w(), {1.0 + 2 * rank, 2.0 + 6 * rank})));
+    LOCKED(CHECK(near(model.value(), {1.0 + 2 * rank, 2.0 + 6 * rank})));
     noloco.communicate(ctx, model, 1);
-    after_first[rank] = model.w();
+    after_first[rank] = model.value();
     // Next round: theta = phi + [r, -r].
-    at::Tensor phi = model.w();
-    model.set({phi[0].item<double>() + rank, phi[1].item<double>() - rank});
+    at::Tensor phi = model.value();
+    model.set(at::tensor(std::vector<double>{phi[0].item<double>() + rank, phi[1].item<double>() - rank}, at::kDouble));
     noloco.communicate(ctx, model, 3);
-    after_second[rank] = model.w();
+    after_second[rank] = model.value();
     momentum[rank] = noloco.momentum()[0].clone();
     // With beta 1 and alpha 0 the outer step lands on the pair's average.
     modules::NoLoCoModule plain(1, 1.0, 0.0, std::nullopt);
-    model.set({1.0 + 2 * rank, 2.0 + 6 * rank});
+    model.set(at::tensor(std::vector<double>{1.0 + 2 * rank, 2.0 + 6 * rank}, at::kDouble));
     plain.init(ctx, model);
-    model.set({5.0 * rank, 1.0 - rank});
+    model.set(at::tensor(std::vector<double>{5.0 * rank, 1.0 - rank}, at::kDouble));
     plain.communicate(ctx, model, 0);
-    average[rank] = model.w();
+    average[rank] = model.value();
   });
   for (int r = 0; r < 2; ++r) {
     INFO("node " << r);

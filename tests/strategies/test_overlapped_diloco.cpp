@@ -5,7 +5,6 @@
 // (Every built-in strategy's exact resume, failures and processes:
 // checkpoint_fixtures' builtin_strategies.)
 #include <ATen/ATen.h>
-#include <torch/nn/module.h>
 
 #include "checkpoint_fixtures.h"
 #include "exogym/modules/overlapped_diloco.h"
@@ -16,6 +15,7 @@
 #include "helpers.h"
 #include "locked_assertions.h"
 #include "strategy_runs.h"
+#include "tensor_model.h"
 #include "testing.h"
 
 namespace fs = std::filesystem;
@@ -25,28 +25,9 @@ using nlohmann::json;
 namespace modules = exogym::modules;
 namespace sdk = exogym::sdk;
 
+using exogym::test::TensorModel;
+
 namespace {
-
-// One parameter tensor "w" of two doubles.
-struct OneNet : torch::nn::Module {
-  OneNet() { w = register_parameter("w", at::zeros({2}, at::kDouble)); }
-  at::Tensor w;
-};
-
-class OneModel final : public sdk::Model {
- public:
-  OneModel() : net_(std::make_shared<OneNet>()) {}
-  torch::nn::Module& network() override { return *net_; }
-  at::Tensor loss(const sdk::Batch& /*batch*/) override { return net_->w.sum(); }
-  at::Tensor w() const { return net_->w.detach().clone(); }
-  void set(const at::Tensor& w) {
-    at::NoGradGuard no_grad;
-    net_->w.copy_(w);
-  }
-
- private:
-  std::shared_ptr<OneNet> net_;
-};
 
 at::Tensor doubles(std::vector<double> values) { return at::tensor(values, at::kDouble); }
 
@@ -87,7 +68,7 @@ TEST_CASE("overlapped_diloco steps each node's master along the late average, ea
         ctx.num_nodes = K;
         ctx.comm = &comm;
         ctx.max_steps = 100;
-        OneModel model;
+        TensorModel model({{"w", at::zeros({2}, at::kDouble)}});
         model.set(doubles({10, 20}));
         modules::OverlappedDiLoCoModule module(options(update));
         module.init(ctx, model);
@@ -96,7 +77,7 @@ TEST_CASE("overlapped_diloco steps each node's master along the late average, ea
           model.set(module.master()[0].detach() - own(rank, t));
           module.communicate(ctx, model, t);
           masters[rank].push_back(module.master()[0].detach().clone());
-          LOCKED(CHECK(at::equal(model.w(), masters[rank].back())));  // every node continues from its master
+          LOCKED(CHECK(at::equal(model.value(), masters[rank].back())));  // every node continues from its master
         }
       });
       auto average = [](int t) { return (own(0, t) + own(1, t)) / 2; };

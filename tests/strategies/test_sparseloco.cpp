@@ -5,7 +5,6 @@
 // closed form, and every bad input. (Resume bit for bit, failures and
 // several processes: builtin_strategies in checkpoint_fixtures.cpp.)
 #include <ATen/ATen.h>
-#include <torch/nn/module.h>
 
 #include "checkpoint_fixtures.h"
 #include "exogym/modules/chunk_topk.h"
@@ -17,6 +16,7 @@
 #include "helpers.h"
 #include "locked_assertions.h"
 #include "strategy_runs.h"
+#include "tensor_model.h"
 #include "testing.h"
 
 namespace fs = std::filesystem;
@@ -33,32 +33,9 @@ using nlohmann::json;
 namespace modules = exogym::modules;
 namespace sdk = exogym::sdk;
 
+using exogym::test::TensorModel;
+
 namespace {
-
-// Two parameter tensors: "w" of 12 floats (3 chunks of 4) and "b" of 3.
-struct PairNet : torch::nn::Module {
-  PairNet() {
-    w = register_parameter("w", at::zeros({3, 4}));
-    b = register_parameter("b", at::zeros({3}));
-  }
-  at::Tensor w, b;
-};
-
-class PairModel final : public sdk::Model {
- public:
-  PairModel() : net_(std::make_shared<PairNet>()) {}
-  torch::nn::Module& network() override { return *net_; }
-  at::Tensor loss(const sdk::Batch& /*batch*/) override { return net_->w.sum() + net_->b.sum(); }
-  std::vector<at::Tensor> values() const { return {net_->w.detach().clone(), net_->b.detach().clone()}; }
-  void set(const std::vector<at::Tensor>& v) {
-    at::NoGradGuard no_grad;
-    net_->w.copy_(v[0]);
-    net_->b.copy_(v[1]);
-  }
-
- private:
-  std::shared_ptr<PairNet> net_;
-};
 
 // Every option, as validation resolves them.
 sdk::ModuleOptions options(json given) {
@@ -85,7 +62,8 @@ TEST_CASE("sparseloco: what a node sends plus its new error buffer is decay * ol
     ctx.num_nodes = K;
     ctx.comm = &comm;
     ctx.max_steps = 4;
-    PairModel model;
+    // "w" of 12 floats (3 chunks of 4) and "b" of 3.
+    TensorModel model({{"w", at::zeros({3, 4})}, {"b", at::zeros({3})}});
     modules::SparseLoCoModule module(options(json::object()));
     module.init(ctx, model);
     const modules::Compressor& f = module.compressor();

@@ -8,7 +8,6 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
-#include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 
 #include <functional>
@@ -28,6 +27,7 @@
 #include "exogym/sdk/strategy.h"
 #include "helpers.h"
 #include "strategy_runs.h"
+#include "tensor_model.h"
 #include "testing.h"
 
 namespace fs = std::filesystem;
@@ -42,6 +42,8 @@ using nlohmann::json;
 namespace modules = exogym::modules;
 namespace sdk = exogym::sdk;
 namespace runtime = exogym::runtime;
+
+using exogym::test::TensorModel;
 
 namespace {
 
@@ -59,27 +61,6 @@ const json kSgd = {{"name", "sgd"}, {"lr", 0.1}};
 
 // Every node computes at once: the tests wait on each other inside bodies.
 void run_nodes(int K, const std::function<void(int, sdk::Communicator&)>& body) { exogym::test::run_nodes(K, K, body); }
-
-// A model with a single parameter tensor "w".
-struct TinyNet : torch::nn::Module {
-  explicit TinyNet(const at::Tensor& init) { w = register_parameter("w", init.clone()); }
-  at::Tensor w;
-};
-
-class TinyModel final : public sdk::Model {
- public:
-  explicit TinyModel(const at::Tensor& init) : net_(std::make_shared<TinyNet>(init)) {}
-  torch::nn::Module& network() override { return *net_; }
-  at::Tensor loss(const sdk::Batch& /*batch*/) override { return net_->w.sum(); }
-  const at::Tensor& w() const { return net_->w; }
-  void set(const at::Tensor& values) {
-    at::NoGradGuard no_grad;
-    net_->w.copy_(values);
-  }
-
- private:
-  std::shared_ptr<TinyNet> net_;
-};
 
 sdk::NodeContext context(int rank, int K, sdk::Communicator& comm, int64_t max_steps = 10) {
   sdk::NodeContext ctx;
@@ -153,7 +134,7 @@ TEST_CASE("SPARTA's selection at a step follows from the step alone: a resumed r
   run_nodes(K, [&](int rank, sdk::Communicator& comm) {
     auto ctx = context(rank, K, comm);
     const at::Tensor own = (at::arange(64, at::kFloat) + 1) * (rank + 1);
-    TinyModel a(own), b(own);
+    TensorModel a({{"w", own}}), b({{"w", own}});
     // Partitioned, p = 1/4, every 2nd step: step 6 is call 3 (class 3 of 4),
     // which a module that kept its own call count would take for call 0.
     modules::SpartaModule whole_run(0.25, "partitioned", 2), after_resume(0.25, "partitioned", 2);
@@ -164,8 +145,8 @@ TEST_CASE("SPARTA's selection at a step follows from the step alone: a resumed r
     }
     after_resume.init(ctx, b);
     after_resume.communicate(ctx, b, 6);
-    from_start[rank] = a.w().detach().clone();
-    resumed[rank] = b.w().detach().clone();
+    from_start[rank] = a.value();
+    resumed[rank] = b.value();
   });
   CHECK(at::equal(from_start[0], resumed[0]));
   CHECK(at::equal(from_start[1], resumed[1]));
@@ -208,7 +189,7 @@ TEST_CASE("DiLoCo's outer step is Nesterov SGD on master - average, identical on
   run_nodes(2, [&](int rank, sdk::Communicator& comm) {
     auto ctx = context(rank, 2, comm);
     if (shared) ctx.shared = &views[rank];
-    TinyModel model(theta0);
+    TensorModel model({{"w", theta0}});
     modules::DiLoCoModule module(2, sdk::OptimizerSpec::from_json(outer, "outer_optimizer"));
     module.init(ctx, model);
     master_data[rank] = module.master().at(0).data_ptr();
@@ -234,24 +215,24 @@ TEST_CASE("DiLoCo's outer step is Nesterov SGD on master - average, identical on
     // Not a sync step (t = 0): nothing happens.
     model.set(round1[rank]);
     module.communicate(ctx, model, 0);
-    seen[rank].after_off_step = model.w().detach().clone();
+    seen[rank].after_off_step = model.value();
 
     module.communicate(ctx, model, 1);
-    seen[rank].after_round1 = model.w().detach().clone();
+    seen[rank].after_round1 = model.value();
     seen[rank].reference1 = reference_round(round1[rank]);
 
     // Inner steps change the node's parameters in place; the master must not
     // follow (the reference aliased them on CPU: docs/differences.md#training-and-strategies).
     {
       at::NoGradGuard no_grad;
-      model.w().add_(100.0);
+      model.param().add_(100.0);
     }
     seen[rank].master_after_poke = module.master().at(0).detach().clone();
 
     model.set(round2[rank]);
     module.communicate(ctx, model, 2);  // not a sync step either
     module.communicate(ctx, model, 3);
-    seen[rank].after_round2 = model.w().detach().clone();
+    seen[rank].after_round2 = model.value();
     seen[rank].reference2 = reference_round(round2[rank]);
   });
 
@@ -322,18 +303,18 @@ TEST_CASE("FedAvg sets each node to the mean of its island, after every H steps"
   std::vector<at::Tensor> before_sync(K), after_sync(K), after_full(K);
   run_nodes(K, [&](int rank, sdk::Communicator& comm) {
     auto ctx = context(rank, K, comm);
-    TinyModel model(doubles({0, 0}));
+    TensorModel model({{"w", doubles({0, 0})}});
     modules::FedAvgModule islands(3, 2), full(3, std::nullopt);
     islands.init(ctx, model);
     full.init(ctx, model);
     model.set(doubles({1.0 * rank, 10.0 * rank * rank}));
     islands.communicate(ctx, model, 1);  // not a sync step (H = 3)
-    before_sync[rank] = model.w().detach().clone();
+    before_sync[rank] = model.value();
     islands.communicate(ctx, model, 5);  // sync of round 1
-    after_sync[rank] = model.w().detach().clone();
+    after_sync[rank] = model.value();
     model.set(doubles({1.0 * rank, 10.0 * rank * rank}));
     full.communicate(ctx, model, 2);
-    after_full[rank] = model.w().detach().clone();
+    after_full[rank] = model.value();
   });
   const auto islands = modules::FedAvgModule::islands(7, 1, K, 2);
   for (int rank = 0; rank < K; ++rank) {
@@ -358,11 +339,11 @@ TEST_CASE("FedAvg islands through group_all_reduce give the bits of the referenc
     auto ctx = context(rank, K, comm);
     auto gen = at::detail::createCPUGenerator(300 + rank);
     start[rank] = at::randn({257}, gen, at::kFloat);
-    TinyModel model(start[rank]);
+    TensorModel model({{"w", start[rank]}});
     modules::FedAvgModule islands(2, 3);
     islands.init(ctx, model);
     islands.communicate(ctx, model, 3);  // round 1
-    islands_result[rank] = model.w().detach().clone();
+    islands_result[rank] = model.value();
     // The former implementation: every node's parameters to every node,
     // then the island's mean in rank order.
     auto gathered = comm.all_gather(start[rank]);
@@ -394,7 +375,7 @@ TEST_CASE("sparta_diloco averages sparsely only on steps t with t % sparta_inter
   std::vector<std::vector<at::Tensor>> after(K, std::vector<at::Tensor>(steps));
   run_nodes(K, [&](int rank, sdk::Communicator& comm) {
     auto ctx = context(rank, K, comm, steps);
-    TinyModel model(at::zeros({4}));
+    TensorModel model({{"w", at::zeros({4})}});
     auto strategy = plugin->create_strategy(options);
     strategy->init(ctx, model);
     for (int t = 0; t < steps; ++t) {
@@ -403,7 +384,7 @@ TEST_CASE("sparta_diloco averages sparsely only on steps t with t % sparta_inter
       strategy->zero_grad();
       model.network().parameters()[0].mutable_grad() = at::zeros({4});
       strategy->step();
-      after[rank][t] = model.w().detach().clone();
+      after[rank][t] = model.value();
     }
   });
   for (int t = 0; t < steps; ++t) {

@@ -5,7 +5,6 @@
 // peak step and of fp4 against closed forms, and every bad input.
 // (Resuming in the middle of an overlap window: test_checkpoints.cpp.)
 #include <ATen/ATen.h>
-#include <torch/nn/module.h>
 
 #include "checkpoint_fixtures.h"
 #include "exogym/modules/fragments.h"
@@ -19,6 +18,7 @@
 #include "helpers.h"
 #include "locked_assertions.h"
 #include "strategy_runs.h"
+#include "tensor_model.h"
 #include "testing.h"
 
 namespace fs = std::filesystem;
@@ -34,33 +34,9 @@ using nlohmann::json;
 namespace modules = exogym::modules;
 namespace sdk = exogym::sdk;
 
+using exogym::test::TensorModel;
+
 namespace {
-
-// Two parameter tensors, "a" and "b", of two doubles each.
-struct TwoNet : torch::nn::Module {
-  TwoNet() {
-    a = register_parameter("a", at::zeros({2}, at::kDouble));
-    b = register_parameter("b", at::zeros({2}, at::kDouble));
-  }
-  at::Tensor a, b;
-};
-
-class TwoModel final : public sdk::Model {
- public:
-  TwoModel() : net_(std::make_shared<TwoNet>()) {}
-  torch::nn::Module& network() override { return *net_; }
-  at::Tensor loss(const sdk::Batch& /*batch*/) override { return net_->a.sum() + net_->b.sum(); }
-  at::Tensor a() const { return net_->a.detach().clone(); }
-  at::Tensor b() const { return net_->b.detach().clone(); }
-  void set(const at::Tensor& a, const at::Tensor& b) {
-    at::NoGradGuard no_grad;
-    net_->a.copy_(a);
-    net_->b.copy_(b);
-  }
-
- private:
-  std::shared_ptr<TwoNet> net_;
-};
 
 at::Tensor doubles(std::vector<double> values) { return at::tensor(values, at::kDouble); }
 
@@ -138,7 +114,7 @@ TEST_CASE("streaming_diloco: fragment p sends after steps o_p + kH - 1 and mixes
   std::vector<at::Tensor> master_b(K);
   exogym::test::run_nodes(K, K, [&](int rank, sdk::Communicator& comm) {
     auto ctx = context(rank, K, comm);
-    TwoModel model;
+    TensorModel model({{"a", at::zeros({2}, at::kDouble)}, {"b", at::zeros({2}, at::kDouble)}});
     modules::StreamingDiLoCoModule module(options({{"fragments", 2}, {"tau", 1}, {"alpha", 0.5}}));
     module.init(ctx, model);
     LOCKED(CHECK(module.fragments() == modules::Fragments{{0}, {1}}));
@@ -146,10 +122,10 @@ TEST_CASE("streaming_diloco: fragment p sends after steps o_p + kH - 1 and mixes
     LOCKED(CHECK(module.first_send(1) == 1));
     for (int64_t t = 0; t <= 4; ++t) {
       ctx.step = t;
-      model.set(doubles({1, 2}) * (rank + 1) + t, doubles({10, 20}) * (rank + 1) + t);
+      model.set({doubles({1, 2}) * (rank + 1) + t, doubles({10, 20}) * (rank + 1) + t});
       module.communicate(ctx, model, t);
-      a[rank].push_back(model.a());
-      b[rank].push_back(model.b());
+      a[rank].push_back(model.value(0));
+      b[rank].push_back(model.value(1));
     }
   });
   for (int r = 0; r < K; ++r) {
@@ -172,16 +148,16 @@ TEST_CASE("streaming_diloco with a low-bit format steps the master by the quanti
   std::vector<at::Tensor> after(K), expected(K);
   exogym::test::run_nodes(K, K, [&](int rank, sdk::Communicator& comm) {
     auto ctx = context(rank, K, comm);
-    TwoModel model;
-    model.set(doubles({1, 2}), doubles({3, 4}));  // the master
+    TensorModel model({{"a", at::zeros({2}, at::kDouble)}, {"b", at::zeros({2}, at::kDouble)}});
+    model.set({doubles({1, 2}), doubles({3, 4})});  // the master
     modules::StreamingDiLoCoModule module(options({{"quantize", "fp8"}, {"H", 2}}));
     module.init(ctx, model);
     const at::Tensor a = doubles({1.3, 0.7}) * (rank + 1), b = doubles({2.9, 4.4}) - rank;
-    model.set(a, b);
+    model.set({a, b});
     module.communicate(ctx, model, 0);  // not a sync step
-    LOCKED(CHECK(at::equal(model.a(), a)));
+    LOCKED(CHECK(at::equal(model.value(0), a)));
     module.communicate(ctx, model, 1);
-    after[rank] = at::cat({model.a(), model.b()});
+    after[rank] = at::cat({model.value(0), model.value(1)});
     // The same exchange by hand: outer lr 1 steps by the whole mean.
     const auto mean = sdk::quantized_mean(comm, {doubles({1, 2}) - a, doubles({3, 4}) - b}, sdk::QuantFormat::Fp8E4M3);
     expected[rank] = at::cat({doubles({1, 2}) - mean[0], doubles({3, 4}) - mean[1]});
@@ -204,8 +180,8 @@ TEST_CASE("streaming_diloco with error feedback sends master - local plus what t
   std::vector<at::Tensor> after(K), expected(K), residual(K);
   exogym::test::run_nodes(K, K, [&](int rank, sdk::Communicator& comm) {
     auto ctx = context(rank, K, comm);
-    TwoModel model;
-    model.set(doubles({1, 2}), doubles({3, 4}));
+    TensorModel model({{"a", at::zeros({2}, at::kDouble)}, {"b", at::zeros({2}, at::kDouble)}});
+    model.set({doubles({1, 2}), doubles({3, 4})});
     modules::StreamingDiLoCoModule module(options({{"quantize", "int4"}, {"H", 1}, {"error_feedback", 1.0}}));
     module.init(ctx, model);
     sdk::ErrorFeedback by_hand(1.0f);
@@ -214,7 +190,7 @@ TEST_CASE("streaming_diloco with error feedback sends master - local plus what t
       ctx.step = t;
       const at::Tensor a = master_a + doubles({0.13, -0.71}) * (rank + 1) * (t + 1);
       const at::Tensor b = master_b + doubles({0.29, 0.05}) * (rank - 1) * (t + 2);
-      model.set(a, b);
+      model.set({a, b});
       module.communicate(ctx, model, t);
       // The same exchange by hand (outer SGD with lr 1 steps by the mean).
       const auto mean = sdk::quantized_mean(comm, {master_a - a, master_b - b}, sdk::QuantFormat::Int4,
@@ -222,7 +198,7 @@ TEST_CASE("streaming_diloco with error feedback sends master - local plus what t
       master_a = master_a - mean[0];
       master_b = master_b - mean[1];
     }
-    after[rank] = at::cat({model.a(), model.b()});
+    after[rank] = at::cat({model.value(0), model.value(1)});
     expected[rank] = at::cat({master_a, master_b});
     residual[rank] = by_hand.residual(0);
     sdk::StateDict state;
