@@ -52,16 +52,10 @@ static sdk::ModuleSpecs desloc_specs() {
 class DesLocStrategy final : public sdk::CommunicateOptimizeStrategy {
  public:
   explicit DesLocStrategy(const nlohmann::json& options)
-      : CommunicateOptimizeStrategy(sdk::LocalStepOptions::from_json(options), {}),
+      : CommunicateOptimizeStrategy(with_adam(sdk::LocalStepOptions::from_json(options)), {}),
         Kx_(options.at("Kx").get<int64_t>()),
         Ku_(options.at("Ku").is_null() ? 3 * Kx_ : options.at("Ku").get<int64_t>()),
-        Kv_(options.at("Kv").is_null() ? 6 * Kx_ : options.at("Kv").get<int64_t>()) {
-    const std::string name = sdk::LocalStepOptions::from_json(options).optimizer.name;
-    if (name != "adam" && name != "adamw") {
-      throw sdk::ConfigError("optimizer",
-                             "DES-LOC synchronises Adam's moments: expected adam or adamw, got \"" + name + "\"");
-    }
-  }
+        Kv_(options.at("Kv").is_null() ? 6 * Kx_ : options.at("Kv").get<int64_t>()) {}
 
   static sdk::OptionSpecs specs() { return sdk::compose_specs({desloc_specs(), sdk::LocalStepOptions::specs()}); }
 
@@ -98,6 +92,16 @@ class DesLocStrategy final : public sdk::CommunicateOptimizeStrategy {
   }
 
  private:
+  // `local`, once its optimizer is known to keep Adam's moments.
+  static sdk::LocalStepOptions with_adam(sdk::LocalStepOptions local) {
+    const std::string& name = local.optimizer.name;
+    if (name != "adam" && name != "adamw") {
+      throw sdk::ConfigError("optimizer",
+                             "DES-LOC synchronises Adam's moments: expected adam or adamw, got \"" + name + "\"");
+    }
+    return local;
+  }
+
   int64_t Kx_, Ku_, Kv_;
   sdk::NodeContext* ctx_ = nullptr;
   std::vector<at::Tensor> params_;

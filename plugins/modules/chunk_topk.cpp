@@ -18,15 +18,6 @@ namespace {
 
 constexpr int64_t kMaxChunk = int64_t{1} << 31;
 
-void check_arguments(int64_t chunk, double density) {
-  if (chunk < 1 || chunk > kMaxChunk) {
-    throw sdk::Error("chunk top-k: a chunk of " + std::to_string(chunk) + " values is outside 1 .. 2^31");
-  }
-  if (!(density > 0 && density <= 1)) {
-    throw sdk::Error("chunk top-k: density " + std::to_string(density) + " is outside (0, 1]");
-  }
-}
-
 // |x|'s bits: for floats that are not NaN they order as the magnitudes do,
 // and a NaN's lie above infinity's, so a NaN counts as the largest.
 uint32_t magnitude_key(float x) {
@@ -64,6 +55,17 @@ int64_t topk_per_chunk(int64_t length, double density) {
   return std::clamp<int64_t>(static_cast<int64_t>(k), 1, length);
 }
 
+void check_chunk_settings(int64_t chunk, double density) {
+  if (chunk < 1 || chunk > kMaxChunk) {
+    throw sdk::Error("chunk top-k: a chunk of " + std::to_string(chunk) + " values is outside 1 .. 2^31");
+  }
+  if (!(density > 0 && density <= 1)) {
+    throw sdk::Error("chunk top-k: density " + std::to_string(density) + " is outside (0, 1]");
+  }
+}
+
+int64_t chunk_count(int64_t numel, int64_t chunk) { return (numel + chunk - 1) / chunk; }
+
 int64_t topk_count(int64_t numel, int64_t chunk, double density) {
   return numel / chunk * topk_per_chunk(chunk, density) + topk_per_chunk(numel % chunk, density);
 }
@@ -77,9 +79,9 @@ c10::ScalarType chunk_index_dtype(int64_t chunk) {
 int64_t chunk_index_bytes(int64_t chunk) { return static_cast<int64_t>(c10::elementSize(chunk_index_dtype(chunk))); }
 
 ChunkTopK chunk_topk(const at::Tensor& tensor, int64_t chunk, double density) {
-  check_arguments(chunk, density);
+  check_chunk_settings(chunk, density);
   const at::Tensor x = tensor.detach().to(at::kCPU, at::kFloat).contiguous().reshape({-1});
-  const int64_t n = x.numel(), chunks = (n + chunk - 1) / chunk, k = topk_per_chunk(chunk, density);
+  const int64_t n = x.numel(), chunks = chunk_count(n, chunk), k = topk_per_chunk(chunk, density);
   const int64_t count = topk_count(n, chunk, density);
   // Offsets as int32 first (every offset fits: chunk <= 2^31), narrowed once.
   at::Tensor offsets = at::empty({count}, at::kInt);
@@ -103,7 +105,7 @@ ChunkTopK chunk_topk(const at::Tensor& tensor, int64_t chunk, double density) {
 }
 
 at::Tensor chunk_positions(const at::Tensor& indices, int64_t numel, int64_t chunk, double density) {
-  check_arguments(chunk, density);
+  check_chunk_settings(chunk, density);
   const int64_t count = topk_count(numel, chunk, density), k = topk_per_chunk(chunk, density);
   if (!indices.defined() || indices.dim() != 1 || indices.numel() != count) {
     throw sdk::Error("chunk top-k: expected " + std::to_string(count) + " offsets for " + std::to_string(numel) +

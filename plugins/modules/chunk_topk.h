@@ -30,6 +30,11 @@ namespace exogym::modules {
 int64_t topk_per_chunk(int64_t length, double density);
 // The values a tensor of `numel` values keeps: the sum over its chunks.
 int64_t topk_count(int64_t numel, int64_t chunk, double density);
+// ceil(numel / chunk): the chunks a tensor of `numel` values is cut into.
+int64_t chunk_count(int64_t numel, int64_t chunk);
+// Throws sdk::Error for a chunk outside 1 .. 2^31 or a density outside
+// (0, 1]: the settings chunk_topk refuses, checked up front.
+void check_chunk_settings(int64_t chunk, double density);
 // uint8 for chunk <= 256, int16 up to 32768, int32 beyond; and its bytes.
 c10::ScalarType chunk_index_dtype(int64_t chunk);
 int64_t chunk_index_bytes(int64_t chunk);

@@ -80,7 +80,7 @@ at::Tensor elias_fano_encode(const at::Tensor& offsets, int64_t numel, int64_t c
   const int64_t* o = in.data_ptr<int64_t>();
   at::Tensor code = at::zeros({elias_fano_bytes(numel, chunk, density)}, at::kByte);
   BitWriter out(code.data_ptr<uint8_t>());
-  const int64_t chunks = (numel + chunk - 1) / chunk;
+  const int64_t chunks = chunk_count(numel, chunk);
   for (int64_t c = 0; c < chunks; ++c) {
     const int64_t length = std::min(chunk, numel - c * chunk), kept = topk_per_chunk(length, density);
     const int l = low_bits(length, kept);
@@ -103,7 +103,7 @@ at::Tensor elias_fano_decode(const at::Tensor& code, int64_t numel, int64_t chun
   at::Tensor offsets = at::empty({count}, at::kInt);
   int32_t* out = offsets.data_ptr<int32_t>();
   BitReader bits(in.data_ptr<uint8_t>());
-  const int64_t chunks = (numel + chunk - 1) / chunk;
+  const int64_t chunks = chunk_count(numel, chunk);
   for (int64_t c = 0; c < chunks; ++c) {
     const int64_t length = std::min(chunk, numel - c * chunk), kept = topk_per_chunk(length, density);
     const int l = low_bits(length, kept);

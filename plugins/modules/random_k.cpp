@@ -14,8 +14,6 @@ namespace exogym::modules {
 
 namespace {
 
-int64_t chunk_count(int64_t numel, int64_t chunk) { return (numel + chunk - 1) / chunk; }
-
 // splitmix64: a small generator whose numbers are fixed by this file, not
 // by the LibTorch version.
 class SplitMix64 {
@@ -41,7 +39,7 @@ class SplitMix64 {
 
 RandomKCompressor::RandomKCompressor(int64_t chunk, double density, std::optional<sdk::QuantFormat> quant)
     : chunk_(chunk), density_(density), quant_(quant) {
-  (void)chunk_topk(at::zeros({1}, at::kFloat), chunk_, density_);  // its checks of chunk and density
+  check_chunk_settings(chunk_, density_);
 }
 
 at::Tensor RandomKCompressor::positions(int64_t numel, uint64_t shared_seed) const {

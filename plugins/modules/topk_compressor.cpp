@@ -12,12 +12,6 @@
 
 namespace exogym::modules {
 
-namespace {
-
-int64_t chunk_count(int64_t numel, int64_t chunk) { return (numel + chunk - 1) / chunk; }
-
-}  // namespace
-
 const char* to_string(OffsetCoding coding) { return coding == OffsetCoding::EliasFano ? "elias_fano" : "fixed"; }
 
 OffsetCoding offset_coding_from_name(const std::string& name, const std::string& json_path) {
@@ -27,8 +21,8 @@ OffsetCoding offset_coding_from_name(const std::string& name, const std::string&
 }
 
 ChunkTopKCompressor::ChunkTopKCompressor(SparseFormat format) : format_(format) {
-  // chunk_topk's own checks, made now rather than at the first round.
-  (void)chunk_topk(at::zeros({1}, at::kFloat), format_.chunk, format_.density);
+  // Made now rather than at the first round.
+  check_chunk_settings(format_.chunk, format_.density);
 }
 
 CompressedTensor ChunkTopKCompressor::compress(const at::Tensor& tensor, uint64_t /*shared_seed*/) const {

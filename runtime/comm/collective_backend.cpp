@@ -48,26 +48,11 @@ class BackendCommunicator final : public sdk::Communicator {
     run_in_place(CollectiveKind::Broadcast, tensors, sdk::ReduceOp::Sum, root);
   }
   std::vector<std::vector<at::Tensor>> all_gather(const std::vector<at::Tensor>& tensors) override {
-    std::vector<std::vector<at::Tensor>> gathered;
-    CollectiveCall call;
-    call.kind = CollectiveKind::AllGather;
-    call.tensors = contiguous_payload(tensors);
-    call.gathered = &gathered;
-    backend_.run(rank_, std::move(call), slot_);
-    return gathered;
+    return gather_in({}, tensors, false);
   }
   void group_all_reduce(const std::vector<int>& members, std::vector<at::Tensor>& tensors, sdk::ReduceOp op) override {
     check_group("group_all_reduce", rank_, members, backend_.live_ranks());
-    CollectiveCall call;
-    call.kind = CollectiveKind::AllReduce;
-    call.op = op;
-    call.members = members;
-    call.tensors = contiguous_payload(tensors);
-    const std::vector<at::Tensor> work = call.tensors;
-    backend_.run(rank_, std::move(call), slot_);
-    for (size_t i = 0; i < tensors.size(); ++i) {
-      if (!work[i].is_same(tensors[i])) tensors[i].copy_(work[i]);
-    }
+    run_in_place(CollectiveKind::AllReduce, tensors, op, 0, members);
   }
   std::vector<std::vector<at::Tensor>> group_all_gather(const std::vector<int>& members,
                                                         const std::vector<at::Tensor>& tensors) override {
@@ -90,6 +75,7 @@ class BackendCommunicator final : public sdk::Communicator {
   }
 
  private:
+  // An all_gather over every live node (no members) or over `members`.
   std::vector<std::vector<at::Tensor>> gather_in(const std::vector<int>& members,
                                                  const std::vector<at::Tensor>& tensors, bool exchange) {
     std::vector<std::vector<at::Tensor>> gathered;
@@ -102,11 +88,13 @@ class BackendCommunicator final : public sdk::Communicator {
     backend_.run(rank_, std::move(call), slot_);
     return gathered;
   }
-  void run_in_place(CollectiveKind kind, std::vector<at::Tensor>& tensors, sdk::ReduceOp op, int root) {
+  void run_in_place(CollectiveKind kind, std::vector<at::Tensor>& tensors, sdk::ReduceOp op, int root,
+                    const std::vector<int>& members = {}) {
     CollectiveCall call;
     call.kind = kind;
     call.op = op;
     call.root = root;
+    call.members = members;
     call.tensors = contiguous_payload(tensors);
     const std::vector<at::Tensor> work = call.tensors;
     backend_.run(rank_, std::move(call), slot_);

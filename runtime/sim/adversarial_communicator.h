@@ -44,11 +44,11 @@ class AdversarialCommunicator final : public sdk::Communicator {
   using sdk::Communicator::all_reduce;
   using sdk::Communicator::broadcast;
 
+ private:
   // What this node sends in place of `tensors` now: corrupted copies while
   // an entry is active, else the tensors themselves.
   std::vector<at::Tensor> outgoing(const std::vector<at::Tensor>& tensors);
 
- private:
   sdk::Communicator& inner_;
   std::vector<AdversarySpec> mine_;
   uint64_t run_seed_;
