@@ -102,9 +102,8 @@ bool plain_float_sum(const MeetingPoint::Calls& calls, const std::vector<int>& m
 
 }  // namespace
 
-void InProcessGroup::reduce_chunk(const MeetingPoint::Calls& calls, size_t tensor, int64_t start,
+void InProcessGroup::reduce_chunk(const MeetingPoint::Calls& calls, size_t tensor, int64_t start, int64_t end,
                                   const at::Tensor& out) const {
-  const int64_t end = std::min(calls[members_[0]].tensors[tensor].numel(), start + kChunkElements);
   auto slice = [&](const at::Tensor& t) { return t.view(-1).slice(0, start, end); };
   auto member = [&](size_t i) -> const at::Tensor& { return calls[members_[i]].tensors[tensor]; };
   // Rank order, element by element: the same bits whoever does the work.
@@ -152,9 +151,13 @@ void InProcessGroup::execute(const MeetingPoint::Calls& calls) {
   const int64_t count_members = static_cast<int64_t>(members_.size());
   int64_t elements = 0;
   for (const auto& t : first.tensors) elements += t.numel();
+  // A GPU's tensors: one kernel per tensor and member, launched by this
+  // thread (slices would launch thousands of tiny kernels for one model,
+  // and the crew's threads would queue them on streams of their own).
+  const bool on_device = !first.tensors.empty() && !first.tensors[0].device().is_cpu();
   // Small collectives are done by this thread alone.
   auto run_items = [&](int64_t count, const std::function<void(int64_t)>& item) {
-    if (elements * count_members < kCrewElements) {
+    if (on_device || elements * count_members < kCrewElements) {
       for (int64_t i = 0; i < count; ++i) item(i);
     } else {
       crew_.run(count, item);
@@ -168,14 +171,20 @@ void InProcessGroup::execute(const MeetingPoint::Calls& calls) {
       if (first.shared_result) {
         for (size_t i = 0; i < out.size(); ++i) out[i] = at::empty_like(first.tensors[i], at::MemoryFormat::Contiguous);
       }
-      std::vector<std::pair<size_t, int64_t>> chunks;  // (tensor, first element)
+      struct Chunk {
+        size_t tensor;
+        int64_t start, end;
+      };
+      std::vector<Chunk> chunks;
       for (size_t i = 0; i < first.tensors.size(); ++i) {
-        for (int64_t start = 0; start < first.tensors[i].numel(); start += kChunkElements)
-          chunks.emplace_back(i, start);
+        const int64_t n = first.tensors[i].numel();
+        // Element by element either way: the same bits in one chunk as in many.
+        const int64_t step = on_device ? std::max<int64_t>(n, 1) : kChunkElements;
+        for (int64_t start = 0; start < n; start += step) chunks.push_back({i, start, std::min(n, start + step)});
       }
       run_items(static_cast<int64_t>(chunks.size()), [&](int64_t index) {
-        const size_t tensor = chunks[index].first;
-        reduce_chunk(calls, tensor, chunks[index].second, out[tensor]);
+        const Chunk& c = chunks[static_cast<size_t>(index)];
+        reduce_chunk(calls, c.tensor, c.start, c.end, out[c.tensor]);
       });
       if (first.shared_result) shared_result_ = std::make_shared<const std::vector<at::Tensor>>(std::move(out));
       break;

@@ -57,9 +57,11 @@ class InProcessGroup final : public CollectiveBackend {
  private:
   // The last node's part: every node has posted its call.
   void execute(const MeetingPoint::Calls& calls);
-  // Reduces one chunk of tensor `tensor` into `out` (all_reduce_shared's
-  // result), or in place into every member's tensor if `out` is undefined.
-  void reduce_chunk(const MeetingPoint::Calls& calls, size_t tensor, int64_t start, const at::Tensor& out) const;
+  // Reduces elements [start, end) of tensor `tensor` into `out`
+  // (all_reduce_shared's result), or in place into every member's tensor if
+  // `out` is undefined.
+  void reduce_chunk(const MeetingPoint::Calls& calls, size_t tensor, int64_t start, int64_t end,
+                    const at::Tensor& out) const;
 
   const int size_;
   std::vector<int> members_;  // the live ranks

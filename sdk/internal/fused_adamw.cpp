@@ -160,12 +160,27 @@ bool same_bits(const at::Tensor& a, const at::Tensor& b) {
 
 }  // namespace
 
+bool FusedAdamW::switched_on() {
+  // A switch for comparing with LibTorch's own step (docs/performance.md).
+  static const bool on = [] {
+    const char* setting = std::getenv("EXOGYM_FUSED_ADAMW");
+    return !(setting && std::strcmp(setting, "0") == 0);
+  }();
+  return on;
+}
+
+bool FusedAdamW::on_device() const {
+  for (const auto& group : param_groups()) {
+    for (const auto& p : group.params()) {
+      if (p.grad().defined()) return !p.device().is_cpu();
+    }
+  }
+  return false;
+}
+
 bool FusedAdamW::available() {
   static const bool agrees = [] {
-    // A switch for comparing with LibTorch's own step (docs/performance.md).
-    const char* setting = std::getenv("EXOGYM_FUSED_ADAMW");
-    if (setting && std::strcmp(setting, "0") == 0) return false;
-    if (!kernels().first) return false;
+    if (!switched_on() || !kernels().first) return false;
     at::NoGradGuard no_grad;
     std::mt19937 generator(20261124);
     // Tails under 8, 16 and 32 lanes, and enough elements (about 4,000 over
@@ -264,9 +279,9 @@ bool FusedAdamW::fused_step() {
 at::Tensor FusedAdamW::step(LossClosure closure) {
   // A closure makes the gradients only inside step(): LibTorch's path.
   last_step_fused_ = false;
-  if (!closure && available()) {
+  if (!closure && switched_on()) {
     at::NoGradGuard no_grad;
-    last_step_fused_ = fused_step();
+    last_step_fused_ = on_device() ? multi_tensor_step() : available() && fused_step();
   }
   if (!last_step_fused_) return torch::optim::AdamW::step(std::move(closure));
   return {};

@@ -15,6 +15,13 @@
 // contiguous fp32 CPU tensors, or with amsgrad, step() is LibTorch's own.
 // EXOGYM_FUSED_ADAMW=0 in the environment turns the fused step off.
 //
+// On a GPU (any device but the CPU) step() takes LibTorch's multi-tensor
+// AdamW kernel instead (at::_fused_adamw_, PyTorch's `fused=True`, LibTorch
+// 2 and later): one launch for all of a group's parameters instead of about
+// ten per parameter. Its rounding differs from torch::optim::AdamW's
+// per-parameter kernels (docs/gpu.md#what-differs-on-a-gpu); runs stay
+// reproducible bit for bit on the same GPU.
+//
 // The state is LibTorch's (AdamWParamState: step, exp_avg, exp_avg_sq), so
 // checkpoints (optim_state.h) and state_dict code see no difference.
 //
@@ -30,8 +37,15 @@ class FusedAdamW : public torch::optim::AdamW {
   using torch::optim::AdamW::AdamW;
   at::Tensor step(LossClosure closure = nullptr) override;
 
-  // Whether the last step() took the fused path (for tests and benchmarks).
+  // Whether the last step() took the fused path, on the CPU or on a device
+  // (for tests and benchmarks).
   bool last_step_fused() const { return last_step_fused_; }
+  // The device path's step on any tensors, the CPU's included (tests
+  // compare it with LibTorch's AdamW on machines without a GPU). False,
+  // having changed nothing, where the kernel is missing (LibTorch 1.x) or a
+  // group's tensors are not dense floating tensors of one device and dtype,
+  // or use amsgrad.
+  bool multi_tensor_step();
   // Whether this process's LibTorch and CPU allow the fused path: the
   // probe above, run once per process.
   static bool available();
@@ -41,6 +55,10 @@ class FusedAdamW : public torch::optim::AdamW {
   // a contiguous fp32 CPU tensor and no group uses amsgrad; otherwise it
   // returns false having changed nothing.
   bool fused_step();
+  // EXOGYM_FUSED_ADAMW is not 0.
+  static bool switched_on();
+  // The first parameter with a gradient is not on the CPU.
+  bool on_device() const;
 
   bool last_step_fused_ = false;
 };

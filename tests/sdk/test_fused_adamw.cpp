@@ -155,3 +155,52 @@ TEST_CASE("optimizer specs build the fused AdamW, which checkpoints as LibTorch'
   restored->step();
   CHECK(same_bits(params[0].detach(), copy[0].detach()));
 }
+
+TEST_CASE("the multi-tensor AdamW of GPUs is LibTorch's AdamW up to rounding", "[sdk][optim][adamw]") {
+  // On a GPU step() launches LibTorch's multi-tensor kernel; LibTorch 2.4
+  // and later have it on the CPU too, where it is checked here.
+  at::manual_seed(5);
+  std::vector<at::Tensor> start{at::randn({7}), at::randn({33, 5}) * 0.05, at::randn({1000}) * 100};
+  auto their_params = leaves(start), our_params = leaves(start);
+  const auto options = torch::optim::AdamWOptions(1e-2).betas({0.9, 0.95}).eps(1e-8).weight_decay(0.1);
+  torch::optim::AdamW theirs(their_params, options);
+  FusedAdamW ours(our_params, options);
+  for (int step = 0; step < 12; ++step) {
+    for (size_t i = 0; i < start.size(); ++i) {
+      if (i == 0 && step % 4 == 2) {  // no gradient: no step, and its own step count
+        their_params[i].mutable_grad() = at::Tensor();
+        our_params[i].mutable_grad() = at::Tensor();
+        continue;
+      }
+      at::Tensor grad = at::randn(start[i].sizes()) * (step % 2 ? 1e-3 : 1.0);
+      their_params[i].mutable_grad() = grad.clone();
+      our_params[i].mutable_grad() = grad;
+    }
+    theirs.step();
+    if (!ours.multi_tensor_step()) {
+      // Only LibTorch 1.x lacks the kernel; there nothing may have changed.
+      CHECK(TORCH_VERSION_MAJOR < 2);
+      for (size_t i = 0; i < start.size(); ++i) CHECK(same_bits(our_params[i].detach(), start[i]));
+      return;
+    }
+  }
+  exogym::sdk::StateDict their_state, our_state;
+  exogym::sdk::save_optimizer_state(theirs, their_params, their_state, "");
+  exogym::sdk::save_optimizer_state(ours, our_params, our_state, "");
+  REQUIRE(their_state.size() == our_state.size());
+  for (const auto& [key, tensor] : their_state) {
+    INFO(key);
+    REQUIRE(our_state.count(key) == 1);
+    if (!tensor.is_floating_point()) {
+      CHECK(same_bits(tensor, our_state.at(key)));  // the step counts
+    } else {
+      CHECK(at::allclose(tensor, our_state.at(key), 1e-5, 1e-7));
+    }
+  }
+  for (size_t i = 0; i < start.size(); ++i) {
+    INFO("parameter " << i);
+    const at::Tensor ours_i = our_params[i].detach(), theirs_i = their_params[i].detach();
+    CHECK(at::allclose(ours_i, theirs_i, 1e-5, 1e-6));
+    CHECK_FALSE(at::equal(ours_i, start[i]));  // it did train
+  }
+}
