@@ -17,6 +17,7 @@
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/internal/fused_adamw.h"
 #include "exogym/sdk/internal/muon.h"
+#include "exogym/sdk/internal/yogi.h"
 #include "exogym/sdk/options.h"
 
 namespace exogym::sdk {
@@ -73,6 +74,15 @@ const std::vector<OptimizerDef>& optimizer_defs() {
         {"weight_decay", ParamKind::NonNegative, 0.0},
         {"initial_accumulator_value", ParamKind::NonNegative, 0.0},
         {"eps", ParamKind::NonNegative, 1e-10}}},
+      // Not PyTorch's: Yogi (internal/yogi.h), FedYogi's server optimizer;
+      // TensorFlow Addons' defaults.
+      {"yogi",
+       {{"lr", ParamKind::Positive, 1e-2},
+        {"betas", ParamKind::Betas, {0.9, 0.999}},
+        {"eps", ParamKind::Positive, 1e-3},
+        {"initial_accumulator_value", ParamKind::NonNegative, 1e-6},
+        {"weight_decay", ParamKind::NonNegative, 0.0},
+        {"bias_correction", ParamKind::Boolean, true}}},
       // Not PyTorch's: Keller Jordan's reference Muon for matrices, with the
       // AdamW the reference pairs it with for the rest (internal/muon.h).
       {"muon",
@@ -287,6 +297,7 @@ std::unique_ptr<torch::optim::Optimizer> OptimizerSpec::build(const std::vector<
                                                        .eps(number("eps")));
   }
   if (key == "muon") return internal::build_muon(p, tensors);
+  if (key == "yogi") return internal::build_yogi(p, tensors);
   throw ConfigError("optimizer", "unknown optimizer \"" + name + "\"");  // unreachable: from_json checked it
 }
 

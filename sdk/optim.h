@@ -9,6 +9,8 @@
 //   adagrad  lr 1e-2, lr_decay 0, weight_decay 0, initial_accumulator_value 0, eps 1e-10
 //   muon     matrices (dim >= 2): lr 0.02, momentum 0.95, nesterov true, ns_steps 5, weight_decay 0; the
 //            rest AdamW: adamw_lr 3e-4, adamw_betas [0.9, 0.95], adamw_eps 1e-8, adamw_weight_decay 0
+//   yogi     lr 1e-2, betas [0.9, 0.999], eps 1e-3, initial_accumulator_value 1e-6, weight_decay 0,
+//            bias_correction true (sdk/internal/yogi.h; FedYogi as DiLoCo's outer optimizer)
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>

@@ -17,6 +17,7 @@
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/internal/muon.h"
 #include "exogym/sdk/internal/optim_state_key.h"
+#include "exogym/sdk/internal/yogi.h"
 #include "exogym/sdk/model.h"
 
 namespace exogym::sdk {
@@ -48,7 +49,7 @@ Fields fields_of(OptimizerParamState& state) {
   if (auto* s = dynamic_cast<torch::optim::AdagradParamState*>(&state)) return {{{"sum", &s->sum()}}, &s->step()};
   if (auto* s = dynamic_cast<internal::MuonParamState*>(&state)) return {{{"momentum_buffer", &s->momentum_buffer}}};
   throw Error(
-      "cannot checkpoint this optimizer's state: only adam, adamw, sgd, rmsprop, adagrad and muon are supported");
+      "cannot checkpoint this optimizer's state: only adam, adamw, sgd, rmsprop, adagrad, muon and yogi are supported");
 }
 
 // The state `optimizer` makes for `param` at its first step.
@@ -58,12 +59,14 @@ std::unique_ptr<OptimizerParamState> fresh_state(torch::optim::Optimizer& optimi
     if (internal::Muon::is_matrix(param)) return std::make_unique<internal::MuonParamState>();
     return std::make_unique<torch::optim::AdamWParamState>();
   }
-  if (dynamic_cast<torch::optim::Adam*>(&optimizer)) return std::make_unique<torch::optim::AdamParamState>();
+  if (dynamic_cast<torch::optim::Adam*>(&optimizer) || dynamic_cast<internal::Yogi*>(&optimizer))
+    return std::make_unique<torch::optim::AdamParamState>();
   if (dynamic_cast<torch::optim::AdamW*>(&optimizer)) return std::make_unique<torch::optim::AdamWParamState>();
   if (dynamic_cast<torch::optim::SGD*>(&optimizer)) return std::make_unique<torch::optim::SGDParamState>();
   if (dynamic_cast<torch::optim::RMSprop*>(&optimizer)) return std::make_unique<torch::optim::RMSpropParamState>();
   if (dynamic_cast<torch::optim::Adagrad*>(&optimizer)) return std::make_unique<torch::optim::AdagradParamState>();
-  throw Error("cannot restore this optimizer's state: only adam, adamw, sgd, rmsprop, adagrad and muon are supported");
+  throw Error(
+      "cannot restore this optimizer's state: only adam, adamw, sgd, rmsprop, adagrad, muon and yogi are supported");
 }
 
 bool has_key_with_prefix(const StateDict& in, const std::string& prefix) {

@@ -2,7 +2,8 @@
 // Checkpoints: a LibTorch optimizer's per-parameter state (adam and adamw:
 // step, exp_avg, exp_avg_sq, max_exp_avg_sq; sgd: momentum_buffer; rmsprop:
 // step, square_avg, momentum_buffer, grad_avg; adagrad: step, sum; muon:
-// momentum_buffer for a matrix, its AdamW fallback's fields for the rest) under
+// momentum_buffer for a matrix, its AdamW fallback's fields for the rest; yogi:
+// adam's fields, exp_avg_sq holding its v) under
 // "<prefix><i>.<field>", i being the parameter's position in `params` (the
 // list the optimizer was built over). Steps are 0-D int64 tensors. State the
 // optimizer has not created yet (before its first step) is not saved, and
