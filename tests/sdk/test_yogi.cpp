@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint_fixtures.h"
 #include "exogym/sdk/optim.h"
 #include "exogym/sdk/optim_state.h"
-#include "sdk_fixtures.h"
-#include "checkpoint_fixtures.h"
 #include "helpers.h"
+#include "sdk_fixtures.h"
 #include "testing.h"
 
 using exogym::sdk::OptimizerSpec;
@@ -50,7 +50,8 @@ TEST_CASE("yogi's spec writes out its defaults and checks its hyper-parameters",
   auto what = [](const json& value) {
     json spec = {{"name", "yogi"}};
     spec.update(value);
-    return std::string(config_error([&] { OptimizerSpec::from_json(spec, "strategy.options.outer_optimizer"); }).what());
+    return std::string(
+        config_error([&] { OptimizerSpec::from_json(spec, "strategy.options.outer_optimizer"); }).what());
   };
   CHECK(what({{"eps", 0}}) == "strategy.options.outer_optimizer.eps: expected a positive number, got 0");
   CHECK(what({{"betas", {0.9, 1.0}}}) ==
@@ -131,8 +132,9 @@ TEST_CASE("diloco with yogi as its outer optimizer (FedYogi) learns and resumes 
   using namespace exogym::test;
   TempDir dir("fedyogi");
   json m = checkpointed_manifest(4, 6);
-  m["strategy"] = {{"plugin", "diloco"},
-                   {"options", {{"H", 4}, {"outer_optimizer", {{"name", "yogi"}, {"lr", 0.05}, {"betas", {0.9, 0.99}}}}}}};
+  m["strategy"] = {
+      {"plugin", "diloco"},
+      {"options", {{"H", 4}, {"outer_optimizer", {{"name", "yogi"}, {"lr", 0.05}, {"betas", {0.9, 0.99}}}}}}};
   m["train"]["max_steps"] = 24;
   const auto whole = train_into(m, dir / "whole");
   REQUIRE(whole.final_eval.has_value());
