@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "exogym/runtime/manifest/schema.h"
 #include "exogym/runtime/manifest/syntax.h"
 #include "exogym/runtime/sim/fault_schedule.h"
+#include "exogym/runtime/sim/node_factors.h"
 #include "exogym/runtime/util/units.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/options.h"
@@ -135,20 +137,32 @@ sim::Link read_link(const json& section, const std::string& path, sim::Link link
   return link;
 }
 
-NetworkSpec read_network(const json& network, int nodes) {
+NetworkSpec read_network(const json& network, int nodes, uint64_t seed) {
   NetworkSpec spec;
   spec.link = read_link(network, "network", {});
   spec.failure_timeout = util::parse_duration(network.at("failure_timeout"), "network.failure_timeout");
+  std::set<int> listed_bandwidth;
   if (network.contains("nodes")) {
     for (const auto& item : network.at("nodes").items()) {
       const std::string path = "network.nodes." + item.key();
-      spec.per_node[node_rank(item.key(), path, nodes)] = read_link(item.value(), path, spec.link);
+      const int node = node_rank(item.key(), path, nodes);
+      spec.per_node[node] = read_link(item.value(), path, spec.link);
+      if (item.value().contains("bandwidth")) listed_bandwidth.insert(node);
+    }
+  }
+  if (network.contains("bandwidth_distribution")) {
+    const auto d =
+        sim::read_factor_distribution(network.at("bandwidth_distribution"), "network.bandwidth_distribution");
+    for (int r = 0; r < nodes; ++r) {
+      if (listed_bandwidth.count(r)) continue;
+      auto it = spec.per_node.try_emplace(r, spec.link).first;
+      it->second.bandwidth = spec.link.bandwidth * sim::draw_factor(d, sim::NodeFactor::Bandwidth, seed, r);
     }
   }
   return spec;
 }
 
-ComputeSpec read_compute(const json& compute, int nodes) {
+ComputeSpec read_compute(const json& compute, int nodes, uint64_t seed) {
   ComputeSpec spec;
   const std::string step_time = compute.at("step_time");
   if (step_time != "measured") {
@@ -161,6 +175,10 @@ ComputeSpec read_compute(const json& compute, int nodes) {
   if (compute.contains("speed")) {
     for (const auto& item : compute.at("speed").items())
       spec.speed[node_rank(item.key(), "compute.speed." + item.key(), nodes)] = item.value();
+  }
+  if (compute.contains("speed_distribution")) {
+    const auto d = sim::read_factor_distribution(compute.at("speed_distribution"), "compute.speed_distribution");
+    for (int r = 0; r < nodes; ++r) spec.speed.try_emplace(r, sim::draw_factor(d, sim::NodeFactor::Speed, seed, r));
   }
   return spec;
 }
@@ -289,8 +307,8 @@ Manifest read_run(const json& doc, const fs::path& base_dir, const std::string& 
   if (data.contains("val")) m.val_data = read_data(data.at("val"), "data.val", base_dir, m.nodes);
   read_train(top.at("train"), m);
   read_eval(top.at("eval"), m);
-  m.network = read_network(top.at("network"), m.nodes);
-  m.compute = read_compute(top.at("compute"), m.nodes);
+  m.network = read_network(top.at("network"), m.nodes, m.seed);
+  m.compute = read_compute(top.at("compute"), m.nodes, m.seed);
   if (top.contains("faults")) m.faults = read_faults(top.at("faults"));
   if (top.contains("churn")) m.churn = read_churn(top.at("churn"), m.compute);
   if (top.contains("adversaries")) m.adversaries = read_adversaries(top.at("adversaries"), m.nodes);

@@ -120,11 +120,34 @@ OptionSpecs link(json bandwidth, json latency) {
   };
 }
 
+// compute.speed_distribution, network.bandwidth_distribution: a factor
+// drawn for each node not listed one by one (sim/node_factors.h).
+OptionSpec factor_distribution(std::string key, std::string doc) {
+  OptionSpec spec{std::move(key), Type::Tagged, nullptr, std::move(doc)};
+  spec.noun = "distribution such as {\"name\": \"lognormal\", \"sigma\": 0.5}";
+  spec.fields = {
+      section("lognormal", nullptr, "exp(sigma * Z), Z standard normal: median 1, half the nodes above and half below",
+              {required({"sigma", Type::NonNegativeNumber, nullptr, "the spread of the factor's logarithm"})}),
+      section("uniform", nullptr, "uniform between low and high",
+              {required({"low", Type::PositiveNumber, nullptr, "the smallest factor"}),
+               required({"high", Type::PositiveNumber, nullptr, "the largest factor, at least low"})}),
+      section("tiers", nullptr, "a few kinds of node: each value with a probability proportional to its weight",
+              {required(named("values", list_of("non-empty list of positive numbers", "the factors",
+                                                {"", Type::PositiveNumber, nullptr, "a factor"}))),
+               named("weights", list_of("list of positive numbers, one per value", "their weights (default: all equal)",
+                                        {"", Type::PositiveNumber, nullptr, "a weight"}))}),
+  };
+  return spec;
+}
+
 OptionSpec network() {
   OptionSpecs fields = link("1Gbit/s", "10ms");
   fields.push_back(described_as(kDurationNoun, {"failure_timeout", Type::String, "30s",
                                                 "the simulated time survivors lose noticing that a node failed, at "
                                                 "their first collective after the failure"}));
+  fields.push_back(factor_distribution("bandwidth_distribution",
+                                       "each node's bandwidth: network.bandwidth times a factor drawn from this "
+                                       "distribution (nodes whose network.nodes entry gives a bandwidth keep it)"));
   fields.push_back(node_table(
       "nodes", "the links of nodes that differ from the others",
       section("", nullptr, "this node's link; keys it leaves out keep the others'", link(nullptr, nullptr))));
@@ -197,6 +220,9 @@ OptionSpec compute() {
                      node_table("speed", "speed factors of nodes that differ from 1",
                                 described_as("positive speed factor (1 = nominal, 0.5 = half as fast)",
                                              {"", Type::PositiveNumber, nullptr, "this node's speed"})),
+                     factor_distribution("speed_distribution",
+                                         "the speed factor of every node compute.speed does not list, drawn from "
+                                         "this distribution with the run's seed"),
                  });
 }
 

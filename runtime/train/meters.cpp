@@ -19,7 +19,9 @@ Meters::Meters(const manifest::Manifest& m, const dist::NodeBlock& block)
       network_(m.nodes, m.network.link, m.network.per_node),
       compute_(compute_model(m)),
       clocks_(m.nodes),
-      meters_(m.nodes) {
+      meters_(m.nodes),
+      heterogeneous_speed_(!m.compute.speed.empty()),
+      heterogeneous_links_(!m.network.per_node.empty()) {
   // comm.csv needs one node's rows: every node sees every collective's
   // totals. With failures, the reporting node changes: every node keeps its
   // rows, and those not reporting drop them (node_loop.cpp).
@@ -45,6 +47,14 @@ nlohmann::json Meters::node_stats() const {
                      {"hidden_s", meter.hidden_seconds()}});
     // Only with subgroups: the exact total of summary.json adds these up.
     if (meter.group_sent() > 0) stats.back()["group_bytes_sent"] = meter.group_sent();
+    // Only where nodes differ: what each was given (drawn ones included,
+    // docs/simulation.md#heterogeneous-nodes).
+    if (heterogeneous_speed_) stats.back()["speed"] = compute_.speed[static_cast<size_t>(rank)];
+    if (heterogeneous_links_) {
+      const sim::Link link = network_.link(rank);
+      stats.back()["bandwidth_bytes_per_s"] = link.bandwidth;
+      stats.back()["latency_s"] = link.latency;
+    }
   }
   return stats;
 }

@@ -40,6 +40,8 @@ class Meters {
   sim::ComputeModel compute_;
   sim::ClockExchange clocks_;
   std::vector<std::unique_ptr<sim::NodeMeter>> meters_;  // by global rank
+  // Whether the manifest gives nodes their own speeds or links.
+  bool heterogeneous_speed_ = false, heterogeneous_links_ = false;
 };
 
 }  // namespace exogym::runtime::train

@@ -1,0 +1,84 @@
+#include "exogym/runtime/sim/node_factors.h"
+
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include "exogym/sdk/error.h"
+#include "exogym/sdk/options.h"
+
+namespace exogym::runtime::sim {
+
+namespace {
+
+// The stream of one node's draw: the run's seed, the quantity and the rank
+// mixed by SplitMix64's finaliser (as churn_seed does for failures).
+uint64_t factor_seed(uint64_t run_seed, NodeFactor what, int node) {
+  uint64_t z = run_seed ^ (0x48455445524F0000ULL + static_cast<uint64_t>(what) * 0xD1B54A32D192ED03ULL +
+                           static_cast<uint64_t>(node) * 0x9E3779B97F4A7C15ULL);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+// A uniform draw in (0, 1] from 53 bits (std:: distributions are the
+// library's own algorithms, so their draws could change with the compiler).
+double unit(std::mt19937_64& rng) { return (static_cast<double>(rng() >> 11) + 1.0) * 0x1.0p-53; }
+
+}  // namespace
+
+FactorDistribution read_factor_distribution(const nlohmann::json& value, const std::string& path) {
+  FactorDistribution d;
+  d.json_path = path;
+  const std::string name = value.at("name");
+  if (name == "lognormal") {
+    d.kind = FactorDistribution::Kind::LogNormal;
+    d.sigma = value.at("sigma");
+  } else if (name == "uniform") {
+    d.kind = FactorDistribution::Kind::Uniform;
+    d.low = value.at("low");
+    d.high = value.at("high");
+    if (d.high < d.low)
+      throw sdk::ConfigError(path + ".high", "expected at least low (" + sdk::json_excerpt(value.at("low")) +
+                                                 "), got " + sdk::json_excerpt(value.at("high")));
+  } else {
+    d.kind = FactorDistribution::Kind::Tiers;
+    d.values = value.at("values").get<std::vector<double>>();
+    if (d.values.empty()) throw sdk::ConfigError(path + ".values", "expected at least one value, got []");
+    if (value.contains("weights")) {
+      d.weights = value.at("weights").get<std::vector<double>>();
+      if (d.weights.size() != d.values.size())
+        throw sdk::ConfigError(path + ".weights", "expected one weight per value (" + std::to_string(d.values.size()) +
+                                                      "), got " + std::to_string(d.weights.size()));
+    } else {
+      d.weights.assign(d.values.size(), 1.0);
+    }
+  }
+  return d;
+}
+
+double draw_factor(const FactorDistribution& d, NodeFactor what, uint64_t run_seed, int node) {
+  std::mt19937_64 rng(factor_seed(run_seed, what, node));
+  switch (d.kind) {
+    case FactorDistribution::Kind::LogNormal: {
+      // Box-Muller: one standard normal from two uniforms.
+      const double u1 = unit(rng), u2 = unit(rng);
+      const double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+      return std::exp(d.sigma * z);
+    }
+    case FactorDistribution::Kind::Uniform:
+      return d.low + (d.high - d.low) * (1.0 - unit(rng));  // [low, high)
+    case FactorDistribution::Kind::Tiers: {
+      const double total = std::accumulate(d.weights.begin(), d.weights.end(), 0.0);
+      double point = (1.0 - unit(rng)) * total;  // [0, total)
+      for (size_t i = 0; i < d.values.size(); ++i) {
+        if (point < d.weights[i]) return d.values[i];
+        point -= d.weights[i];
+      }
+      return d.values.back();  // rounding at the very top
+    }
+  }
+  return 1.0;
+}
+
+}  // namespace exogym::runtime::sim
