@@ -1,8 +1,6 @@
 #include "exogym/sdk/optim.h"
 
 #include <ATen/core/grad_mode.h>
-#include <ATen/ops/norm.h>
-#include <ATen/ops/stack.h>
 #include <torch/optim/adagrad.h>
 #include <torch/optim/adam.h>
 #include <torch/optim/adamw.h>
@@ -74,8 +72,7 @@ const std::vector<OptimizerDef>& optimizer_defs() {
         {"weight_decay", ParamKind::NonNegative, 0.0},
         {"initial_accumulator_value", ParamKind::NonNegative, 0.0},
         {"eps", ParamKind::NonNegative, 1e-10}}},
-      // Not PyTorch's: Yogi (internal/yogi.h), FedYogi's server optimizer;
-      // TensorFlow Addons' defaults.
+      // Not PyTorch's: Yogi (internal/yogi.h), with TensorFlow Addons' defaults.
       {"yogi",
        {{"lr", ParamKind::Positive, 1e-2},
         {"betas", ParamKind::Betas, {0.9, 0.999}},
@@ -379,28 +376,6 @@ double LrSchedule::factor(int64_t step, int64_t run_max_steps) const {
   if (name == "cosine") return min_factor + (1.0 - min_factor) * 0.5 * (1.0 + std::cos(M_PI * progress));
   if (name == "linear") return 1.0 - (1.0 - min_factor) * progress;
   return 1.0;
-}
-
-double clip_grad_norm(const std::vector<at::Tensor>& params, double max_norm) {
-  std::vector<at::Tensor> grads;
-  for (const auto& param : params)
-    if (param.defined() && param.grad().defined()) grads.push_back(param.grad());
-  if (grads.empty()) return 0.0;
-
-  at::NoGradGuard no_grad;
-  // As torch.nn.utils.clip_grad_norm_: the norm of the per-tensor norms,
-  // computed in the gradients' dtype.
-  std::vector<at::Tensor> norms;
-  norms.reserve(grads.size());
-  const auto device = grads.front().device();
-  for (const auto& grad : grads) norms.push_back(at::norm(grad.detach(), 2).to(device));
-  const at::Tensor total = at::norm(at::stack(norms), 2);
-  // Python's `max_norm / (total + 1e-6)` on a tensor is reciprocal() * max_norm,
-  // in the tensor's dtype: the same here, so clipped values match PyTorch's.
-  const at::Tensor coefficient = total.add(1e-6).reciprocal().mul(max_norm);
-  if (coefficient.item<double>() < 1.0)
-    for (auto& grad : grads) grad.mul_(coefficient.to(grad.device()));
-  return total.item<double>();
 }
 
 }  // namespace exogym::sdk

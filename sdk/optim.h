@@ -1,16 +1,14 @@
 #pragma once
 // Optimizer specs from JSON, learning-rate schedules and gradient clipping.
-//
-// Optimizers, with PyTorch's defaults written out (LibTorch's differ: SGD has
-// no default lr), and Muon with its reference's (sdk/internal/muon.h):
+// Optimizers, with PyTorch's defaults written out (LibTorch's differ: SGD has no default lr):
 //   adam(w)  lr 1e-3, betas [0.9, 0.999], eps 1e-8, weight_decay 0 (adamw: 0.01), amsgrad false
 //   sgd      lr 1e-3, momentum 0, dampening 0, weight_decay 0, nesterov false
 //   rmsprop  lr 1e-2, alpha 0.99, eps 1e-8, weight_decay 0, momentum 0, centered false
 //   adagrad  lr 1e-2, lr_decay 0, weight_decay 0, initial_accumulator_value 0, eps 1e-10
-//   muon     matrices (dim >= 2): lr 0.02, momentum 0.95, nesterov true, ns_steps 5, weight_decay 0; the
-//            rest AdamW: adamw_lr 3e-4, adamw_betas [0.9, 0.95], adamw_eps 1e-8, adamw_weight_decay 0
-//   yogi     lr 1e-2, betas [0.9, 0.999], eps 1e-3, initial_accumulator_value 1e-6, weight_decay 0,
-//            bias_correction true (sdk/internal/yogi.h; FedYogi as DiLoCo's outer optimizer)
+//   muon     (sdk/internal/muon.h) matrices: lr 0.02, momentum 0.95, nesterov true, ns_steps 5, weight_decay 0;
+//            the rest AdamW: adamw_lr 3e-4, adamw_betas [0.9, 0.95], adamw_eps 1e-8, adamw_weight_decay 0
+//   yogi     (sdk/internal/yogi.h: FedYogi as DiLoCo's outer optimizer) lr 1e-2, betas [0.9, 0.999],
+//            eps 1e-3, initial_accumulator_value 1e-6, weight_decay 0, bias_correction true
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>

@@ -57,7 +57,7 @@ FedAvgModule::FedAvgModule(const sdk::ModuleOptions& o)
 
 FedAvgModule::FedAvgModule(int64_t H, std::optional<int64_t> island_size) : H_(H), island_size_(island_size) {}
 
-void FedAvgModule::combine(sdk::Communicator& comm, const std::vector<int>* members) {
+void FedAvgModule::combine(sdk::Communicator& comm, const std::vector<int>* members, int64_t step) {
   if (aggregator_.kind == Aggregator::Mean) {
     std::vector<at::Tensor> list = params_;
     if (members) {
@@ -69,12 +69,16 @@ void FedAvgModule::combine(sdk::Communicator& comm, const std::vector<int>* memb
   }
   // The robust aggregates need every member's parameters.
   const auto gathered = members ? comm.group_all_gather(*members, params_) : comm.all_gather(params_);
-  const std::vector<at::Tensor> result = aggregate(gathered, aggregator_);
-  for (size_t i = 0; i < params_.size(); ++i) params_[i].copy_(result[i]);
+  auto compute = [&] { return aggregate(gathered, aggregator_); };
+  const SharedAggregates::Result result = aggregates_
+                                              ? aggregates_->get(step, members ? *members : std::vector<int>{}, compute)
+                                              : std::make_shared<const std::vector<at::Tensor>>(compute());
+  for (size_t i = 0; i < params_.size(); ++i) params_[i].copy_((*result)[i]);
 }
 
-void FedAvgModule::init(sdk::NodeContext& /*ctx*/, sdk::Model& model) {
+void FedAvgModule::init(sdk::NodeContext& ctx, sdk::Model& model) {
   for (auto& p : sdk::trainable_parameters(model)) params_.push_back(p.detach());
+  if (aggregator_.kind != Aggregator::Mean) aggregates_ = SharedAggregates::in_process(ctx);
 }
 
 std::vector<std::vector<int>> FedAvgModule::islands(uint64_t run_seed, int64_t round, int num_nodes,
@@ -108,7 +112,7 @@ void FedAvgModule::communicate(sdk::NodeContext& ctx, sdk::Model& /*model*/, int
 
   if (!island_size_ || *island_size_ >= K) {
     ctx.record("island_size", K);
-    combine(comm, nullptr);
+    combine(comm, nullptr, step);
     return;
   }
 
@@ -129,7 +133,7 @@ void FedAvgModule::communicate(sdk::NodeContext& ctx, sdk::Model& /*model*/, int
   // The last island is smaller when island_size does not divide the nodes.
   ctx.record("island_size", static_cast<double>(members.size()));
   if (members.size() < 2) return;  // an island of one keeps its parameters
-  combine(comm, &members);
+  combine(comm, &members, step);
 }
 
 }  // namespace exogym::modules

@@ -12,16 +12,19 @@
 // one.
 // "aggregator" replaces the mean with a robust aggregate
 // (robust_aggregation.h) of the parameters gathered with one all_gather
-// (group_all_gather within an island).
+// (group_all_gather within an island), computed once per process
+// (shared_aggregates.h).
 // Options: "H", "island_size", "aggregator", "trim", "byzantine" (specs()).
 // State: none (the islands of a round follow from the seed and the step).
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <vector>
 
 #include "exogym/modules/robust_aggregation.h"
+#include "exogym/modules/shared_aggregates.h"
 #include "exogym/sdk/comm.h"
 #include "exogym/sdk/compose.h"
 
@@ -49,12 +52,13 @@ class FedAvgModule final : public sdk::CommunicationModule {
  private:
   // The parameters become the aggregate over every live node, or over
   // `members` (an island's ranks).
-  void combine(sdk::Communicator& comm, const std::vector<int>* members);
+  void combine(sdk::Communicator& comm, const std::vector<int>* members, int64_t step);
 
   int64_t H_;
   std::optional<int64_t> island_size_;
   AggregatorSpec aggregator_;
   std::vector<at::Tensor> params_;
+  std::shared_ptr<SharedAggregates> aggregates_;  // robust aggregators only
 };
 
 }  // namespace exogym::modules

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "exogym/modules/robust_aggregation.h"
+#include "exogym/modules/shared_aggregates.h"
 #include "exogym/sdk/error.h"
 #include "helpers.h"
 #include "strategy_runs.h"
@@ -118,4 +119,45 @@ TEST_CASE("fedavg's median and krum withstand a node sending -4 times its parame
   CHECK(sent("honest") == Approx(10 * 2.0 * 4 / 5 * 4752));
   REQUIRE_THROWS_WITH(final_loss({{"aggregator", "trimmed_mean"}, {"trim", 0.5}}, false, "bad"),
                       Catch::Contains("strategy.options.trim") && Catch::Contains("[0, 0.5)"));
+}
+
+TEST_CASE("a robust aggregate is computed once per process while its members hold it", "[robust]") {
+  exogym::modules::SharedAggregates shared;
+  int computed = 0;
+  auto compute = [&] {
+    ++computed;
+    return std::vector<at::Tensor>{at::full({3}, static_cast<double>(computed))};
+  };
+  auto first = shared.get(4, {0, 2}, compute);
+  auto second = shared.get(4, {0, 2}, compute);  // another member of the island, same round
+  CHECK(computed == 1);
+  CHECK(second == first);
+  auto other_island = shared.get(4, {1, 3}, compute);
+  auto next_round = shared.get(9, {0, 2}, compute);
+  CHECK(computed == 3);
+  CHECK(other_island != first);
+  CHECK(next_round != first);
+  // Once every member let go, a late one computes it again (the same bits,
+  // from the same gathered values).
+  first.reset();
+  second.reset();
+  shared.get(4, {0, 2}, compute);
+  CHECK(computed == 4);
+}
+
+TEST_CASE("robust fedavg gives the same bits with its aggregates shared, whatever the parallelism",
+          "[robust][islands]") {
+  using nlohmann::json;
+  exogym::test::TempDir dir("robust-shared");
+  json m = exogym::test::with_strategy(
+      6, "fedavg",
+      {{"H", 2}, {"island_size", 3}, {"aggregator", "median"}, {"optimizer", {{"name", "sgd"}, {"lr", 0.05}}}});
+  m["adversaries"] = json::parse(R"([{"node": 1, "attack": "noise", "scale": 2}])");
+  for (int parallelism : {1, 3, 6}) {
+    m["parallelism"] = parallelism;
+    exogym::test::train_in(m, dir, "p" + std::to_string(parallelism));
+  }
+  const auto one = exogym::test::load_model_pt(dir / "p1" / "run" / "model.pt");
+  CHECK(exogym::test::bit_identical(one, exogym::test::load_model_pt(dir / "p3" / "run" / "model.pt")));
+  CHECK(exogym::test::bit_identical(one, exogym::test::load_model_pt(dir / "p6" / "run" / "model.pt")));
 }

@@ -1,0 +1,45 @@
+#pragma once
+// A robust aggregate computed once per process instead of once per node.
+// The members of a group that gathered the same values compute the same
+// aggregate, bit for bit (robust_aggregation.h), and sorting R values per
+// coordinate on every node was most of a robust FedAvg run's time (7 of 11
+// s in examples/robust-compare.json). The first member of a process to get
+// there computes it; the others take it while any of them still holds it.
+// A member that comes after everyone let go computes it again, with the
+// same bits: sharing saves time, never changes a result.
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "exogym/sdk/node.h"
+
+namespace exogym::modules {
+
+class SharedAggregates {
+ public:
+  using Result = std::shared_ptr<const std::vector<at::Tensor>>;
+
+  // This node's (sdk::shared_in_process): one per process and run.
+  static std::shared_ptr<SharedAggregates> in_process(sdk::NodeContext& ctx);
+
+  // The aggregate of the round that ends at `step` over `members` (the
+  // group's ranks; empty: every live node): `compute()`'s result, made by
+  // this call or by another node of the process for the same round.
+  Result get(int64_t step, const std::vector<int>& members, const std::function<std::vector<at::Tensor>()>& compute);
+
+ private:
+  struct Entry {
+    std::mutex mutex;  // held while the aggregate is computed
+    std::weak_ptr<const std::vector<at::Tensor>> result;
+  };
+  std::mutex mutex_;  // guards entries_
+  std::map<std::pair<int64_t, std::vector<int>>, std::shared_ptr<Entry>> entries_;
+};
+
+}  // namespace exogym::modules
