@@ -14,13 +14,11 @@ SharedAggregates::Result SharedAggregates::get(int64_t step, const std::vector<i
   std::shared_ptr<Entry> entry;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    // Entries nobody uses any more go: copies of an entry are only made
-    // here, under the lock, so a count of 1 (the map's) stays 1.
-    for (auto it = entries_.begin(); it != entries_.end();) {
-      if (it->second.use_count() == 1 && it->second->result.expired())
-        it = entries_.erase(it);
-      else
-        ++it;
+    if (step > newest_) {
+      // A newer round: the older ones' aggregates go (their late members
+      // recompute what they need).
+      newest_ = step;
+      for (auto it = entries_.begin(); it != entries_.end();) it = it->first.first < step ? entries_.erase(it) : ++it;
     }
     auto& slot = entries_[{step, members}];
     if (!slot) slot = std::make_shared<Entry>();
@@ -28,12 +26,8 @@ SharedAggregates::Result SharedAggregates::get(int64_t step, const std::vector<i
   }
   // Groups of other rounds or islands compute at the same time.
   std::lock_guard<std::mutex> lock(entry->mutex);
-  Result result = entry->result.lock();
-  if (!result) {
-    result = std::make_shared<const std::vector<at::Tensor>>(compute());
-    entry->result = result;
-  }
-  return result;
+  if (!entry->result) entry->result = std::make_shared<const std::vector<at::Tensor>>(compute());
+  return entry->result;
 }
 
 }  // namespace exogym::modules

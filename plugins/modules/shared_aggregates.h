@@ -4,8 +4,10 @@
 // aggregate, bit for bit (robust_aggregation.h), and sorting R values per
 // coordinate on every node was most of a robust FedAvg run's time (7 of 11
 // s in examples/robust-compare.json). The first member of a process to get
-// there computes it; the others take it while any of them still holds it.
-// A member that comes after everyone let go computes it again, with the
+// there computes it; the others take it. The process keeps the aggregates
+// of the newest round it has seen (the members of a group rarely run at
+// once: they wait for compute slots), and drops older ones when a newer
+// round begins; a member that comes after that computes it again, with the
 // same bits: sharing saves time, never changes a result.
 #include <ATen/core/Tensor.h>
 
@@ -36,10 +38,11 @@ class SharedAggregates {
  private:
   struct Entry {
     std::mutex mutex;  // held while the aggregate is computed
-    std::weak_ptr<const std::vector<at::Tensor>> result;
+    Result result;
   };
-  std::mutex mutex_;  // guards entries_
+  std::mutex mutex_;  // guards entries_ and newest_
   std::map<std::pair<int64_t, std::vector<int>>, std::shared_ptr<Entry>> entries_;
+  int64_t newest_ = -1;  // the newest round's step
 };
 
 }  // namespace exogym::modules
