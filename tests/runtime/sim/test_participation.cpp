@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "checkpoint_fixtures.h"
+#include "exogym/runtime/command/comparison.h"
 #include "exogym/runtime/manifest/manifest.h"
 #include "exogym/runtime/sim/participation.h"
 #include "exogym/runtime/train/training.h"
@@ -140,6 +141,11 @@ TEST_CASE(
   CHECK_FALSE(summary.contains("faults"));
   // events.csv lists failures only: nodes sitting out are not failures.
   CHECK(read_csv(run / "events.csv").empty());
+  // The variants' table shows what sitting out cost.
+  const std::string table = runtime::command::comparison_table({result});
+  CHECK(table.find("sat_out") != std::string::npos);
+  CHECK(table.find("state_sent") != std::string::npos);
+  CHECK(table.find("lost_steps") == std::string::npos);  // no failures
   // config.json records the round taken from H.
   CHECK(json::parse(read_text(run / "config.json")).at("participation").at("round") == 4);
 }
