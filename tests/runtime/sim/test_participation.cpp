@@ -255,4 +255,32 @@ TEST_CASE(
   require_same_run(run, dir / "parts");
 }
 
+TEST_CASE("participation with churn on the simulated clock: reproducible with any parallelism, and resumed exactly",
+          "[participation]") {
+  TempDir dir("participation-timed");
+  json m = timed_churn_manifest();  // DiLoCo, H = 4, on 6 nodes for 40 steps
+  m["participation"] = {{"per_round", 4}};
+  m["parallelism"] = 1;
+  const auto whole = run_json(m, dir / "p1");
+  m["parallelism"] = 3;
+  run_json(m, dir / "p3");
+  const fs::path p1 = dir / "p1" / "run";
+  require_same_run(p1, dir / "p3" / "run");
+  REQUIRE(whole.faults);
+  REQUIRE(whole.participation);
+  CHECK(whole.faults->failures > 2);
+  CHECK(whole.participation->node_steps_sat_out > 0);
+  int64_t taken = 0;
+  for (const auto& row : read_csv(p1 / "train.csv")) {
+    taken += std::stoi(row.at("live_nodes"));
+    CHECK(std::stoi(row.at("live_nodes")) <= 4);
+  }
+  CHECK(taken + whole.faults->node_steps_lost + whole.participation->node_steps_sat_out == 6 * 40);
+  // Stopped at 17, inside the round of steps 16 to 19, resumed to 40.
+  m["train"]["max_steps"] = 17;
+  train_into(m, dir / "parts");
+  resume_in(dir / "parts", {"train.max_steps=40"});
+  require_same_run(p1, dir / "parts");
+}
+
 }  // namespace exogym::test
