@@ -114,6 +114,20 @@ std::vector<Column> number_columns(const std::vector<Run>& results) {
                        fault([](const train::FaultTotals& f) { return f.recovery_bytes; }),
                        [](double v, bool pretty) { return pretty ? util::format_bytes(v) : fixed(v, 0); }});
   }
+  if (any([](const Run& r) { return r.participation.has_value(); })) {
+    // Runs where every node takes part sat nothing out: 0, not "-".
+    const auto drawn = [](auto get) {
+      return [get](const Run& r) -> std::optional<double> {
+        return r.participation ? std::optional<double>(get(*r.participation)) : std::optional<double>(0.0);
+      };
+    };
+    columns.push_back({"sat_out", "node_steps_sat_out",
+                       drawn([](const train::ParticipationTotals& p) { return double(p.node_steps_sat_out); }),
+                       digits(0, 0)});
+    columns.push_back({"state_sent", "participation_transfer_bytes",
+                       drawn([](const train::ParticipationTotals& p) { return p.transfer_bytes; }),
+                       [](double v, bool pretty) { return pretty ? util::format_bytes(v) : fixed(v, 0); }});
+  }
   if (any([](const Run& r) { return r.target_loss.has_value(); })) {
     const auto step = [](const Run& r) -> std::optional<double> {
       if (!r.target_hit) return std::nullopt;

@@ -18,6 +18,7 @@
 #include "exogym/runtime/sim/adversary_spec.h"
 #include "exogym/runtime/sim/failure_spec.h"
 #include "exogym/runtime/sim/network_model.h"
+#include "exogym/runtime/sim/participation.h"
 
 namespace exogym::runtime::manifest {
 
@@ -96,8 +97,13 @@ struct Manifest {
   std::vector<sim::NodeFault> faults;
   std::optional<sim::ChurnSpec> churn;
   std::vector<sim::AdversarySpec> adversaries;
+  // "participation": each round, only some nodes take part (sim/participation.h).
+  std::optional<sim::ParticipationSpec> participation;
   // Whether nodes fail, rejoin or join late in this run.
   bool has_faults() const { return !faults.empty() || churn.has_value(); }
+  // Whether the live nodes may change from step to step (train/membership.h):
+  // failures, or nodes sitting rounds out.
+  bool varies_membership() const { return has_faults() || participation.has_value(); }
   // "faults" and "churn" with what sim/ builds their schedule from.
   sim::FailureSpec failure_spec() const { return {nodes, max_steps, seed, faults, churn}; }
   CheckpointSpec checkpoint;

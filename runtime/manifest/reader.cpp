@@ -276,6 +276,25 @@ sim::ChurnSpec read_churn(const json& churn, const ComputeSpec& compute) {
   return spec;
 }
 
+// Exactly one of per_round and fraction; per_round within the run's nodes.
+sim::ParticipationSpec read_participation(const json& section, int nodes) {
+  sim::ParticipationSpec spec;
+  if (section.contains("per_round")) spec.per_round = section.at("per_round").get<int>();
+  if (section.contains("fraction")) spec.fraction = section.at("fraction").get<double>();
+  if (section.contains("round")) spec.round = section.at("round").get<int64_t>();
+  if (spec.per_round.has_value() == spec.fraction.has_value()) {
+    throw ConfigError("participation", std::string(spec.per_round ? "gives both per_round and fraction"
+                                                                  : "gives neither per_round nor fraction") +
+                                           ": give one, such as {\"per_round\": 10} or {\"fraction\": 0.1}");
+  }
+  if (spec.per_round && *spec.per_round > nodes) {
+    throw ConfigError("participation.per_round", std::to_string(*spec.per_round) +
+                                                     " nodes drawn each round, but the run has " +
+                                                     std::to_string(nodes) + " nodes; at most nodes");
+  }
+  return spec;
+}
+
 }  // namespace
 
 Manifest read_run(const json& doc, const fs::path& base_dir, const std::string& default_name,
@@ -312,6 +331,7 @@ Manifest read_run(const json& doc, const fs::path& base_dir, const std::string& 
   if (top.contains("faults")) m.faults = read_faults(top.at("faults"));
   if (top.contains("churn")) m.churn = read_churn(top.at("churn"), m.compute);
   if (top.contains("adversaries")) m.adversaries = read_adversaries(top.at("adversaries"), m.nodes);
+  if (top.contains("participation")) m.participation = read_participation(top.at("participation"), m.nodes);
   // The schedule's own checks (a node down twice at once, nobody alive, ...).
   if (m.has_faults()) sim::FaultSchedule{m.failure_spec()};
   m.checkpoint.interval = top.at("checkpoint").at("interval");

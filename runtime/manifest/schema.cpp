@@ -211,6 +211,21 @@ OptionSpec churn() {
                  });
 }
 
+// "participation": how many nodes take part in each round (sim/participation.h).
+OptionSpec participation() {
+  return section(
+      "participation", nullptr,
+      "partial participation: each round of the strategy, only some of the live nodes, drawn from the run's seed, "
+      "compute and communicate; give per_round or fraction",
+      {
+          at_most(kIntMax, {"per_round", Type::PositiveInteger, nullptr, "nodes drawn each round, at most nodes"}),
+          {"fraction", Type::Fraction, nullptr,
+           "the share of the live nodes drawn each round: ceil(fraction × live nodes), at least 1"},
+          {"round", Type::PositiveInteger, nullptr,
+           "steps per round, rounds starting at step 0 (default: the strategy's option H)"},
+      });
+}
+
 OptionSpec compute() {
   return section("compute", json::object(), "the simulated cluster's compute",
                  {
@@ -310,6 +325,7 @@ OptionSpecs top_level() {
       faults(),
       churn(),
       adversaries(),
+      participation(),
       compute(),
       // Expanded before validation (see variants.h); declared so that it is
       // known, documented and suggested for "run".

@@ -177,8 +177,9 @@ void check_csvs(const fs::path& run_dir, const checkpoint::CheckpointIndex& inde
 // whole rows up to where it says. sdk::DataError naming the file and the
 // field otherwise, so that find_checkpoint takes the one before it. What
 // process 0 reported goes into `reported`.
-void check_fits(const RunContext& run, const Replicas& replicas, ReportedResults& reported, const fs::path& run_dir,
+void check_fits(const RunContext& run, const TrainingSetup& setup, ReportedResults& reported, const fs::path& run_dir,
                 const checkpoint::LoadedCheckpoint& c) {
+  const Replicas& replicas = setup.replicas;
   for (const auto& [rank, state] : c.nodes) {
     const std::string file = (c.folder / checkpoint::node_file_name(rank)).string();
     checkpoint::check_model_fits(*replicas.models.at(static_cast<size_t>(rank)), state, file);
@@ -191,7 +192,7 @@ void check_fits(const RunContext& run, const Replicas& replicas, ReportedResults
   const fs::path index_file = c.folder / checkpoint::kIndexFile;
   if (c.index.sections.contains("faults")) {
     // Read into a scratch membership: what train_run restores after this.
-    Membership scratch(run.m, c.index.step);
+    Membership scratch(run.m, c.index.step, setup.plugins.round_steps);
     try {
       scratch.restore(c.index.sections.at("faults"));
     } catch (const json::exception& e) {
@@ -212,7 +213,7 @@ void load_resume_point(const RunContext& run, const TrainingSetup& setup, const 
   const dist::NodeBlock& block = run.role.block;
   std::optional<checkpoint::LoadedCheckpoint>& resume = checkpoints.resume;
   const auto fits = [&](const checkpoint::LoadedCheckpoint& c) {
-    check_fits(run, setup.replicas, reported, options.run_dir, c);
+    check_fits(run, setup, reported, options.run_dir, c);
   };
   resume = checkpoint::find_checkpoint(options.run_dir, options.from_step, block.first, block.count, *run.log, fits);
   if (run.role.mesh) {

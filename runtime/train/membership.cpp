@@ -24,8 +24,8 @@ std::vector<int> all_ranks(int nodes) {
 
 }  // namespace
 
-Membership::Membership(const manifest::Manifest& m, int64_t first_step, dist::ProcessMesh* mesh)
-    : simulated_(m.has_faults()),
+Membership::Membership(const manifest::Manifest& m, int64_t first_step, int64_t round_steps, dist::ProcessMesh* mesh)
+    : simulated_(m.varies_membership()),
       nodes_(m.nodes),
       mesh_(mesh),
       schedule_(m.has_faults() ? sim::FaultSchedule(m.failure_spec()) : sim::FaultSchedule(m.nodes, m.max_steps)),
@@ -33,7 +33,10 @@ Membership::Membership(const manifest::Manifest& m, int64_t first_step, dist::Pr
       failure_timeout_(m.network.failure_timeout),
       counted_to_(first_step) {
   if (m.churn && m.churn->timed) timed_.emplace(m.failure_spec());
+  if (m.participation) participation_.emplace(*m.participation, round_steps, m.seed);
   set_live(all_ranks(m.nodes));
+  alive_ = live_;
+  owed_.assign(static_cast<size_t>(nodes_), kNone);
 }
 
 void Membership::set_live(std::vector<int> live) {
@@ -44,15 +47,18 @@ void Membership::set_live(std::vector<int> live) {
 
 bool Membership::meets_before(int64_t step) const {
   if (!simulated_) return false;
-  return schedule_.changes_at(step) || timed_ || (step == first_step_ && first_step_ > 0);
+  return schedule_.changes_at(step) || timed_ || (step == first_step_ && first_step_ > 0) ||
+         (participation_ && participation_->starts_round(step));
 }
 
 // From the schedule's change at `step`, and with churn on the simulated
-// clock from the cluster's time: the latest clock of the nodes alive before.
-std::vector<int> Membership::next_live(int64_t step, const std::vector<int>& base, const std::vector<double>& clocks) {
+// clock from the cluster's time: the latest clock of the nodes live before
+// (those that sit a round out keep the clock they left with).
+std::vector<int> Membership::next_alive(int64_t step, const std::vector<int>& base, const std::vector<int>& live_base,
+                                        const std::vector<double>& clocks) {
   if (timed_) {
     double time = 0;
-    for (int node : base) time = std::max(time, clocks[static_cast<size_t>(node)]);
+    for (int node : live_base) time = std::max(time, clocks[static_cast<size_t>(node)]);
     std::vector<int> next;
     for (int node = 0; node < nodes_; ++node) {
       if (schedule_.live(node, step) && !timed_->down(node, time)) next.push_back(node);
@@ -72,28 +78,47 @@ std::vector<int> Membership::next_live(int64_t step, const std::vector<int>& bas
 }
 
 void Membership::advance(int64_t step, Meters& simulation, train::Cluster& cluster, output::RunWriter* writer) {
-  const auto [taken, lost] = node_steps(step);
-  node_steps_ = taken;
-  node_steps_lost_ = lost;
+  counted_ = node_steps(step);
   counted_to_ = step;
   // A resumed run's first meeting starts from the membership its checkpoint
   // saved (every node took part in the set-up since).
-  const std::vector<int> base = step == first_step_ && restored_live_ ? *restored_live_ : live_;
+  const bool resumed = step == first_step_ && restored_live_;
+  const std::vector<int> base = resumed ? *restored_live_ : live_;
+  const std::vector<int> alive_base = resumed ? restored_alive_.value_or(base) : alive_;
   restored_live_.reset();
+  restored_alive_.reset();
   const std::vector<double> clocks = node_clocks(simulation);
-  std::vector<int> next = next_live(step, base, clocks);
-  EXOGYM_CHECK_INTERNAL(!next.empty(), "no node alive at step " + std::to_string(step));
+  std::vector<int> alive = next_alive(step, alive_base, base, clocks);
+  EXOGYM_CHECK_INTERNAL(!alive.empty(), "no node alive at step " + std::to_string(step));
+  std::vector<int> next = participation_ ? participation_->take_part(step, alive) : alive;
 
-  std::vector<int> failed, kept;
-  std::set_difference(base.begin(), base.end(), next.begin(), next.end(), std::back_inserter(failed));
+  std::vector<int> kept;
   std::set_intersection(base.begin(), base.end(), next.begin(), next.end(), std::back_inserter(kept));
+  note_failures(step, alive_base, alive, base, kept, clocks, simulation, writer);
   returns_.clear();
   std::set_difference(next.begin(), next.end(), base.begin(), base.end(), std::back_inserter(returns_));
+  donor_ = returns_.empty() ? -1 : choose_donor(step, kept, base, alive);
+  if (next != live_) ++epoch_;
+  cluster.set_members(next);
+  set_live(std::move(next));
+  alive_ = std::move(alive);
+}
+
+void Membership::note_failures(int64_t step, const std::vector<int>& alive_base, const std::vector<int>& alive,
+                               const std::vector<int>& live_base, const std::vector<int>& kept,
+                               const std::vector<double>& clocks, Meters& simulation, output::RunWriter* writer) {
+  std::vector<int> failed;
+  std::set_difference(alive_base.begin(), alive_base.end(), alive.begin(), alive.end(), std::back_inserter(failed));
   bool noticed = false;
   for (int node : failed) {
     // A late joiner is absent from step 0 on: it has not failed.
-    if (step == 0 && schedule_.late_joiner(node)) continue;
-    noticed = true;
+    if (step == 0 && schedule_.late_joiner(node)) {
+      owed_[static_cast<size_t>(node)] = kJoin;
+      continue;
+    }
+    owed_[static_cast<size_t>(node)] = kRejoin;
+    // A node that sits the round out is in no collective to be missed at.
+    noticed = noticed || std::binary_search(live_base.begin(), live_base.end(), node);
     ++failures_;
     if (!writer) continue;
     std::string detail;
@@ -111,18 +136,22 @@ void Membership::advance(int64_t step, Meters& simulation, train::Cluster& clust
       if (simulation.hosts(node)) simulation.meter(node).expect_failure_timeout(failure_timeout_);
     }
   }
-  donor_ = -1;
-  if (!returns_.empty()) {
-    if (kept.empty()) {
-      throw sdk::Error("churn: at step " + std::to_string(step) +
-                       " nodes come back while every node alive before fails: nobody is left to give them the "
-                       "run's state");
+}
+
+// The lowest rank live before and after the step; with participation, when
+// every node of the last round sits this one out, the lowest of them still
+// alive: it holds the state the round ended with.
+int Membership::choose_donor(int64_t step, const std::vector<int>& kept, const std::vector<int>& live_base,
+                             const std::vector<int>& alive) const {
+  if (!kept.empty()) return kept.front();
+  if (participation_) {
+    for (int node : live_base) {
+      if (std::binary_search(alive.begin(), alive.end(), node)) return node;
     }
-    donor_ = kept.front();
   }
-  if (next != live_) ++epoch_;
-  cluster.set_members(next);
-  set_live(std::move(next));
+  throw sdk::Error("churn: at step " + std::to_string(step) +
+                   " nodes come back while every node alive before fails: nobody is left to give them the "
+                   "run's state");
 }
 
 bool Membership::returns(int rank) const { return std::binary_search(returns_.begin(), returns_.end(), rank); }
@@ -144,23 +173,34 @@ void Membership::deliver(int64_t step, Meters& simulation, output::RunWriter* wr
   // One broadcast from the donor down a chain through the nodes coming back
   // (network_model.h); the survivors do not wait for it.
   const double seconds = simulation.network().broadcast_time(bytes, receivers + 1);
-  recovery_bytes_ += bytes * receivers;
-  recovery_seconds_ += seconds;
-  int local_receivers = 0;
+  int local_receivers = 0, recovered = 0;
   for (int node : returns_) {
-    const bool late = schedule_.joins_late(node, step);
-    ++(late ? joins_ : rejoins_);
     if (simulation.hosts(node)) {
       ++local_receivers;
       simulation.meter(node).rejoin(from, seconds);
       simulation.clocks().rejoin(node, from.sequence);
     }
+    // With participation, a node drawn again after sitting out (not after a
+    // failure) is counted apart, and events.csv lists failures only.
+    const char owed = std::exchange(owed_[static_cast<size_t>(node)], kNone);
+    if (participation_ && owed == kNone) {
+      ++returns_drawn_;
+      continue;
+    }
+    ++recovered;
+    const bool late = participation_ ? owed == kJoin : schedule_.joins_late(node, step);
+    ++(late ? joins_ : rejoins_);
     if (writer) {
       writer->event_row(step, from.clock + seconds, node, late ? "join" : "rejoin",
                         "state from node " + std::to_string(donor_) + ": " + util::format_bytes(bytes) + " in " +
                             util::format_duration(seconds));
     }
   }
+  // One broadcast reaches both kinds: each total counts its time once.
+  recovery_bytes_ += bytes * recovered;
+  if (recovered > 0) recovery_seconds_ += seconds;
+  transfer_bytes_ += bytes * (receivers - recovered);
+  if (recovered < receivers) transfer_seconds_ += seconds;
   // Over several processes, those whose nodes do not come back keep none.
   delivered_ = local_receivers > 0 ? std::move(deposit_) : nullptr;
   deposit_.reset();
@@ -177,32 +217,48 @@ void Membership::loaded() {
   if (--pending_loads_ <= 0) delivered_.reset();
 }
 
-std::pair<int64_t, int64_t> Membership::node_steps(int64_t steps) const {
+Membership::NodeSteps Membership::node_steps(int64_t steps) const {
   // The membership holds from the last meeting on.
   const int64_t since = steps - counted_to_;
-  const int64_t live = static_cast<int64_t>(live_.size());
-  return {node_steps_ + live * since, node_steps_lost_ + (nodes_ - live) * since};
+  const auto live = static_cast<int64_t>(live_.size()), alive = static_cast<int64_t>(alive_.size());
+  return {counted_.taken + live * since, counted_.lost + (nodes_ - alive) * since,
+          counted_.sat_out + (alive - live) * since};
 }
 
 int64_t Membership::examples_trained(int64_t steps, int64_t batch_size) const {
-  return node_steps(steps).first * batch_size;
+  return node_steps(steps).taken * batch_size;
 }
 
 FaultTotals Membership::totals(int64_t steps) const {
-  return {failures_, rejoins_, joins_, node_steps(steps).second, recovery_bytes_, recovery_seconds_};
+  return {failures_, rejoins_, joins_, node_steps(steps).lost, recovery_bytes_, recovery_seconds_};
+}
+
+ParticipationTotals Membership::participation_totals(int64_t steps) const {
+  return {participation_ ? participation_->round_steps() : 0, node_steps(steps).sat_out, returns_drawn_,
+          transfer_bytes_, transfer_seconds_};
 }
 
 nlohmann::json Membership::checkpoint_state(int64_t steps) const {
-  const auto [taken, lost] = node_steps(steps);
-  return {{"live", live_},
-          {"epoch", epoch_},
-          {"failures", failures_},
-          {"rejoins", rejoins_},
-          {"late_joins", joins_},
-          {"node_steps", taken},
-          {"node_steps_lost", lost},
-          {"recovery_bytes", recovery_bytes_},
-          {"recovery_time_s", recovery_seconds_}};
+  const NodeSteps counts = node_steps(steps);
+  nlohmann::json state = {{"live", live_},
+                          {"epoch", epoch_},
+                          {"failures", failures_},
+                          {"rejoins", rejoins_},
+                          {"late_joins", joins_},
+                          {"node_steps", counts.taken},
+                          {"node_steps_lost", counts.lost},
+                          {"recovery_bytes", recovery_bytes_},
+                          {"recovery_time_s", recovery_seconds_}};
+  if (participation_) {
+    state["participation"] = {{"alive", alive_},
+                              {"owed", std::vector<int>(owed_.begin(), owed_.end())},
+                              {"round", participation_->state()},
+                              {"node_steps_sat_out", counts.sat_out},
+                              {"returns", returns_drawn_},
+                              {"transfer_bytes", transfer_bytes_},
+                              {"transfer_time_s", transfer_seconds_}};
+  }
+  return state;
 }
 
 void Membership::restore(const nlohmann::json& state) {
@@ -211,10 +267,19 @@ void Membership::restore(const nlohmann::json& state) {
   failures_ = state.at("failures");
   rejoins_ = state.at("rejoins");
   joins_ = state.at("late_joins");
-  node_steps_ = state.at("node_steps");
-  node_steps_lost_ = state.at("node_steps_lost");
+  counted_.taken = state.at("node_steps");
+  counted_.lost = state.at("node_steps_lost");
   recovery_bytes_ = state.at("recovery_bytes");
   recovery_seconds_ = state.at("recovery_time_s");
+  if (!participation_) return;
+  const nlohmann::json& p = state.at("participation");
+  restored_alive_ = p.at("alive").get<std::vector<int>>();
+  for (size_t r = 0; r < owed_.size(); ++r) owed_[r] = static_cast<char>(p.at("owed").at(r).get<int>());
+  participation_->restore(p.at("round"));
+  counted_.sat_out = p.at("node_steps_sat_out");
+  returns_drawn_ = p.at("returns");
+  transfer_bytes_ = p.at("transfer_bytes");
+  transfer_seconds_ = p.at("transfer_time_s");
 }
 
 }  // namespace exogym::runtime::train

@@ -20,6 +20,12 @@
 // rows); each node that comes back loads it (delivered()) and says so
 // (loaded()); the last one frees it.
 //
+// Partial participation (sim/participation.h) works the same way: each
+// round, the nodes not drawn are down, and a node drawn again receives the
+// state as one that comes back. Two memberships are kept apart: the nodes
+// alive (by failures alone, which events.csv and the "faults" totals tell)
+// and the nodes live (alive and drawn, which train and communicate).
+//
 // Over several processes every process keeps its own Membership, and all
 // of them take the same decisions: the meetings span every process
 // (Cluster::meet_all), where advance() shares the nodes' clocks and
@@ -40,6 +46,7 @@
 #include "exogym/runtime/manifest/manifest.h"
 #include "exogym/runtime/sim/fault_schedule.h"
 #include "exogym/runtime/sim/node_meter.h"
+#include "exogym/runtime/sim/participation.h"
 #include "exogym/runtime/sim/timed_churn.h"
 #include "exogym/runtime/train/training_result.h"
 #include "exogym/sdk/strategy.h"
@@ -60,12 +67,14 @@ class Meters;
 class Membership {
  public:
   // A run that starts (or resumes) at `first_step`. Until the first meeting
-  // every node is alive: every node takes part in the set-up. `mesh`: the
-  // other processes of a run over several (null: one process).
-  Membership(const manifest::Manifest& m, int64_t first_step, dist::ProcessMesh* mesh = nullptr);
+  // every node is alive: every node takes part in the set-up.
+  // `round_steps`: a participation round's steps (TrainingPlugins). `mesh`:
+  // the other processes of a run over several (null: one process).
+  Membership(const manifest::Manifest& m, int64_t first_step, int64_t round_steps = 0,
+             dist::ProcessMesh* mesh = nullptr);
 
-  // Whether the run simulates failures (has "faults" or "churn"), even if
-  // no node happens to fail.
+  // Whether the live nodes may change (the run has "faults", "churn" or
+  // "participation"), even if no node happens to fail or sit out.
   bool simulated() const { return simulated_; }
 
   // The live nodes now, in rank order, and the number of changes so far.
@@ -77,8 +86,8 @@ class Membership {
   int reporter() const { return live_.front(); }
 
   // Whether every node meets before step `step`: its membership may change
-  // (the schedule says so, or churn runs on the simulated clock), or it is
-  // a resumed run's first step.
+  // (the schedule says so, churn runs on the simulated clock, or a
+  // participation round starts), or it is a resumed run's first step.
   bool meets_before(int64_t step) const;
   // The meeting's work, by the last node to arrive while every node waits:
   // moves to step's membership. sdk::Error when no node would be alive, or
@@ -104,14 +113,27 @@ class Membership {
   // The run's totals after `steps` steps (after the last meeting), for
   // summary.json ("faults"); what a checkpoint after `steps` keeps.
   FaultTotals totals(int64_t steps) const;
+  ParticipationTotals participation_totals(int64_t steps) const;
   nlohmann::json checkpoint_state(int64_t steps) const;
   void restore(const nlohmann::json& state);
 
  private:
   void set_live(std::vector<int> live);
-  std::vector<int> next_live(int64_t step, const std::vector<int>& base, const std::vector<double>& clocks);
-  // Node-steps up to `steps`: taken and lost.
-  std::pair<int64_t, int64_t> node_steps(int64_t steps) const;
+  // The nodes alive at `step`, from those alive before (`base`); churn on
+  // the clock reads the time of the nodes live before (`live_base`).
+  std::vector<int> next_alive(int64_t step, const std::vector<int>& base, const std::vector<int>& live_base,
+                              const std::vector<double>& clocks);
+  // The nodes alive before and not at `step`: failures (events, timeouts).
+  void note_failures(int64_t step, const std::vector<int>& alive_base, const std::vector<int>& alive,
+                     const std::vector<int>& live_base, const std::vector<int>& kept, const std::vector<double>& clocks,
+                     Meters& simulation, output::RunWriter* writer);
+  int choose_donor(int64_t step, const std::vector<int>& kept, const std::vector<int>& live_base,
+                   const std::vector<int>& alive) const;
+  // Node-steps up to `steps`: taken, lost to failures, and sat out.
+  struct NodeSteps {
+    int64_t taken = 0, lost = 0, sat_out = 0;
+  };
+  NodeSteps node_steps(int64_t steps) const;
   // Over several processes (membership_processes.cpp): every node's clock,
   // by rank; the donor's state and meter to every process.
   std::vector<double> node_clocks(const Meters& simulation) const;
@@ -124,11 +146,19 @@ class Membership {
   std::optional<sim::TimedChurn> timed_;  // churn on the simulated clock
   const int64_t first_step_;
   const double failure_timeout_;
-  std::optional<std::vector<int>> restored_live_;  // a resumed run's, before its first step
+  std::optional<sim::Participation> participation_;
+  // A resumed run's, before its first step: the live and the alive nodes.
+  std::optional<std::vector<int>> restored_live_, restored_alive_;
 
   std::vector<int> live_;
   std::vector<char> live_flags_;  // by rank
+  std::vector<int> alive_;        // by failures alone; live_ without participation
   int64_t epoch_ = 0;
+  // With participation, by rank: whether a node failed (kRejoin) or joins
+  // late (kJoin) and has not received the state since, so that when it is
+  // next live its transfer counts as recovery from a failure.
+  enum Owed : char { kNone = 0, kRejoin = 1, kJoin = 2 };
+  std::vector<char> owed_;
 
   // The recovery of the current step.
   int donor_ = -1;
@@ -138,10 +168,14 @@ class Membership {
   std::shared_ptr<const sdk::StateDict> delivered_;
   int pending_loads_ = 0;
 
-  // Node-steps taken and lost before step counted_to_ (the last meeting).
-  int64_t counted_to_ = 0, node_steps_ = 0, node_steps_lost_ = 0;
+  // Node-steps taken, lost and sat out before step counted_to_ (the last meeting).
+  int64_t counted_to_ = 0;
+  NodeSteps counted_;
   int64_t failures_ = 0, rejoins_ = 0, joins_ = 0;
   double recovery_bytes_ = 0, recovery_seconds_ = 0;
+  // Nodes drawn again after sitting rounds out, and their state's transfers.
+  int64_t returns_drawn_ = 0;
+  double transfer_bytes_ = 0, transfer_seconds_ = 0;
 };
 
 }  // namespace exogym::runtime::train

@@ -26,7 +26,8 @@ Meters::Meters(const manifest::Manifest& m, const dist::NodeBlock& block)
   // totals. With failures, the reporting node changes: every node keeps its
   // rows, and those not reporting drop them (node_loop.cpp).
   for (int rank = block.first; rank < block.first + block.count; ++rank) {
-    meters_[rank] = std::make_unique<sim::NodeMeter>(rank, network_, compute_, clocks_, rank == 0 || m.has_faults());
+    meters_[rank] =
+        std::make_unique<sim::NodeMeter>(rank, network_, compute_, clocks_, rank == 0 || m.varies_membership());
   }
 }
 

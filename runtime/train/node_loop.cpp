@@ -33,7 +33,7 @@ void run_nodes(TrainingState& s, const threads::ThreadPlan& plan, bool exact_red
   if (vote) vote->finished();
   // What a reporting node in another process left since the last meeting,
   // and the final model it saved.
-  if (mesh && m.has_faults()) exchange_reports(s.run, s.outputs, s.reported, s.membership->reporter());
+  if (mesh && m.varies_membership()) exchange_reports(s.run, s.outputs, s.reported, s.membership->reporter());
 }
 
 }  // namespace exogym::runtime::train

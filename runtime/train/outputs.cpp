@@ -27,6 +27,7 @@ json resolved_config(const RunContext& run, const TrainingSetup& setup, const st
   config["strategy"]["options"] = setup.plugins.strategy_options;
   config["data"]["train"]["options"] = setup.data.train_options;
   if (eval_enabled(run.m)) config["data"]["val"]["options"] = setup.data.val_options;
+  if (run.m.participation) config["participation"]["round"] = setup.plugins.round_steps;  // the strategy's H, or given
   config["runtime"] = {{"parallelism", plan.parallelism}, {"threads_per_node", plan.threads},
                        {"pinned", plan.pinned},           {"cores", plan.cores},
                        {"libtorch", TORCH_VERSION},       {"run_dir", run_dir.string()}};
@@ -61,8 +62,9 @@ void open_outputs(const RunContext& run, const TrainingSetup& setup, const Check
   const std::optional<checkpoint::LoadedCheckpoint>& resume = checkpoints.resume;
   if (writes) {
     if (resume) cut_outputs_to_checkpoint(outputs.run_dir, resume->index);
-    outputs.writer = std::make_unique<output::RunWriter>(outputs.run_dir, setup.metric_names,
-                                                         /*append=*/resume.has_value(), /*faults=*/m.has_faults());
+    outputs.writer =
+        std::make_unique<output::RunWriter>(outputs.run_dir, setup.metric_names,
+                                            /*append=*/resume.has_value(), /*faults=*/m.varies_membership());
     outputs.writer->write_config(outputs.config);
     outputs.writer->write_data(setup.data.node_data);
   } else {

@@ -211,6 +211,21 @@ std::optional<std::string> uninherited_options(const manifest::Manifest& m, cons
          " (set them in the variant to keep the base's values)";
 }
 
+// A round is the strategy's communication period. Every built-in strategy
+// with rounds calls it H, so the runtime reads that option rather than ask
+// each strategy through the SDK (a new virtual function would change the
+// plugin ABI); a strategy without H (DDP, SPARTA, DeMo, DES-LOC) needs
+// participation.round.
+int64_t participation_round(const manifest::Manifest& m, const json& strategy_options) {
+  if (!m.participation) return 0;
+  if (m.participation->round) return *m.participation->round;
+  const json H = strategy_options.is_object() && strategy_options.contains("H") ? strategy_options.at("H") : json();
+  if (H.is_number_integer() && H.get<int64_t>() >= 1) return H.get<int64_t>();
+  throw sdk::ConfigError("participation.round", "strategy \"" + m.strategy.plugin +
+                                                    "\" has no option H to take its round from: give the steps of "
+                                                    "a round, such as \"round\": 10");
+}
+
 }  // namespace
 
 TrainingPlugins load_plugins(const manifest::Manifest& m, plugin::PluginLoader& loader) {
@@ -221,6 +236,7 @@ TrainingPlugins load_plugins(const manifest::Manifest& m, plugin::PluginLoader& 
   plugins.strategy_options = plugins.strategy->validate(m.strategy.options, m.strategy.path + ".options");
   if (auto warning = uninherited_options(m, m.model, *plugins.model)) plugins.warnings.push_back(*warning);
   if (auto warning = uninherited_options(m, m.strategy, *plugins.strategy)) plugins.warnings.push_back(*warning);
+  plugins.round_steps = participation_round(m, plugins.strategy_options);
   return plugins;
 }
 

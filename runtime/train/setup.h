@@ -38,6 +38,9 @@ void check_processes(const manifest::Manifest& m, int processes);
 struct TrainingPlugins {
   std::shared_ptr<plugin::LoadedPlugin> model, strategy;
   nlohmann::json model_options, strategy_options;  // validated, every default filled in
+  // The steps of a participation round: participation.round, or else the
+  // strategy's option H; 0 without "participation".
+  int64_t round_steps = 0;
   // A variant that switched plugin: the base's options the new plugin
   // declares too but the variant left at the new plugin's defaults, one
   // warning per section (docs/manifest.md#variants).

@@ -194,7 +194,8 @@ TrainingResult run_result(const TrainingState& s) {
   r.steps = m.max_steps;
   r.examples_trained = m.max_steps * m.batch_size * m.nodes;
   if (s.membership && s.membership->simulated()) {
-    r.faults = s.membership->totals(m.max_steps);
+    if (m.has_faults()) r.faults = s.membership->totals(m.max_steps);
+    if (m.participation) r.participation = s.membership->participation_totals(m.max_steps);
     r.examples_trained = s.membership->examples_trained(m.max_steps, m.batch_size);
   }
   r.parameters = setup.parameters;
@@ -238,6 +239,14 @@ void write_summary(const RunContext& run, const TrainingSetup& setup, const Mete
                          {"recovery_bytes", r.faults->recovery_bytes},
                          {"recovery_time_s", r.faults->recovery_time_s},
                          {"live_nodes_at_end", membership.live().size()}};
+  }
+  if (r.participation) {
+    const ParticipationTotals& p = *r.participation;
+    summary["participation"] = {{"round_steps", p.round_steps},
+                                {"node_steps_sat_out", p.node_steps_sat_out},
+                                {"returns", p.returns},
+                                {"transfer_bytes", p.transfer_bytes},
+                                {"transfer_time_s", p.transfer_time_s}};
   }
   if (r.stopped) summary["stopped"] = {{"reason", "nonfinite"}, {"message", *r.stopped}};
   writer.write_summary(summary);

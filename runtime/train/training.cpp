@@ -80,10 +80,10 @@ void write_diverged_summary(TrainingState& s, const Diverged& diverged) {
   TrainingResult result = run_result(s);
   result.steps = diverged.step();
   result.examples_trained = diverged.step() * run.m.batch_size * run.m.nodes;
-  if (result.faults) {
-    result.faults = s.membership->totals(diverged.step());
+  if (s.membership->simulated())
     result.examples_trained = s.membership->examples_trained(diverged.step(), run.m.batch_size);
-  }
+  if (result.faults) result.faults = s.membership->totals(diverged.step());
+  if (result.participation) result.participation = s.membership->participation_totals(diverged.step());
   result.stopped = diverged.what();
   write_summary(run, s.setup, *s.simulation, *s.membership, *s.outputs.writer, result,
                 gather_accounts(*s.simulation, *s.membership, s.outputs.metric_buffer.get(), run.role.mesh));
@@ -99,7 +99,8 @@ void start_membership(TrainingState& s, const TrainingOptions& options) {
   if (options.resume) {
     load_resume_point(run, s.setup, s.outputs.config, s.simulation->clocks(), checkpoints, s.reported, options);
   }
-  s.membership = std::make_unique<Membership>(run.m, checkpoints.first_step, run.role.mesh);
+  s.membership =
+      std::make_unique<Membership>(run.m, checkpoints.first_step, s.setup.plugins.round_steps, run.role.mesh);
   const std::optional<checkpoint::LoadedCheckpoint>& resume = checkpoints.resume;
   if (!resume || !resume->index.sections.contains("faults")) return;
   try {

@@ -94,6 +94,11 @@ TrainingResult parse_summary(const fs::path& run_dir, const json& summary) {
                            f.at("late_joins").get<int64_t>(),    f.at("node_steps_lost").get<int64_t>(),
                            f.at("recovery_bytes").get<double>(), f.at("recovery_time_s").get<double>()};
   }
+  if (const json& p = summary.value("participation", json()); p.is_object()) {
+    r.participation = ParticipationTotals{p.at("round_steps").get<int64_t>(), p.at("node_steps_sat_out").get<int64_t>(),
+                                          p.at("returns").get<int64_t>(), p.at("transfer_bytes").get<double>(),
+                                          p.at("transfer_time_s").get<double>()};
+  }
   if (const json& target = summary.value("target", json()); target.is_object()) {
     r.target_loss = target.at("loss").get<double>();
     if (target.at("reached").get<bool>()) {

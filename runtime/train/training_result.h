@@ -45,6 +45,15 @@ struct FaultTotals {
   double recovery_time_s = 0;   // the simulated time of those transfers
 };
 
+// What partial participation did (summary.json "participation").
+struct ParticipationTotals {
+  int64_t round_steps = 0;
+  int64_t node_steps_sat_out = 0;  // steps alive nodes were not drawn for, summed over nodes
+  int64_t returns = 0;             // nodes drawn again after sitting out, each given the state
+  double transfer_bytes = 0;       // that state
+  double transfer_time_s = 0;      // the simulated time of those transfers
+};
+
 struct TrainingResult {
   std::string name, variant;
   std::filesystem::path run_dir;
@@ -74,7 +83,8 @@ struct TrainingResult {
   SimulationSummary simulated;
   std::optional<double> target_loss;
   std::optional<TargetHit> target_hit;
-  std::optional<FaultTotals> faults;  // runs that simulate failures
+  std::optional<FaultTotals> faults;                 // runs that simulate failures
+  std::optional<ParticipationTotals> participation;  // runs with "participation"
   // Why the run stopped before max_steps (train.on_nonfinite), if it did.
   std::optional<std::string> stopped;
 };

@@ -180,7 +180,7 @@ TEST_CASE("unknown keys name their path and suggest the known key", "[manifest]"
   CHECK(top.what ==
         "nodse: unknown option; did you mean \"nodes\"? known options: name, seed, seeds, nodes, device, precision, "
         "parallelism, threads, pin_threads, model, strategy, data, train, eval, output, checkpoint, network, faults, "
-        "churn, adversaries, compute, runs");
+        "churn, adversaries, participation, compute, runs");
 
   auto nested = error_with(json::parse(R"({"train": {"max_step": 5}})"));
   CHECK(nested.path == "train.max_step");
@@ -201,7 +201,7 @@ TEST_CASE("unknown keys name their path and suggest the known key", "[manifest]"
   CHECK(error_with({{"zzzzzz", 1}}).what ==
         "zzzzzz: unknown option; known options: name, seed, seeds, nodes, device, precision, parallelism, threads, "
         "pin_threads, model, strategy, data, train, eval, output, checkpoint, network, faults, churn, adversaries, "
-        "compute, runs");
+        "participation, compute, runs");
   // A key holding control characters: shown escaped, so the message prints
   // whole (a NUL would end it); the path keeps the key as written.
   auto nul = error_with({{std::string("\0network\t", 9), 1}});

@@ -1,0 +1,62 @@
+// Partial participation over several processes (docs/simulation.md#partial-participation):
+// the draws do not depend on the process count, a process none of whose
+// nodes is drawn sits the round out, and the state reaches a node drawn
+// again from another process; the run is the single-process run, bit for
+// bit. Every run is a child process killed after a time limit.
+#include <string>
+#include <vector>
+
+#include "checkpoint_fixtures.h"
+#include "cli_helpers.h"
+#include "helpers.h"
+#include "testing.h"
+
+namespace exogym::test {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+fs::path run_layout(const TempDir& dir, json m, const std::string& out, std::vector<std::string> args) {
+  m["output"]["dir"] = out;
+  args.insert(args.end(), {"--quiet", "--timeout", "20", write_manifest(dir, out, m).string()});
+  const Outcome o = run_cli(args, dir / (out + ".log"), 120);
+  INFO(o.output);
+  REQUIRE(o.code == 0);
+  return run_folder(dir, out);
+}
+
+}  // namespace
+
+TEST_CASE("participation over --nproc 2 and 3 is the single-process run, bit for bit, and resumes across layouts",
+          "[participation][multiprocess][slow]") {
+  for (const auto& [plugin, options] : builtin_strategies()) {
+    if (plugin != "diloco" && plugin != "fedavg") continue;
+    SECTION(plugin) {
+      TempDir dir("participation-nproc-" + plugin);
+      json m = checkpointed_manifest(6, 5);
+      m["strategy"] = {{"plugin", plugin}, {"options", options}};
+      m["train"]["max_steps"] = 16;
+      m["eval"]["interval"] = 5;
+      m["participation"] = {{"per_round", 2}};  // 2 of 6: whole processes sit rounds out
+      m["checkpoint"]["keep"] = 4;
+      const fs::path single = run_layout(dir, m, "p1", {});
+      CHECK(json::parse(read_text(single / "summary.json")).at("participation").at("returns").get<int>() > 0);
+      for (const std::string processes : {"2", "3"}) {
+        INFO("--nproc " << processes);
+        require_same_run(single, run_layout(dir, m, "p" + processes, {"--nproc", processes}));
+      }
+      // Saved over 3 processes, resumed over 2 from step 5, inside a round.
+      const fs::path again = run_layout(dir, m, "again", {"--nproc", "3"});
+      const Outcome resumed =
+          run_cli({"--resume", again.string(), "--from-step", "5", "--nproc", "2", "--quiet", "--timeout", "20"},
+                  dir / "resumed.log", 120);
+      INFO(resumed.output);
+      REQUIRE(resumed.code == 0);
+      require_same_run(single, again);
+    }
+  }
+}
+
+}  // namespace exogym::test
