@@ -69,10 +69,8 @@ void FedAvgModule::combine(sdk::Communicator& comm, const std::vector<int>* memb
   }
   // The robust aggregates need every member's parameters.
   const auto gathered = members ? comm.group_all_gather(*members, params_) : comm.all_gather(params_);
-  auto compute = [&] { return aggregate(gathered, aggregator_); };
-  const SharedAggregates::Result result = aggregates_
-                                              ? aggregates_->get(step, members ? *members : std::vector<int>{}, compute)
-                                              : std::make_shared<const std::vector<at::Tensor>>(compute());
+  const SharedAggregates::Result result =
+      aggregates_->get(step, members ? *members : std::vector<int>{}, [&] { return aggregate(gathered, aggregator_); });
   for (size_t i = 0; i < params_.size(); ++i) params_[i].copy_((*result)[i]);
 }
 

@@ -6,19 +6,16 @@
 
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/options.h"
+#include "exogym/sdk/random.h"
 
 namespace exogym::runtime::sim {
 
 namespace {
 
-// The stream of one node's draw: the run's seed, the quantity and the rank
-// mixed by SplitMix64's finaliser (as churn_seed does for failures).
-uint64_t factor_seed(uint64_t run_seed, NodeFactor what, int node) {
-  uint64_t z = run_seed ^ (0x48455445524F0000ULL + static_cast<uint64_t>(what) * 0xD1B54A32D192ED03ULL +
-                           static_cast<uint64_t>(node) * 0x9E3779B97F4A7C15ULL);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
+// Each quantity's stream of sdk::derive_seed, as the run's other draws.
+uint64_t stream_of(NodeFactor what) {
+  return what == NodeFactor::Speed ? 0x4E4F444553504545ULL   // "NODESPEE"
+                                   : 0x4E4F444542414E44ULL;  // "NODEBAND"
 }
 
 // A uniform draw in (0, 1] from 53 bits (std:: distributions are the
@@ -58,7 +55,7 @@ FactorDistribution read_factor_distribution(const nlohmann::json& value, const s
 }
 
 double draw_factor(const FactorDistribution& d, NodeFactor what, uint64_t run_seed, int node) {
-  std::mt19937_64 rng(factor_seed(run_seed, what, node));
+  std::mt19937_64 rng(sdk::derive_seed(run_seed, stream_of(what), static_cast<uint64_t>(node)));
   switch (d.kind) {
     case FactorDistribution::Kind::LogNormal: {
       // Box-Muller: one standard normal from two uniforms.

@@ -28,7 +28,7 @@ struct FactorDistribution {
 };
 
 // Which quantity a draw is for: each has its own stream.
-enum class NodeFactor : uint64_t { Speed = 1, Bandwidth = 2 };
+enum class NodeFactor { Speed, Bandwidth };
 
 // The manifest's object, already checked against the schema (name, keys,
 // types); throws sdk::ConfigError at `path` for what the schema cannot say:
