@@ -86,4 +86,13 @@ fs::path write_manifest(const TempDir& dir, const std::string& name, const nlohm
 
 fs::path run_folder(const TempDir& dir, const std::string& out) { return dir / out / "test"; }
 
+fs::path run_layout(const TempDir& dir, nlohmann::json m, const std::string& out, std::vector<std::string> args) {
+  m["output"]["dir"] = out;
+  args.insert(args.end(), {"--quiet", "--timeout", "20", write_manifest(dir, out, m).string()});
+  const Outcome o = run_cli(args, dir / (out + ".log"), 120);
+  INFO(o.output);
+  REQUIRE(o.code == 0);
+  return run_folder(dir, out);
+}
+
 }  // namespace exogym::test

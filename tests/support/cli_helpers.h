@@ -48,4 +48,9 @@ std::filesystem::path write_manifest(const TempDir& dir, const std::string& name
 // The run folder of a manifest whose output.dir is `out` and name "test".
 std::filesystem::path run_folder(const TempDir& dir, const std::string& out);
 
+// Runs `m` through exogym-run with `args` (say {"--nproc", "2"}) into
+// output folder `out`, REQUIREs success, and returns the run folder.
+std::filesystem::path run_layout(const TempDir& dir, nlohmann::json m, const std::string& out,
+                                 std::vector<std::string> args);
+
 }  // namespace exogym::test

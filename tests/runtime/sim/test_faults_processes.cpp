@@ -39,16 +39,6 @@ json failing_manifest(const std::string& plugin, const json& options) {
   return m;
 }
 
-// Runs `m` with `args` (say {"--nproc", "2"}) into output folder `out`.
-fs::path run_layout(const TempDir& dir, json m, const std::string& out, std::vector<std::string> args) {
-  m["output"]["dir"] = out;
-  args.insert(args.end(), {"--quiet", "--timeout", "20", write_manifest(dir, out, m).string()});
-  const Outcome o = run_cli(args, dir / (out + ".log"), 120);
-  INFO(o.output);
-  REQUIRE(o.code == 0);
-  return run_folder(dir, out);
-}
-
 }  // namespace
 
 TEST_CASE("failures over --nproc 2 and 3 give the single-process run, bit for bit, with every built-in strategy",

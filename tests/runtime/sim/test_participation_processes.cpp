@@ -16,19 +16,6 @@ namespace exogym::test {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-namespace {
-
-fs::path run_layout(const TempDir& dir, json m, const std::string& out, std::vector<std::string> args) {
-  m["output"]["dir"] = out;
-  args.insert(args.end(), {"--quiet", "--timeout", "20", write_manifest(dir, out, m).string()});
-  const Outcome o = run_cli(args, dir / (out + ".log"), 120);
-  INFO(o.output);
-  REQUIRE(o.code == 0);
-  return run_folder(dir, out);
-}
-
-}  // namespace
-
 TEST_CASE("participation over --nproc 2 and 3 is the single-process run, bit for bit, and resumes across layouts",
           "[participation][multiprocess][slow]") {
   for (const auto& [plugin, options] : builtin_strategies()) {
