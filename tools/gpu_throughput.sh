@@ -3,7 +3,8 @@
 #   tools/gpu_throughput.sh [BUILD_DIR]      (default build-torch/, a CUDA LibTorch's build)
 # Prints one JSON line per run: tokens/s of the training loop (summary.json's
 # timing.loop_s), its seconds, the last training loss and the final evaluation.
-# OUT (default /tmp/exogym-gpu) keeps the manifests, logs and run folders.
+# OUT (default /tmp/exogym-gpu) keeps the manifests, logs and run folders; RUNS="small1 base8"
+# runs only the runs named.
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build-torch}
@@ -12,6 +13,7 @@ mkdir -p "$out"
 # name size steps precision nodes [exogym-run arguments]
 run() {
   local name=$1 size=$2 steps=$3 prec=$4 nodes=$5
+  [[ -n ${RUNS:-} && " $RUNS " != *" $name "* ]] && return
   shift 5
   python3 - "$root" "$out" "$name" "$size" "$steps" "$prec" "$nodes" >"$out/$name.json" <<'PY'
 import json, sys
