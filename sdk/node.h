@@ -14,11 +14,11 @@ class logger;
 
 namespace exogym::sdk {
 
+class AsyncLink;
 class Communicator;
 class SharedObjects;
 
-// Extra per-node metrics a strategy wants recorded (written to metrics.csv as
-// step,node,name,value). Thread-safe.
+// Extra per-node metrics (metrics.csv: step,node,name,value). Thread-safe.
 class MetricSink {
  public:
   virtual ~MetricSink() = default;
@@ -40,14 +40,14 @@ struct NodeContext {
   // The 0-based index of the step being taken; the runtime advances it.
   int64_t step = 0;
   int64_t max_steps = 0;
-  // The run's seed, the same on every node. Derive any randomness a strategy
-  // needs from it (e.g. SPARTA masks) so that runs reproduce.
+  // The run's seed, the same on every node: derive any randomness from it.
   uint64_t seed = 0;
   std::shared_ptr<spdlog::logger> log;
   MetricSink* metrics = nullptr;
-  // Objects the nodes of this process share (sdk/shared.h); null without a
-  // runtime. The runtime owns it.
+  // Owned by the runtime, null without one: objects the nodes of this
+  // process share (sdk/shared.h), the link of asynchronous strategies (async.h).
   SharedObjects* shared = nullptr;
+  AsyncLink* async = nullptr;
 
   Communicator& communicator() const { return *comm; }
   int live_count() const { return live ? static_cast<int>(live->size()) : num_nodes; }

@@ -25,6 +25,10 @@ const char* to_string(CollectiveKind kind) {
       return "group_all_gather";
     case CollectiveKind::Exchange:
       return "exchange";
+    case CollectiveKind::ServerUpdate:
+      return "server_update";
+    case CollectiveKind::ServerReply:
+      return "server_reply";
   }
   return "?";
 }

@@ -29,7 +29,18 @@
 namespace exogym::runtime::sim {
 
 // The last three run over a subgroup of the nodes (sdk/comm.h).
-enum class CollectiveKind { AllReduce, Broadcast, AllGather, Barrier, GroupAllReduce, GroupAllGather, Exchange };
+enum class CollectiveKind {
+  AllReduce,
+  Broadcast,
+  AllGather,
+  Barrier,
+  GroupAllReduce,
+  GroupAllGather,
+  Exchange,
+  // An asynchronous strategy's update to its server, and the server's reply.
+  ServerUpdate,
+  ServerReply
+};
 
 const char* to_string(CollectiveKind kind);
 
@@ -79,6 +90,8 @@ class NetworkModel {
   static double all_reduce_time(double bytes, int nodes, const Link& link);
   static double all_gather_time(double max_sent, int nodes, const Link& link);
   static double exchange_time(double larger_bytes, const Link& link);
+  // `bytes` one way over `link` (an asynchronous update or its reply).
+  static double transfer_time(double bytes, const Link& link) { return link.latency + bytes / link.bandwidth; }
   // Over all nodes.
   double all_reduce_time(double bytes) const { return all_reduce_time(bytes, nodes_); }
   double broadcast_time(double bytes) const { return broadcast_time(bytes, nodes_); }

@@ -176,6 +176,39 @@ void NodeMeter::wait_transfer(uint64_t ticket) {
   restart_timer();
 }
 
+double NodeMeter::send_update(double bytes, double transfer_time) {
+  stop_timer();
+  settle_compute();
+  traffic_[0].sent += bytes;
+  ++calls_[0];
+  if (row_step_ != step_sent_row_) {
+    step_sent_row_ = row_step_;
+    step_sent_ = 0;
+  }
+  step_sent_ += bytes;
+  peak_step_sent_ = std::max(peak_step_sent_, step_sent_);
+  const Transfer t = schedule_from(CollectiveKind::ServerUpdate, clock_, transfer_time);
+  awaiting_link_ = transfer_time;
+  return t.finish;
+}
+
+void NodeMeter::take_reply(double bytes, double arrival, double transfer_time) {
+  traffic_[0].received += bytes;
+  transfer_ += transfer_time;
+  const double idle = std::max(0.0, arrival - clock_);
+  const double on_link = std::min(idle, awaiting_link_ + transfer_time);
+  communication_ += on_link;
+  waiting_ += idle - on_link;
+  clock_ = std::max(clock_, arrival);
+  link_free_ = std::max(link_free_, clock_);
+  awaiting_link_ = 0;
+}
+
+void NodeMeter::note_server_traffic(CollectiveKind kind, double bytes, double transfer_time) {
+  cluster_sent_[0] += bytes;
+  if (keep_rows_) record_row(TrafficSource::Strategy, kind, bytes, transfer_time);
+}
+
 void NodeMeter::record_row(TrafficSource source, CollectiveKind kind, double cluster_sent, double transfer_time) {
   auto it = std::find_if(rows_.begin(), rows_.end(),
                          [&](const CommRow& r) { return r.step == row_step_ && r.source == source && r.kind == kind; });

@@ -99,6 +99,17 @@ class NodeMeter {
   // strategy may outlive the meter).
   const std::shared_ptr<TransfersInFlight>& in_flight() const { return in_flight_; }
 
+  // Asynchronous strategies (sdk/async.h). send_update: the node's update
+  // leaves at the end of its step over its link; returns its arrival at the
+  // server. The node's clock stays: it waits for the reply, which
+  // take_reply() hands it, the clock moving to `arrival` (the time on the
+  // link both ways is communication, the rest waiting).
+  double send_update(double bytes, double transfer_time);
+  void take_reply(double bytes, double arrival, double transfer_time);
+  // The cluster's view of an update or reply some node of the process sent
+  // (every node learns it at the meeting between slots).
+  void note_server_traffic(CollectiveKind kind, double bytes, double transfer_time);
+
   // Failures (fault_schedule.h). A survivor of a failure loses `seconds`
   // noticing it, at its next strategy collective (network.failure_timeout);
   // failures before that collective overlap, so the loss is not added up.
@@ -181,6 +192,8 @@ class NodeMeter {
   double link_free_ = 0;  // when the link has carried every transfer started
   std::shared_ptr<TransfersInFlight> in_flight_ = std::make_shared<TransfersInFlight>();
   double failure_timeout_ = 0;  // to lose at the next strategy collective
+  // An asynchronous update's time on the link, until its reply comes.
+  double awaiting_link_ = 0;
   uint64_t sequence_ = 0;
   Traffic traffic_[2];
   double cluster_sent_[2] = {0, 0};

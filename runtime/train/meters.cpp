@@ -1,5 +1,9 @@
 #include "exogym/runtime/train/meters.h"
 
+#include <optional>
+#include <string>
+#include <utility>
+
 namespace exogym::runtime::train {
 
 namespace {
@@ -10,6 +14,18 @@ sim::ComputeModel compute_model(const manifest::Manifest& m) {
   compute.speed.assign(m.nodes, 1.0);
   for (const auto& [rank, speed] : m.compute.speed) compute.speed[rank] = speed;
   return compute;
+}
+
+// What rules out an asynchronous strategy in this run (sdk/async.h).
+std::optional<sim::AsyncRefusal> async_refusal(const manifest::Manifest& m, const dist::NodeBlock& block) {
+  auto no = [](std::string path, std::string what) {
+    return sim::AsyncRefusal{std::move(path), "an asynchronous strategy " + std::move(what)};
+  };
+  if (block.count != m.nodes) return no("nodes", "runs in one process (not with --nproc or --hosts) for now");
+  if (m.has_faults()) return no(m.faults.empty() ? "churn" : "faults", "does not simulate failures or churn yet");
+  if (m.participation) return no("participation", "has no partial participation: every node works at its own pace");
+  if (m.checkpoint.interval > 0) return no("checkpoint.interval", "cannot write checkpoints yet");
+  return std::nullopt;
 }
 
 }  // namespace
@@ -29,6 +45,7 @@ Meters::Meters(const manifest::Manifest& m, const dist::NodeBlock& block)
     meters_[rank] =
         std::make_unique<sim::NodeMeter>(rank, network_, compute_, clocks_, rank == 0 || m.varies_membership());
   }
+  async_ = std::make_unique<sim::AsyncSchedule>(compute_.step_time, compute_.speed, network_, async_refusal(m, block));
 }
 
 nlohmann::json Meters::node_stats() const {

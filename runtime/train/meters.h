@@ -1,7 +1,7 @@
 #pragma once
 // The simulated cluster a run is measured on (sim/): its network and compute
-// models, the clocks its nodes share, and one meter per node of this
-// process. The meters refer to the rest, so a Meters stays where it is
+// models, the clocks its nodes share, one meter per node of this process,
+// and the slots of an asynchronous strategy. The meters refer to the rest, so a Meters stays where it is
 // built.
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -9,6 +9,7 @@
 
 #include "exogym/runtime/dist/world.h"
 #include "exogym/runtime/manifest/manifest.h"
+#include "exogym/runtime/sim/async_schedule.h"
 #include "exogym/runtime/sim/clock_exchange.h"
 #include "exogym/runtime/sim/compute_model.h"
 #include "exogym/runtime/sim/network_model.h"
@@ -31,6 +32,9 @@ class Meters {
   sim::NodeMeter& meter(int rank) { return *meters_[rank]; }
   const sim::NodeMeter& meter(int rank) const { return *meters_[rank]; }
 
+  // The time of an asynchronous strategy (sdk/async.h), if it connects.
+  sim::AsyncSchedule& async() { return *async_; }
+
   // This process's nodes' counters and clock splits, for summary.json.
   nlohmann::json node_stats() const;
 
@@ -40,6 +44,7 @@ class Meters {
   sim::ComputeModel compute_;
   sim::ClockExchange clocks_;
   std::vector<std::unique_ptr<sim::NodeMeter>> meters_;  // by global rank
+  std::unique_ptr<sim::AsyncSchedule> async_;
   // Whether the manifest gives nodes their own speeds or links.
   bool heterogeneous_speed_ = false, heterogeneous_links_ = false;
 };

@@ -63,6 +63,7 @@ NodeRun::NodeRun(TrainingState& s, train::Cluster& cluster, int rank, threads::N
   ctx_.log = s.run.log;
   ctx_.metrics = s.outputs.metric_sink();
   ctx_.shared = &shared_;
+  ctx_.async = &s.simulation->async().link(rank);
   std::vector<sim::AdversarySpec> mine;
   for (const auto& a : m_.adversaries) {
     if (a.node == rank) mine.push_back(a);
@@ -79,14 +80,25 @@ void NodeRun::run() {
     start();
     s_.nodes_started.fetch_add(1);
     s_.loop.note_start();
+    asynchronous_ = s_.simulation->async().connected(rank_);
+    if (asynchronous_) {
+      phase_ = "checking that the run can be asynchronous";
+      s_.simulation->async().check_runnable();
+    }
     for (int64_t t = s_.checkpoints.first_step; t < m_.max_steps; ++t) {
       if (membership_.meets_before(t)) change_membership(t);
-      if (membership_.is_live(rank_))
+      if (asynchronous_)
+        async_slot(t);
+      else if (membership_.is_live(rank_))
         train_step(t);
       else
         start_step(t);
       if (t == s_.loop.mark_step) s_.loop.note_mark();
       boundary(t + 1);
+    }
+    if (asynchronous_) {
+      phase_ = "the last updates of " + strategy_name_ + " and their replies";
+      meet_every_node_of_process([this] { s_.simulation->async().drain(m_.max_steps, meter_of(), ctx_.metrics); });
     }
     s_.loop.note_end();
     if (membership_.is_live(rank_)) finish();
@@ -245,6 +257,11 @@ void NodeRun::write_checkpoint(int64_t step) {
 
 void NodeRun::train_step(int64_t t) {
   start_step(t);
+  evaluate_at(t);
+  compute_step(t);
+}
+
+void NodeRun::evaluate_at(int64_t t) {
   meter_.set_completed_steps(t);
   if (eval_enabled(m_) && m_.eval_interval > 0 && t % m_.eval_interval == 0) {
     if (m_.stop_on_nonfinite && first_nonfinite(model_.network().parameters()) >= 0) {
@@ -254,11 +271,43 @@ void NodeRun::train_step(int64_t t) {
     if (auto r = evaluate(m_, s_.setup, membership_.live(), meter_, rank_, model_, runtime_comm_, t))
       report_evaluation(s_.run, s_.outputs, s_.reported, *r);
   }
+}
+
+void NodeRun::async_slot(int64_t t) {
+  sim::AsyncSchedule& schedule = s_.simulation->async();
+  start_step(t);
+  phase_ = "the server's reply to " + strategy_name_;
+  const bool computes = schedule.begin_slot(rank_, t, meter_);
+  // Every node evaluates, whether it computes in the slot or not: it is a
+  // collective of the runtime's.
+  evaluate_at(t);
+  if (computes) {
+    compute_step(t);
+  } else {
+    meter_.set_completed_steps(t + 1);
+    // A node that sits the slot out reports its last step's loss.
+    if (rank_ == membership_.reporter()) report_step(t, last_loss_);
+  }
+  phase_ = "waiting for the other nodes between slots of " + strategy_name_;
+  meet_every_node_of_process([this, t] { s_.simulation->async().between_slots(t, meter_of(), ctx_.metrics); });
+}
+
+std::function<sim::NodeMeter&(int)> NodeRun::meter_of() {
+  return [this](int rank) -> sim::NodeMeter& { return s_.simulation->meter(rank); };
+}
+
+void NodeRun::meet_every_node_of_process(const std::function<void()>& work) { cluster_.meet_all(rank_, &slot_, work); }
+
+void NodeRun::compute_step(int64_t t) {
   meter_.begin_step(t);
   phase_ = "zero_grad of " + strategy_name_;
   strategy_.zero_grad();
   phase_ = "loading the training batch";
-  const double loss = forward_backward(s_.setup.data.sampler->batch_indices(rank_, t));
+  // An asynchronous node takes its batches in order, skipping none when it
+  // sits slots out.
+  const double loss =
+      forward_backward(s_.setup.data.sampler->batch_indices(rank_, asynchronous_ ? steps_computed_ : t));
+  ++steps_computed_;
   if (m_.stop_on_nonfinite && !std::isfinite(loss)) throw Diverged(rank_, t, "the training loss");
   phase_ = "step of " + strategy_name_;
   strategy_.step();

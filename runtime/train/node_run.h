@@ -38,6 +38,16 @@ class NodeRun {
   // meets; a donor first leaves its state, a node coming back then takes it.
   void change_membership(int64_t t);
   void train_step(int64_t t);
+  // Step t's evaluation, if one is due (every node takes part).
+  void evaluate_at(int64_t t);
+  // Step t's compute: zero_grad, forward/backward, the strategy's step, the report.
+  void compute_step(int64_t t);
+  // Slot t of an asynchronous strategy (sim/async_schedule.h): the reply
+  // if it has come, the evaluation, the step if the node is free, then the
+  // meeting where the updates travel.
+  void async_slot(int64_t t);
+  std::function<sim::NodeMeter&(int)> meter_of();
+  void meet_every_node_of_process(const std::function<void()>& work);
   // What every node does at the start of step t, down or not: the step
   // index, and the check for Ctrl-C (the first node to see the request
   // stops the others at their next collective; with checkpoints boundary()
@@ -78,6 +88,10 @@ class NodeRun {
   const std::string strategy_name_, model_name_;
   std::string phase_ = "initial broadcast";
   double last_loss_ = NAN;  // this node's, for the warning when it turns non-finite
+  // An asynchronous strategy connected (sim/async_schedule.h): the run goes
+  // by slots, and the node has computed steps_computed_ steps.
+  bool asynchronous_ = false;
+  int64_t steps_computed_ = 0;
 };
 
 }  // namespace exogym::runtime::train

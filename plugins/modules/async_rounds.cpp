@@ -1,0 +1,49 @@
+#include "exogym/modules/async_rounds.h"
+
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "exogym/sdk/error.h"
+#include "exogym/sdk/node.h"
+
+namespace exogym::modules {
+
+AsyncRounds::AsyncRounds(int64_t H, bool dynamic_local_updates) : H_(H), dynamic_(dynamic_local_updates) {}
+
+void AsyncRounds::init(sdk::NodeContext& ctx, sdk::Model& model) {
+  if (ctx.async == nullptr) {
+    throw sdk::ConfigError("strategy", "this strategy is asynchronous, and this runtime has no asynchronous link");
+  }
+  params_.clear();
+  for (auto& p : sdk::trainable_parameters(model)) params_.push_back(p.detach());
+  base_.clear();
+  for (const auto& p : params_) base_.push_back(p.clone());
+  const double speed = ctx.async->relative_speed();
+  round_steps_ = dynamic_ ? std::max<int64_t>(1, std::llround(static_cast<double>(H_) * speed)) : H_;
+  taken_ = 0;
+  ctx.async->connect(make_server(ctx, params_), [this](const sdk::AsyncReply& reply) { take(reply); });
+}
+
+void AsyncRounds::communicate(sdk::NodeContext& ctx, sdk::Model& /*model*/, int64_t /*step*/) {
+  if (++taken_ < round_steps_) return;
+  taken_ = 0;
+  at::NoGradGuard no_grad;
+  ctx.async->send(update(params_, base_));
+}
+
+void AsyncRounds::take(const sdk::AsyncReply& reply) {
+  if (reply.tensors.size() != params_.size()) {
+    throw sdk::Error("the server replied with " + std::to_string(reply.tensors.size()) + " tensors for " +
+                     std::to_string(params_.size()) + " parameters");
+  }
+  at::NoGradGuard no_grad;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    params_[i].copy_(reply.tensors[i]);
+    base_[i].copy_(reply.tensors[i]);
+  }
+}
+
+}  // namespace exogym::modules

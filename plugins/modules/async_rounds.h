@@ -1,0 +1,53 @@
+#pragma once
+// The node's half of an asynchronous strategy (sdk/async.h) that works in
+// rounds: the node takes its round's local steps, sends what the strategy
+// makes of them to the process's server, waits for the reply and continues
+// from the model in it. async_diloco.h and fedbuff.h say what travels and
+// what the server does with it.
+//
+// Rounds: "H" local steps for the fastest node; with dynamic local updates
+// (Liu et al. 2024) a node of relative speed s takes max(1, round(H·s)), so
+// that every node's round takes about the same simulated time.
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "exogym/sdk/async.h"
+#include "exogym/sdk/compose.h"
+
+namespace exogym::modules {
+
+class AsyncRounds : public sdk::CommunicationModule {
+ public:
+  AsyncRounds(int64_t H, bool dynamic_local_updates);
+
+  void init(sdk::NodeContext& ctx, sdk::Model& model) override;
+  void communicate(sdk::NodeContext& ctx, sdk::Model& model, int64_t step) override;
+
+  // This node's local steps per round.
+  int64_t round_steps() const { return round_steps_; }
+
+ protected:
+  // The process's server, made once (sdk::shared_in_process) from the
+  // initial parameters every node holds.
+  virtual std::shared_ptr<sdk::AsyncServer> make_server(sdk::NodeContext& ctx,
+                                                        const std::vector<at::Tensor>& params) = 0;
+  // What the node sends at the end of a round: `params` (this node's) and
+  // `base` (the model the round started from).
+  virtual std::vector<at::Tensor> update(const std::vector<at::Tensor>& params,
+                                         const std::vector<at::Tensor>& base) = 0;
+
+ private:
+  void take(const sdk::AsyncReply& reply);
+
+  int64_t H_;
+  bool dynamic_;
+  int64_t round_steps_ = 0, taken_ = 0;
+  std::vector<at::Tensor> params_;  // this node's trainable parameters
+  std::vector<at::Tensor> base_;    // the model its round started from
+};
+
+}  // namespace exogym::modules

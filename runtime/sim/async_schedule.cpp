@@ -1,0 +1,171 @@
+#include "exogym/runtime/sim/async_schedule.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "exogym/sdk/error.h"
+
+namespace exogym::runtime::sim {
+
+namespace {
+
+double bytes_of(const std::vector<at::Tensor>& tensors) {
+  double bytes = 0;
+  for (const auto& t : tensors) bytes += static_cast<double>(t.numel() * static_cast<int64_t>(t.element_size()));
+  return bytes;
+}
+
+}  // namespace
+
+class AsyncSchedule::NodeLink final : public sdk::AsyncLink {
+ public:
+  NodeLink(AsyncSchedule& schedule, int rank) : schedule_(schedule), rank_(rank) {}
+  void connect(std::shared_ptr<sdk::AsyncServer> server,
+               std::function<void(const sdk::AsyncReply&)> on_reply) override {
+    schedule_.connect(rank_, std::move(server), std::move(on_reply));
+  }
+  void send(std::vector<at::Tensor> update) override { schedule_.send(rank_, std::move(update)); }
+  double relative_speed() const override { return schedule_.speed_[static_cast<size_t>(rank_)] / schedule_.fastest_; }
+
+ private:
+  AsyncSchedule& schedule_;
+  const int rank_;
+};
+
+AsyncSchedule::AsyncSchedule(std::optional<double> step_time, std::vector<double> speed, const NetworkModel& network,
+                             std::optional<AsyncRefusal> refusal)
+    : step_time_(step_time),
+      speed_(std::move(speed)),
+      network_(network),
+      refusal_(std::move(refusal)),
+      nodes_(speed_.size()) {
+  fastest_ = speed_.empty() ? 1.0 : *std::max_element(speed_.begin(), speed_.end());
+  if (step_time_) slot_ = *step_time_ / fastest_;
+  for (size_t r = 0; r < speed_.size(); ++r) links_.push_back(std::make_unique<NodeLink>(*this, static_cast<int>(r)));
+}
+
+AsyncSchedule::~AsyncSchedule() = default;
+
+sdk::AsyncLink& AsyncSchedule::link(int rank) { return *links_.at(static_cast<size_t>(rank)); }
+
+int64_t AsyncSchedule::slot_of(double time) const {
+  // Clocks are sums of step times: a clock that should sit on a slot's
+  // boundary may be a rounding below it, and must count as the later slot.
+  return static_cast<int64_t>(std::floor(time / slot_ + 1e-9));
+}
+
+void AsyncSchedule::connect(int rank, std::shared_ptr<sdk::AsyncServer> server,
+                            std::function<void(const sdk::AsyncReply&)> on_reply) {
+  if (!server) throw sdk::Error("AsyncLink::connect: no server");
+  NodeState& node = nodes_.at(static_cast<size_t>(rank));
+  if (node.on_reply) throw sdk::Error("AsyncLink::connect: called twice");
+  node.on_reply = std::move(on_reply);
+  // Every node passes the process's one server (shared_in_process); the
+  // first to connect records it. The others connect concurrently.
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!server_) {
+    server_ = std::move(server);
+  } else if (server_ != server) {
+    throw sdk::Error("AsyncLink::connect: the nodes passed different servers (make it with sdk::shared_in_process)");
+  }
+}
+
+void AsyncSchedule::check_runnable() const {
+  if (!step_time_) {
+    throw sdk::ConfigError("compute.step_time",
+                           "an asynchronous strategy needs a fixed step time (for example \"compute\": "
+                           "{\"step_time\": \"100ms\"}): with measured times the order in which updates arrive, "
+                           "and so the run, would change from one run to the next");
+  }
+  if (refusal_) throw sdk::ConfigError(refusal_->path, refusal_->message);
+}
+
+void AsyncSchedule::send(int rank, std::vector<at::Tensor> update) {
+  NodeState& node = nodes_.at(static_cast<size_t>(rank));
+  if (!node.on_reply) throw sdk::Error("AsyncLink::send before connect");
+  if (node.sending || node.awaiting) throw sdk::Error("AsyncLink::send: an update is already on its way");
+  node.to_send = std::move(update);
+  node.sending = true;
+}
+
+bool AsyncSchedule::begin_slot(int rank, int64_t t, NodeMeter& meter) {
+  NodeState& node = nodes_.at(static_cast<size_t>(rank));
+  if (node.awaiting && node.reply && slot_of(node.reply_arrival) <= t) {
+    meter.take_reply(node.reply_bytes, node.reply_arrival, node.reply_time);
+    node.awaiting = false;
+    node.base_version = node.reply->version;
+    sdk::AsyncReply reply = std::move(*node.reply);
+    node.reply.reset();
+    node.on_reply(reply);
+  }
+  return !node.awaiting && slot_of(meter.clock()) <= t;
+}
+
+void AsyncSchedule::between_slots(int64_t t, const std::function<NodeMeter&(int)>& meter, sdk::MetricSink* metrics) {
+  deliver(t + 2, t + 1, meter, metrics);
+}
+
+void AsyncSchedule::drain(int64_t steps, const std::function<NodeMeter&(int)>& meter, sdk::MetricSink* metrics) {
+  deliver(std::nullopt, steps, meter, metrics);
+  for (size_t r = 0; r < nodes_.size(); ++r) {
+    NodeState& node = nodes_[r];
+    if (!node.awaiting || !node.reply) continue;
+    // The last replies land as the last transfers of a synchronous run do.
+    begin_slot(static_cast<int>(r), slot_of(node.reply_arrival), meter(static_cast<int>(r)));
+  }
+}
+
+void AsyncSchedule::deliver(std::optional<int64_t> before_slot, int64_t row,
+                            const std::function<NodeMeter&(int)>& meter, sdk::MetricSink* metrics) {
+  // The updates of the slot just ended leave, in rank order.
+  for (size_t r = 0; r < nodes_.size(); ++r) {
+    NodeState& node = nodes_[r];
+    if (!node.sending) continue;
+    InFlight f;
+    f.rank = static_cast<int>(r);
+    f.base_version = node.base_version;
+    const double bytes = bytes_of(node.to_send);
+    f.upload = NetworkModel::transfer_time(bytes, network_.link(f.rank));
+    f.arrival = meter(f.rank).send_update(bytes, f.upload);
+    f.tensors = std::move(node.to_send);
+    node.to_send.clear();
+    node.sending = false;
+    node.awaiting = true;
+    for (size_t m = 0; m < nodes_.size(); ++m)
+      meter(static_cast<int>(m)).note_server_traffic(CollectiveKind::ServerUpdate, bytes, f.upload);
+    in_flight_.push_back(std::move(f));
+  }
+  std::vector<InFlight> due, later;
+  for (auto& f : in_flight_) {
+    (!before_slot || slot_of(f.arrival) < *before_slot ? due : later).push_back(std::move(f));
+  }
+  in_flight_ = std::move(later);
+  std::stable_sort(due.begin(), due.end(), [](const InFlight& a, const InFlight& b) {
+    return a.arrival != b.arrival ? a.arrival < b.arrival : a.rank < b.rank;
+  });
+  for (size_t i = 0; i < due.size();) {
+    size_t j = i;
+    while (j < due.size() && due[j].arrival == due[i].arrival) ++j;
+    std::vector<sdk::AsyncUpdate> arrivals;
+    const int64_t version = server_->version();
+    for (size_t k = i; k < j; ++k) {
+      if (metrics) metrics->record(due[k].rank, row, "staleness", static_cast<double>(version - due[k].base_version));
+      arrivals.push_back({due[k].rank, due[k].arrival, due[k].base_version, std::move(due[k].tensors)});
+    }
+    server_->receive(arrivals);
+    for (size_t k = i; k < j; ++k) {
+      NodeState& node = nodes_[static_cast<size_t>(due[k].rank)];
+      sdk::AsyncReply reply{server_->version(), server_->reply(due[k].rank)};
+      node.reply_bytes = bytes_of(reply.tensors);
+      node.reply_time = NetworkModel::transfer_time(node.reply_bytes, network_.link(due[k].rank));
+      node.reply_arrival = due[k].arrival + node.reply_time;
+      node.reply = std::move(reply);
+      for (size_t m = 0; m < nodes_.size(); ++m)
+        meter(static_cast<int>(m)).note_server_traffic(CollectiveKind::ServerReply, node.reply_bytes, node.reply_time);
+    }
+    i = j;
+  }
+}
+
+}  // namespace exogym::runtime::sim

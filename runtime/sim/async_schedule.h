@@ -1,0 +1,110 @@
+#pragma once
+// The simulated time of an asynchronous strategy (sdk/async.h) in one
+// process: which node computes in which slot, the updates in flight to the
+// server, and the replies on their way back.
+//
+// Slots. The run's step t is the slot [t·q, (t+1)·q) of simulated time,
+// q = compute.step_time / the fastest node's speed. A node computes in slot
+// t when it waits for no reply and its clock is in the slot; each step moves
+// its clock by step_time / its speed (at least q). So a node's clock is at
+// least t·q at the start of slot t, and a step computed in slot t ends no
+// earlier than (t+1)·q.
+//
+// Order. Between slots t and t+1 every node of the process waits while one
+// thread sends the updates of slot t (they leave at their step's end over
+// the sender's link) and hands the server, in order of arrival (rank on
+// ties), every update that arrives before slot t+2: any later step ends at
+// (t+2)·q or after, so no update can still arrive before those. Updates that
+// arrive at the same time reach the server together; each sender's reply
+// then leaves over its link, and the node takes it in the slot it arrives in.
+// Nothing depends on the threads' timing: the same manifest gives the same
+// run.
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "exogym/runtime/sim/network_model.h"
+#include "exogym/runtime/sim/node_meter.h"
+#include "exogym/sdk/async.h"
+#include "exogym/sdk/node.h"
+
+namespace exogym::runtime::sim {
+
+// Why a run cannot be asynchronous: the manifest's field and the reason.
+struct AsyncRefusal {
+  std::string path, message;
+};
+
+class AsyncSchedule {
+ public:
+  // `speed` and `step_time` as the compute model's (nullopt: measured, which
+  // connect() refuses); `refusal`: set when something else in the run rules
+  // asynchrony out.
+  AsyncSchedule(std::optional<double> step_time, std::vector<double> speed, const NetworkModel& network,
+                std::optional<AsyncRefusal> refusal);
+  ~AsyncSchedule();
+
+  // The link of node `rank` (its NodeContext::async).
+  sdk::AsyncLink& link(int rank);
+  // Whether node `rank`'s strategy connected (in init()): its run goes by slots.
+  bool connected(int rank) const { return static_cast<bool>(nodes_.at(static_cast<size_t>(rank)).on_reply); }
+
+  // After init(), when some node connected: sdk::ConfigError naming the
+  // manifest's field when the run cannot be asynchronous (no fixed
+  // compute.step_time, several processes, failures, checkpoints).
+  void check_runnable() const;
+  // At the start of slot t, on node `rank`'s thread: hands the node its
+  // reply if it arrives by the end of the slot (the handler runs here), then
+  // says whether the node computes a step in the slot.
+  bool begin_slot(int rank, int64_t t, NodeMeter& meter);
+  // Between slots t and t + 1, once for the process while its nodes wait.
+  // `meter(rank)` gives a node's meter; `metrics` gets each update's
+  // staleness (the server versions its sender had not seen) at step t + 1.
+  void between_slots(int64_t t, const std::function<NodeMeter&(int)>& meter, sdk::MetricSink* metrics);
+  // After the last slot, likewise: every update in flight arrives and every
+  // reply is taken, so the run ends when its data has arrived.
+  void drain(int64_t steps, const std::function<NodeMeter&(int)>& meter, sdk::MetricSink* metrics);
+
+ private:
+  class NodeLink;
+  struct InFlight {
+    int rank = 0;
+    double arrival = 0, upload = 0;  // simulated seconds
+    int64_t base_version = 0;
+    std::vector<at::Tensor> tensors;
+  };
+  struct NodeState {
+    std::function<void(const sdk::AsyncReply&)> on_reply;
+    std::vector<at::Tensor> to_send;  // sent at the end of this slot
+    bool sending = false, awaiting = false;
+    int64_t base_version = 0;
+    std::optional<sdk::AsyncReply> reply;
+    double reply_arrival = 0, reply_bytes = 0, reply_time = 0;
+  };
+
+  int64_t slot_of(double time) const;
+  void connect(int rank, std::shared_ptr<sdk::AsyncServer> server,
+               std::function<void(const sdk::AsyncReply&)> on_reply);
+  void send(int rank, std::vector<at::Tensor> update);
+  // The queued updates that arrive before `before` (every one: nullopt).
+  void deliver(std::optional<int64_t> before_slot, int64_t row, const std::function<NodeMeter&(int)>& meter,
+               sdk::MetricSink* metrics);
+
+  std::optional<double> step_time_;
+  std::vector<double> speed_;
+  double fastest_ = 1, slot_ = 0;
+  const NetworkModel& network_;
+  std::optional<AsyncRefusal> refusal_;
+  std::mutex mutex_;  // connect()'s, on the nodes' threads
+  std::shared_ptr<sdk::AsyncServer> server_;
+  std::vector<std::unique_ptr<NodeLink>> links_;  // by rank
+  std::vector<NodeState> nodes_;                  // by rank
+  std::vector<InFlight> in_flight_;               // in the order sent
+};
+
+}  // namespace exogym::runtime::sim

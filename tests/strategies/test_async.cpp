@@ -1,0 +1,155 @@
+// Asynchronous strategies (sdk/async.h, runtime/sim/async_schedule.h,
+// plugins async_diloco and fedbuff): the slots a node computes in follow
+// its speed, the server takes updates in order of arrival with the
+// staleness that follows in closed form, runs reproduce bit for bit,
+// fedbuff with equally fast nodes and a full buffer is fedavg bit for bit,
+// async_diloco with a delay of K is DiLoCo up to rounding, and what the
+// runtime cannot run asynchronously is refused naming the manifest's field.
+#include <ATen/ATen.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "exogym/sdk/error.h"
+#include "helpers.h"
+#include "strategy_runs.h"
+#include "testing.h"
+
+namespace fs = std::filesystem;
+using exogym::test::bit_identical;
+using exogym::test::load_model_pt;
+using exogym::test::read_csv;
+using exogym::test::TempDir;
+using exogym::test::train_in;
+using exogym::test::with_strategy;
+using nlohmann::json;
+
+namespace {
+
+const json sgd = {{"name", "sgd"}, {"lr", 0.05}};
+
+// `plugin` on `nodes` nodes with a fixed step time of 1 s, `speed` by rank,
+// and a network so fast that transfers take about 1e-16 s.
+json async_manifest(int nodes, const std::string& plugin, const json& options, const json& speed = json::object()) {
+  json m = with_strategy(nodes, plugin, options);
+  m["compute"] = {{"step_time", "1s"}};
+  if (!speed.empty()) m["compute"]["speed"] = speed;
+  m["network"] = {{"bandwidth", "1000000TB/s"}, {"latency", "0s"}};
+  return m;
+}
+
+// summary.json's per-node entries, by node.
+std::map<int, json> per_node(const fs::path& run) {
+  std::map<int, json> out;
+  const json summary = json::parse(exogym::test::read_text(run / "summary.json"));
+  for (const auto& n : summary.at("communication").at("per_node")) out[n.at("node").get<int>()] = n;
+  return out;
+}
+
+// metrics.csv's staleness rows as (step, node) -> value.
+std::map<std::pair<int, int>, double> staleness(const fs::path& run) {
+  std::map<std::pair<int, int>, double> out;
+  for (const auto& row : read_csv(run / "metrics.csv")) {
+    if (row.at("name") != "staleness") continue;
+    out[{std::stoi(row.at("step")), std::stoi(row.at("node"))}] = std::stod(row.at("value"));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("async: a node computes in the slots its speed allows, and staleness counts the versions it missed",
+          "[strategies][async]") {
+  TempDir dir("async-slots");
+  // Slots of 1 s; every transfer takes 0.15 s (latency). Node 0 (speed 1,
+  // a round of 1 step) sends at 1, its update arrives at 1.15, its reply at
+  // 1.3: a cycle of 1.3 s, so its updates arrive at 1.15, 2.45, 3.75, 5.05,
+  // ... and it sits out the slots its replies skip (4 and 8). Node 1 (speed
+  // 0.25: steps of 4 s) sends at 4, 8.3 and 12.6, arriving at 4.15, 8.45 and
+  // 12.75 (after the last slot: the run ends when it has arrived). The
+  // server's version is the count of updates before; staleness, that minus
+  // the version the sender's round started from. An update is recorded at
+  // the step of the slot its arrival falls in (the run's end: 12).
+  json m = async_manifest(
+      2, "async_diloco", {{"H", 1}, {"dynamic_local_updates", false}, {"delay", 1}, {"optimizer", sgd}}, {{"1", 0.25}});
+  m["network"]["latency"] = "150ms";
+  m["train"]["max_steps"] = 12;
+  const fs::path run = train_in(m, dir, "run");
+  const auto nodes = per_node(run);
+  CHECK(nodes.at(0).at("compute_s").get<double>() == Approx(10.0));  // slots 0-3, 5-7, 9-11
+  CHECK(nodes.at(1).at("compute_s").get<double>() == Approx(12.0));  // slots 0, 4, 8: 3 steps of 4 s
+  const std::map<std::pair<int, int>, double> expected = {
+      {{1, 0}, 0}, {{2, 0}, 0}, {{3, 0}, 0},  {{4, 1}, 3},  {{5, 0}, 1},  {{6, 0}, 0},  {{7, 0}, 0},
+      {{8, 1}, 3}, {{8, 0}, 1}, {{10, 0}, 0}, {{11, 0}, 0}, {{12, 1}, 3}, {{12, 0}, 1},
+  };
+  CHECK(staleness(run) == expected);
+}
+
+TEST_CASE("async: the same manifest gives the same run bit for bit", "[strategies][async]") {
+  TempDir dir("async-repro");
+  const json m = async_manifest(4, "async_diloco", {{"H", 4}, {"optimizer", sgd}}, {{"2", 0.25}, {"3", 0.5}});
+  const fs::path a = train_in(m, dir, "a");
+  const fs::path b = train_in(m, dir, "b");
+  CHECK(bit_identical(load_model_pt(a / "model.pt"), load_model_pt(b / "model.pt")));
+  CHECK(exogym::test::read_text(a / "train.csv") == exogym::test::read_text(b / "train.csv"));
+  CHECK(exogym::test::read_text(a / "metrics.csv") == exogym::test::read_text(b / "metrics.csv"));
+  CHECK(staleness(a).size() > 4);
+}
+
+TEST_CASE("async: fedbuff with equally fast nodes and a buffer of every node is fedavg bit for bit",
+          "[strategies][async]") {
+  TempDir dir("async-fedbuff");
+  const json options = {{"H", 3}, {"optimizer", sgd}};
+  json sync = with_strategy(4, "fedavg", options);
+  const fs::path fedavg = train_in(sync, dir, "fedavg");
+  const fs::path fedbuff = train_in(async_manifest(4, "fedbuff", options), dir, "fedbuff");
+  CHECK(bit_identical(load_model_pt(fedavg / "model.pt"), load_model_pt(fedbuff / "model.pt")));
+  // A buffer of 2 moves the model twice as often: another run.
+  json half = options;
+  half["buffer"] = 2;
+  const fs::path two = train_in(async_manifest(4, "fedbuff", half), dir, "buffer2");
+  CHECK_FALSE(bit_identical(load_model_pt(fedavg / "model.pt"), load_model_pt(two / "model.pt")));
+}
+
+TEST_CASE("async: async_diloco with equally fast nodes and a delay of K is DiLoCo up to rounding",
+          "[strategies][async]") {
+  TempDir dir("async-diloco");
+  const json outer = {{"name", "sgd"}, {"lr", 0.7}, {"momentum", 0.9}, {"nesterov", true}};
+  const fs::path diloco =
+      train_in(with_strategy(4, "diloco", {{"H", 5}, {"optimizer", sgd}, {"outer_optimizer", outer}}), dir, "diloco");
+  const fs::path async =
+      train_in(async_manifest(4, "async_diloco",
+                              {{"H", 5}, {"optimizer", sgd}, {"outer_lr", 0.7}, {"outer_momentum", 0.9}, {"delay", 4}}),
+               dir, "async");
+  const auto a = load_model_pt(diloco / "model.pt");
+  const auto b = load_model_pt(async / "model.pt");
+  for (const auto& [name, t] : a) {
+    INFO(name);
+    CHECK((t - b.at(name)).abs().max().item<double>() < 1e-5);
+  }
+}
+
+TEST_CASE("async: what cannot run asynchronously is refused naming the field", "[strategies][async]") {
+  TempDir dir("async-refused");
+  const json options = {{"H", 2}, {"optimizer", sgd}};
+  int tries = 0;
+  auto error_of = [&](const json& m) {
+    try {
+      train_in(m, dir, "r" + std::to_string(++tries));
+    } catch (const exogym::sdk::ConfigError& e) {
+      return e.path() + ": " + e.message();
+    }
+    return std::string("no error");
+  };
+  json measured = with_strategy(2, "fedbuff", options);
+  CHECK_THAT(error_of(measured), Catch::StartsWith("compute.step_time: an asynchronous strategy needs"));
+  json checkpoints = async_manifest(2, "async_diloco", options);
+  checkpoints["checkpoint"] = {{"interval", 4}};
+  CHECK_THAT(error_of(checkpoints), Catch::StartsWith("checkpoint.interval: "));
+  json faults = async_manifest(2, "async_diloco", options);
+  faults["churn"] = {{"mtbf", "1h"}, {"downtime", "1min"}};
+  CHECK_THAT(error_of(faults), Catch::StartsWith("churn: "));
+  json buffer = async_manifest(2, "fedbuff", {{"H", 2}, {"buffer", 3}, {"optimizer", sgd}});
+  CHECK_THAT(error_of(buffer), Catch::StartsWith("strategy.options.buffer: a buffer of 3 updates never"));
+}
