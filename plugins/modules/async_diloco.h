@@ -15,7 +15,8 @@
 //
 // Options: "H", "dynamic_local_updates", "outer_lr", "outer_momentum",
 // "delay" (N; null: the number of nodes). Server state (checkpoints):
-// none yet (an asynchronous run writes no checkpoint, docs/plugins.md).
+// "model.<i>", "momentum.<i>", "pending.<i>" (the pseudo-gradients since
+// the last momentum step) and "version".
 #include <cstdint>
 #include <optional>
 

@@ -46,4 +46,29 @@ void AsyncRounds::take(const sdk::AsyncReply& reply) {
   }
 }
 
+void AsyncRounds::save_state(sdk::StateDict& out, const std::string& prefix) const {
+  out[prefix + "taken"] = at::scalar_tensor(taken_, at::kLong);
+  save_tensors(out, prefix + "base.", base_);
+}
+
+void AsyncRounds::load_state(const sdk::StateDict& in, const std::string& prefix) {
+  taken_ = state_tensor(in, prefix + "taken").item<int64_t>();
+  load_tensors(in, prefix + "base.", base_);
+}
+
+const at::Tensor& state_tensor(const sdk::StateDict& in, const std::string& key) {
+  auto it = in.find(key);
+  if (it == in.end()) throw sdk::Error("asynchronous state: missing " + key);
+  return it->second;
+}
+
+void save_tensors(sdk::StateDict& out, const std::string& prefix, const std::vector<at::Tensor>& tensors) {
+  for (size_t i = 0; i < tensors.size(); ++i) out[prefix + std::to_string(i)] = tensors[i];
+}
+
+void load_tensors(const sdk::StateDict& in, const std::string& prefix, std::vector<at::Tensor>& tensors) {
+  at::NoGradGuard no_grad;
+  for (size_t i = 0; i < tensors.size(); ++i) tensors[i].copy_(state_tensor(in, prefix + std::to_string(i)));
+}
+
 }  // namespace exogym::modules

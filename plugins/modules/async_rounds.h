@@ -27,6 +27,12 @@ class AsyncRounds : public sdk::CommunicationModule {
   void init(sdk::NodeContext& ctx, sdk::Model& model) override;
   void communicate(sdk::NodeContext& ctx, sdk::Model& model, int64_t step) override;
 
+  // "<prefix>taken": the steps taken in the current round; "<prefix>base.<i>":
+  // the model the round started from. (The server's state and the update
+  // in flight are the runtime's to save: sdk::AsyncServer::save_state.)
+  void save_state(sdk::StateDict& out, const std::string& prefix) const override;
+  void load_state(const sdk::StateDict& in, const std::string& prefix) override;
+
   // This node's local steps per round.
   int64_t round_steps() const { return round_steps_; }
 
@@ -49,5 +55,11 @@ class AsyncRounds : public sdk::CommunicationModule {
   std::vector<at::Tensor> params_;  // this node's trainable parameters
   std::vector<at::Tensor> base_;    // the model its round started from
 };
+
+// For the servers' and rounds' state: `tensors` as "<prefix><i>", and back
+// into tensors of the same shapes (sdk::Error naming a missing key).
+const at::Tensor& state_tensor(const sdk::StateDict& in, const std::string& key);
+void save_tensors(sdk::StateDict& out, const std::string& prefix, const std::vector<at::Tensor>& tensors);
+void load_tensors(const sdk::StateDict& in, const std::string& prefix, std::vector<at::Tensor>& tensors);
 
 }  // namespace exogym::modules

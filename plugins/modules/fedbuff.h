@@ -15,7 +15,10 @@
 //
 // Options: "H", "dynamic_local_updates" (async_rounds.h; default false, as
 // in the paper), "buffer" (null: the number of nodes; at most that),
-// "server_lr", "staleness_exponent".
+// "server_lr", "staleness_exponent". Server state (checkpoints): "version",
+// the models some node's round started from ("model.<version>.<i>"), each
+// node's last version ("bases": rank, version pairs) and the buffered
+// updates ("held.<k>.<i>", "held_bases", "held_weights").
 #include <cstdint>
 #include <optional>
 

@@ -20,7 +20,8 @@ namespace {
 // Version 2: the digest covers the whole file, not only the tensor data.
 const char* const kFormat = "exogym-node-state-2";
 const char* const kDigest = "digest_fnv1a";
-const std::string kModel = "model.", kBuffer = "buffer.", kStrategy = "strategy.", kGenerator = "rng.model";
+const std::string kModel = "model.", kBuffer = "buffer.", kStrategy = "strategy.", kAsync = "async.",
+                  kGenerator = "rng.model";
 
 void add_text(util::Fnv1a& hash, std::string_view text) {
   // Length first, so that no two sequences of strings hash alike.
@@ -78,7 +79,7 @@ const at::Tensor& matching(const at::Tensor& target, const output::NamedTensors&
 std::string node_file_name(int rank) { return "node-" + std::to_string(rank) + ".safetensors"; }
 
 void write_node_state(const fs::path& folder, int rank, int64_t step, sdk::Model& model, const sdk::Strategy& strategy,
-                      const nlohmann::json& meter) {
+                      const nlohmann::json& meter, const AsyncPart& async) {
   output::NamedTensors tensors;
   for (const auto& item : model.network().named_parameters(/*recurse=*/true))
     tensors.emplace_back(kModel + item.key(), on_cpu(item.value()));
@@ -92,9 +93,11 @@ void write_node_state(const fs::path& folder, int rank, int64_t step, sdk::Model
   sdk::StateDict strategy_state;
   strategy.save_state(strategy_state);
   for (const auto& [key, tensor] : strategy_state) tensors.emplace_back(kStrategy + key, on_cpu(tensor));
+  for (const auto& [key, tensor] : async.tensors) tensors.emplace_back(kAsync + key, on_cpu(tensor));
 
   std::map<std::string, std::string> metadata = {
       {"format", kFormat}, {"node", std::to_string(rank)}, {"step", std::to_string(step)}, {"meter", meter.dump()}};
+  if (!async.meta.is_null()) metadata["async"] = async.meta.dump();
   metadata[kDigest] = state_digest(tensors, metadata);
   output::write_safetensors(folder / node_file_name(rank), tensors, metadata);
 }
@@ -119,9 +122,12 @@ NodeState read_node_state(const fs::path& folder, int rank, int64_t step) {
     throw sdk::DataError(file.string() + ": damaged (its tensors or metadata do not match its digest)");
   try {
     state.meter = nlohmann::json::parse(field("meter"));
+    if (meta.count("async")) state.async.meta = nlohmann::json::parse(meta.at("async"));
   } catch (const nlohmann::json::exception& e) {
-    throw sdk::DataError(file.string() + ": metadata \"meter\": not JSON (" + e.what() + ")");
+    throw sdk::DataError(file.string() + ": metadata \"meter\" or \"async\": not JSON (" + e.what() + ")");
   }
+  for (const auto& [key, tensor] : state.file.tensors)
+    if (key.compare(0, kAsync.size(), kAsync) == 0) state.async.tensors.emplace(key.substr(kAsync.size()), tensor);
   return state;
 }
 

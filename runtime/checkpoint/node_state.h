@@ -6,8 +6,11 @@
 // metadata its meter ("meter", sim::NodeMeter::state) and a digest of every
 // tensor's name, dtype, shape and data and of the other metadata, so that a
 // damaged or edited file is found before it is used.
+#include <ATen/core/Tensor.h>
+
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -22,10 +25,18 @@ namespace exogym::runtime::checkpoint {
 
 std::string node_file_name(int rank);
 
+// The runtime's part of an asynchronous strategy's node state
+// (sim/async_schedule.h): tensors stored as "async.<key>", and metadata
+// "async" (absent when `meta` is null).
+struct AsyncPart {
+  std::map<std::string, at::Tensor> tensors;
+  nlohmann::json meta;
+};
+
 // Writes node `rank`'s state at `step` (steps completed) into `folder`
 // (write_file_atomically). On the node's thread, at a step boundary.
 void write_node_state(const std::filesystem::path& folder, int rank, int64_t step, sdk::Model& model,
-                      const sdk::Strategy& strategy, const nlohmann::json& meter);
+                      const sdk::Strategy& strategy, const nlohmann::json& meter, const AsyncPart& async = {});
 
 // A node's file, read and checked: sdk::DataError naming the file when it is
 // not valid safetensors, belongs to another node or step, or its digest
@@ -33,6 +44,7 @@ void write_node_state(const std::filesystem::path& folder, int rank, int64_t ste
 struct NodeState {
   output::SafetensorsFile file;
   nlohmann::json meter;
+  AsyncPart async;  // meta null: the run was not asynchronous
 };
 NodeState read_node_state(const std::filesystem::path& folder, int rank, int64_t step);
 

@@ -116,6 +116,82 @@ void AsyncSchedule::drain(int64_t steps, const std::function<NodeMeter&(int)>& m
   }
 }
 
+namespace {
+
+void put(std::map<std::string, at::Tensor>& out, const std::string& prefix, const std::vector<at::Tensor>& tensors) {
+  for (size_t i = 0; i < tensors.size(); ++i) out[prefix + std::to_string(i)] = tensors[i];
+}
+
+std::vector<at::Tensor> take(const std::map<std::string, at::Tensor>& in, const std::string& prefix, int64_t count) {
+  std::vector<at::Tensor> out;
+  for (int64_t i = 0; i < count; ++i) {
+    auto it = in.find(prefix + std::to_string(i));
+    if (it == in.end()) throw sdk::Error("asynchronous state: missing tensor " + prefix + std::to_string(i));
+    out.push_back(it->second.clone());
+  }
+  return out;
+}
+
+}  // namespace
+
+void AsyncSchedule::save_node(int rank, bool server, std::map<std::string, at::Tensor>& tensors,
+                              nlohmann::json& meta) const {
+  const NodeState& node = nodes_.at(static_cast<size_t>(rank));
+  EXOGYM_CHECK_INTERNAL(!node.sending, "a checkpoint while an asynchronous update is being sent");
+  meta = {{"awaiting", node.awaiting}, {"base_version", node.base_version}, {"in_flight", nullptr}, {"reply", nullptr}};
+  for (const auto& f : in_flight_) {
+    if (f.rank != rank) continue;
+    meta["in_flight"] = {
+        {"arrival", f.arrival}, {"upload", f.upload}, {"base_version", f.base_version}, {"count", f.tensors.size()}};
+    put(tensors, "update.", f.tensors);
+  }
+  if (node.reply) {
+    meta["reply"] = {{"version", node.reply->version},
+                     {"arrival", node.reply_arrival},
+                     {"bytes", node.reply_bytes},
+                     {"time", node.reply_time},
+                     {"count", node.reply->tensors.size()}};
+    put(tensors, "reply.", node.reply->tensors);
+  }
+  if (server) {
+    sdk::StateDict state;
+    server_->save_state(state);
+    for (auto& [key, t] : state) tensors["server." + key] = t;
+  }
+}
+
+void AsyncSchedule::restore_node(int rank, bool server, const std::map<std::string, at::Tensor>& tensors,
+                                 const nlohmann::json& meta) {
+  NodeState& node = nodes_.at(static_cast<size_t>(rank));
+  node.awaiting = meta.at("awaiting").get<bool>();
+  node.base_version = meta.at("base_version").get<int64_t>();
+  if (const nlohmann::json& r = meta.at("reply"); !r.is_null()) {
+    node.reply = sdk::AsyncReply{r.at("version").get<int64_t>(), take(tensors, "reply.", r.at("count").get<int64_t>())};
+    node.reply_arrival = r.at("arrival").get<double>();
+    node.reply_bytes = r.at("bytes").get<double>();
+    node.reply_time = r.at("time").get<double>();
+  }
+  if (const nlohmann::json& f = meta.at("in_flight"); !f.is_null()) {
+    InFlight flight;
+    flight.rank = rank;
+    flight.arrival = f.at("arrival").get<double>();
+    flight.upload = f.at("upload").get<double>();
+    flight.base_version = f.at("base_version").get<int64_t>();
+    flight.tensors = take(tensors, "update.", f.at("count").get<int64_t>());
+    // The nodes restore at the same time; the order of this list does not
+    // matter (deliver() sorts by arrival and rank).
+    std::lock_guard<std::mutex> lock(mutex_);
+    in_flight_.push_back(std::move(flight));
+  }
+  if (server) {
+    sdk::StateDict state;
+    const std::string prefix = "server.";
+    for (const auto& [key, t] : tensors)
+      if (key.compare(0, prefix.size(), prefix) == 0) state[key.substr(prefix.size())] = t;
+    server_->load_state(state);
+  }
+}
+
 void AsyncSchedule::deliver(std::optional<int64_t> before_slot, int64_t row,
                             const std::function<NodeMeter&(int)>& meter, sdk::MetricSink* metrics) {
   // The updates of the slot just ended leave, in rank order.

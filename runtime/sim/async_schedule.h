@@ -24,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -66,6 +67,14 @@ class AsyncSchedule {
   // `meter(rank)` gives a node's meter; `metrics` gets each update's
   // staleness (the server versions its sender had not seen) at step t + 1.
   void between_slots(int64_t t, const std::function<NodeMeter&(int)>& meter, sdk::MetricSink* metrics);
+  // Checkpoints, at a step boundary (every update of the slot has left):
+  // node `rank`'s update in flight or reply on its way and the version its
+  // round started from, as tensors ("update.<i>", "reply.<i>") and `meta`;
+  // with `server`, also the server's state ("server.<key>"). restore_node
+  // puts them back before the first resumed slot, on the node's thread.
+  void save_node(int rank, bool server, std::map<std::string, at::Tensor>& tensors, nlohmann::json& meta) const;
+  void restore_node(int rank, bool server, const std::map<std::string, at::Tensor>& tensors,
+                    const nlohmann::json& meta);
   // After the last slot, likewise: every update in flight arrives and every
   // reply is taken, so the run ends when its data has arrived.
   void drain(int64_t steps, const std::function<NodeMeter&(int)>& meter, sdk::MetricSink* metrics);

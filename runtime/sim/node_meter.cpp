@@ -266,6 +266,7 @@ nlohmann::json NodeMeter::state() const {
   if (failure_timeout_ > 0) state["failure_timeout"] = failure_timeout_;
   if (peak_step_sent_ > 0) state["peak_step_sent"] = peak_step_sent_;
   if (group_view_sent_ > 0 || group_sent_ > 0) state["group_sent"] = {group_view_sent_, group_sent_};
+  if (awaiting_link_ > 0) state["awaiting_link"] = awaiting_link_;
   return state;
 }
 
@@ -283,7 +284,7 @@ void NodeMeter::check_state(const nlohmann::json& state) {
     if (!pair.is_array() || pair.size() != 2) throw std::invalid_argument("\"" + std::string(key) + "\" is not a pair");
     for (const auto& value : pair) number(value, key);
   }
-  for (const char* key : {"failure_timeout", "peak_step_sent"})
+  for (const char* key : {"failure_timeout", "peak_step_sent", "awaiting_link"})
     if (state.contains(key)) number(state.at(key), key);
   // Checkpoints from before non-blocking collectives have none of these.
   for (const char* key : {"transfer", "link_free"}) {
@@ -310,6 +311,7 @@ void NodeMeter::restore(const nlohmann::json& state) {
     calls_[i] = state.at("calls").at(i);
   }
   failure_timeout_ = state.value("failure_timeout", 0.0);
+  awaiting_link_ = state.value("awaiting_link", 0.0);
   // Absent from checkpoints written before it was counted: the peak of the
   // steps after the resume.
   peak_step_sent_ = state.value("peak_step_sent", 0.0);

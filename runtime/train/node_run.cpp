@@ -151,6 +151,18 @@ void NodeRun::restore() {
   phase_ = "restoring the state of " + strategy_name_ + " from " + file;
   meter_.restore(node->second.meter);  // first: load_state takes its collectives in flight back
   checkpoint::restore_strategy(strategy_, node->second);
+  sim::AsyncSchedule& schedule = s_.simulation->async();
+  const nlohmann::json& async = node->second.async.meta;
+  if (schedule.connected(rank_) != !async.is_null()) {
+    throw sdk::DataError(file + ": " +
+                         (async.is_null() ? "written by a synchronous run, resumed with an asynchronous strategy"
+                                          : "written by an asynchronous run, resumed with a synchronous strategy"));
+  }
+  if (!async.is_null()) {
+    phase_ = "restoring the asynchronous state from " + file;
+    schedule.restore_node(rank_, rank_ == s_.run.role.block.first, node->second.async.tensors, async);
+    steps_computed_ = async.at("steps_computed").get<int64_t>();
+  }
   // Only this thread touches its node's entry.
   node->second = checkpoint::NodeState();
 }
@@ -232,8 +244,13 @@ void NodeRun::write_checkpoint(int64_t step) {
   phase_ = "writing the checkpoint of step " + std::to_string(step);
   const auto started = std::chrono::steady_clock::now();
   CheckpointState& checkpoints = s_.checkpoints;
-  checkpoint::write_node_state(checkpoints.writer->partial_folder(step), rank_, step, model_, strategy_,
-                               meter_.state());
+  checkpoint::AsyncPart async;
+  if (asynchronous_) {
+    s_.simulation->async().save_node(rank_, rank_ == s_.run.role.block.first, async.tensors, async.meta);
+    async.meta["steps_computed"] = steps_computed_;
+  }
+  checkpoint::write_node_state(checkpoints.writer->partial_folder(step), rank_, step, model_, strategy_, meter_.state(),
+                               async);
   meet_every_node();
   if (s_.run.role.mesh) {
     // Every node of this process is here, so no metric row or report is
@@ -258,7 +275,7 @@ void NodeRun::write_checkpoint(int64_t step) {
 void NodeRun::train_step(int64_t t) {
   start_step(t);
   evaluate_at(t);
-  compute_step(t);
+  report_or_drop(t, compute_step(t));
 }
 
 void NodeRun::evaluate_at(int64_t t) {
@@ -281,15 +298,17 @@ void NodeRun::async_slot(int64_t t) {
   // Every node evaluates, whether it computes in the slot or not: it is a
   // collective of the runtime's.
   evaluate_at(t);
+  // A node that sits the slot out reports its last step's loss.
+  double loss = last_loss_;
   if (computes) {
-    compute_step(t);
+    loss = compute_step(t);
   } else {
     meter_.set_completed_steps(t + 1);
-    // A node that sits the slot out reports its last step's loss.
-    if (rank_ == membership_.reporter()) report_step(t, last_loss_);
   }
   phase_ = "waiting for the other nodes between slots of " + strategy_name_;
   meet_every_node_of_process([this, t] { s_.simulation->async().between_slots(t, meter_of(), ctx_.metrics); });
+  // After the meeting: the updates that left in it are this step's comm.csv rows.
+  report_or_drop(t, loss);
 }
 
 std::function<sim::NodeMeter&(int)> NodeRun::meter_of() {
@@ -298,7 +317,7 @@ std::function<sim::NodeMeter&(int)> NodeRun::meter_of() {
 
 void NodeRun::meet_every_node_of_process(const std::function<void()>& work) { cluster_.meet_all(rank_, &slot_, work); }
 
-void NodeRun::compute_step(int64_t t) {
+double NodeRun::compute_step(int64_t t) {
   meter_.begin_step(t);
   phase_ = "zero_grad of " + strategy_name_;
   strategy_.zero_grad();
@@ -313,6 +332,10 @@ void NodeRun::compute_step(int64_t t) {
   strategy_.step();
   release_gradients(model_.network());
   meter_.end_step();
+  return loss;
+}
+
+void NodeRun::report_or_drop(int64_t t, double loss) {
   if (rank_ == membership_.reporter()) {
     report_step(t, loss);
   } else if (membership_.simulated()) {

@@ -40,8 +40,10 @@ class NodeRun {
   void train_step(int64_t t);
   // Step t's evaluation, if one is due (every node takes part).
   void evaluate_at(int64_t t);
-  // Step t's compute: zero_grad, forward/backward, the strategy's step, the report.
-  void compute_step(int64_t t);
+  // Step t's compute: zero_grad, forward/backward, the strategy's step; its loss.
+  double compute_step(int64_t t);
+  // The reporting node's rows of step t (report_step); the others drop theirs.
+  void report_or_drop(int64_t t, double loss);
   // Slot t of an asynchronous strategy (sim/async_schedule.h): the reply
   // if it has come, the evaluation, the step if the node is free, then the
   // meeting where the updates travel.

@@ -3,14 +3,17 @@
 // its speed, the server takes updates in order of arrival with the
 // staleness that follows in closed form, runs reproduce bit for bit,
 // fedbuff with equally fast nodes and a full buffer is fedavg bit for bit,
-// async_diloco with a delay of K is DiLoCo up to rounding, and what the
-// runtime cannot run asynchronously is refused naming the manifest's field.
+// async_diloco with a delay of K is DiLoCo up to rounding, a run resumed
+// with updates in flight is the same run, and what the runtime cannot run
+// asynchronously is refused naming the manifest's field.
 #include <ATen/ATen.h>
 
 #include <map>
 #include <string>
 #include <vector>
 
+#include "checkpoint_fixtures.h"
+#include "exogym/runtime/checkpoint/node_state.h"
 #include "exogym/sdk/error.h"
 #include "helpers.h"
 #include "strategy_runs.h"
@@ -144,12 +147,54 @@ TEST_CASE("async: what cannot run asynchronously is refused naming the field", "
   };
   json measured = with_strategy(2, "fedbuff", options);
   CHECK_THAT(error_of(measured), Catch::StartsWith("compute.step_time: an asynchronous strategy needs"));
-  json checkpoints = async_manifest(2, "async_diloco", options);
-  checkpoints["checkpoint"] = {{"interval", 4}};
-  CHECK_THAT(error_of(checkpoints), Catch::StartsWith("checkpoint.interval: "));
+  json participation = async_manifest(2, "async_diloco", options);
+  participation["participation"] = {{"per_round", 1}, {"round", 2}};
+  CHECK_THAT(error_of(participation), Catch::StartsWith("participation: an asynchronous strategy has no partial"));
   json faults = async_manifest(2, "async_diloco", options);
   faults["churn"] = {{"mtbf", "1h"}, {"downtime", "1min"}};
   CHECK_THAT(error_of(faults), Catch::StartsWith("churn: "));
   json buffer = async_manifest(2, "fedbuff", {{"H", 2}, {"buffer", 3}, {"optimizer", sgd}});
   CHECK_THAT(error_of(buffer), Catch::StartsWith("strategy.options.buffer: a buffer of 3 updates never"));
+}
+
+TEST_CASE("async: a run resumed with updates in flight and replies on their way is the same run",
+          "[strategies][async][checkpoint]") {
+  const json adam = {{"name", "adam"}, {"lr", 0.01}};
+  const std::vector<std::pair<std::string, json>> strategies = {
+      {"async_diloco", {{"H", 3}, {"delay", 2}, {"optimizer", adam}}},
+      {"fedbuff", {{"H", 3}, {"buffer", 2}, {"optimizer", adam}}},
+  };
+  for (const auto& [plugin, options] : strategies) {
+    SECTION(plugin) {
+      TempDir dir("async-resume-" + plugin);
+      json m = exogym::test::checkpointed_manifest(3, 5);
+      m["checkpoint"]["keep"] = 5;
+      m["strategy"] = {{"plugin", plugin}, {"options", options}};
+      // Transfers of 150 ms each way: at most boundaries some update is
+      // on its way to the server or some reply on its way back.
+      m["compute"] = {{"step_time", "1s"}, {"speed", {{"1", 0.5}, {"2", 0.25}}}};
+      m["network"] = {{"bandwidth", "1000000TB/s"}, {"latency", "150ms"}};
+      m["train"]["max_steps"] = 23;
+      exogym::test::train_into(m, dir / "whole");
+      m["train"]["max_steps"] = 12;
+      exogym::test::train_into(m, dir / "parts");
+      exogym::test::resume_in(dir / "parts", {"train.max_steps=23"}, 10);
+      exogym::test::require_same_run(dir / "whole", dir / "parts");
+      int in_transit = 0;
+      for (int node = 0; node < 3; ++node) {
+        const json meta =
+            exogym::runtime::checkpoint::read_node_state(dir / "parts" / "checkpoints" / "step-10", node, 10)
+                .async.meta;
+        REQUIRE(meta.is_object());
+        in_transit += !meta.at("in_flight").is_null() + !meta.at("reply").is_null();
+      }
+      CHECK(in_transit > 0);
+      // A run that ended (its last updates landed after its last
+      // checkpoint), extended from that checkpoint.
+      m["train"]["max_steps"] = 15;
+      exogym::test::train_into(m, dir / "finished");
+      exogym::test::resume_in(dir / "finished", {"train.max_steps=23"});
+      exogym::test::require_same_run(dir / "whole", dir / "finished");
+    }
+  }
 }
