@@ -13,6 +13,7 @@
 #include "exogym/runtime/host/devices.h"
 #include "exogym/runtime/host/interrupt.h"
 #include "exogym/runtime/plugin/plugin_loader.h"
+#include "exogym/runtime/train/async_checkpoint.h"
 #include "exogym/runtime/train/autocast_scope.h"
 #include "exogym/runtime/train/checkpointing.h"
 #include "exogym/runtime/train/divergence.h"
@@ -98,7 +99,8 @@ void NodeRun::run() {
     }
     if (asynchronous_) {
       phase_ = "the last updates of " + strategy_name_ + " and their replies";
-      meet_every_node_of_process([this] { s_.simulation->async().drain(m_.max_steps, meter_of(), ctx_.metrics); });
+      cluster_.meet_all(rank_, &slot_,
+                        [this] { s_.simulation->async().drain(m_.max_steps, meter_of(), ctx_.metrics); });
     }
     s_.loop.note_end();
     if (membership_.is_live(rank_)) finish();
@@ -151,18 +153,8 @@ void NodeRun::restore() {
   phase_ = "restoring the state of " + strategy_name_ + " from " + file;
   meter_.restore(node->second.meter);  // first: load_state takes its collectives in flight back
   checkpoint::restore_strategy(strategy_, node->second);
-  sim::AsyncSchedule& schedule = s_.simulation->async();
-  const nlohmann::json& async = node->second.async.meta;
-  if (schedule.connected(rank_) != !async.is_null()) {
-    throw sdk::DataError(file + ": " +
-                         (async.is_null() ? "written by a synchronous run, resumed with an asynchronous strategy"
-                                          : "written by an asynchronous run, resumed with a synchronous strategy"));
-  }
-  if (!async.is_null()) {
-    phase_ = "restoring the asynchronous state from " + file;
-    schedule.restore_node(rank_, rank_ == s_.run.role.block.first, node->second.async.tensors, async);
-    steps_computed_ = async.at("steps_computed").get<int64_t>();
-  }
+  steps_computed_ =
+      restore_async_state(s_.simulation->async(), rank_, rank_ == s_.run.role.block.first, node->second.async, file);
   // Only this thread touches its node's entry.
   node->second = checkpoint::NodeState();
 }
@@ -244,13 +236,9 @@ void NodeRun::write_checkpoint(int64_t step) {
   phase_ = "writing the checkpoint of step " + std::to_string(step);
   const auto started = std::chrono::steady_clock::now();
   CheckpointState& checkpoints = s_.checkpoints;
-  checkpoint::AsyncPart async;
-  if (asynchronous_) {
-    s_.simulation->async().save_node(rank_, rank_ == s_.run.role.block.first, async.tensors, async.meta);
-    async.meta["steps_computed"] = steps_computed_;
-  }
-  checkpoint::write_node_state(checkpoints.writer->partial_folder(step), rank_, step, model_, strategy_, meter_.state(),
-                               async);
+  checkpoint::write_node_state(
+      checkpoints.writer->partial_folder(step), rank_, step, model_, strategy_, meter_.state(),
+      save_async_state(s_.simulation->async(), rank_, rank_ == s_.run.role.block.first, steps_computed_));
   meet_every_node();
   if (s_.run.role.mesh) {
     // Every node of this process is here, so no metric row or report is
@@ -306,7 +294,7 @@ void NodeRun::async_slot(int64_t t) {
     meter_.set_completed_steps(t + 1);
   }
   phase_ = "waiting for the other nodes between slots of " + strategy_name_;
-  meet_every_node_of_process([this, t] { s_.simulation->async().between_slots(t, meter_of(), ctx_.metrics); });
+  cluster_.meet_all(rank_, &slot_, [this, t] { s_.simulation->async().between_slots(t, meter_of(), ctx_.metrics); });
   // After the meeting: the updates that left in it are this step's comm.csv rows.
   report_or_drop(t, loss);
 }
@@ -314,8 +302,6 @@ void NodeRun::async_slot(int64_t t) {
 std::function<sim::NodeMeter&(int)> NodeRun::meter_of() {
   return [this](int rank) -> sim::NodeMeter& { return s_.simulation->meter(rank); };
 }
-
-void NodeRun::meet_every_node_of_process(const std::function<void()>& work) { cluster_.meet_all(rank_, &slot_, work); }
 
 double NodeRun::compute_step(int64_t t) {
   meter_.begin_step(t);

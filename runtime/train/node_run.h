@@ -49,7 +49,6 @@ class NodeRun {
   // meeting where the updates travel.
   void async_slot(int64_t t);
   std::function<sim::NodeMeter&(int)> meter_of();
-  void meet_every_node_of_process(const std::function<void()>& work);
   // What every node does at the start of step t, down or not: the step
   // index, and the check for Ctrl-C (the first node to see the request
   // stops the others at their next collective; with checkpoints boundary()

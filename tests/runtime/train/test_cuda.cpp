@@ -126,6 +126,26 @@ TEST_CASE("cuda: every built-in strategy trains on CUDA tensors as on the CPU", 
       CHECK(results["cuda"].simulated.bytes_sent_total == results["cpu"].simulated.bytes_sent_total);
     }
   }
+  // The asynchronous ones need a fixed step time; a slow node makes them so.
+  const json adam = {{"name", "adam"}, {"lr", 0.01}};
+  const std::vector<std::pair<std::string, json>> asynchronous = {
+      {"async_diloco", {{"H", 3}, {"optimizer", adam}}}, {"fedbuff", {{"H", 3}, {"buffer", 2}, {"optimizer", adam}}}};
+  for (const auto& [plugin, options] : asynchronous) {
+    SECTION(plugin) {
+      TempDir dir("cuda-" + plugin);
+      json m = small_manifest(4);
+      m["strategy"] = {{"plugin", plugin}, {"options", options}};
+      m["compute"] = {{"step_time", "10ms"}, {"speed", {{"3", 0.5}}}};
+      std::map<std::string, runtime::train::TrainingResult> results;
+      for (const std::string device : {"cuda", "cpu"}) {
+        m["device"] = device;
+        fs::create_directories(dir / device);
+        results[device] = run_json(m, dir / device);
+      }
+      CHECK(std::abs(final_loss(results["cuda"]) - final_loss(results["cpu"])) < 0.02 * final_loss(results["cpu"]));
+      CHECK(results["cuda"].simulated.bytes_sent_total == results["cpu"].simulated.bytes_sent_total);
+    }
+  }
 }
 
 TEST_CASE("cuda: model.pt of a CUDA run loads in PyTorch on a machine without a GPU", "[cuda]") {
