@@ -90,6 +90,14 @@ void AsyncSchedule::send(int rank, std::vector<at::Tensor> update) {
 }
 
 bool AsyncSchedule::begin_slot(int rank, int64_t t, NodeMeter& meter) {
+  take_reply_by(rank, t, meter);
+  NodeState& node = nodes_.at(static_cast<size_t>(rank));
+  const bool computes = !node.awaiting && slot_of(meter.clock()) <= t;
+  if (computes) ++node.steps_computed;
+  return computes;
+}
+
+void AsyncSchedule::take_reply_by(int rank, int64_t t, NodeMeter& meter) {
   NodeState& node = nodes_.at(static_cast<size_t>(rank));
   if (node.awaiting && node.reply && slot_of(node.reply_arrival) <= t) {
     meter.take_reply(node.reply_bytes, node.reply_arrival, node.reply_time);
@@ -99,7 +107,6 @@ bool AsyncSchedule::begin_slot(int rank, int64_t t, NodeMeter& meter) {
     node.reply.reset();
     node.on_reply(reply);
   }
-  return !node.awaiting && slot_of(meter.clock()) <= t;
 }
 
 void AsyncSchedule::between_slots(int64_t t, const std::function<NodeMeter&(int)>& meter, sdk::MetricSink* metrics) {
@@ -112,7 +119,7 @@ void AsyncSchedule::drain(int64_t steps, const std::function<NodeMeter&(int)>& m
     NodeState& node = nodes_[r];
     if (!node.awaiting || !node.reply) continue;
     // The last replies land as the last transfers of a synchronous run do.
-    begin_slot(static_cast<int>(r), slot_of(node.reply_arrival), meter(static_cast<int>(r)));
+    take_reply_by(static_cast<int>(r), slot_of(node.reply_arrival), meter(static_cast<int>(r)));
   }
 }
 
@@ -138,7 +145,11 @@ void AsyncSchedule::save_node(int rank, bool server, std::map<std::string, at::T
                               nlohmann::json& meta) const {
   const NodeState& node = nodes_.at(static_cast<size_t>(rank));
   EXOGYM_CHECK_INTERNAL(!node.sending, "a checkpoint while an asynchronous update is being sent");
-  meta = {{"awaiting", node.awaiting}, {"base_version", node.base_version}, {"in_flight", nullptr}, {"reply", nullptr}};
+  meta = {{"awaiting", node.awaiting},
+          {"base_version", node.base_version},
+          {"steps_computed", node.steps_computed},
+          {"in_flight", nullptr},
+          {"reply", nullptr}};
   for (const auto& f : in_flight_) {
     if (f.rank != rank) continue;
     meta["in_flight"] = {
@@ -165,6 +176,7 @@ void AsyncSchedule::restore_node(int rank, bool server, const std::map<std::stri
   NodeState& node = nodes_.at(static_cast<size_t>(rank));
   node.awaiting = meta.at("awaiting").get<bool>();
   node.base_version = meta.at("base_version").get<int64_t>();
+  node.steps_computed = meta.at("steps_computed").get<int64_t>();
   if (const nlohmann::json& r = meta.at("reply"); !r.is_null()) {
     node.reply = sdk::AsyncReply{r.at("version").get<int64_t>(), take(tensors, "reply.", r.at("count").get<int64_t>())};
     node.reply_arrival = r.at("arrival").get<double>();
@@ -194,6 +206,8 @@ void AsyncSchedule::restore_node(int rank, bool server, const std::map<std::stri
 
 void AsyncSchedule::deliver(std::optional<int64_t> before_slot, int64_t row,
                             const std::function<NodeMeter&(int)>& meter, sdk::MetricSink* metrics) {
+  computed_at_meeting_ = 0;
+  for (const auto& node : nodes_) computed_at_meeting_ += node.steps_computed;
   // The updates of the slot just ended leave, in rank order.
   for (size_t r = 0; r < nodes_.size(); ++r) {
     NodeState& node = nodes_[r];

@@ -52,6 +52,13 @@ class AsyncSchedule {
 
   // The link of node `rank` (its NodeContext::async).
   sdk::AsyncLink& link(int rank);
+  // Whether any node's strategy connected: the run is asynchronous.
+  bool running() const { return server_ != nullptr; }
+  // The steps node `rank` computed so far; and all nodes of the process
+  // together as of the last meeting between slots (examples trained = that
+  // times the batch size; a count the other nodes' next slots do not move).
+  int64_t steps_computed(int rank) const { return nodes_.at(static_cast<size_t>(rank)).steps_computed; }
+  int64_t steps_computed() const { return computed_at_meeting_; }
   // Whether node `rank`'s strategy connected (in init()): its run goes by slots.
   bool connected(int rank) const { return static_cast<bool>(nodes_.at(static_cast<size_t>(rank)).on_reply); }
 
@@ -61,7 +68,7 @@ class AsyncSchedule {
   void check_runnable() const;
   // At the start of slot t, on node `rank`'s thread: hands the node its
   // reply if it arrives by the end of the slot (the handler runs here), then
-  // says whether the node computes a step in the slot.
+  // says whether the node computes a step in the slot (and counts it).
   bool begin_slot(int rank, int64_t t, NodeMeter& meter);
   // Between slots t and t + 1, once for the process while its nodes wait.
   // `meter(rank)` gives a node's meter; `metrics` gets each update's
@@ -91,12 +98,14 @@ class AsyncSchedule {
     std::function<void(const sdk::AsyncReply&)> on_reply;
     std::vector<at::Tensor> to_send;  // sent at the end of this slot
     bool sending = false, awaiting = false;
-    int64_t base_version = 0;
+    int64_t base_version = 0, steps_computed = 0;
     std::optional<sdk::AsyncReply> reply;
     double reply_arrival = 0, reply_bytes = 0, reply_time = 0;
   };
 
   int64_t slot_of(double time) const;
+  // Hands node `rank` its reply if it arrives by the end of slot t.
+  void take_reply_by(int rank, int64_t t, NodeMeter& meter);
   void connect(int rank, std::shared_ptr<sdk::AsyncServer> server,
                std::function<void(const sdk::AsyncReply&)> on_reply);
   void send(int rank, std::vector<at::Tensor> update);
@@ -114,6 +123,7 @@ class AsyncSchedule {
   std::vector<std::unique_ptr<NodeLink>> links_;  // by rank
   std::vector<NodeState> nodes_;                  // by rank
   std::vector<InFlight> in_flight_;               // in the order sent
+  int64_t computed_at_meeting_ = 0;
 };
 
 }  // namespace exogym::runtime::sim

@@ -4,27 +4,24 @@
 
 namespace exogym::runtime::train {
 
-checkpoint::AsyncPart save_async_state(const sim::AsyncSchedule& schedule, int rank, bool server,
-                                       int64_t steps_computed) {
+checkpoint::AsyncPart save_async_state(const sim::AsyncSchedule& schedule, int rank, bool server) {
   checkpoint::AsyncPart part;
   if (!schedule.connected(rank)) return part;
   schedule.save_node(rank, server, part.tensors, part.meta);
-  part.meta["steps_computed"] = steps_computed;
   return part;
 }
 
-int64_t restore_async_state(sim::AsyncSchedule& schedule, int rank, bool server, const checkpoint::AsyncPart& saved,
-                            const std::string& file) {
+void restore_async_state(sim::AsyncSchedule& schedule, int rank, bool server, const checkpoint::AsyncPart& saved,
+                         const std::string& file) {
   const bool written_async = !saved.meta.is_null();
   if (schedule.connected(rank) != written_async) {
     throw sdk::DataError(file + ": " +
                          (written_async ? "written by an asynchronous run, resumed with a synchronous strategy"
                                         : "written by a synchronous run, resumed with an asynchronous strategy"));
   }
-  if (!written_async) return 0;
+  if (!written_async) return;
   try {
     schedule.restore_node(rank, server, saved.tensors, saved.meta);
-    return saved.meta.at("steps_computed").get<int64_t>();
   } catch (const nlohmann::json::exception& e) {
     throw sdk::DataError(file + ": metadata \"async\": not an asynchronous node's state (" + e.what() + ")");
   }

@@ -153,8 +153,7 @@ void NodeRun::restore() {
   phase_ = "restoring the state of " + strategy_name_ + " from " + file;
   meter_.restore(node->second.meter);  // first: load_state takes its collectives in flight back
   checkpoint::restore_strategy(strategy_, node->second);
-  steps_computed_ =
-      restore_async_state(s_.simulation->async(), rank_, rank_ == s_.run.role.block.first, node->second.async, file);
+  restore_async_state(s_.simulation->async(), rank_, rank_ == s_.run.role.block.first, node->second.async, file);
   // Only this thread touches its node's entry.
   node->second = checkpoint::NodeState();
 }
@@ -236,9 +235,8 @@ void NodeRun::write_checkpoint(int64_t step) {
   phase_ = "writing the checkpoint of step " + std::to_string(step);
   const auto started = std::chrono::steady_clock::now();
   CheckpointState& checkpoints = s_.checkpoints;
-  checkpoint::write_node_state(
-      checkpoints.writer->partial_folder(step), rank_, step, model_, strategy_, meter_.state(),
-      save_async_state(s_.simulation->async(), rank_, rank_ == s_.run.role.block.first, steps_computed_));
+  checkpoint::write_node_state(checkpoints.writer->partial_folder(step), rank_, step, model_, strategy_, meter_.state(),
+                               save_async_state(s_.simulation->async(), rank_, rank_ == s_.run.role.block.first));
   meet_every_node();
   if (s_.run.role.mesh) {
     // Every node of this process is here, so no metric row or report is
@@ -309,10 +307,9 @@ double NodeRun::compute_step(int64_t t) {
   strategy_.zero_grad();
   phase_ = "loading the training batch";
   // An asynchronous node takes its batches in order, skipping none when it
-  // sits slots out.
-  const double loss =
-      forward_backward(s_.setup.data.sampler->batch_indices(rank_, asynchronous_ ? steps_computed_ : t));
-  ++steps_computed_;
+  // sits slots out (begin_slot counted this step).
+  const int64_t batch = asynchronous_ ? s_.simulation->async().steps_computed(rank_) - 1 : t;
+  const double loss = forward_backward(s_.setup.data.sampler->batch_indices(rank_, batch));
   if (m_.stop_on_nonfinite && !std::isfinite(loss)) throw Diverged(rank_, t, "the training loss");
   phase_ = "step of " + strategy_name_;
   strategy_.step();
@@ -365,7 +362,8 @@ void NodeRun::report_step(int64_t t, double loss) {
     s_.run.log->warn("node {}: training loss became {} at step {}", rank_, loss, t);
   }
   last_loss_ = loss;
-  const TrainReport row = train_report(m_, membership_, meter_, t + 1, loss, strategy_.lr());
+  TrainReport row = train_report(m_, membership_, meter_, t + 1, loss, strategy_.lr());
+  if (asynchronous_) row.examples = s_.simulation->async().steps_computed() * m_.batch_size;
   report_train(s_.outputs, s_.reported, row, meter_.take_rows());
 }
 

@@ -90,9 +90,8 @@ class NodeRun {
   std::string phase_ = "initial broadcast";
   double last_loss_ = NAN;  // this node's, for the warning when it turns non-finite
   // An asynchronous strategy connected (sim/async_schedule.h): the run goes
-  // by slots, and the node has computed steps_computed_ steps.
+  // by slots.
   bool asynchronous_ = false;
-  int64_t steps_computed_ = 0;
 };
 
 }  // namespace exogym::runtime::train

@@ -198,6 +198,9 @@ TrainingResult run_result(const TrainingState& s) {
     if (m.participation) r.participation = s.membership->participation_totals(m.max_steps);
     r.examples_trained = s.membership->examples_trained(m.max_steps, m.batch_size);
   }
+  // Asynchronous nodes compute only in the slots their speed allows.
+  if (s.simulation && s.simulation->async().running())
+    r.examples_trained = s.simulation->async().steps_computed() * m.batch_size;
   r.parameters = setup.parameters;
   r.last_train_loss = s.reported.last_train_loss;
   r.wall_seconds = seconds_between(s.run.started, std::chrono::steady_clock::now());

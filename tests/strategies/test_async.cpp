@@ -82,6 +82,8 @@ TEST_CASE("async: a node computes in the slots its speed allows, and staleness c
   const auto nodes = per_node(run);
   CHECK(nodes.at(0).at("compute_s").get<double>() == Approx(10.0));  // slots 0-3, 5-7, 9-11
   CHECK(nodes.at(1).at("compute_s").get<double>() == Approx(12.0));  // slots 0, 4, 8: 3 steps of 4 s
+  // 13 steps of 16 examples, not 2 nodes times 12 slots.
+  CHECK(json::parse(exogym::test::read_text(run / "summary.json")).at("examples_trained") == 13 * 16);
   const std::map<std::pair<int, int>, double> expected = {
       {{1, 0}, 0}, {{2, 0}, 0}, {{3, 0}, 0},  {{4, 1}, 3},  {{5, 0}, 1},  {{6, 0}, 0},  {{7, 0}, 0},
       {{8, 1}, 3}, {{8, 0}, 1}, {{10, 0}, 0}, {{11, 0}, 0}, {{12, 1}, 3}, {{12, 0}, 1},
