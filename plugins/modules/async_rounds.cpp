@@ -44,6 +44,7 @@ void AsyncRounds::take(const sdk::AsyncReply& reply) {
     params_[i].copy_(reply.tensors[i]);
     base_[i].copy_(reply.tensors[i]);
   }
+  taken_ = 0;  // a new round (after a comeback, the donor's round is not this node's)
 }
 
 void AsyncRounds::save_state(sdk::StateDict& out, const std::string& prefix) const {

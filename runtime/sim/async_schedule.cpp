@@ -146,14 +146,19 @@ void AsyncSchedule::save_node(int rank, bool server, std::map<std::string, at::T
   const NodeState& node = nodes_.at(static_cast<size_t>(rank));
   EXOGYM_CHECK_INTERNAL(!node.sending, "a checkpoint while an asynchronous update is being sent");
   meta = {{"awaiting", node.awaiting},
+          {"pull", node.pull},
+          {"life", node.life},
           {"base_version", node.base_version},
           {"steps_computed", node.steps_computed},
           {"in_flight", nullptr},
           {"reply", nullptr}};
   for (const auto& f : in_flight_) {
     if (f.rank != rank) continue;
-    meta["in_flight"] = {
-        {"arrival", f.arrival}, {"upload", f.upload}, {"base_version", f.base_version}, {"count", f.tensors.size()}};
+    meta["in_flight"] = {{"arrival", f.arrival},
+                         {"upload", f.upload},
+                         {"base_version", f.base_version},
+                         {"life", f.life},
+                         {"count", f.tensors.size()}};
     put(tensors, "update.", f.tensors);
   }
   if (node.reply) {
@@ -175,6 +180,8 @@ void AsyncSchedule::restore_node(int rank, bool server, const std::map<std::stri
                                  const nlohmann::json& meta) {
   NodeState& node = nodes_.at(static_cast<size_t>(rank));
   node.awaiting = meta.at("awaiting").get<bool>();
+  node.pull = meta.at("pull").get<bool>();
+  node.life = meta.at("life").get<int64_t>();
   node.base_version = meta.at("base_version").get<int64_t>();
   node.steps_computed = meta.at("steps_computed").get<int64_t>();
   if (const nlohmann::json& r = meta.at("reply"); !r.is_null()) {
@@ -189,6 +196,7 @@ void AsyncSchedule::restore_node(int rank, bool server, const std::map<std::stri
     flight.arrival = f.at("arrival").get<double>();
     flight.upload = f.at("upload").get<double>();
     flight.base_version = f.at("base_version").get<int64_t>();
+    flight.life = f.at("life").get<int64_t>();
     flight.tensors = take(tensors, "update.", f.at("count").get<int64_t>());
     // The nodes restore at the same time; the order of this list does not
     // matter (deliver() sorts by arrival and rank).
@@ -208,6 +216,11 @@ void AsyncSchedule::deliver(std::optional<int64_t> before_slot, int64_t row,
                             const std::function<NodeMeter&(int)>& meter, sdk::MetricSink* metrics) {
   computed_at_meeting_ = 0;
   for (const auto& node : nodes_) computed_at_meeting_ += node.steps_computed;
+  // Nodes that came back get the server's model, from their clock on.
+  for (size_t r = 0; r < nodes_.size(); ++r) {
+    if (!std::exchange(nodes_[r].pull, false)) continue;
+    send_reply(static_cast<int>(r), meter(static_cast<int>(r)).clock(), meter);
+  }
   // The updates of the slot just ended leave, in rank order.
   for (size_t r = 0; r < nodes_.size(); ++r) {
     NodeState& node = nodes_[r];
@@ -215,6 +228,7 @@ void AsyncSchedule::deliver(std::optional<int64_t> before_slot, int64_t row,
     InFlight f;
     f.rank = static_cast<int>(r);
     f.base_version = node.base_version;
+    f.life = node.life;
     const double bytes = bytes_of(node.to_send);
     f.upload = NetworkModel::transfer_time(bytes, network_.link(f.rank));
     f.arrival = meter(f.rank).send_update(bytes, f.upload);
@@ -245,17 +259,32 @@ void AsyncSchedule::deliver(std::optional<int64_t> before_slot, int64_t row,
     }
     server_->receive(arrivals);
     for (size_t k = i; k < j; ++k) {
-      NodeState& node = nodes_[static_cast<size_t>(due[k].rank)];
-      sdk::AsyncReply reply{server_->version(), server_->reply(due[k].rank)};
-      node.reply_bytes = bytes_of(reply.tensors);
-      node.reply_time = NetworkModel::transfer_time(node.reply_bytes, network_.link(due[k].rank));
-      node.reply_arrival = due[k].arrival + node.reply_time;
-      node.reply = std::move(reply);
-      for (size_t m = 0; m < nodes_.size(); ++m)
-        meter(static_cast<int>(m)).note_server_traffic(CollectiveKind::ServerReply, node.reply_bytes, node.reply_time);
+      // A sender that failed and came back since has forgotten this update.
+      if (due[k].life == nodes_[static_cast<size_t>(due[k].rank)].life) send_reply(due[k].rank, due[k].arrival, meter);
     }
     i = j;
   }
+}
+
+void AsyncSchedule::send_reply(int rank, double from, const std::function<NodeMeter&(int)>& meter) {
+  NodeState& node = nodes_[static_cast<size_t>(rank)];
+  sdk::AsyncReply reply{server_->version(), server_->reply(rank)};
+  node.reply_bytes = bytes_of(reply.tensors);
+  node.reply_time = NetworkModel::transfer_time(node.reply_bytes, network_.link(rank));
+  node.reply_arrival = from + node.reply_time;
+  node.reply = std::move(reply);
+  for (size_t m = 0; m < nodes_.size(); ++m)
+    meter(static_cast<int>(m)).note_server_traffic(CollectiveKind::ServerReply, node.reply_bytes, node.reply_time);
+}
+
+void AsyncSchedule::rejoin(int rank) {
+  NodeState& node = nodes_.at(static_cast<size_t>(rank));
+  ++node.life;
+  node.reply.reset();
+  node.to_send.clear();
+  node.sending = false;
+  node.awaiting = true;
+  node.pull = true;
 }
 
 }  // namespace exogym::runtime::sim

@@ -74,6 +74,13 @@ class AsyncSchedule {
   // `meter(rank)` gives a node's meter; `metrics` gets each update's
   // staleness (the server versions its sender had not seen) at step t + 1.
   void between_slots(int64_t t, const std::function<NodeMeter&(int)>& meter, sdk::MetricSink* metrics);
+  // Failures (docs/simulation.md#failures-and-churn): node `rank` comes
+  // back, after the runtime's recovery, on its thread before its first
+  // slot. It forgets what it waited for and asks the server for its
+  // current model, which reaches it over its link; until then it computes
+  // nothing. Its update still in flight arrives, without reply.
+  void rejoin(int rank);
+
   // Checkpoints, at a step boundary (every update of the slot has left):
   // node `rank`'s update in flight or reply on its way and the version its
   // round started from, as tensors ("update.<i>", "reply.<i>") and `meta`;
@@ -92,13 +99,18 @@ class AsyncSchedule {
     int rank = 0;
     double arrival = 0, upload = 0;  // simulated seconds
     int64_t base_version = 0;
+    int64_t life = 0;  // the sender's NodeState::life when it sent
     std::vector<at::Tensor> tensors;
   };
   struct NodeState {
     std::function<void(const sdk::AsyncReply&)> on_reply;
     std::vector<at::Tensor> to_send;  // sent at the end of this slot
     bool sending = false, awaiting = false;
-    int64_t base_version = 0, steps_computed = 0;
+    // `pull`: the node came back and asks the server for its model at the
+    // next meeting; `life` counts its comebacks, and a reply to an update
+    // of an earlier life is lost with the node's memory.
+    bool pull = false;
+    int64_t base_version = 0, steps_computed = 0, life = 0;
     std::optional<sdk::AsyncReply> reply;
     double reply_arrival = 0, reply_bytes = 0, reply_time = 0;
   };
@@ -106,6 +118,8 @@ class AsyncSchedule {
   int64_t slot_of(double time) const;
   // Hands node `rank` its reply if it arrives by the end of slot t.
   void take_reply_by(int rank, int64_t t, NodeMeter& meter);
+  // The server's reply to node `rank`, leaving at `from` over its link.
+  void send_reply(int rank, double from, const std::function<NodeMeter&(int)>& meter);
   void connect(int rank, std::shared_ptr<sdk::AsyncServer> server,
                std::function<void(const sdk::AsyncReply&)> on_reply);
   void send(int rank, std::vector<at::Tensor> update);

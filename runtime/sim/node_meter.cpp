@@ -235,6 +235,7 @@ void NodeMeter::rejoin(const DonorView& donor, double transfer) {
   group_view_sent_ = donor.group_view_sent;
   pending_compute_ = 0;
   failure_timeout_ = 0;
+  awaiting_link_ = 0;
   link_free_ = donor.link_free;
   // Its transfers were lost with its memory; load_recovery_state may take
   // the donor's back (resume_transfer).

@@ -22,7 +22,6 @@ std::optional<sim::AsyncRefusal> async_refusal(const manifest::Manifest& m, cons
     return sim::AsyncRefusal{std::move(path), "an asynchronous strategy " + std::move(what)};
   };
   if (block.count != m.nodes) return no("nodes", "runs in one process (not with --nproc or --hosts) for now");
-  if (m.has_faults()) return no(m.faults.empty() ? "churn" : "faults", "does not simulate failures or churn yet");
   if (m.participation) return no("participation", "has no partial participation: every node works at its own pace");
   return std::nullopt;
 }

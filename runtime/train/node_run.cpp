@@ -185,6 +185,8 @@ void NodeRun::change_membership(int64_t t) {
     EXOGYM_CHECK_INTERNAL(state != nullptr, "no recovery state delivered");
     strategy_.load_recovery_state(model_, *state);
     membership_.loaded();
+    // An asynchronous node continues from the server's model instead.
+    if (asynchronous_) s_.simulation->async().rejoin(rank_);
   }
 }
 
@@ -277,19 +279,21 @@ void NodeRun::evaluate_at(int64_t t) {
 }
 
 void NodeRun::async_slot(int64_t t) {
-  sim::AsyncSchedule& schedule = s_.simulation->async();
   start_step(t);
-  phase_ = "the server's reply to " + strategy_name_;
-  const bool computes = schedule.begin_slot(rank_, t, meter_);
-  // Every node evaluates, whether it computes in the slot or not: it is a
-  // collective of the runtime's.
-  evaluate_at(t);
-  // A node that sits the slot out reports its last step's loss.
+  // A node that sits the slot out reports its last step's loss; one that is
+  // down computes, evaluates and sends nothing.
   double loss = last_loss_;
-  if (computes) {
-    loss = compute_step(t);
-  } else {
-    meter_.set_completed_steps(t + 1);
+  if (membership_.is_live(rank_)) {
+    phase_ = "the server's reply to " + strategy_name_;
+    const bool computes = s_.simulation->async().begin_slot(rank_, t, meter_);
+    // Every live node evaluates, whether it computes in the slot or not: it
+    // is a collective of the runtime's.
+    evaluate_at(t);
+    if (computes) {
+      loss = compute_step(t);
+    } else {
+      meter_.set_completed_steps(t + 1);
+    }
   }
   phase_ = "waiting for the other nodes between slots of " + strategy_name_;
   cluster_.meet_all(rank_, &slot_, [this, t] { s_.simulation->async().between_slots(t, meter_of(), ctx_.metrics); });
