@@ -44,8 +44,8 @@ struct AsyncRefusal {
 class AsyncSchedule {
  public:
   // `speed` and `step_time` as the compute model's (nullopt: measured, which
-  // connect() refuses); `refusal`: set when something else in the run rules
-  // asynchrony out.
+  // check_runnable() refuses); `refusal`: set when something else in the
+  // run rules asynchrony out.
   AsyncSchedule(std::optional<double> step_time, std::vector<double> speed, const NetworkModel& network,
                 std::optional<AsyncRefusal> refusal);
   ~AsyncSchedule();
@@ -64,7 +64,7 @@ class AsyncSchedule {
 
   // After init(), when some node connected: sdk::ConfigError naming the
   // manifest's field when the run cannot be asynchronous (no fixed
-  // compute.step_time, several processes, failures, checkpoints).
+  // compute.step_time, several processes, participation).
   void check_runnable() const;
   // At the start of slot t, on node `rank`'s thread: hands the node its
   // reply if it arrives by the end of the slot (the handler runs here), then
@@ -82,8 +82,8 @@ class AsyncSchedule {
   void rejoin(int rank);
 
   // Checkpoints, at a step boundary (every update of the slot has left):
-  // node `rank`'s update in flight or reply on its way and the version its
-  // round started from, as tensors ("update.<i>", "reply.<i>") and `meta`;
+  // node `rank`'s update in flight or reply on its way, the version its
+  // round started from, its steps and comebacks, as tensors ("update.<i>", "reply.<i>") and `meta`;
   // with `server`, also the server's state ("server.<key>"). restore_node
   // puts them back before the first resumed slot, on the node's thread.
   void save_node(int rank, bool server, std::map<std::string, at::Tensor>& tensors, nlohmann::json& meta) const;
@@ -123,7 +123,9 @@ class AsyncSchedule {
   void connect(int rank, std::shared_ptr<sdk::AsyncServer> server,
                std::function<void(const sdk::AsyncReply&)> on_reply);
   void send(int rank, std::vector<at::Tensor> update);
-  // The queued updates that arrive before `before` (every one: nullopt).
+  // The sends of the slot just ended leave, the nodes that came back ask
+  // for the model, and the server takes the updates that arrive before
+  // slot `before_slot` (every one: nullopt), recorded at step `row`.
   void deliver(std::optional<int64_t> before_slot, int64_t row, const std::function<NodeMeter&(int)>& meter,
                sdk::MetricSink* metrics);
 
