@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <set>
 
 #include "exogym/runtime/manifest/schema.h"
@@ -276,8 +277,11 @@ sim::ChurnSpec read_churn(const json& churn, const ComputeSpec& compute) {
   return spec;
 }
 
-// Exactly one of per_round and fraction; per_round within the run's nodes.
-sim::ParticipationSpec read_participation(const json& section, int nodes) {
+// Exactly one of per_round and fraction; per_round within the run's nodes;
+// a trace read (its path made absolute for config.json), on a fixed step
+// time, since its availability is read on the simulated clock.
+sim::ParticipationSpec read_participation(json& section, int nodes, const fs::path& base_dir,
+                                          const ComputeSpec& compute) {
   sim::ParticipationSpec spec;
   if (section.contains("per_round")) spec.per_round = section.at("per_round").get<int>();
   if (section.contains("fraction")) spec.fraction = section.at("fraction").get<double>();
@@ -291,6 +295,18 @@ sim::ParticipationSpec read_participation(const json& section, int nodes) {
     throw ConfigError("participation.per_round", std::to_string(*spec.per_round) +
                                                      " nodes drawn each round, but the run has " +
                                                      std::to_string(nodes) + " nodes; at most nodes");
+  }
+  if (section.contains("trace")) {
+    const fs::path file = resolve_path(base_dir, section.at("trace"));
+    section["trace"] = file.string();
+    if (!compute.step_time) {
+      throw ConfigError("participation.trace",
+                        "a trace is read on the simulated clock, which needs a fixed compute.step_time (such as "
+                        "\"50ms\"): with measured compute the clock, and so who is drawn, would change from run to "
+                        "run");
+    }
+    spec.trace = std::make_shared<const sim::AvailabilityTrace>(
+        sim::AvailabilityTrace::read(file, nodes, "participation.trace"));
   }
   return spec;
 }
@@ -331,7 +347,8 @@ Manifest read_run(const json& doc, const fs::path& base_dir, const std::string& 
   if (top.contains("faults")) m.faults = read_faults(top.at("faults"));
   if (top.contains("churn")) m.churn = read_churn(top.at("churn"), m.compute);
   if (top.contains("adversaries")) m.adversaries = read_adversaries(top.at("adversaries"), m.nodes);
-  if (top.contains("participation")) m.participation = read_participation(top.at("participation"), m.nodes);
+  if (top.contains("participation"))
+    m.participation = read_participation(top.at("participation"), m.nodes, base_dir, m.compute);
   // The schedule's own checks (a node down twice at once, nobody alive, ...).
   if (m.has_faults()) sim::FaultSchedule{m.failure_spec()};
   m.checkpoint.interval = top.at("checkpoint").at("interval");

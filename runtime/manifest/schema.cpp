@@ -223,6 +223,9 @@ OptionSpec participation() {
            "the share of the live nodes drawn each round: ceil(fraction × live nodes), at least 1"},
           {"round", Type::PositiveInteger, nullptr,
            "steps per round, rounds starting at step 0 (default: the strategy's option H)"},
+          {"trace", Type::NonEmptyString, nullptr,
+           "a CSV file (client,time,available,speed,bandwidth), relative to the manifest's folder: who can be "
+           "drawn at each round's start on the simulated clock, and at what speed and bandwidth"},
       });
 }
 

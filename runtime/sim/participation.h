@@ -10,9 +10,12 @@
 // round's first step only, so it is the same for any parallelism, process
 // count or resume.
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <vector>
+
+#include "exogym/runtime/sim/availability_trace.h"
 
 namespace exogym::runtime::sim {
 
@@ -22,6 +25,9 @@ struct ParticipationSpec {
   std::optional<double> fraction;  // in (0, 1]
   // Steps per round; nullopt: the strategy's (its H option, train/setup.h).
   std::optional<int64_t> round;
+  // "trace": who can be drawn, and at what speed and bandwidth, over the
+  // simulated clock (sim/availability_trace.h); null without one.
+  std::shared_ptr<const AvailabilityTrace> trace;
 };
 
 // How many of `live` nodes a round takes: per_round (at most `live`, since

@@ -22,7 +22,9 @@
 //
 // Partial participation (sim/participation.h) works the same way: each
 // round, the nodes not drawn are down, and a node drawn again receives the
-// state as one that comes back. Two memberships are kept apart: the nodes
+// state as one that comes back. With an availability trace, a round draws
+// among the nodes available at its start on the simulated clock, and the
+// trace's speeds and bandwidths hold for the round (Meters::apply_trace). Two memberships are kept apart: the nodes
 // alive (by failures alone, which events.csv and the "faults" totals tell)
 // and the nodes live (alive and drawn, which train and communicate).
 //
@@ -123,6 +125,9 @@ class Membership {
   // the clock reads the time of the nodes live before (`live_base`).
   std::vector<int> next_alive(int64_t step, const std::vector<int>& base, const std::vector<int>& live_base,
                               const std::vector<double>& clocks);
+  // The alive nodes a round may draw: with a trace, those available.
+  std::vector<int> drawable(int64_t step, const std::vector<int>& alive, const std::vector<int>& live_base,
+                            const std::vector<double>& clocks);
   // The nodes alive before and not at `step`: failures (events, timeouts).
   void note_failures(int64_t step, const std::vector<int>& alive_base, const std::vector<int>& alive,
                      const std::vector<int>& live_base, const std::vector<int>& kept, const std::vector<double>& clocks,
@@ -147,6 +152,10 @@ class Membership {
   const int64_t first_step_;
   const double failure_timeout_;
   std::optional<sim::Participation> participation_;
+  // participation.trace, and the simulated time of the round's start at
+  // which it is read (its availability, speeds and bandwidths).
+  std::shared_ptr<const sim::AvailabilityTrace> trace_;
+  double trace_time_ = 0;
   // A resumed run's, before its first step: the live and the alive nodes.
   std::optional<std::vector<int>> restored_live_, restored_alive_;
 

@@ -20,8 +20,10 @@ Meters::Meters(const manifest::Manifest& m, const dist::NodeBlock& block)
       compute_(compute_model(m)),
       clocks_(m.nodes),
       meters_(m.nodes),
-      heterogeneous_speed_(!m.compute.speed.empty()),
-      heterogeneous_links_(!m.network.per_node.empty()) {
+      manifest_speed_(compute_.speed),
+      heterogeneous_speed_(!m.compute.speed.empty() || (m.participation && m.participation->trace)),
+      heterogeneous_links_(!m.network.per_node.empty() || (m.participation && m.participation->trace)) {
+  for (int rank = 0; rank < m.nodes; ++rank) manifest_links_.push_back(network_.link(rank));
   // comm.csv needs one node's rows: every node sees every collective's
   // totals. With failures, the reporting node changes: every node keeps its
   // rows, and those not reporting drop them (node_loop.cpp).
@@ -29,6 +31,16 @@ Meters::Meters(const manifest::Manifest& m, const dist::NodeBlock& block)
     meters_[rank] =
         std::make_unique<sim::NodeMeter>(rank, network_, compute_, clocks_, rank == 0 || m.varies_membership());
   }
+}
+
+void Meters::apply_trace(const sim::AvailabilityTrace& trace, double time, const std::vector<int>& live) {
+  for (int rank = 0; rank < network_.nodes(); ++rank) {
+    const sim::ClientState state = trace.at(rank, time);
+    const auto r = static_cast<size_t>(rank);
+    compute_.speed[r] = state.speed.value_or(manifest_speed_[r]);
+    network_.set_bandwidth(rank, state.bandwidth.value_or(manifest_links_[r].bandwidth));
+  }
+  network_.pace_by(live);
 }
 
 nlohmann::json Meters::node_stats() const {

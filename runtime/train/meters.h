@@ -9,6 +9,7 @@
 
 #include "exogym/runtime/dist/world.h"
 #include "exogym/runtime/manifest/manifest.h"
+#include "exogym/runtime/sim/availability_trace.h"
 #include "exogym/runtime/sim/clock_exchange.h"
 #include "exogym/runtime/sim/compute_model.h"
 #include "exogym/runtime/sim/network_model.h"
@@ -31,6 +32,12 @@ class Meters {
   sim::NodeMeter& meter(int rank) { return *meters_[rank]; }
   const sim::NodeMeter& meter(int rank) const { return *meters_[rank]; }
 
+  // An availability trace's speeds and bandwidths at simulated time `time`
+  // for every node (the manifest's where the trace leaves them empty), and
+  // the collectives paced by the slowest link of `live`. Called between
+  // steps while every node waits (train/membership.h).
+  void apply_trace(const sim::AvailabilityTrace& trace, double time, const std::vector<int>& live);
+
   // This process's nodes' counters and clock splits, for summary.json.
   nlohmann::json node_stats() const;
 
@@ -40,6 +47,9 @@ class Meters {
   sim::ComputeModel compute_;
   sim::ClockExchange clocks_;
   std::vector<std::unique_ptr<sim::NodeMeter>> meters_;  // by global rank
+  // The manifest's speeds and links, which a trace's empty fields keep.
+  std::vector<double> manifest_speed_;
+  std::vector<sim::Link> manifest_links_;
   // Whether the manifest gives nodes their own speeds or links.
   bool heterogeneous_speed_ = false, heterogeneous_links_ = false;
 };
