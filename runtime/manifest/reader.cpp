@@ -159,6 +159,7 @@ NetworkSpec read_network(const json& network, int nodes, uint64_t seed) {
       auto it = spec.per_node.try_emplace(r, spec.link).first;
       it->second.bandwidth = spec.link.bandwidth * sim::draw_factor(d, sim::NodeFactor::Bandwidth, seed, r);
     }
+    spec.bandwidth_distribution = d;
   }
   return spec;
 }
@@ -180,6 +181,7 @@ ComputeSpec read_compute(const json& compute, int nodes, uint64_t seed) {
   if (compute.contains("speed_distribution")) {
     const auto d = sim::read_factor_distribution(compute.at("speed_distribution"), "compute.speed_distribution");
     for (int r = 0; r < nodes; ++r) spec.speed.try_emplace(r, sim::draw_factor(d, sim::NodeFactor::Speed, seed, r));
+    spec.speed_distribution = d;
   }
   return spec;
 }
@@ -283,6 +285,7 @@ sim::ChurnSpec read_churn(const json& churn, const ComputeSpec& compute) {
 sim::ParticipationSpec read_participation(json& section, int nodes, const fs::path& base_dir,
                                           const ComputeSpec& compute) {
   sim::ParticipationSpec spec;
+  if (section.contains("clients")) spec.clients = section.at("clients").get<int>();
   if (section.contains("per_round")) spec.per_round = section.at("per_round").get<int>();
   if (section.contains("fraction")) spec.fraction = section.at("fraction").get<double>();
   if (section.contains("round")) spec.round = section.at("round").get<int64_t>();
@@ -291,10 +294,27 @@ sim::ParticipationSpec read_participation(json& section, int nodes, const fs::pa
                                                                   : "gives neither per_round nor fraction") +
                                            ": give one, such as {\"per_round\": 10} or {\"fraction\": 0.1}");
   }
+  if (spec.clients && *spec.clients < nodes) {
+    throw ConfigError("participation.clients", std::to_string(*spec.clients) + " clients, but the run has " +
+                                                   std::to_string(nodes) +
+                                                   " nodes; at least nodes (each node trains one drawn client at "
+                                                   "a time)");
+  }
+  const bool population = spec.clients && *spec.clients > nodes;
   if (spec.per_round && *spec.per_round > nodes) {
-    throw ConfigError("participation.per_round", std::to_string(*spec.per_round) +
-                                                     " nodes drawn each round, but the run has " +
-                                                     std::to_string(nodes) + " nodes; at most nodes");
+    throw ConfigError("participation.per_round",
+                      std::to_string(*spec.per_round) +
+                          (population ? " clients drawn each round, but the run has " + std::to_string(nodes) +
+                                            " nodes to train them; at most nodes"
+                                      : " nodes drawn each round, but the run has " + std::to_string(nodes) +
+                                            " nodes; at most nodes"));
+  }
+  if (population && spec.fraction && sim::participants(spec, *spec.clients) > nodes) {
+    throw ConfigError("participation.fraction", sdk::json_excerpt(section.at("fraction")) + " of " +
+                                                    std::to_string(*spec.clients) + " clients is " +
+                                                    std::to_string(sim::participants(spec, *spec.clients)) +
+                                                    " each round, but the run has " + std::to_string(nodes) +
+                                                    " nodes to train them; at most nodes");
   }
   if (section.contains("trace")) {
     const fs::path file = resolve_path(base_dir, section.at("trace"));
@@ -306,9 +326,35 @@ sim::ParticipationSpec read_participation(json& section, int nodes, const fs::pa
                         "run");
     }
     spec.trace = std::make_shared<const sim::AvailabilityTrace>(
-        sim::AvailabilityTrace::read(file, nodes, "participation.trace"));
+        sim::AvailabilityTrace::read(file, spec.clients.value_or(nodes), "participation.trace"));
   }
   return spec;
+}
+
+// What a population of clients larger than the nodes does not combine with
+// (docs/simulation.md#populations-of-clients).
+void check_population(const json& top, const Manifest& m) {
+  const std::string population = std::to_string(*m.participation->clients) + " clients";
+  if (m.has_faults()) {
+    throw ConfigError(top.contains("faults") ? "faults" : "churn",
+                      "does not combine with a population (participation.clients: " + population +
+                          "): a client that fails is modelled by its availability in participation.trace");
+  }
+  if (top.at("compute").contains("speed")) {
+    throw ConfigError("compute.speed", "lists nodes, but with participation.clients (" + population +
+                                           ") the nodes train different clients each round: give the clients' "
+                                           "speeds in participation.trace or compute.speed_distribution");
+  }
+  if (top.at("network").contains("nodes")) {
+    throw ConfigError("network.nodes", "lists nodes, but with participation.clients (" + population +
+                                           ") the nodes train different clients each round: give the clients' "
+                                           "bandwidths in participation.trace or network.bandwidth_distribution");
+  }
+  const data::PartitionSpec& partition = m.train_data.partition;
+  if (partition.kind != data::PartitionSpec::Kind::Iid && partition.kind != data::PartitionSpec::Kind::Dirichlet) {
+    throw ConfigError(partition.json_path, std::string("\"") + partition.name() + "\" cannot share the data among " +
+                                               population + ": use \"iid\" or \"dirichlet\"");
+  }
 }
 
 }  // namespace
@@ -349,6 +395,7 @@ Manifest read_run(const json& doc, const fs::path& base_dir, const std::string& 
   if (top.contains("adversaries")) m.adversaries = read_adversaries(top.at("adversaries"), m.nodes);
   if (top.contains("participation"))
     m.participation = read_participation(top.at("participation"), m.nodes, base_dir, m.compute);
+  if (m.has_population()) check_population(top, m);
   // The schedule's own checks (a node down twice at once, nobody alive, ...).
   if (m.has_faults()) sim::FaultSchedule{m.failure_spec()};
   m.checkpoint.interval = top.at("checkpoint").at("interval");

@@ -5,6 +5,7 @@
 // built.
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <vector>
 
 #include "exogym/runtime/dist/world.h"
@@ -32,11 +33,15 @@ class Meters {
   sim::NodeMeter& meter(int rank) { return *meters_[rank]; }
   const sim::NodeMeter& meter(int rank) const { return *meters_[rank]; }
 
-  // An availability trace's speeds and bandwidths at simulated time `time`
-  // for every node (the manifest's where the trace leaves them empty), and
-  // the collectives paced by the slowest link of `live`. Called between
-  // steps while every node waits (train/membership.h).
-  void apply_trace(const sim::AvailabilityTrace& trace, double time, const std::vector<int>& live);
+  // Each node's speed and bandwidth for a round, and the collectives paced
+  // by the slowest link of `live`; called between steps while every node
+  // waits (train/membership.h). `client_of_node` (a population; null: node
+  // r is client r): the client each node trains, whose own draws from
+  // compute.speed_distribution and network.bandwidth_distribution it takes.
+  // `trace` (or null): its speeds and bandwidths at simulated time `time`
+  // replace those where it gives them.
+  void apply_clients(const std::vector<int>* client_of_node, const sim::AvailabilityTrace* trace, double time,
+                     const std::vector<int>& live);
 
   // This process's nodes' counters and clock splits, for summary.json.
   nlohmann::json node_stats() const;
@@ -50,6 +55,10 @@ class Meters {
   // The manifest's speeds and links, which a trace's empty fields keep.
   std::vector<double> manifest_speed_;
   std::vector<sim::Link> manifest_links_;
+  // A population's clients draw their factors as the nodes do.
+  std::optional<sim::FactorDistribution> speed_distribution_, bandwidth_distribution_;
+  double bandwidth_ = 0;  // network.bandwidth
+  uint64_t seed_ = 0;
   // Whether the manifest gives nodes their own speeds or links.
   bool heterogeneous_speed_ = false, heterogeneous_links_ = false;
 };
