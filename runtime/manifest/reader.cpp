@@ -5,6 +5,7 @@
 #include <memory>
 #include <set>
 
+#include "exogym/runtime/manifest/participation_section.h"
 #include "exogym/runtime/manifest/schema.h"
 #include "exogym/runtime/manifest/syntax.h"
 #include "exogym/runtime/sim/fault_schedule.h"
@@ -279,84 +280,6 @@ sim::ChurnSpec read_churn(const json& churn, const ComputeSpec& compute) {
   return spec;
 }
 
-// Exactly one of per_round and fraction; per_round within the run's nodes;
-// a trace read (its path made absolute for config.json), on a fixed step
-// time, since its availability is read on the simulated clock.
-sim::ParticipationSpec read_participation(json& section, int nodes, const fs::path& base_dir,
-                                          const ComputeSpec& compute) {
-  sim::ParticipationSpec spec;
-  if (section.contains("clients")) spec.clients = section.at("clients").get<int>();
-  if (section.contains("per_round")) spec.per_round = section.at("per_round").get<int>();
-  if (section.contains("fraction")) spec.fraction = section.at("fraction").get<double>();
-  if (section.contains("round")) spec.round = section.at("round").get<int64_t>();
-  if (spec.per_round.has_value() == spec.fraction.has_value()) {
-    throw ConfigError("participation", std::string(spec.per_round ? "gives both per_round and fraction"
-                                                                  : "gives neither per_round nor fraction") +
-                                           ": give one, such as {\"per_round\": 10} or {\"fraction\": 0.1}");
-  }
-  if (spec.clients && *spec.clients < nodes) {
-    throw ConfigError("participation.clients", std::to_string(*spec.clients) + " clients, but the run has " +
-                                                   std::to_string(nodes) +
-                                                   " nodes; at least nodes (each node trains one drawn client at "
-                                                   "a time)");
-  }
-  const bool population = spec.clients && *spec.clients > nodes;
-  if (spec.per_round && *spec.per_round > nodes) {
-    throw ConfigError("participation.per_round",
-                      std::to_string(*spec.per_round) +
-                          (population ? " clients drawn each round, but the run has " + std::to_string(nodes) +
-                                            " nodes to train them; at most nodes"
-                                      : " nodes drawn each round, but the run has " + std::to_string(nodes) +
-                                            " nodes; at most nodes"));
-  }
-  if (population && spec.fraction && sim::participants(spec, *spec.clients) > nodes) {
-    throw ConfigError("participation.fraction", sdk::json_excerpt(section.at("fraction")) + " of " +
-                                                    std::to_string(*spec.clients) + " clients is " +
-                                                    std::to_string(sim::participants(spec, *spec.clients)) +
-                                                    " each round, but the run has " + std::to_string(nodes) +
-                                                    " nodes to train them; at most nodes");
-  }
-  if (section.contains("trace")) {
-    const fs::path file = resolve_path(base_dir, section.at("trace"));
-    section["trace"] = file.string();
-    if (!compute.step_time) {
-      throw ConfigError("participation.trace",
-                        "a trace is read on the simulated clock, which needs a fixed compute.step_time (such as "
-                        "\"50ms\"): with measured compute the clock, and so who is drawn, would change from run to "
-                        "run");
-    }
-    spec.trace = std::make_shared<const sim::AvailabilityTrace>(
-        sim::AvailabilityTrace::read(file, spec.clients.value_or(nodes), "participation.trace"));
-  }
-  return spec;
-}
-
-// What a population of clients larger than the nodes does not combine with
-// (docs/simulation.md#populations-of-clients).
-void check_population(const json& top, const Manifest& m) {
-  const std::string population = std::to_string(*m.participation->clients) + " clients";
-  if (m.has_faults()) {
-    throw ConfigError(top.contains("faults") ? "faults" : "churn",
-                      "does not combine with a population (participation.clients: " + population +
-                          "): a client that fails is modelled by its availability in participation.trace");
-  }
-  if (top.at("compute").contains("speed")) {
-    throw ConfigError("compute.speed", "lists nodes, but with participation.clients (" + population +
-                                           ") the nodes train different clients each round: give the clients' "
-                                           "speeds in participation.trace or compute.speed_distribution");
-  }
-  if (top.at("network").contains("nodes")) {
-    throw ConfigError("network.nodes", "lists nodes, but with participation.clients (" + population +
-                                           ") the nodes train different clients each round: give the clients' "
-                                           "bandwidths in participation.trace or network.bandwidth_distribution");
-  }
-  const data::PartitionSpec& partition = m.train_data.partition;
-  if (partition.kind != data::PartitionSpec::Kind::Iid && partition.kind != data::PartitionSpec::Kind::Dirichlet) {
-    throw ConfigError(partition.json_path, std::string("\"") + partition.name() + "\" cannot share the data among " +
-                                               population + ": use \"iid\" or \"dirichlet\"");
-  }
-}
-
 }  // namespace
 
 Manifest read_run(const json& doc, const fs::path& base_dir, const std::string& default_name,
@@ -393,8 +316,12 @@ Manifest read_run(const json& doc, const fs::path& base_dir, const std::string& 
   if (top.contains("faults")) m.faults = read_faults(top.at("faults"));
   if (top.contains("churn")) m.churn = read_churn(top.at("churn"), m.compute);
   if (top.contains("adversaries")) m.adversaries = read_adversaries(top.at("adversaries"), m.nodes);
-  if (top.contains("participation"))
-    m.participation = read_participation(top.at("participation"), m.nodes, base_dir, m.compute);
+  if (top.contains("participation")) {
+    json& participation = top.at("participation");
+    if (participation.contains("trace"))
+      participation["trace"] = resolve_path(base_dir, participation.at("trace")).string();
+    m.participation = read_participation(participation, m.nodes, m.compute);
+  }
   if (m.has_population()) check_population(top, m);
   // The schedule's own checks (a node down twice at once, nobody alive, ...).
   if (m.has_faults()) sim::FaultSchedule{m.failure_spec()};
