@@ -18,6 +18,7 @@
 #include "exogym/runtime/sim/adversary_spec.h"
 #include "exogym/runtime/sim/failure_spec.h"
 #include "exogym/runtime/sim/network_model.h"
+#include "exogym/runtime/sim/node_factors.h"
 #include "exogym/runtime/sim/participation.h"
 
 namespace exogym::runtime::manifest {
@@ -52,12 +53,17 @@ struct NetworkSpec {
   // The simulated seconds survivors lose noticing a failure, at their first
   // strategy collective after it (network.failure_timeout).
   double failure_timeout = 30;
+  // network.bandwidth_distribution, for the clients of a population (each
+  // client's draw; the nodes' draws are in per_node already).
+  std::optional<sim::FactorDistribution> bandwidth_distribution;
 };
 
 // "compute": how long a step takes on the simulated cluster.
 struct ComputeSpec {
   std::optional<double> step_time;  // seconds at speed 1; nullopt = "measured"
   std::map<int, double> speed;      // per-node speed factors (default 1)
+  // compute.speed_distribution, for the clients of a population.
+  std::optional<sim::FactorDistribution> speed_distribution;
 };
 
 // "checkpoint": when a run saves what resuming it needs (checkpoint/).
@@ -104,6 +110,9 @@ struct Manifest {
   // Whether the live nodes may change from step to step (train/membership.h):
   // failures, or nodes sitting rounds out.
   bool varies_membership() const { return has_faults() || participation.has_value(); }
+  // Whether the rounds draw from a population of clients larger than the
+  // nodes, each node training one drawn client at a time (participation.clients).
+  bool has_population() const { return participation && participation->clients && *participation->clients > nodes; }
   // "faults" and "churn" with what sim/ builds their schedule from.
   sim::FailureSpec failure_spec() const { return {nodes, max_steps, seed, faults, churn}; }
   CheckpointSpec checkpoint;

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <set>
 
+#include "exogym/runtime/manifest/participation_section.h"
 #include "exogym/runtime/manifest/schema.h"
 #include "exogym/runtime/manifest/syntax.h"
 #include "exogym/runtime/sim/fault_schedule.h"
@@ -158,6 +160,7 @@ NetworkSpec read_network(const json& network, int nodes, uint64_t seed) {
       auto it = spec.per_node.try_emplace(r, spec.link).first;
       it->second.bandwidth = spec.link.bandwidth * sim::draw_factor(d, sim::NodeFactor::Bandwidth, seed, r);
     }
+    spec.bandwidth_distribution = d;
   }
   return spec;
 }
@@ -179,6 +182,7 @@ ComputeSpec read_compute(const json& compute, int nodes, uint64_t seed) {
   if (compute.contains("speed_distribution")) {
     const auto d = sim::read_factor_distribution(compute.at("speed_distribution"), "compute.speed_distribution");
     for (int r = 0; r < nodes; ++r) spec.speed.try_emplace(r, sim::draw_factor(d, sim::NodeFactor::Speed, seed, r));
+    spec.speed_distribution = d;
   }
   return spec;
 }
@@ -276,25 +280,6 @@ sim::ChurnSpec read_churn(const json& churn, const ComputeSpec& compute) {
   return spec;
 }
 
-// Exactly one of per_round and fraction; per_round within the run's nodes.
-sim::ParticipationSpec read_participation(const json& section, int nodes) {
-  sim::ParticipationSpec spec;
-  if (section.contains("per_round")) spec.per_round = section.at("per_round").get<int>();
-  if (section.contains("fraction")) spec.fraction = section.at("fraction").get<double>();
-  if (section.contains("round")) spec.round = section.at("round").get<int64_t>();
-  if (spec.per_round.has_value() == spec.fraction.has_value()) {
-    throw ConfigError("participation", std::string(spec.per_round ? "gives both per_round and fraction"
-                                                                  : "gives neither per_round nor fraction") +
-                                           ": give one, such as {\"per_round\": 10} or {\"fraction\": 0.1}");
-  }
-  if (spec.per_round && *spec.per_round > nodes) {
-    throw ConfigError("participation.per_round", std::to_string(*spec.per_round) +
-                                                     " nodes drawn each round, but the run has " +
-                                                     std::to_string(nodes) + " nodes; at most nodes");
-  }
-  return spec;
-}
-
 }  // namespace
 
 Manifest read_run(const json& doc, const fs::path& base_dir, const std::string& default_name,
@@ -331,7 +316,13 @@ Manifest read_run(const json& doc, const fs::path& base_dir, const std::string& 
   if (top.contains("faults")) m.faults = read_faults(top.at("faults"));
   if (top.contains("churn")) m.churn = read_churn(top.at("churn"), m.compute);
   if (top.contains("adversaries")) m.adversaries = read_adversaries(top.at("adversaries"), m.nodes);
-  if (top.contains("participation")) m.participation = read_participation(top.at("participation"), m.nodes);
+  if (top.contains("participation")) {
+    json& participation = top.at("participation");
+    if (participation.contains("trace"))
+      participation["trace"] = resolve_path(base_dir, participation.at("trace")).string();
+    m.participation = read_participation(participation, m.nodes, m.compute);
+  }
+  if (m.has_population()) check_population(top, m);
   // The schedule's own checks (a node down twice at once, nobody alive, ...).
   if (m.has_faults()) sim::FaultSchedule{m.failure_spec()};
   m.checkpoint.interval = top.at("checkpoint").at("interval");

@@ -218,11 +218,17 @@ OptionSpec participation() {
       "partial participation: each round of the strategy, only some of the live nodes, drawn from the run's seed, "
       "compute and communicate; give per_round or fraction",
       {
+          at_most(kIntMax, {"clients", Type::PositiveInteger, nullptr,
+                            "the population each round draws from, at least nodes (default: the nodes); with more "
+                            "clients than nodes, each node trains one drawn client at a time"}),
           at_most(kIntMax, {"per_round", Type::PositiveInteger, nullptr, "nodes drawn each round, at most nodes"}),
           {"fraction", Type::Fraction, nullptr,
            "the share of the live nodes drawn each round: ceil(fraction × live nodes), at least 1"},
           {"round", Type::PositiveInteger, nullptr,
            "steps per round, rounds starting at step 0 (default: the strategy's option H)"},
+          {"trace", Type::NonEmptyString, nullptr,
+           "a CSV file (client,time,available,speed,bandwidth), relative to the manifest's folder: who can be "
+           "drawn at each round's start on the simulated clock, and at what speed and bandwidth"},
       });
 }
 

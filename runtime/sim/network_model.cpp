@@ -77,6 +77,12 @@ Link NetworkModel::link(int rank) const {
   return it == overrides_.end() ? link_ : it->second;
 }
 
+void NetworkModel::set_bandwidth(int rank, double bandwidth) {
+  Link l = link(rank);
+  l.bandwidth = bandwidth;
+  overrides_[rank] = l;
+}
+
 Link NetworkModel::bottleneck(const std::vector<int>& ranks) const {
   Link worst = link(ranks.empty() ? 0 : ranks[0]);
   for (int r : ranks) {

@@ -98,6 +98,14 @@ class NetworkModel {
   double all_gather_time(double max_sent) const { return all_gather_time(max_sent, nodes_); }
   double barrier_time() const { return barrier_time(nodes_); }
 
+  // For an availability trace, between rounds while no collective runs
+  // (train::Meters::apply_trace): node `rank`'s bandwidth from now on, and
+  // the nodes whose slowest link paces the collectives over every live node
+  // (the round's, rather than the whole cluster's: an away client's link
+  // carries nothing).
+  void set_bandwidth(int rank, double bandwidth);
+  void pace_by(const std::vector<int>& ranks) { bottleneck_ = bottleneck(ranks); }
+
  private:
   int nodes_;
   Link link_;

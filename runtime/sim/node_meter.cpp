@@ -8,18 +8,13 @@ namespace exogym::runtime::sim {
 
 NodeMeter::NodeMeter(int rank, const NetworkModel& network, const ComputeModel& compute, ClockExchange& clocks,
                      bool keep_rows)
-    : rank_(rank),
-      network_(network),
-      compute_model_(compute),
-      clocks_(clocks),
-      speed_(static_cast<size_t>(rank) < compute.speed.size() ? compute.speed[rank] : 1.0),
-      keep_rows_(keep_rows) {}
+    : rank_(rank), network_(network), compute_model_(compute), clocks_(clocks), keep_rows_(keep_rows) {}
 
 void NodeMeter::begin_step(int64_t step) {
   row_step_ = step + 1;
   in_step_ = true;
   if (compute_model_.step_time) {
-    pending_compute_ += *compute_model_.step_time / speed_;
+    pending_compute_ += *compute_model_.step_time / speed();
   } else {
     timing_ = true;
     timer_start_ = std::chrono::steady_clock::now();
@@ -30,7 +25,7 @@ void NodeMeter::stop_timer() {
   if (!timing_) return;
   timing_ = false;
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - timer_start_).count();
-  pending_compute_ += elapsed / speed_;
+  pending_compute_ += elapsed / speed();
 }
 
 void NodeMeter::settle_compute() {

@@ -178,7 +178,11 @@ class NodeMeter {
   const NetworkModel& network_;
   const ComputeModel& compute_model_;
   ClockExchange& clocks_;
-  const double speed_;
+  // The node's speed factor, read at each step: an availability trace
+  // changes it between rounds (train::Meters::apply_trace).
+  double speed() const {
+    return static_cast<size_t>(rank_) < compute_model_.speed.size() ? compute_model_.speed[rank_] : 1.0;
+  }
   const bool keep_rows_;
 
   int64_t row_step_ = 0;

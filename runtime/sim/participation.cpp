@@ -4,6 +4,7 @@
 #include <cmath>
 #include <iterator>
 #include <random>
+#include <unordered_map>
 #include <utility>
 
 #include "exogym/sdk/error.h"
@@ -49,6 +50,26 @@ std::vector<int> draw_participants(uint64_t generator_seed, const std::vector<in
   return pool;
 }
 
+std::vector<int> draw_clients(uint64_t generator_seed, int population, int count) {
+  EXOGYM_CHECK_INTERNAL(count >= 1 && count <= population, "a draw of more clients than the population");
+  std::mt19937_64 rng(generator_seed);
+  // pool[i] is i unless a swap moved another client there.
+  std::unordered_map<int, int> moved;
+  auto at = [&](int i) {
+    auto it = moved.find(i);
+    return it == moved.end() ? i : it->second;
+  };
+  std::vector<int> drawn(static_cast<size_t>(count));
+  for (int i = 0; i < count; ++i) {
+    const int j = i + static_cast<int>(below(rng, static_cast<uint64_t>(population - i)));
+    const int picked = at(j);
+    moved[j] = at(i);
+    drawn[static_cast<size_t>(i)] = picked;
+  }
+  std::sort(drawn.begin(), drawn.end());
+  return drawn;
+}
+
 Participation::Participation(ParticipationSpec spec, int64_t round_steps, uint64_t seed)
     : spec_(std::move(spec)), round_steps_(round_steps), seed_(seed) {
   EXOGYM_CHECK_INTERNAL(round_steps_ >= 1, "a participation round of no steps");
@@ -66,6 +87,15 @@ std::vector<int> Participation::take_part(int64_t step, const std::vector<int>& 
   std::set_intersection(drawn_.begin(), drawn_.end(), alive.begin(), alive.end(), std::back_inserter(kept));
   if (!kept.empty()) return kept;
   drawn_ = draw_participants(sdk::derive_seed(seed_, kRedrawStream, static_cast<uint64_t>(step)), alive, count);
+  return drawn_;
+}
+
+std::vector<int> Participation::take_clients(int64_t round, const std::vector<int>* available) {
+  const int pool = available ? static_cast<int>(available->size()) : *spec_.clients;
+  EXOGYM_CHECK_INTERNAL(pool >= 1, "no client to draw from");
+  const int count = participants(spec_, pool);
+  const uint64_t seed = sdk::derive_seed(seed_, kRoundStream, static_cast<uint64_t>(round));
+  drawn_ = available ? draw_participants(seed, *available, count) : draw_clients(seed, pool, count);
   return drawn_;
 }
 

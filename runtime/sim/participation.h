@@ -10,9 +10,12 @@
 // round's first step only, so it is the same for any parallelism, process
 // count or resume.
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <vector>
+
+#include "exogym/runtime/sim/availability_trace.h"
 
 namespace exogym::runtime::sim {
 
@@ -22,6 +25,13 @@ struct ParticipationSpec {
   std::optional<double> fraction;  // in (0, 1]
   // Steps per round; nullopt: the strategy's (its H option, train/setup.h).
   std::optional<int64_t> round;
+  // "clients": the population the rounds draw from, when larger than the
+  // nodes (each node then trains one drawn client at a time); nullopt:
+  // the nodes are the clients.
+  std::optional<int> clients;
+  // "trace": who can be drawn, and at what speed and bandwidth, over the
+  // simulated clock (sim/availability_trace.h); null without one.
+  std::shared_ptr<const AvailabilityTrace> trace;
 };
 
 // How many of `live` nodes a round takes: per_round (at most `live`, since
@@ -36,6 +46,12 @@ int participants(const ParticipationSpec& spec, int live);
 // the library's choice), in rank order, from the generator seeded with
 // `generator_seed`.
 std::vector<int> draw_participants(uint64_t generator_seed, const std::vector<int>& live, int count);
+
+// `count` of the clients 0 to population - 1, drawn as draw_participants
+// draws from all of them, without a vector of the population: a partial
+// Fisher-Yates shuffle whose swapped places alone are kept (O(count)), in
+// client order.
+std::vector<int> draw_clients(uint64_t generator_seed, int population, int count);
 
 // Which nodes take part in the current round, as the run goes. Used by the
 // last node to arrive at a membership meeting (train/membership.h), while
@@ -54,6 +70,10 @@ class Participation {
   // step of the round, the rest of the round is drawn again among `alive`
   // (a stream keyed by that step), since a step needs a node.
   std::vector<int> take_part(int64_t step, const std::vector<int>& alive);
+  // With a population (spec.clients): round `round`'s clients, drawn among
+  // `available` (sorted), or among all clients when null. Kept as the
+  // round's draw.
+  std::vector<int> take_clients(int64_t round, const std::vector<int>* available);
 
   // The round's draw, for a checkpoint, and back on resume.
   nlohmann::json state() const;

@@ -192,7 +192,8 @@ void check_fits(const RunContext& run, const TrainingSetup& setup, ReportedResul
   const fs::path index_file = c.folder / checkpoint::kIndexFile;
   if (c.index.sections.contains("faults")) {
     // Read into a scratch membership: what train_run restores after this.
-    Membership scratch(run.m, c.index.step, setup.plugins.round_steps);
+    Membership scratch(run.m, c.index.step, setup.plugins.round_steps, nullptr,
+                       run.m.has_population() ? std::make_shared<data::ClientSlots>(run.m.nodes) : nullptr);
     try {
       scratch.restore(c.index.sections.at("faults"));
     } catch (const json::exception& e) {

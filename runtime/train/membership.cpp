@@ -24,7 +24,8 @@ std::vector<int> all_ranks(int nodes) {
 
 }  // namespace
 
-Membership::Membership(const manifest::Manifest& m, int64_t first_step, int64_t round_steps, dist::ProcessMesh* mesh)
+Membership::Membership(const manifest::Manifest& m, int64_t first_step, int64_t round_steps, dist::ProcessMesh* mesh,
+                       std::shared_ptr<data::ClientSlots> slots)
     : simulated_(m.varies_membership()),
       nodes_(m.nodes),
       mesh_(mesh),
@@ -33,7 +34,12 @@ Membership::Membership(const manifest::Manifest& m, int64_t first_step, int64_t 
       failure_timeout_(m.network.failure_timeout),
       counted_to_(first_step) {
   if (m.churn && m.churn->timed) timed_.emplace(m.failure_spec());
-  if (m.participation) participation_.emplace(*m.participation, round_steps, m.seed);
+  if (m.participation) {
+    participation_.emplace(*m.participation, round_steps, m.seed);
+    trace_ = m.participation->trace;
+    slots_ = std::move(slots);
+    EXOGYM_CHECK_INTERNAL(m.has_population() == (slots_ != nullptr), "a population without its client slots");
+  }
   set_live(all_ranks(m.nodes));
   alive_ = live_;
   owed_.assign(static_cast<size_t>(nodes_), kNone);
@@ -88,9 +94,17 @@ void Membership::advance(int64_t step, Meters& simulation, train::Cluster& clust
   restored_live_.reset();
   restored_alive_.reset();
   const std::vector<double> clocks = node_clocks(simulation);
+  if (slots_) {
+    std::vector<int> next = next_population(step, base, clocks);
+    if (next != live_ || !returns_.empty()) ++epoch_;
+    cluster.set_members(next);
+    set_live(std::move(next));
+    simulation.apply_clients(&slots_->clients(), trace_.get(), trace_time_, live_);
+    return;
+  }
   std::vector<int> alive = next_alive(step, alive_base, base, clocks);
   EXOGYM_CHECK_INTERNAL(!alive.empty(), "no node alive at step " + std::to_string(step));
-  std::vector<int> next = participation_ ? participation_->take_part(step, alive) : alive;
+  std::vector<int> next = participation_ ? participation_->take_part(step, drawable(step, alive, base, clocks)) : alive;
 
   std::vector<int> kept;
   std::set_intersection(base.begin(), base.end(), next.begin(), next.end(), std::back_inserter(kept));
@@ -102,6 +116,30 @@ void Membership::advance(int64_t step, Meters& simulation, train::Cluster& clust
   cluster.set_members(next);
   set_live(std::move(next));
   alive_ = std::move(alive);
+  if (trace_) simulation.apply_clients(nullptr, trace_.get(), trace_time_, live_);
+}
+
+double Membership::round_start(const std::vector<int>& live_base, const std::vector<double>& clocks) {
+  double time = 0;
+  for (int node : live_base) time = std::max(time, clocks[static_cast<size_t>(node)]);
+  return time;
+}
+
+// Without a trace, every alive node. With one, those the trace has
+// available at the round's start: the latest clock of the nodes live before,
+// as churn on the clock reads it (a resumed run keeps its round's time).
+std::vector<int> Membership::drawable(int64_t step, const std::vector<int>& alive, const std::vector<int>& live_base,
+                                      const std::vector<double>& clocks) {
+  if (!trace_) return alive;
+  if (participation_->starts_round(step)) trace_time_ = round_start(live_base, clocks);
+  std::vector<int> available = trace_->available(alive, trace_time_);
+  if (available.empty()) {
+    throw sdk::Error("participation.trace: no client is available at step " + std::to_string(step) + " (round " +
+                     std::to_string(step / participation_->round_steps()) + ", simulated time " +
+                     util::format_duration(trace_time_) + ") among the " + std::to_string(alive.size()) +
+                     " alive: a round needs at least one");
+  }
+  return available;
 }
 
 void Membership::note_failures(int64_t step, const std::vector<int>& alive_base, const std::vector<int>& alive,
@@ -257,6 +295,8 @@ nlohmann::json Membership::checkpoint_state(int64_t steps) const {
                               {"returns", returns_drawn_},
                               {"transfer_bytes", transfer_bytes_},
                               {"transfer_time_s", transfer_seconds_}};
+    if (trace_) state["participation"]["trace_time_s"] = trace_time_;
+    if (slots_) state["participation"]["clients"] = slots_->clients();
   }
   return state;
 }
@@ -280,6 +320,10 @@ void Membership::restore(const nlohmann::json& state) {
   returns_drawn_ = p.at("returns");
   transfer_bytes_ = p.at("transfer_bytes");
   transfer_seconds_ = p.at("transfer_time_s");
+  if (trace_) trace_time_ = p.at("trace_time_s");
+  if (slots_) {
+    for (int r = 0; r < nodes_; ++r) slots_->assign(r, p.at("clients").at(static_cast<size_t>(r)).get<int>());
+  }
 }
 
 }  // namespace exogym::runtime::train

@@ -22,7 +22,13 @@
 //
 // Partial participation (sim/participation.h) works the same way: each
 // round, the nodes not drawn are down, and a node drawn again receives the
-// state as one that comes back. Two memberships are kept apart: the nodes
+// state as one that comes back. With an availability trace, a round draws
+// among the nodes available at its start on the simulated clock, and the
+// trace's speeds and bandwidths hold for the round (Meters::apply_clients).
+// With a population of clients larger than the nodes, the nodes are slots:
+// each round's clients go to nodes 0, 1, ..., and a node that takes on
+// another client receives the state as a node drawn again
+// (membership_population.cpp). Two memberships are kept apart: the nodes
 // alive (by failures alone, which events.csv and the "faults" totals tell)
 // and the nodes live (alive and drawn, which train and communicate).
 //
@@ -43,6 +49,7 @@
 #include <utility>
 #include <vector>
 
+#include "exogym/runtime/data/client_slots.h"
 #include "exogym/runtime/manifest/manifest.h"
 #include "exogym/runtime/sim/fault_schedule.h"
 #include "exogym/runtime/sim/node_meter.h"
@@ -70,8 +77,10 @@ class Membership {
   // every node is alive: every node takes part in the set-up.
   // `round_steps`: a participation round's steps (TrainingPlugins). `mesh`:
   // the other processes of a run over several (null: one process).
+  // `slots`: with a population (Manifest::has_population), the client each
+  // node trains, which each round's draw assigns.
   Membership(const manifest::Manifest& m, int64_t first_step, int64_t round_steps = 0,
-             dist::ProcessMesh* mesh = nullptr);
+             dist::ProcessMesh* mesh = nullptr, std::shared_ptr<data::ClientSlots> slots = nullptr);
 
   // Whether the live nodes may change (the run has "faults", "churn" or
   // "participation"), even if no node happens to fail or sit out.
@@ -123,6 +132,16 @@ class Membership {
   // the clock reads the time of the nodes live before (`live_base`).
   std::vector<int> next_alive(int64_t step, const std::vector<int>& base, const std::vector<int>& live_base,
                               const std::vector<double>& clocks);
+  // A population's membership at `step` (membership_population.cpp): at a
+  // round's start, its clients go to nodes 0, 1, ... in client order, and a
+  // node whose client changes receives the state as a node drawn again.
+  std::vector<int> next_population(int64_t step, const std::vector<int>& live_base, const std::vector<double>& clocks);
+  // The simulated time of a round that starts now: the latest clock of the
+  // nodes live before.
+  static double round_start(const std::vector<int>& live_base, const std::vector<double>& clocks);
+  // The alive nodes a round may draw: with a trace, those available.
+  std::vector<int> drawable(int64_t step, const std::vector<int>& alive, const std::vector<int>& live_base,
+                            const std::vector<double>& clocks);
   // The nodes alive before and not at `step`: failures (events, timeouts).
   void note_failures(int64_t step, const std::vector<int>& alive_base, const std::vector<int>& alive,
                      const std::vector<int>& live_base, const std::vector<int>& kept, const std::vector<double>& clocks,
@@ -147,6 +166,11 @@ class Membership {
   const int64_t first_step_;
   const double failure_timeout_;
   std::optional<sim::Participation> participation_;
+  // participation.trace, and the simulated time of the round's start at
+  // which it is read (its availability, speeds and bandwidths).
+  std::shared_ptr<const sim::AvailabilityTrace> trace_;
+  double trace_time_ = 0;
+  std::shared_ptr<data::ClientSlots> slots_;  // a population's; null otherwise
   // A resumed run's, before its first step: the live and the alive nodes.
   std::optional<std::vector<int>> restored_live_, restored_alive_;
 

@@ -34,8 +34,15 @@ Meters::Meters(const manifest::Manifest& m, const dist::NodeBlock& block)
       compute_(compute_model(m)),
       clocks_(m.nodes),
       meters_(m.nodes),
-      heterogeneous_speed_(!m.compute.speed.empty()),
-      heterogeneous_links_(!m.network.per_node.empty()) {
+      manifest_speed_(compute_.speed),
+      speed_distribution_(m.compute.speed_distribution),
+      bandwidth_distribution_(m.network.bandwidth_distribution),
+      bandwidth_(m.network.link.bandwidth),
+      seed_(m.seed),
+      heterogeneous_speed_(!m.compute.speed.empty() || (m.participation && m.participation->trace)),
+      heterogeneous_links_(!m.network.per_node.empty() || (m.participation && m.participation->trace) ||
+                           m.network.bandwidth_distribution) {
+  for (int rank = 0; rank < m.nodes; ++rank) manifest_links_.push_back(network_.link(rank));
   // comm.csv needs one node's rows: every node sees every collective's
   // totals. With failures, the reporting node changes: every node keeps its
   // rows, and those not reporting drop them (node_loop.cpp).
@@ -44,6 +51,25 @@ Meters::Meters(const manifest::Manifest& m, const dist::NodeBlock& block)
         std::make_unique<sim::NodeMeter>(rank, network_, compute_, clocks_, rank == 0 || m.varies_membership());
   }
   async_ = std::make_unique<sim::AsyncSchedule>(compute_.step_time, compute_.speed, network_, async_refusal(m, block));
+}
+
+void Meters::apply_clients(const std::vector<int>* client_of_node, const sim::AvailabilityTrace* trace, double time,
+                           const std::vector<int>& live) {
+  for (int rank = 0; rank < network_.nodes(); ++rank) {
+    const auto r = static_cast<size_t>(rank);
+    const int client = client_of_node ? (*client_of_node)[r] : rank;
+    const sim::ClientState state = trace ? trace->at(client, time) : sim::ClientState{};
+    double speed = manifest_speed_[r], bandwidth = manifest_links_[r].bandwidth;
+    if (client_of_node) {
+      speed = speed_distribution_ ? sim::draw_factor(*speed_distribution_, sim::NodeFactor::Speed, seed_, client) : 1;
+      bandwidth = bandwidth_ * (bandwidth_distribution_ ? sim::draw_factor(*bandwidth_distribution_,
+                                                                           sim::NodeFactor::Bandwidth, seed_, client)
+                                                        : 1);
+    }
+    compute_.speed[r] = state.speed.value_or(speed);
+    network_.set_bandwidth(rank, state.bandwidth.value_or(bandwidth));
+  }
+  network_.pace_by(live);
 }
 
 nlohmann::json Meters::node_stats() const {

@@ -5,11 +5,13 @@
 // built.
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <vector>
 
 #include "exogym/runtime/dist/world.h"
 #include "exogym/runtime/manifest/manifest.h"
 #include "exogym/runtime/sim/async_schedule.h"
+#include "exogym/runtime/sim/availability_trace.h"
 #include "exogym/runtime/sim/clock_exchange.h"
 #include "exogym/runtime/sim/compute_model.h"
 #include "exogym/runtime/sim/network_model.h"
@@ -34,6 +36,15 @@ class Meters {
 
   // The time of an asynchronous strategy (sdk/async.h), if it connects.
   sim::AsyncSchedule& async() { return *async_; }
+  // Each node's speed and bandwidth for a round, and the collectives paced
+  // by the slowest link of `live`; called between steps while every node
+  // waits (train/membership.h). `client_of_node` (a population; null: node
+  // r is client r): the client each node trains, whose own draws from
+  // compute.speed_distribution and network.bandwidth_distribution it takes.
+  // `trace` (or null): its speeds and bandwidths at simulated time `time`
+  // replace those where it gives them.
+  void apply_clients(const std::vector<int>* client_of_node, const sim::AvailabilityTrace* trace, double time,
+                     const std::vector<int>& live);
 
   // This process's nodes' counters and clock splits, for summary.json.
   nlohmann::json node_stats() const;
@@ -45,6 +56,13 @@ class Meters {
   sim::ClockExchange clocks_;
   std::vector<std::unique_ptr<sim::NodeMeter>> meters_;  // by global rank
   std::unique_ptr<sim::AsyncSchedule> async_;
+  // The manifest's speeds and links, which a trace's empty fields keep.
+  std::vector<double> manifest_speed_;
+  std::vector<sim::Link> manifest_links_;
+  // A population's clients draw their factors as the nodes do.
+  std::optional<sim::FactorDistribution> speed_distribution_, bandwidth_distribution_;
+  double bandwidth_ = 0;  // network.bandwidth
+  uint64_t seed_ = 0;
   // Whether the manifest gives nodes their own speeds or links.
   bool heterogeneous_speed_ = false, heterogeneous_links_ = false;
 };

@@ -168,6 +168,10 @@ void NodeRun::change_membership(int64_t t) {
     membership_.advance(t, *s_.simulation, cluster_, s_.outputs.writer.get());
   });
   ctx_.membership_epoch = membership_.epoch();
+  // With a population, each node says which client it trains in the round.
+  const data::ClientSlots* slots = s_.setup.data.client_slots.get();
+  if (slots && membership_.is_live(rank_) && t % s_.setup.plugins.round_steps == 0)
+    ctx_.record("client", slots->client(rank_));
   if (!membership_.recovering()) return;
   if (membership_.donor() == rank_) {
     phase_ = "sending the state of " + strategy_name_ + " to the nodes that come back";

@@ -9,6 +9,7 @@
 #include "exogym/runtime/data/example_labels.h"
 #include "exogym/runtime/data/label_range.h"
 #include "exogym/runtime/data/node_set_sampler.h"
+#include "exogym/runtime/data/population_sampler.h"
 #include "exogym/runtime/data/registry.h"
 #include "exogym/runtime/dist/process_mesh.h"
 #include "exogym/runtime/plugin/plugin_loader.h"
@@ -96,7 +97,13 @@ void prepare_sampling(const manifest::Manifest& m, TrainingData& d, std::optiona
                                "\" have no \"target\" holding one integer per example");
   }
   const std::vector<int64_t>* label_list = labels ? &*labels : nullptr;
-  d.sampler = data::make_sampler(spec.partition, d.train->size(), label_list, m.nodes, m.batch_size, m.seed);
+  if (m.has_population()) {
+    d.client_slots = std::make_shared<data::ClientSlots>(m.nodes);
+    d.sampler = std::make_unique<data::PopulationSampler>(
+        spec.partition, d.train->size(), label_list, *m.participation->clients, m.batch_size, m.seed, d.client_slots);
+  } else {
+    d.sampler = data::make_sampler(spec.partition, d.train->size(), label_list, m.nodes, m.batch_size, m.seed);
+  }
   for (int r = 0; r < m.nodes; ++r) d.node_data.push_back(data::node_data(*d.sampler, r, label_list));
 }
 
@@ -249,6 +256,12 @@ TrainingData load_data(const manifest::Manifest& m, plugin::PluginLoader& loader
   const dist::NodeBlock& block = role.block;
   TrainingData d;
   if (per_node_dataset(m.train_data, loader, m)) {
+    if (m.has_population()) {
+      throw sdk::ConfigError(m.train_data.json_path + ".dataset",
+                             "\"" + m.train_data.dataset +
+                                 "\" gives each node a dataset of its own, which a population of clients larger "
+                                 "than the nodes (participation.clients) cannot share out");
+    }
     load_node_datasets(m, loader, role, cache, num_classes, d);
   } else {
     d.train = make_dataset(m.train_data, loader, m, d.train_options, block, cache);

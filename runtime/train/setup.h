@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "exogym/runtime/data/client_slots.h"
 #include "exogym/runtime/data/node_data.h"
 #include "exogym/runtime/data/sampler.h"
 #include "exogym/runtime/dist/world.h"
@@ -63,9 +64,12 @@ struct TrainingData {
   std::vector<std::shared_ptr<const sdk::Dataset>> node_train;
   nlohmann::json train_options, val_options;  // validated, for config.json
   std::unique_ptr<data::Sampler> sampler;     // which training examples each node draws
-  std::vector<int64_t> val_indices;           // the validation subset, the same for every run
-  std::vector<data::NodeData> node_data;      // what each node trains on, by rank (data.csv)
-  double seconds = 0;                         // wall time spent loading
+  // With a population (Manifest::has_population): the client each node
+  // trains, which the sampler reads and train/membership.h assigns.
+  std::shared_ptr<data::ClientSlots> client_slots;
+  std::vector<int64_t> val_indices;       // the validation subset, the same for every run
+  std::vector<data::NodeData> node_data;  // what each node trains on, by rank (data.csv)
+  double seconds = 0;                     // wall time spent loading
 
   // The training set node `rank` reads.
   const sdk::Dataset& train_of(int rank) const { return node_train.empty() ? *train : *node_train[rank]; }

@@ -99,8 +99,8 @@ void start_membership(TrainingState& s, const TrainingOptions& options) {
   if (options.resume) {
     load_resume_point(run, s.setup, s.outputs.config, s.simulation->clocks(), checkpoints, s.reported, options);
   }
-  s.membership =
-      std::make_unique<Membership>(run.m, checkpoints.first_step, s.setup.plugins.round_steps, run.role.mesh);
+  s.membership = std::make_unique<Membership>(run.m, checkpoints.first_step, s.setup.plugins.round_steps, run.role.mesh,
+                                              s.setup.data.client_slots);
   const std::optional<checkpoint::LoadedCheckpoint>& resume = checkpoints.resume;
   if (!resume || !resume->index.sections.contains("faults")) return;
   try {

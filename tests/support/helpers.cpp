@@ -14,6 +14,7 @@
 #include "exogym/runtime/output/model_pt.h"
 #include "exogym/runtime/output/progress.h"
 #include "exogym/runtime/train/cluster.h"
+#include "exogym/sdk/error.h"
 #include "testing.h"
 
 namespace exogym::test {
@@ -102,6 +103,16 @@ nlohmann::json small_manifest(int nodes) {
       {"eval", {{"interval", 10}, {"size", 256}}},
       {"output", {{"dir", "out"}}},
   };
+}
+
+std::string check_run_error(const nlohmann::json& manifest) {
+  try {
+    const runtime::manifest::Manifest m = runtime::manifest::parse_manifest(manifest, "/tmp", "test").runs.at(0);
+    runtime::train::check_run(m, test_loader());
+  } catch (const sdk::ConfigError& e) {
+    return e.what();
+  }
+  return "(no error)";
 }
 
 runtime::train::TrainingResult run_json(const nlohmann::json& manifest, const fs::path& dir, int cores,

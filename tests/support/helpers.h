@@ -47,6 +47,11 @@ std::vector<std::map<std::string, std::string>> read_csv(const std::filesystem::
 // strategy allreduce with plain SGD. Tests patch what they need.
 nlohmann::json small_manifest(int nodes);
 
+// The ConfigError's message when parsing `manifest` (base folder /tmp) and
+// checking its first run as exogym-run does before training (check_run),
+// or "(no error)".
+std::string check_run_error(const nlohmann::json& manifest);
+
 // Parses `manifest` (base folder `dir`) and trains its single run quietly
 // into dir/run, on `cores` cores (0: all this process may use).
 runtime::train::TrainingResult run_json(const nlohmann::json& manifest, const std::filesystem::path& dir, int cores = 0,

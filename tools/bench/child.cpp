@@ -49,7 +49,7 @@ double peak_rss_bytes() {
 }
 
 json simulator_manifest(const json& spec, const fs::path& dir) {
-  return {
+  json manifest = {
       {"name", "bench"},
       {"seed", 42},
       {"nodes", spec["nodes"]},
@@ -62,6 +62,8 @@ json simulator_manifest(const json& spec, const fs::path& dir) {
       {"output", {{"dir", dir.string()}, {"save_model", false}}},
       {"checkpoint", {{"interval", spec.value("checkpoint_interval", 0)}}},
   };
+  if (spec.contains("participation")) manifest["participation"] = spec["participation"];
+  return manifest;
 }
 
 json child_simulator(const json& spec, double age_at_main) {

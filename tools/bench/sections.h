@@ -43,6 +43,10 @@ nlohmann::json whole_run_section(const BenchOptions& options);
 // MLP's forward and backward passes (demo_cost.cpp).
 nlohmann::json demo_section(const BenchOptions& options);
 
+// A population: 100 FedAvg MLP nodes resident against 100 of a million
+// clients a round, time per round and peak memory (population_cost.cpp).
+nlohmann::json population_section(const BenchOptions& options);
+
 // The non-finite check: one pass over a replica's parameters (what checking
 // them every step would add per node), against a step of one node.
 nlohmann::json nonfinite_section(const BenchOptions& options);

@@ -169,6 +169,16 @@ void check_whole_run(Targets& targets, const json& rows) {
   }
 }
 
+// A million clients, 100 a round: within 24 GB, and each round within 1.2x
+// the time of 100 resident nodes.
+void check_population(Targets& targets, const json& rows) {
+  const json& population = rows.at(1);
+  const double ratio = population["round_ratio"], peak = population["peak_rss_bytes"];
+  targets.check("a population's round against resident nodes", ratio, 1.2, ratio <= 1.2,
+                fmt(population["round_seconds"].get<double>(), 3) + " s = " + fmt(ratio, 3) + " x, <= 1.2 x");
+  targets.check("a population's peak memory", peak, 24e9, peak <= 24e9, format_bytes(peak) + " <= 24 GB");
+}
+
 }  // namespace
 
 json check_targets(const BenchOptions& o, const json& report, double dataset) {
@@ -185,6 +195,7 @@ json check_targets(const BenchOptions& o, const json& report, double dataset) {
   if (!o.quick && o.wants("precision")) check_precision(targets, report.at("precision"));
   if (!o.quick && o.wants("nanogpt16")) check_nanogpt16(targets, report.at("nanogpt16"));
   if (!o.quick && o.wants("demo")) check_demo(targets, report.at("demo"));
+  if (!o.quick && o.wants("population")) check_population(targets, report.at("population"));
   return targets.checked();
 }
 

@@ -33,15 +33,7 @@ json diloco_manifest(int nodes, json participation) {
   return m;
 }
 
-std::string error_of(const json& manifest) {
-  try {
-    const runtime::manifest::Manifest m = runtime::manifest::parse_manifest(manifest, "/tmp", "test").runs.at(0);
-    runtime::train::check_run(m, test_loader());
-  } catch (const sdk::ConfigError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+std::string error_of(const json& manifest) { return check_run_error(manifest); }
 
 std::vector<std::string> sorted_lines(const fs::path& file) {
   std::vector<std::string> lines = read_lines(file);

@@ -2,7 +2,8 @@
 // the draws do not depend on the process count, a process none of whose
 // nodes is drawn sits the round out, and the state reaches a node drawn
 // again from another process; the run is the single-process run, bit for
-// bit. Every run is a child process killed after a time limit.
+// bit, with a population of clients too. Every run is a child process
+// killed after a time limit.
 #include <string>
 #include <vector>
 
@@ -44,6 +45,20 @@ TEST_CASE("participation over --nproc 2 and 3 is the single-process run, bit for
       require_same_run(single, again);
     }
   }
+}
+
+TEST_CASE("a population of 500 clients over --nproc 2 is the single-process run, bit for bit",
+          "[participation][population][multiprocess][slow]") {
+  TempDir dir("population-nproc");
+  json m = checkpointed_manifest(4, 5);
+  m["strategy"] = {{"plugin", "fedavg"}, {"options", {{"H", 3}, {"optimizer", {{"name", "sgd"}, {"lr", 0.05}}}}}};
+  m["data"]["train"]["partition"] = {{"name", "dirichlet"}, {"alpha", 0.1}};
+  m["train"]["max_steps"] = 12;
+  m["eval"]["interval"] = 6;
+  m["participation"] = {{"clients", 500}, {"per_round", 3}};  // the clients of 2 processes' nodes change each round
+  const fs::path single = run_layout(dir, m, "p1", {});
+  CHECK(json::parse(read_text(single / "summary.json")).at("participation").at("returns").get<int>() >= 9);
+  require_same_run(single, run_layout(dir, m, "p2", {"--nproc", "2"}));
 }
 
 }  // namespace exogym::test
