@@ -3,6 +3,7 @@
 // models, the clocks its nodes share, one meter per node of this process,
 // and the slots of an asynchronous strategy. The meters refer to the rest, so a Meters stays where it is
 // built.
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -33,6 +34,10 @@ class Meters {
   // Node `rank`'s meter; `rank` must be one of this process's nodes.
   sim::NodeMeter& meter(int rank) { return *meters_[rank]; }
   const sim::NodeMeter& meter(int rank) const { return *meters_[rank]; }
+  // meter() as a function, for sim/ (the asynchronous schedule).
+  std::function<sim::NodeMeter&(int)> meter_of() {
+    return [this](int rank) -> sim::NodeMeter& { return *meters_[rank]; };
+  }
 
   // The time of an asynchronous strategy (sdk/async.h), if it connects.
   sim::AsyncSchedule& async() { return *async_; }

@@ -99,8 +99,9 @@ void NodeRun::run() {
     }
     if (asynchronous_) {
       phase_ = "the last updates of " + strategy_name_ + " and their replies";
-      cluster_.meet_all(rank_, &slot_,
-                        [this] { s_.simulation->async().drain(m_.max_steps, meter_of(), ctx_.metrics); });
+      cluster_.meet_all(rank_, &slot_, [this] {
+        s_.simulation->async().drain(m_.max_steps, s_.simulation->meter_of(), ctx_.metrics);
+      });
     }
     s_.loop.note_end();
     if (membership_.is_live(rank_)) finish();
@@ -284,14 +285,12 @@ void NodeRun::evaluate_at(int64_t t) {
 
 void NodeRun::async_slot(int64_t t) {
   start_step(t);
-  // A node that sits the slot out reports its last step's loss; one that is
-  // down computes, evaluates and sends nothing.
+  // Sitting the slot out, a node reports its last loss; down, it does nothing.
   double loss = last_loss_;
   if (membership_.is_live(rank_)) {
     phase_ = "the server's reply to " + strategy_name_;
     const bool computes = s_.simulation->async().begin_slot(rank_, t, meter_);
-    // Every live node evaluates, whether it computes in the slot or not: it
-    // is a collective of the runtime's.
+    // Every live node evaluates (a collective of the runtime's), computing or not.
     evaluate_at(t);
     if (computes) {
       loss = compute_step(t);
@@ -300,13 +299,10 @@ void NodeRun::async_slot(int64_t t) {
     }
   }
   phase_ = "waiting for the other nodes between slots of " + strategy_name_;
-  cluster_.meet_all(rank_, &slot_, [this, t] { s_.simulation->async().between_slots(t, meter_of(), ctx_.metrics); });
+  cluster_.meet_all(rank_, &slot_,
+                    [this, t] { s_.simulation->async().between_slots(t, s_.simulation->meter_of(), ctx_.metrics); });
   // After the meeting: the updates that left in it are this step's comm.csv rows.
   report_or_drop(t, loss);
-}
-
-std::function<sim::NodeMeter&(int)> NodeRun::meter_of() {
-  return [this](int rank) -> sim::NodeMeter& { return s_.simulation->meter(rank); };
 }
 
 double NodeRun::compute_step(int64_t t) {

@@ -48,7 +48,6 @@ class NodeRun {
   // if it has come, the evaluation, the step if the node is free, then the
   // meeting where the updates travel.
   void async_slot(int64_t t);
-  std::function<sim::NodeMeter&(int)> meter_of();
   // What every node does at the start of step t, down or not: the step
   // index, and the check for Ctrl-C (the first node to see the request
   // stops the others at their next collective; with checkpoints boundary()
