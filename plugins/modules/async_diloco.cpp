@@ -18,12 +18,6 @@ namespace {
 using sdk::OptionSpec;
 using sdk::OptionType;
 
-std::vector<at::Tensor> clones(const std::vector<at::Tensor>& tensors) {
-  std::vector<at::Tensor> out;
-  for (const auto& t : tensors) out.push_back(t.clone());
-  return out;
-}
-
 // The server: the model, the momentum and the pseudo-gradients since the
 // last momentum step.
 class DelayedNesterovServer final : public sdk::AsyncServer {

@@ -19,8 +19,7 @@ void AsyncRounds::init(sdk::NodeContext& ctx, sdk::Model& model) {
   }
   params_.clear();
   for (auto& p : sdk::trainable_parameters(model)) params_.push_back(p.detach());
-  base_.clear();
-  for (const auto& p : params_) base_.push_back(p.clone());
+  base_ = clones(params_);
   const double speed = ctx.async->relative_speed();
   round_steps_ = dynamic_ ? std::max<int64_t>(1, std::llround(static_cast<double>(H_) * speed)) : H_;
   taken_ = 0;
@@ -55,6 +54,12 @@ void AsyncRounds::save_state(sdk::StateDict& out, const std::string& prefix) con
 void AsyncRounds::load_state(const sdk::StateDict& in, const std::string& prefix) {
   taken_ = state_tensor(in, prefix + "taken").item<int64_t>();
   load_tensors(in, prefix + "base.", base_);
+}
+
+std::vector<at::Tensor> clones(const std::vector<at::Tensor>& tensors) {
+  std::vector<at::Tensor> out;
+  for (const auto& t : tensors) out.push_back(t.clone());
+  return out;
 }
 
 const at::Tensor& state_tensor(const sdk::StateDict& in, const std::string& key) {

@@ -33,9 +33,6 @@ class AsyncRounds : public sdk::CommunicationModule {
   void save_state(sdk::StateDict& out, const std::string& prefix) const override;
   void load_state(const sdk::StateDict& in, const std::string& prefix) override;
 
-  // This node's local steps per round.
-  int64_t round_steps() const { return round_steps_; }
-
  protected:
   // The process's server, made once (sdk::shared_in_process) from the
   // initial parameters every node holds.
@@ -56,6 +53,8 @@ class AsyncRounds : public sdk::CommunicationModule {
   std::vector<at::Tensor> base_;    // the model its round started from
 };
 
+// Copies of `tensors` (a server's model, what it replies).
+std::vector<at::Tensor> clones(const std::vector<at::Tensor>& tensors);
 // For the servers' and rounds' state: `tensors` as "<prefix><i>", and back
 // into tensors of the same shapes (sdk::Error naming a missing key).
 const at::Tensor& state_tensor(const sdk::StateDict& in, const std::string& key);

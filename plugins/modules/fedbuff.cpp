@@ -20,12 +20,6 @@ namespace {
 using sdk::OptionSpec;
 using sdk::OptionType;
 
-std::vector<at::Tensor> clones(const std::vector<at::Tensor>& tensors) {
-  std::vector<at::Tensor> out;
-  for (const auto& t : tensors) out.push_back(t.clone());
-  return out;
-}
-
 class BufferServer final : public sdk::AsyncServer {
  public:
   BufferServer(const std::vector<at::Tensor>& params, int nodes, int64_t buffer, double server_lr, double exponent)

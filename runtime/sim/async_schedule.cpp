@@ -4,19 +4,10 @@
 #include <cmath>
 #include <utility>
 
+#include "exogym/runtime/sim/payload.h"
 #include "exogym/sdk/error.h"
 
 namespace exogym::runtime::sim {
-
-namespace {
-
-double bytes_of(const std::vector<at::Tensor>& tensors) {
-  double bytes = 0;
-  for (const auto& t : tensors) bytes += static_cast<double>(t.numel() * static_cast<int64_t>(t.element_size()));
-  return bytes;
-}
-
-}  // namespace
 
 class AsyncSchedule::NodeLink final : public sdk::AsyncLink {
  public:
@@ -229,15 +220,14 @@ void AsyncSchedule::deliver(std::optional<int64_t> before_slot, int64_t row,
     f.rank = static_cast<int>(r);
     f.base_version = node.base_version;
     f.life = node.life;
-    const double bytes = bytes_of(node.to_send);
+    const double bytes = payload_bytes(node.to_send);
     f.upload = NetworkModel::transfer_time(bytes, network_.link(f.rank));
     f.arrival = meter(f.rank).send_update(bytes, f.upload);
     f.tensors = std::move(node.to_send);
     node.to_send.clear();
     node.sending = false;
     node.awaiting = true;
-    for (size_t m = 0; m < nodes_.size(); ++m)
-      meter(static_cast<int>(m)).note_server_traffic(CollectiveKind::ServerUpdate, bytes, f.upload);
+    note_traffic(CollectiveKind::ServerUpdate, bytes, f.upload, meter);
     in_flight_.push_back(std::move(f));
   }
   std::vector<InFlight> due, later;
@@ -269,12 +259,16 @@ void AsyncSchedule::deliver(std::optional<int64_t> before_slot, int64_t row,
 void AsyncSchedule::send_reply(int rank, double from, const std::function<NodeMeter&(int)>& meter) {
   NodeState& node = nodes_[static_cast<size_t>(rank)];
   sdk::AsyncReply reply{server_->version(), server_->reply(rank)};
-  node.reply_bytes = bytes_of(reply.tensors);
+  node.reply_bytes = payload_bytes(reply.tensors);
   node.reply_time = NetworkModel::transfer_time(node.reply_bytes, network_.link(rank));
   node.reply_arrival = from + node.reply_time;
   node.reply = std::move(reply);
-  for (size_t m = 0; m < nodes_.size(); ++m)
-    meter(static_cast<int>(m)).note_server_traffic(CollectiveKind::ServerReply, node.reply_bytes, node.reply_time);
+  note_traffic(CollectiveKind::ServerReply, node.reply_bytes, node.reply_time, meter);
+}
+
+void AsyncSchedule::note_traffic(CollectiveKind kind, double bytes, double seconds,
+                                 const std::function<NodeMeter&(int)>& meter) const {
+  for (size_t m = 0; m < nodes_.size(); ++m) meter(static_cast<int>(m)).note_server_traffic(kind, bytes, seconds);
 }
 
 void AsyncSchedule::rejoin(int rank) {

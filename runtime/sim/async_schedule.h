@@ -120,6 +120,9 @@ class AsyncSchedule {
   void take_reply_by(int rank, int64_t t, NodeMeter& meter);
   // The server's reply to node `rank`, leaving at `from` over its link.
   void send_reply(int rank, double from, const std::function<NodeMeter&(int)>& meter);
+  // Every node of the process learns of an update or reply (the cluster's bytes).
+  void note_traffic(CollectiveKind kind, double bytes, double seconds,
+                    const std::function<NodeMeter&(int)>& meter) const;
   void connect(int rank, std::shared_ptr<sdk::AsyncServer> server,
                std::function<void(const sdk::AsyncReply&)> on_reply);
   void send(int rank, std::vector<at::Tensor> update);

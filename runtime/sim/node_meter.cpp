@@ -75,12 +75,15 @@ void NodeMeter::count(TrafficSource source, CollectiveKind kind, Traffic mine, d
   cluster_sent_[i] += cluster_sent;
   ++calls_[i];
   if (keep_rows_) record_row(source, kind, cluster_sent, source == TrafficSource::Strategy ? transfer_time : 0.0);
-  if (source != TrafficSource::Strategy) return;
+  if (source == TrafficSource::Strategy) add_step_sent(mine.sent);
+}
+
+void NodeMeter::add_step_sent(double bytes) {
   if (row_step_ != step_sent_row_) {
     step_sent_row_ = row_step_;
     step_sent_ = 0;
   }
-  step_sent_ += mine.sent;
+  step_sent_ += bytes;
   peak_step_sent_ = std::max(peak_step_sent_, step_sent_);
 }
 
@@ -176,12 +179,7 @@ double NodeMeter::send_update(double bytes, double transfer_time) {
   settle_compute();
   traffic_[0].sent += bytes;
   ++calls_[0];
-  if (row_step_ != step_sent_row_) {
-    step_sent_row_ = row_step_;
-    step_sent_ = 0;
-  }
-  step_sent_ += bytes;
-  peak_step_sent_ = std::max(peak_step_sent_, step_sent_);
+  add_step_sent(bytes);
   const Transfer t = schedule_from(CollectiveKind::ServerUpdate, clock_, transfer_time);
   awaiting_link_ = transfer_time;
   return t.finish;

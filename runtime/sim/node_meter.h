@@ -163,6 +163,8 @@ class NodeMeter {
   void settle_compute();
   void record_row(TrafficSource source, CollectiveKind kind, double cluster_sent, double transfer_time);
   void count(TrafficSource source, CollectiveKind kind, Traffic mine, double cluster_sent, double transfer_time);
+  // Strategy bytes this node sent in the current row step, for the peak.
+  void add_step_sent(double bytes);
   // The transfer of the strategy collective just met: when it starts,
   // begins and ends. Takes the collective's sequence number and the
   // failure timeout, and occupies the link.
