@@ -26,8 +26,7 @@ class MetricSink {
 };
 
 struct NodeContext {
-  int rank = 0;
-  int num_nodes = 1;
+  int rank = 0, num_nodes = 1;
   // The nodes taking part in the current step, in rank order: all of them,
   // unless the run simulates failures (docs/simulation.md#failures-and-churn).
   // Collectives run over these nodes only; a node keeps its rank among all
@@ -37,9 +36,10 @@ struct NodeContext {
   int64_t membership_epoch = 0;
   c10::Device device = c10::Device(c10::kCPU);
   Communicator* comm = nullptr;
-  // The 0-based index of the step being taken; the runtime advances it.
-  int64_t step = 0;
-  int64_t max_steps = 0;
+  // The 0-based step being taken (of max_steps); the runtime advances it.
+  int64_t step = 0, max_steps = 0;
+  // The client trained this round, of `clients` (sdk/client_state.h).
+  int client = 0, clients = 1;
   // The run's seed, the same on every node: derive any randomness from it.
   uint64_t seed = 0;
   std::shared_ptr<spdlog::logger> log;

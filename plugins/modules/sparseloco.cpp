@@ -159,6 +159,10 @@ void SparseLoCoModule::load_state(const sdk::StateDict& in, const std::string& p
   auto it = in.find(prefix + "outer_step");
   if (it == in.end()) throw sdk::Error("SparseLoCo state: missing " + prefix + "outer_step");
   outer_->load(in, prefix, it->second.item<int64_t>());
+  load_errors(in, prefix);
+}
+
+void SparseLoCoModule::load_errors(const sdk::StateDict& in, const std::string& prefix) {
   errors_.load_state(in, prefix + "error.");
   for (size_t i = 0; i < params_.size(); ++i) {
     const at::Tensor e = errors_.residual(i);
@@ -168,6 +172,10 @@ void SparseLoCoModule::load_state(const sdk::StateDict& in, const std::string& p
     }
   }
 }
+
+void SparseLoCoModule::save_client_state(sdk::StateDict& out) const { errors_.save_state(out, "error."); }
+
+void SparseLoCoModule::load_client_state(const sdk::StateDict& in) { load_errors(in, ""); }
 
 void SparseLoCoModule::recovery_state(sdk::StateDict& out, const std::string& prefix) const {
   // What a real cluster would send: θ. The step it stands at follows from

@@ -27,7 +27,9 @@
 // outer step t is derive_seed(run seed, "SPLOCO", t * tensors + i). Options: specs(). State: outer_master.h's under the
 // prefix (the global θ as "master.<i>", "outer_step") and the node's error buffers as "error.<i>". A node that comes
 // back after a failure receives θ (not the buffers: it starts with empty ones, as a restarted machine would) and
-// restarts its inner steps from it.
+// restarts its inner steps from it. With participation the buffers are the
+// client's (sdk/client_state.h): save_client_state/load_client_state carry
+// them between the client's rounds.
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
@@ -66,6 +68,12 @@ class SparseLoCoModule final : public sdk::CommunicationModule {
   void recovery_state(sdk::StateDict& out, const std::string& prefix) const override;
   void load_recovery_state(sdk::Model& model, const sdk::StateDict& in, const std::string& prefix) override;
 
+  // The error buffers as a client's state ("error.<i>"); an empty `in`
+  // (a client new to training) clears them. sdk::Error for a buffer of
+  // another shape than its parameter.
+  void save_client_state(sdk::StateDict& out) const;
+  void load_client_state(const sdk::StateDict& in);
+
   const Compressor& compressor() const { return *compressor_; }
   // The shared seed tensor i is compressed with at 0-based outer step t.
   uint64_t shared_seed(int64_t outer_step, size_t i) const;
@@ -75,6 +83,9 @@ class SparseLoCoModule final : public sdk::CommunicationModule {
   const std::vector<at::Tensor>& global() const { return outer_->master(); }
 
  private:
+  // Replaces the error buffers with in's "<prefix>error.<i>" (none: empty).
+  void load_errors(const sdk::StateDict& in, const std::string& prefix);
+
   int64_t H_;
   CompressorChoice choice_;
   std::shared_ptr<const Compressor> compressor_;

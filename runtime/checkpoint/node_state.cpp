@@ -4,9 +4,8 @@
 #include <torch/nn/module.h>
 
 #include <mutex>
-#include <string_view>
 
-#include "exogym/runtime/util/hash.h"
+#include "exogym/runtime/checkpoint/state_digest.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/model.h"
 #include "exogym/sdk/strategy.h"
@@ -19,36 +18,9 @@ namespace {
 
 // Version 2: the digest covers the whole file, not only the tensor data.
 const char* const kFormat = "exogym-node-state-2";
-const char* const kDigest = "digest_fnv1a";
+const char* const kDigest = kDigestKey;
 const std::string kModel = "model.", kBuffer = "buffer.", kStrategy = "strategy.", kAsync = "async.",
                   kGenerator = "rng.model";
-
-void add_text(util::Fnv1a& hash, std::string_view text) {
-  // Length first, so that no two sequences of strings hash alike.
-  hash.add_integer(static_cast<int64_t>(text.size()));
-  hash.add(text);
-}
-
-// FNV-1a over every byte that is read back and used: each tensor's name,
-// dtype, shape and data in file order, then every metadata entry but the
-// digest itself. An edited header (a dtype, a shape) is damage as much as a
-// flipped bit of data. CPU tensors, contiguous.
-std::string state_digest(const output::NamedTensors& tensors, const std::map<std::string, std::string>& metadata) {
-  util::Fnv1a hash;
-  for (const auto& [name, tensor] : tensors) {
-    add_text(hash, name);
-    add_text(hash, c10::toString(tensor.scalar_type()));
-    hash.add_integer(tensor.dim());
-    for (int64_t size : tensor.sizes()) hash.add_integer(size);
-    add_text(hash, std::string_view(static_cast<const char*>(tensor.data_ptr()), tensor.nbytes()));
-  }
-  for (const auto& [key, value] : metadata) {
-    if (key == kDigest) continue;
-    add_text(hash, key);
-    add_text(hash, value);
-  }
-  return hash.hex();
-}
 
 at::Tensor on_cpu(const at::Tensor& tensor) { return tensor.detach().to(at::kCPU).contiguous(); }
 

@@ -94,12 +94,14 @@ void Membership::advance(int64_t step, Meters& simulation, train::Cluster& clust
   restored_live_.reset();
   restored_alive_.reset();
   const std::vector<double> clocks = node_clocks(simulation);
+  const std::vector<int> before = clients_before(base);
   if (slots_) {
     std::vector<int> next = next_population(step, base, clocks);
     if (next != live_ || !returns_.empty()) ++epoch_;
     cluster.set_members(next);
     set_live(std::move(next));
     simulation.apply_clients(&slots_->clients(), trace_.get(), trace_time_, live_);
+    settle_clients(before, {});
     return;
   }
   std::vector<int> alive = next_alive(step, alive_base, base, clocks);
@@ -115,7 +117,10 @@ void Membership::advance(int64_t step, Meters& simulation, train::Cluster& clust
   if (next != live_) ++epoch_;
   cluster.set_members(next);
   set_live(std::move(next));
+  std::vector<int> failed;
+  std::set_difference(alive_base.begin(), alive_base.end(), alive.begin(), alive.end(), std::back_inserter(failed));
   alive_ = std::move(alive);
+  settle_clients(before, failed);
   if (trace_) simulation.apply_clients(nullptr, trace_.get(), trace_time_, live_);
 }
 
@@ -190,6 +195,33 @@ int Membership::choose_donor(int64_t step, const std::vector<int>& kept, const s
   throw sdk::Error("churn: at step " + std::to_string(step) +
                    " nodes come back while every node alive before fails: nobody is left to give them the "
                    "run's state");
+}
+
+void Membership::keep_client_states() {
+  EXOGYM_CHECK_INTERNAL(participation_.has_value(), "client states kept without participation");
+  store_ = std::make_unique<ClientStore>();
+}
+
+std::vector<int> Membership::clients_before(const std::vector<int>& live_base) const {
+  std::vector<int> before(static_cast<size_t>(nodes_), -1);
+  for (int node : live_base) before[static_cast<size_t>(node)] = client_of(node);
+  return before;
+}
+
+// After the membership changed: a node live before whose client it no
+// longer trains lets the client go with its state, unless it failed (its
+// memory is lost, as is the state of a failed node's client kept since).
+void Membership::settle_clients(const std::vector<int>& before, const std::vector<int>& failed) {
+  if (!store_) return;
+  std::vector<int> leaving, taken, lost;
+  for (int node = 0; node < nodes_; ++node) {
+    const int client = before[static_cast<size_t>(node)];
+    if (client < 0 || (is_live(node) && client_of(node) == client)) continue;
+    if (!std::binary_search(failed.begin(), failed.end(), node)) leaving.push_back(node);
+  }
+  for (int node : failed) lost.push_back(client_of(node));
+  for (int node : returns_) taken.push_back(client_of(node));
+  store_->settle(leaving, taken, lost, mesh_);
 }
 
 bool Membership::returns(int rank) const { return std::binary_search(returns_.begin(), returns_.end(), rank); }
@@ -272,8 +304,13 @@ FaultTotals Membership::totals(int64_t steps) const {
 }
 
 ParticipationTotals Membership::participation_totals(int64_t steps) const {
-  return {participation_ ? participation_->round_steps() : 0, node_steps(steps).sat_out, returns_drawn_,
-          transfer_bytes_, transfer_seconds_};
+  return {participation_ ? participation_->round_steps() : 0,
+          node_steps(steps).sat_out,
+          returns_drawn_,
+          transfer_bytes_,
+          transfer_seconds_,
+          store_ ? store_->clients() : 0,
+          store_ ? store_->bytes() : 0.0};
 }
 
 nlohmann::json Membership::checkpoint_state(int64_t steps) const {

@@ -55,6 +55,7 @@
 #include "exogym/runtime/sim/node_meter.h"
 #include "exogym/runtime/sim/participation.h"
 #include "exogym/runtime/sim/timed_churn.h"
+#include "exogym/runtime/train/client_store.h"
 #include "exogym/runtime/train/training_result.h"
 #include "exogym/sdk/strategy.h"
 
@@ -115,6 +116,14 @@ class Membership {
   std::shared_ptr<const sdk::StateDict> delivered() const;
   void loaded();
 
+  // With participation, for a strategy with state of its clients
+  // (sdk/client_state.h): from now on, each meeting settles the store
+  // (client_store.h). Null until then.
+  void keep_client_states();
+  ClientStore* client_store() const { return store_.get(); }
+  // The client node `rank` trains: its own rank unless a population.
+  int client_of(int rank) const { return slots_ ? slots_->client(rank) : rank; }
+
   // The examples all live nodes trained in the first `steps` steps, for
   // train.csv (steps after the last meeting).
   int64_t examples_trained(int64_t steps, int64_t batch_size) const;
@@ -171,6 +180,11 @@ class Membership {
   std::shared_ptr<const sim::AvailabilityTrace> trace_;
   double trace_time_ = 0;
   std::shared_ptr<data::ClientSlots> slots_;  // a population's; null otherwise
+  std::unique_ptr<ClientStore> store_;
+  // At a meeting: the clients of the nodes live before, by rank (-1: not
+  // live), whose client leaves them unless they train it still.
+  std::vector<int> clients_before(const std::vector<int>& live_base) const;
+  void settle_clients(const std::vector<int>& before, const std::vector<int>& failed);
   // A resumed run's, before its first step: the live and the alive nodes.
   std::optional<std::vector<int>> restored_live_, restored_alive_;
 

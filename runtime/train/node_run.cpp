@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "exogym/runtime/checkpoint/client_states.h"
 #include "exogym/runtime/checkpoint/node_state.h"
 #include "exogym/runtime/dist/process_mesh.h"
 #include "exogym/runtime/host/devices.h"
@@ -65,6 +66,9 @@ NodeRun::NodeRun(TrainingState& s, train::Cluster& cluster, int rank, threads::N
   ctx_.metrics = s.outputs.metric_sink();
   ctx_.shared = &shared_;
   ctx_.async = &s.simulation->async().link(rank);
+  ctx_.client = membership_.client_of(rank);
+  ctx_.clients = m_.has_population() ? *m_.participation->clients : m_.nodes;
+  client_state_ = membership_.client_store() ? dynamic_cast<sdk::ClientState*>(&strategy_) : nullptr;
   std::vector<sim::AdversarySpec> mine;
   for (const auto& a : m_.adversaries) {
     if (a.node == rank) mine.push_back(a);
@@ -159,42 +163,6 @@ void NodeRun::restore() {
   node->second = checkpoint::NodeState();
 }
 
-void NodeRun::change_membership(int64_t t) {
-  ctx_.step = t;
-  phase_ = "changing the membership before step " + std::to_string(t);
-  cluster_.meet_all(rank_, &slot_, [this, t] {
-    // The reporting node may change: what it reported from another process
-    // first.
-    if (s_.run.role.mesh) exchange_reports(s_.run, s_.outputs, s_.reported);
-    membership_.advance(t, *s_.simulation, cluster_, s_.outputs.writer.get());
-  });
-  ctx_.membership_epoch = membership_.epoch();
-  // With a population, each node says which client it trains in the round.
-  const data::ClientSlots* slots = s_.setup.data.client_slots.get();
-  if (slots && membership_.is_live(rank_) && t % s_.setup.plugins.round_steps == 0)
-    ctx_.record("client", slots->client(rank_));
-  if (!membership_.recovering()) return;
-  if (membership_.donor() == rank_) {
-    phase_ = "sending the state of " + strategy_name_ + " to the nodes that come back";
-    sdk::StateDict state;
-    strategy_.recovery_state(model_, state);
-    // A copy: this node trains on while the others take it.
-    for (auto& [key, tensor] : state) tensor = tensor.detach().clone();
-    membership_.deposit(std::move(state));
-  }
-  phase_ = "recovering the nodes that come back at step " + std::to_string(t);
-  cluster_.meet_all(rank_, &slot_, [this, t] { membership_.deliver(t, *s_.simulation, s_.outputs.writer.get()); });
-  if (membership_.returns(rank_)) {
-    phase_ = "taking the state of " + strategy_name_ + " from node " + std::to_string(membership_.donor());
-    const auto state = membership_.delivered();
-    EXOGYM_CHECK_INTERNAL(state != nullptr, "no recovery state delivered");
-    strategy_.load_recovery_state(model_, *state);
-    membership_.loaded();
-    // An asynchronous node continues from the server's model instead.
-    if (asynchronous_) s_.simulation->async().rejoin(rank_);
-  }
-}
-
 void NodeRun::start_step(int64_t t) {
   ctx_.step = t;
   if (!s_.checkpoints.stop_point && host::interrupt_requested()) {
@@ -244,6 +212,10 @@ void NodeRun::write_checkpoint(int64_t step) {
   CheckpointState& checkpoints = s_.checkpoints;
   checkpoint::write_node_state(checkpoints.writer->partial_folder(step), rank_, step, model_, strategy_, meter_.state(),
                                save_async_state(s_.simulation->async(), rank_, rank_ == s_.run.role.block.first));
+  // Every process's store holds every client: node 0 writes it.
+  if (rank_ == 0 && membership_.client_store())
+    checkpoint::write_client_states(checkpoints.writer->partial_folder(step), step,
+                                    membership_.client_store()->stored());
   meet_every_node();
   if (s_.run.role.mesh) {
     // Every node of this process is here, so no metric row or report is

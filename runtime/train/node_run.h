@@ -19,6 +19,7 @@
 #include "exogym/runtime/train/cluster.h"
 #include "exogym/runtime/train/shared_objects.h"
 #include "exogym/runtime/train/training_state.h"
+#include "exogym/sdk/client_state.h"
 #include "exogym/sdk/comm.h"
 #include "exogym/sdk/node.h"
 
@@ -35,8 +36,11 @@ class NodeRun {
   void start();
   void restore();
   // Before step t when the membership changes (membership.h): every node
-  // meets; a donor first leaves its state, a node coming back then takes it.
+  // meets; a donor first leaves its state, a node coming back then takes it
+  // (recover), and the state of its client (node_membership.cpp).
   void change_membership(int64_t t);
+  void offer_client_state(int64_t t);
+  void recover(int64_t t);
   void train_step(int64_t t);
   // Step t's evaluation, if one is due (every node takes part).
   void evaluate_at(int64_t t);
@@ -91,6 +95,9 @@ class NodeRun {
   // An asynchronous strategy connected (sim/async_schedule.h): the run goes
   // by slots.
   bool asynchronous_ = false;
+  // The strategy's state of its clients (sdk/client_state.h), when the run
+  // keeps it (with participation); null otherwise.
+  sdk::ClientState* client_state_ = nullptr;
 };
 
 }  // namespace exogym::runtime::train

@@ -249,7 +249,9 @@ void write_summary(const RunContext& run, const TrainingSetup& setup, const Mete
                                 {"node_steps_sat_out", p.node_steps_sat_out},
                                 {"returns", p.returns},
                                 {"transfer_bytes", p.transfer_bytes},
-                                {"transfer_time_s", p.transfer_time_s}};
+                                {"transfer_time_s", p.transfer_time_s},
+                                {"clients_with_state", p.clients_with_state},
+                                {"client_state_bytes", p.client_state_bytes}};
   }
   if (r.stopped) summary["stopped"] = {{"reason", "nonfinite"}, {"message", *r.stopped}};
   writer.write_summary(summary);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "exogym/runtime/checkpoint/client_states.h"
 #include "exogym/runtime/host/block_cache.h"
 #include "exogym/runtime/host/cores.h"
 #include "exogym/runtime/host/devices.h"
@@ -21,6 +22,7 @@
 #include "exogym/runtime/train/summary.h"
 #include "exogym/runtime/train/training_state.h"
 #include "exogym/runtime/util/exception_text.h"
+#include "exogym/sdk/client_state.h"
 
 namespace exogym::runtime::train {
 
@@ -102,6 +104,13 @@ void start_membership(TrainingState& s, const TrainingOptions& options) {
   s.membership = std::make_unique<Membership>(run.m, checkpoints.first_step, s.setup.plugins.round_steps, run.role.mesh,
                                               s.setup.data.client_slots);
   const std::optional<checkpoint::LoadedCheckpoint>& resume = checkpoints.resume;
+  // A strategy with state of its clients keeps it between their rounds.
+  const sdk::Strategy& strategy = *s.setup.replicas.strategies[static_cast<size_t>(run.role.block.first)];
+  if (run.m.participation && dynamic_cast<const sdk::ClientState*>(&strategy)) {
+    s.membership->keep_client_states();
+    if (resume)
+      s.membership->client_store()->restore(checkpoint::read_client_states(resume->folder, resume->index.step));
+  }
   if (!resume || !resume->index.sections.contains("faults")) return;
   try {
     s.membership->restore(resume->index.sections.at("faults"));

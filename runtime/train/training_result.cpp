@@ -95,9 +95,11 @@ TrainingResult parse_summary(const fs::path& run_dir, const json& summary) {
                            f.at("recovery_bytes").get<double>(), f.at("recovery_time_s").get<double>()};
   }
   if (const json& p = summary.value("participation", json()); p.is_object()) {
-    r.participation = ParticipationTotals{p.at("round_steps").get<int64_t>(), p.at("node_steps_sat_out").get<int64_t>(),
-                                          p.at("returns").get<int64_t>(), p.at("transfer_bytes").get<double>(),
-                                          p.at("transfer_time_s").get<double>()};
+    r.participation =
+        ParticipationTotals{p.at("round_steps").get<int64_t>(),    p.at("node_steps_sat_out").get<int64_t>(),
+                            p.at("returns").get<int64_t>(),        p.at("transfer_bytes").get<double>(),
+                            p.at("transfer_time_s").get<double>(), p.value("clients_with_state", int64_t{0}),
+                            p.value("client_state_bytes", 0.0)};
   }
   if (const json& target = summary.value("target", json()); target.is_object()) {
     r.target_loss = target.at("loss").get<double>();

@@ -56,6 +56,10 @@ std::vector<std::pair<std::string, json>> builtin_strategies() {
       // Pairs exchange after steps 2, 5, 8, ...: every resume point has
       // slow weights and momenta that differ between nodes.
       {"noloco", {{"H", 3}, {"outer_momentum", 0.5}, {"optimizer", {{"name", "adam"}, {"lr", 0.01}}}}},
+      // Rounds end after steps 2, 5, 8, ...: every resume point has a
+      // server variate and a variate per node (per client with
+      // participation) that are not zero.
+      {"scaffold", {{"H", 3}, {"optimizer", {{"name", "sgd"}, {"lr", 0.05}}}}},
   };
 }
 
