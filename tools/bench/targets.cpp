@@ -172,7 +172,7 @@ void check_whole_run(Targets& targets, const json& rows) {
 // A million clients, 100 a round: within 24 GB, and each round within 1.2x
 // the time of 100 resident nodes.
 void check_population(Targets& targets, const json& rows) {
-  const json& population = rows.at(1);
+  const json& population = rows.at(1);  // FedAvg over the population (population_cost.cpp)
   const double ratio = population["round_ratio"], peak = population["peak_rss_bytes"];
   targets.check("a population's round against resident nodes", ratio, 1.2, ratio <= 1.2,
                 fmt(population["round_seconds"].get<double>(), 3) + " s = " + fmt(ratio, 3) + " x, <= 1.2 x");
