@@ -61,4 +61,28 @@ TEST_CASE("a population of 500 clients over --nproc 2 is the single-process run,
   require_same_run(single, run_layout(dir, m, "p2", {"--nproc", "2"}));
 }
 
+TEST_CASE("clients that keep state between rounds over --nproc 2: the single-process run, bit for bit, and resumed",
+          "[participation][population][client_state][multiprocess][slow]") {
+  // 12 clients on 4 nodes: a client's SCAFFOLD variate left on a node of
+  // one process is taken on by a node of the other.
+  TempDir dir("client-state-nproc");
+  json m = checkpointed_manifest(4, 4);
+  m["strategy"] = {{"plugin", "scaffold"}, {"options", {{"H", 2}, {"optimizer", {{"name", "sgd"}, {"lr", 0.05}}}}}};
+  m["data"]["train"]["partition"] = {{"name", "dirichlet"}, {"alpha", 0.1}};
+  m["train"]["max_steps"] = 16;
+  m["eval"]["interval"] = 8;
+  m["participation"] = {{"clients", 12}, {"per_round", 4}};
+  m["checkpoint"]["keep"] = 4;
+  const fs::path single = run_layout(dir, m, "p1", {});
+  CHECK(json::parse(read_text(single / "summary.json")).at("participation").at("clients_with_state").get<int>() > 0);
+  require_same_run(single, run_layout(dir, m, "p2", {"--nproc", "2"}));
+  // Saved over 2 processes, resumed in one from step 8 (a round's start).
+  const fs::path again = run_layout(dir, m, "again", {"--nproc", "2"});
+  const Outcome resumed =
+      run_cli({"--resume", again.string(), "--from-step", "8", "--quiet", "--timeout", "20"}, dir / "resumed.log", 120);
+  INFO(resumed.output);
+  REQUIRE(resumed.code == 0);
+  require_same_run(single, again);
+}
+
 }  // namespace exogym::test
