@@ -52,7 +52,9 @@ struct AsyncReply {
 
 // The strategy's server: one object per process, which its nodes share
 // (shared.h). The runtime calls it between two slots, when every node of
-// the process waits, on one thread: no lock is needed.
+// the process waits, on one thread: no lock is needed. Over several
+// processes each process's server receives every node's updates and is
+// asked every reply, in the same order: the servers stay alike.
 class AsyncServer {
  public:
   virtual ~AsyncServer() = default;
@@ -64,7 +66,7 @@ class AsyncServer {
   // How many times the server changed its model: an update's staleness is
   // version() when it is applied minus its base_version.
   virtual int64_t version() const = 0;
-  // Checkpoints: the server's state (saved once, with node 0's state).
+  // Checkpoints: the server's state (saved with each process's first node).
   virtual void save_state(StateDict& out) const = 0;
   virtual void load_state(const StateDict& in) = 0;
 };

@@ -25,12 +25,13 @@ class AsyncSchedule::NodeLink final : public sdk::AsyncLink {
 };
 
 AsyncSchedule::AsyncSchedule(std::optional<double> step_time, std::vector<double> speed, const NetworkModel& network,
-                             std::optional<AsyncRefusal> refusal)
+                             std::optional<AsyncRefusal> refusal, dist::NodeBlock block)
     : step_time_(step_time),
       speed_(std::move(speed)),
       network_(network),
       refusal_(std::move(refusal)),
-      nodes_(speed_.size()) {
+      nodes_(speed_.size()),
+      block_(block) {
   fastest_ = speed_.empty() ? 1.0 : *std::max_element(speed_.begin(), speed_.end());
   if (step_time_) slot_ = *step_time_ / fastest_;
   for (size_t r = 0; r < speed_.size(); ++r) links_.push_back(std::make_unique<NodeLink>(*this, static_cast<int>(r)));
@@ -106,11 +107,11 @@ void AsyncSchedule::between_slots(int64_t t, const std::function<NodeMeter&(int)
 
 void AsyncSchedule::drain(int64_t steps, const std::function<NodeMeter&(int)>& meter, sdk::MetricSink* metrics) {
   deliver(std::nullopt, steps, meter, metrics);
-  for (size_t r = 0; r < nodes_.size(); ++r) {
-    NodeState& node = nodes_[r];
+  for (int r = block_.first; r < block_.first + block_.count; ++r) {
+    NodeState& node = nodes_[static_cast<size_t>(r)];
     if (!node.awaiting || !node.reply) continue;
     // The last replies land as the last transfers of a synchronous run do.
-    take_reply_by(static_cast<int>(r), slot_of(node.reply_arrival), meter(static_cast<int>(r)));
+    take_reply_by(r, slot_of(node.reply_arrival), meter(r));
   }
 }
 
@@ -193,6 +194,7 @@ void AsyncSchedule::restore_node(int rank, bool server, const std::map<std::stri
     // matter (deliver() sorts by arrival and rank).
     std::lock_guard<std::mutex> lock(mutex_);
     in_flight_.push_back(std::move(flight));
+    restored_ = true;
   }
   if (server) {
     sdk::StateDict state;
@@ -203,33 +205,65 @@ void AsyncSchedule::restore_node(int rank, bool server, const std::map<std::stri
   }
 }
 
+std::vector<AsyncSchedule::NodeNews> AsyncSchedule::local_news(const std::function<NodeMeter&(int)>& meter) {
+  std::vector<NodeNews> news;
+  for (int r = block_.first; r < block_.first + block_.count; ++r) {
+    NodeState& node = nodes_[static_cast<size_t>(r)];
+    NodeNews n;
+    n.rank = r;
+    n.life = node.life;
+    n.steps_computed = node.steps_computed;
+    // A node that came back gets the server's model, from its clock on.
+    if (std::exchange(node.pull, false)) n.pull_from = meter(r).clock();
+    if (node.sending) {
+      // The update of the slot just ended leaves, over the sender's link.
+      InFlight f;
+      f.rank = r;
+      f.base_version = node.base_version;
+      f.life = node.life;
+      const double bytes = payload_bytes(node.to_send);
+      f.upload = NetworkModel::transfer_time(bytes, network_.link(r));
+      f.arrival = meter(r).send_update(bytes, f.upload);
+      f.tensors = std::move(node.to_send);
+      node.to_send.clear();
+      node.sending = false;
+      node.awaiting = true;
+      n.sent = true;
+      n.update = std::move(f);
+    } else if (restored_ && share_) {
+      for (const auto& f : in_flight_)
+        if (f.rank == r) n.update = f;
+    }
+    news.push_back(std::move(n));
+  }
+  restored_ = false;
+  return news;
+}
+
+void AsyncSchedule::apply_news(const std::vector<NodeNews>& news, const std::function<NodeMeter&(int)>& meter) {
+  for (const auto& n : news) {
+    NodeState& node = nodes_.at(static_cast<size_t>(n.rank));
+    node.life = n.life;
+    node.steps_computed = n.steps_computed;
+  }
+  for (const auto& n : news)
+    if (n.pull_from) send_reply(n.rank, *n.pull_from, meter);
+  // In rank order, as they left.
+  for (const auto& n : news) {
+    if (!n.update) continue;
+    if (n.sent) note_traffic(CollectiveKind::ServerUpdate, payload_bytes(n.update->tensors), n.update->upload, meter);
+    // This process's own restored updates are in flight already.
+    if (n.sent || !block_.contains(n.rank)) in_flight_.push_back(*n.update);
+  }
+}
+
 void AsyncSchedule::deliver(std::optional<int64_t> before_slot, int64_t row,
                             const std::function<NodeMeter&(int)>& meter, sdk::MetricSink* metrics) {
+  std::vector<NodeNews> news = local_news(meter);
+  if (share_) news = share_(std::move(news));
+  apply_news(news, meter);
   computed_at_meeting_ = 0;
   for (const auto& node : nodes_) computed_at_meeting_ += node.steps_computed;
-  // Nodes that came back get the server's model, from their clock on.
-  for (size_t r = 0; r < nodes_.size(); ++r) {
-    if (!std::exchange(nodes_[r].pull, false)) continue;
-    send_reply(static_cast<int>(r), meter(static_cast<int>(r)).clock(), meter);
-  }
-  // The updates of the slot just ended leave, in rank order.
-  for (size_t r = 0; r < nodes_.size(); ++r) {
-    NodeState& node = nodes_[r];
-    if (!node.sending) continue;
-    InFlight f;
-    f.rank = static_cast<int>(r);
-    f.base_version = node.base_version;
-    f.life = node.life;
-    const double bytes = payload_bytes(node.to_send);
-    f.upload = NetworkModel::transfer_time(bytes, network_.link(f.rank));
-    f.arrival = meter(f.rank).send_update(bytes, f.upload);
-    f.tensors = std::move(node.to_send);
-    node.to_send.clear();
-    node.sending = false;
-    node.awaiting = true;
-    note_traffic(CollectiveKind::ServerUpdate, bytes, f.upload, meter);
-    in_flight_.push_back(std::move(f));
-  }
   std::vector<InFlight> due, later;
   for (auto& f : in_flight_) {
     (!before_slot || slot_of(f.arrival) < *before_slot ? due : later).push_back(std::move(f));
@@ -244,7 +278,9 @@ void AsyncSchedule::deliver(std::optional<int64_t> before_slot, int64_t row,
     std::vector<sdk::AsyncUpdate> arrivals;
     const int64_t version = server_->version();
     for (size_t k = i; k < j; ++k) {
-      if (metrics) metrics->record(due[k].rank, row, "staleness", static_cast<double>(version - due[k].base_version));
+      // Each process records its own nodes' (metrics.csv gathers them).
+      if (metrics && block_.contains(due[k].rank))
+        metrics->record(due[k].rank, row, "staleness", static_cast<double>(version - due[k].base_version));
       arrivals.push_back({due[k].rank, due[k].arrival, due[k].base_version, std::move(due[k].tensors)});
     }
     server_->receive(arrivals);
@@ -258,17 +294,19 @@ void AsyncSchedule::deliver(std::optional<int64_t> before_slot, int64_t row,
 
 void AsyncSchedule::send_reply(int rank, double from, const std::function<NodeMeter&(int)>& meter) {
   NodeState& node = nodes_[static_cast<size_t>(rank)];
+  // Every process asks its server for every reply, so that the servers see
+  // the same calls; only the sender's process keeps it.
   sdk::AsyncReply reply{server_->version(), server_->reply(rank)};
   node.reply_bytes = payload_bytes(reply.tensors);
   node.reply_time = NetworkModel::transfer_time(node.reply_bytes, network_.link(rank));
   node.reply_arrival = from + node.reply_time;
-  node.reply = std::move(reply);
+  if (block_.contains(rank)) node.reply = std::move(reply);
   note_traffic(CollectiveKind::ServerReply, node.reply_bytes, node.reply_time, meter);
 }
 
 void AsyncSchedule::note_traffic(CollectiveKind kind, double bytes, double seconds,
                                  const std::function<NodeMeter&(int)>& meter) const {
-  for (size_t m = 0; m < nodes_.size(); ++m) meter(static_cast<int>(m)).note_server_traffic(kind, bytes, seconds);
+  for (int m = block_.first; m < block_.first + block_.count; ++m) meter(m).note_server_traffic(kind, bytes, seconds);
 }
 
 void AsyncSchedule::rejoin(int rank) {

@@ -19,6 +19,14 @@
 // then leaves over its link, and the node takes it in the slot it arrives in.
 // Nothing depends on the threads' timing: the same manifest gives the same
 // run.
+//
+// Several processes. Each process keeps a schedule and a server of its own
+// and hosts some of the nodes. At each meeting between slots the processes
+// first tell each other what their nodes did (share_with(): the updates
+// that left, with their arrival times from the senders' clocks, the nodes
+// that came back, the steps computed); every process then hands its server
+// every update in the same order, so the servers stay alike, and keeps the
+// replies to its own nodes. The same run as in one process, bit for bit.
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -29,6 +37,7 @@
 #include <string>
 #include <vector>
 
+#include "exogym/runtime/dist/world.h"
 #include "exogym/runtime/sim/network_model.h"
 #include "exogym/runtime/sim/node_meter.h"
 #include "exogym/sdk/async.h"
@@ -43,12 +52,38 @@ struct AsyncRefusal {
 
 class AsyncSchedule {
  public:
+  // An update on its way to the server.
+  struct InFlight {
+    int rank = 0;
+    double arrival = 0, upload = 0;  // simulated seconds
+    int64_t base_version = 0;
+    int64_t life = 0;  // the sender's comebacks when it sent
+    std::vector<at::Tensor> tensors;
+  };
+  // What a node of this process did since the last meeting, for the other
+  // processes: its comebacks and steps, whether it came back and asks for
+  // the server's model (from that time on its clock), and the update that
+  // left in the slot just ended (`sent`), or after a resume the one it has
+  // in flight.
+  struct NodeNews {
+    int rank = 0;
+    int64_t life = 0, steps_computed = 0;
+    std::optional<double> pull_from;
+    bool sent = false;
+    std::optional<InFlight> update;
+  };
+  // Gives every process's news to every process, in rank order (all
+  // processes call it at the meeting; train/async_processes.h).
+  using ShareNews = std::function<std::vector<NodeNews>(std::vector<NodeNews> mine)>;
+
   // `speed` and `step_time` as the compute model's (nullopt: measured, which
   // check_runnable() refuses); `refusal`: set when something else in the
-  // run rules asynchrony out.
+  // run rules asynchrony out. `block`: the nodes this process hosts.
   AsyncSchedule(std::optional<double> step_time, std::vector<double> speed, const NetworkModel& network,
-                std::optional<AsyncRefusal> refusal);
+                std::optional<AsyncRefusal> refusal, dist::NodeBlock block);
   ~AsyncSchedule();
+  // Over several processes, before training: how the news travels.
+  void share_with(ShareNews share) { share_ = std::move(share); }
 
   // The link of node `rank` (its NodeContext::async).
   sdk::AsyncLink& link(int rank);
@@ -64,7 +99,7 @@ class AsyncSchedule {
 
   // After init(), when some node connected: sdk::ConfigError naming the
   // manifest's field when the run cannot be asynchronous (no fixed
-  // compute.step_time, several processes, participation).
+  // compute.step_time, participation).
   void check_runnable() const;
   // At the start of slot t, on node `rank`'s thread: hands the node its
   // reply if it arrives by the end of the slot (the handler runs here), then
@@ -95,13 +130,6 @@ class AsyncSchedule {
 
  private:
   class NodeLink;
-  struct InFlight {
-    int rank = 0;
-    double arrival = 0, upload = 0;  // simulated seconds
-    int64_t base_version = 0;
-    int64_t life = 0;  // the sender's NodeState::life when it sent
-    std::vector<at::Tensor> tensors;
-  };
   struct NodeState {
     std::function<void(const sdk::AsyncReply&)> on_reply;
     std::vector<at::Tensor> to_send;  // sent at the end of this slot
@@ -120,6 +148,10 @@ class AsyncSchedule {
   void take_reply_by(int rank, int64_t t, NodeMeter& meter);
   // The server's reply to node `rank`, leaving at `from` over its link.
   void send_reply(int rank, double from, const std::function<NodeMeter&(int)>& meter);
+  // This process's news; then everyone's, applied (the pulls' replies, the
+  // updates that leave).
+  std::vector<NodeNews> local_news(const std::function<NodeMeter&(int)>& meter);
+  void apply_news(const std::vector<NodeNews>& news, const std::function<NodeMeter&(int)>& meter);
   // Every node of the process learns of an update or reply (the cluster's bytes).
   void note_traffic(CollectiveKind kind, double bytes, double seconds,
                     const std::function<NodeMeter&(int)>& meter) const;
@@ -141,8 +173,13 @@ class AsyncSchedule {
   std::shared_ptr<sdk::AsyncServer> server_;
   std::vector<std::unique_ptr<NodeLink>> links_;  // by rank
   std::vector<NodeState> nodes_;                  // by rank
-  std::vector<InFlight> in_flight_;               // in the order sent
+  std::vector<InFlight> in_flight_;               // every node's, in the order sent
   int64_t computed_at_meeting_ = 0;
+  dist::NodeBlock block_;
+  ShareNews share_;  // null: one process
+  // Restored from a checkpoint: the next meeting tells the other processes
+  // of this process's updates in flight.
+  bool restored_ = false;
 };
 
 }  // namespace exogym::runtime::sim

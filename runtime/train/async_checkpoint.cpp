@@ -11,8 +11,17 @@ checkpoint::AsyncPart save_async_state(const sim::AsyncSchedule& schedule, int r
   return part;
 }
 
+namespace {
+
+bool has_server(const checkpoint::AsyncPart& part) {
+  auto it = part.tensors.lower_bound("server.");
+  return it != part.tensors.end() && it->first.compare(0, 7, "server.") == 0;
+}
+
+}  // namespace
+
 void restore_async_state(sim::AsyncSchedule& schedule, int rank, bool server, const checkpoint::AsyncPart& saved,
-                         const std::string& file) {
+                         const std::string& file, const std::filesystem::path& folder, int64_t step) {
   const bool written_async = !saved.meta.is_null();
   if (schedule.connected(rank) != written_async) {
     throw sdk::DataError(file + ": " +
@@ -21,6 +30,13 @@ void restore_async_state(sim::AsyncSchedule& schedule, int rank, bool server, co
   }
   if (!written_async) return;
   try {
+    if (server && !has_server(saved) && rank != 0) {
+      checkpoint::AsyncPart with_server = saved;
+      for (auto& [key, tensor] : checkpoint::read_node_state(folder, 0, step).async.tensors)
+        if (key.compare(0, 7, "server.") == 0) with_server.tensors.emplace(key, tensor);
+      schedule.restore_node(rank, server, with_server.tensors, with_server.meta);
+      return;
+    }
     schedule.restore_node(rank, server, saved.tensors, saved.meta);
   } catch (const nlohmann::json::exception& e) {
     throw sdk::DataError(file + ": metadata \"async\": not an asynchronous node's state (" + e.what() + ")");

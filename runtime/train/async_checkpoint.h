@@ -4,6 +4,7 @@
 // its way to or from the server, the steps it computed, and with the
 // process's first node (`server`) the server's state.
 #include <cstdint>
+#include <filesystem>
 #include <string>
 
 #include "exogym/runtime/checkpoint/node_state.h"
@@ -15,8 +16,11 @@ checkpoint::AsyncPart save_async_state(const sim::AsyncSchedule& schedule, int r
 
 // Puts it back when the node's strategy connected (init() ran).
 // sdk::DataError naming `file` when the checkpoint and the strategy
-// disagree on being asynchronous.
+// disagree on being asynchronous. With `server`, the server's state comes
+// from the node's file, or when the checkpoint was written by another
+// layout of processes (its first node was not a process's first), from
+// node 0's in `folder`.
 void restore_async_state(sim::AsyncSchedule& schedule, int rank, bool server, const checkpoint::AsyncPart& saved,
-                         const std::string& file);
+                         const std::string& file, const std::filesystem::path& folder, int64_t step);
 
 }  // namespace exogym::runtime::train

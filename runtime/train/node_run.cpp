@@ -158,7 +158,8 @@ void NodeRun::restore() {
   phase_ = "restoring the state of " + strategy_name_ + " from " + file;
   meter_.restore(node->second.meter);  // first: load_state takes its collectives in flight back
   checkpoint::restore_strategy(strategy_, node->second);
-  restore_async_state(s_.simulation->async(), rank_, rank_ == s_.run.role.block.first, node->second.async, file);
+  restore_async_state(s_.simulation->async(), rank_, rank_ == s_.run.role.block.first, node->second.async, file,
+                      resume.folder, s_.checkpoints.first_step);
   // Only this thread touches its node's entry.
   node->second = checkpoint::NodeState();
 }

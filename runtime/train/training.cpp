@@ -13,6 +13,7 @@
 #include "exogym/runtime/host/malloc_tuning.h"
 #include "exogym/runtime/output/folder_lock.h"
 #include "exogym/runtime/threads/thread_plan.h"
+#include "exogym/runtime/train/async_processes.h"
 #include "exogym/runtime/train/checkpointing.h"
 #include "exogym/runtime/train/cluster.h"
 #include "exogym/runtime/train/divergence.h"
@@ -156,6 +157,7 @@ TrainingResult train_run(const manifest::Manifest& m, plugin::PluginLoader& load
   setup.parameters = parameter_count(first_model);
 
   s.simulation = std::make_unique<Meters>(m, run.role.block);
+  if (run.role.mesh) s.simulation->async().share_with(share_async_news(*run.role.mesh));
   choose_run_folder(run, setup, outputs, plan, options);
   // Before the folder is read for a resume: a second exogym-run on it stops
   // here, with nothing changed.

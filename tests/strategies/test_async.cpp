@@ -159,12 +159,7 @@ TEST_CASE("async: what cannot run asynchronously is refused naming the field", "
 
 TEST_CASE("async: a run resumed with updates in flight and replies on their way is the same run",
           "[strategies][async][checkpoint]") {
-  const json adam = {{"name", "adam"}, {"lr", 0.01}};
-  const std::vector<std::pair<std::string, json>> strategies = {
-      {"async_diloco", {{"H", 3}, {"delay", 2}, {"optimizer", adam}}},
-      {"fedbuff", {{"H", 3}, {"buffer", 2}, {"optimizer", adam}}},
-  };
-  for (const auto& [plugin, options] : strategies) {
+  for (const auto& [plugin, options] : exogym::test::async_strategies()) {
     SECTION(plugin) {
       TempDir dir("async-resume-" + plugin);
       json m = exogym::test::checkpointed_manifest(3, 5);

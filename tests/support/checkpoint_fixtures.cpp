@@ -63,6 +63,14 @@ std::vector<std::pair<std::string, json>> builtin_strategies() {
   };
 }
 
+std::vector<std::pair<std::string, json>> async_strategies() {
+  const json adam = {{"name", "adam"}, {"lr", 0.01}};
+  return {
+      {"async_diloco", {{"H", 3}, {"delay", 2}, {"optimizer", adam}}},
+      {"fedbuff", {{"H", 3}, {"buffer", 2}, {"optimizer", adam}}},
+  };
+}
+
 json timed_churn_manifest() {
   json m = checkpointed_manifest(6, 6);
   m["strategy"] = {{"plugin", "diloco"}, {"options", {{"H", 4}, {"optimizer", {{"name", "adamw"}, {"lr", 0.01}}}}}};

@@ -25,6 +25,11 @@ nlohmann::json checkpointed_manifest(int nodes, int64_t interval);
 // strategies every resume and churn test goes through.
 std::vector<std::pair<std::string, nlohmann::json>> builtin_strategies();
 
+// The asynchronous built-in strategies (sdk/async.h) with rounds of 3
+// steps of Adam, and a server that moves more often than once per K
+// updates: the strategies the asynchronous resume tests go through.
+std::vector<std::pair<std::string, nlohmann::json>> async_strategies();
+
 // DiLoCo on 6 nodes for 40 steps, checkpoints every 6, with churn on the
 // simulated clock (mtbf 1 s, downtime 300 ms, a 50 ms failure timeout).
 nlohmann::json timed_churn_manifest();
