@@ -5,6 +5,7 @@
 #include <set>
 #include <utility>
 
+#include "exogym/runtime/comm/cross_process_waits.h"
 #include "exogym/runtime/threads/compute_slots.h"
 #include "exogym/sdk/error.h"
 
@@ -36,18 +37,20 @@ void GroupMeetings::meet(int rank, CollectiveCall call, const std::vector<int>& 
     m.local = local;
     ++pending_;
   }
-  m.calls.emplace(rank, std::move(call));
   Node& me = node(rank);
+  me.group = &key;
+  me.call = describe_call(call);
+  me.meeting = m.count;
+  m.calls.emplace(rank, std::move(call));
   if (m.calls.size() < m.local.size()) {
-    me.state = State::Waiting;
-    me.group = &key;
+    set_state(me, State::Waiting);
     const std::string deadlock = find_deadlock(rank, key);
     if (!deadlock.empty()) fail(lock, deadlock, rank, &key);
     cv_.wait(lock, [&] { return me.state == State::Running || (abort_.aborted() && me.state == State::Waiting); });
     if (me.state == State::Waiting) {
       // Aborted before the work began: nobody will read its call.
       forget(rank, m);
-      me.state = State::Running;
+      set_state(me, State::Running);
       throw sdk::AbortedError("run aborted: " + abort_.reason());
     }
   } else {
@@ -63,7 +66,7 @@ void GroupMeetings::run_work(std::unique_lock<std::mutex>& lock, std::vector<int
   std::vector<CollectiveCall> calls;
   for (auto& [rank, call] : m.calls) {
     calls.push_back(std::move(call));
-    node(rank).state = State::Working;
+    set_state(node(rank), State::Working);
   }
   const std::vector<int> local = m.local;
   m.calls.clear();
@@ -82,7 +85,7 @@ void GroupMeetings::run_work(std::unique_lock<std::mutex>& lock, std::vector<int
   }
   calls.clear();  // let go of every member's tensors
   lock.lock();
-  for (int rank : local) node(rank).state = State::Running;
+  for (int rank : local) set_state(node(rank), State::Running);
   cv_.notify_all();
   if (!error.empty()) {
     lock.unlock();
@@ -95,7 +98,7 @@ void GroupMeetings::fail(std::unique_lock<std::mutex>& lock, const std::string& 
                          const std::vector<int>* group) {
   // The node leaves: its call goes, and the others wake with the abort.
   if (group) forget(rank, meetings_.at(*group));
-  node(rank).state = State::Running;
+  set_state(node(rank), State::Running);
   lock.unlock();
   abort_.trigger(reason);
   throw sdk::Error(reason);
@@ -147,7 +150,7 @@ std::string GroupMeetings::find_waiters_for(int rank) {
 void GroupMeetings::enter_elsewhere(int rank, const std::string& what) {
   std::unique_lock<std::mutex> lock(mutex_);
   Node& me = node(rank);
-  me.state = State::Elsewhere;
+  set_state(me, State::Elsewhere);
   me.elsewhere = what;
   if (pending_ == 0) return;
   const std::string deadlock = find_waiters_for(rank);
@@ -157,13 +160,44 @@ void GroupMeetings::enter_elsewhere(int rank, const std::string& what) {
 void GroupMeetings::leave_all(const std::vector<int>& ranks) {
   std::lock_guard<std::mutex> lock(mutex_);
   for (int rank : ranks) {
-    if (node(rank).state == State::Elsewhere) node(rank).state = State::Running;
+    if (node(rank).state == State::Elsewhere) set_state(node(rank), State::Running);
   }
 }
 
 void GroupMeetings::leave(int rank) {
   std::lock_guard<std::mutex> lock(mutex_);
-  node(rank).state = State::Running;
+  set_state(node(rank), State::Running);
+}
+
+std::string GroupMeetings::wait_report(const std::set<std::vector<int>>& interest) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<std::pair<std::vector<int>, uint64_t>> begun;
+  const int last_rank = first_rank_ + static_cast<int>(nodes_.size()) - 1;
+  for (const auto& members : interest) {
+    const bool here =
+        std::any_of(members.begin(), members.end(), [&](int r) { return r >= first_rank_ && r <= last_rank; });
+    if (!here) continue;
+    auto it = meetings_.find(members);
+    begun.emplace_back(members, it == meetings_.end() ? 0 : it->second.count);
+  }
+  std::vector<CrossProcessWaits::Wait> waits;
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    const Node& n = nodes_[i];
+    if (n.state == State::Running) continue;
+    CrossProcessWaits::Wait w;
+    w.rank = first_rank_ + static_cast<int>(i);
+    w.changes = n.changes;
+    if (n.state == State::Elsewhere) {
+      w.what = n.elsewhere;
+    } else {
+      w.in_group = true;
+      w.members = *n.group;
+      w.meeting = n.meeting;
+      w.what = n.call;
+    }
+    waits.push_back(std::move(w));
+  }
+  return CrossProcessWaits::report(waits, begun);
 }
 
 }  // namespace exogym::runtime::comm

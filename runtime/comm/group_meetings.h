@@ -15,13 +15,15 @@
 // which waits for node 1. The meetings know where every local node waits,
 // so the node whose arrival closes such a cycle throws sdk::Error naming
 // the nodes and what each waits in, after aborting the run (the others end
-// with sdk::AbortedError). Over several processes only cycles within one
-// process are seen (docs/plugins.md#subgroups-and-peers).
+// with sdk::AbortedError). Over several processes each process reports
+// where its nodes wait (wait_report()), and cross_process_waits.h finds
+// the cycles that span processes (docs/plugins.md#subgroups-and-peers).
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -61,6 +63,14 @@ class GroupMeetings {
   // slot before its leave(), and a peer may reach it meanwhile).
   void leave_all(const std::vector<int>& ranks);
 
+  // Where this process's nodes wait now, for the other processes
+  // (cross_process_waits.h's format): a line per node waiting in a group
+  // (its meeting, members and call) or elsewhere (what it does), with a
+  // count of its changes of state, so that a wait seen twice with the same
+  // count has lasted between the two looks; and the meetings begun of each
+  // group of `interest` that has a member here.
+  std::string wait_report(const std::set<std::vector<int>>& interest);
+
  private:
   struct Meeting {
     std::vector<int> local;               // the members to wait for
@@ -70,9 +80,16 @@ class GroupMeetings {
   enum class State { Running, Waiting, Working, Elsewhere };
   struct Node {
     State state = State::Running;
-    const std::vector<int>* group = nullptr;  // Waiting: the key of its meeting
+    const std::vector<int>* group = nullptr;  // Waiting, Working: the key of its meeting
     std::string elsewhere;                    // Elsewhere: what it does
+    std::string call;                         // Waiting, Working: its call, described
+    uint64_t meeting = 0;                     // Waiting, Working: the group's count of meetings before it
+    uint64_t changes = 0;                     // of state, for wait_report()
   };
+  void set_state(Node& n, State state) {
+    n.state = state;
+    ++n.changes;
+  }
   Node& node(int rank) { return nodes_[static_cast<size_t>(rank - first_rank_)]; }
   // Under mutex_: the reason a deadlock is, if node `rank`, just arrived at
   // `group`, closes a cycle of waits; empty otherwise.

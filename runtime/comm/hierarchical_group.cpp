@@ -50,6 +50,10 @@ HierarchicalGroup::HierarchicalGroup(dist::ProcessMesh& mesh, int nodes, dist::N
   for (int r = 0; r < nodes; ++r) live_.push_back(r);
   for (int j = 0; j < block.count; ++j) local_.push_back(j);
   for (int q = 0; q < mesh.size(); ++q) live_by_process_.push_back(dist::node_block(nodes, mesh.size(), q).count);
+  // A group member that waits in another process for a node here, which
+  // waits for it: found with the heartbeats (cross_process_waits.h).
+  mesh.watch_waits([this] { return groups_.wait_report(waits_.interest()); },
+                   [this](const std::vector<std::string>& reports) { return waits_.check(reports); });
 }
 
 void HierarchicalGroup::set_members(std::vector<int> live) {
@@ -72,7 +76,7 @@ void HierarchicalGroup::set_members(std::vector<int> live) {
   live_by_process_ = std::move(by_process);
 }
 
-HierarchicalGroup::~HierarchicalGroup() = default;
+HierarchicalGroup::~HierarchicalGroup() { mesh_.watch_waits(nullptr, nullptr); }
 
 std::unique_ptr<sdk::Communicator> HierarchicalGroup::communicator(int rank, threads::NodeSlot* slot) {
   EXOGYM_CHECK_INTERNAL(!(!block_.contains(rank)),
@@ -125,12 +129,6 @@ sdk::SharedTensors HierarchicalGroup::run(int rank, CollectiveCall call, threads
 }
 
 void HierarchicalGroup::lead(const Calls& calls) {
-  {
-    // Every local node is here: none waits for a local one any more.
-    std::vector<int> ranks;
-    for (int j : local_) ranks.push_back(block_.first + j);
-    groups_.leave_all(ranks);
-  }
   const CollectiveCall& first = calls[local_.front()];
   Header mine;
   mine.sequence = sequence_++;
@@ -175,6 +173,13 @@ void HierarchicalGroup::lead(const Calls& calls) {
       exchange_headers(mine);
       break;
   }
+  // Every node is through: none waits for anything any more, whenever it
+  // gets its compute slot back. (Not before: until the other processes'
+  // parts are in, a group in another process may be waiting for a node
+  // here, which waits for it; cross_process_waits.h.)
+  std::vector<int> ranks;
+  for (int j : local_) ranks.push_back(block_.first + j);
+  groups_.leave_all(ranks);
 }
 
 std::vector<HierarchicalGroup::Header> HierarchicalGroup::exchange_headers(const Header& mine) {

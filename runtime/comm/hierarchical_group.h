@@ -46,6 +46,7 @@
 
 #include "exogym/build_config.h"
 #include "exogym/runtime/comm/collective_backend.h"
+#include "exogym/runtime/comm/cross_process_waits.h"
 #include "exogym/runtime/comm/group_meetings.h"
 #include "exogym/runtime/comm/meeting_point.h"
 #include "exogym/runtime/dist/world.h"
@@ -154,6 +155,7 @@ class HierarchicalGroup final : public CollectiveBackend {
 
   MeetingPoint meeting_;
   GroupMeetings groups_;
+  CrossProcessWaits waits_;  // the heartbeat thread's only
 };
 
 }  // namespace exogym::runtime::comm

@@ -124,6 +124,15 @@ class ProcessMesh {
   // run can stop its nodes. One at a time; empty to remove.
   void set_failure_listener(std::function<void(const std::string&)> listener);
 
+  // Deadlocks across processes (comm/cross_process_waits.h): with every
+  // heartbeat, `report` says where this process's nodes wait (posted with a
+  // count of posts on its first line), and `check` reads every process's
+  // latest and returns a deadlock's description, which fails the mesh.
+  // Empty functions: no watch. Replacing them waits for a look in progress.
+  using WaitReport = std::function<std::string()>;
+  using WaitCheck = std::function<std::string(const std::vector<std::string>& reports)>;
+  void watch_waits(WaitReport report, WaitCheck check);
+
   // The end of a successful session: waits for every process, stops the
   // heartbeat and says goodbye; process 0 keeps the store up until every
   // peer has left.
@@ -143,6 +152,8 @@ class ProcessMesh {
   // Noticing lost peers (process_mesh_heartbeat.cpp).
   void start_heartbeat();
   void monitor_loop();
+  // One look at the waits (above): a deadlock's description, or "".
+  std::string look_at_waits();
   void watchdog_loop();
   void stop_threads();
   // Failures.
@@ -173,6 +184,10 @@ class ProcessMesh {
   std::atomic<bool> failed_{false};
   std::mutex listener_mutex_;  // held while the listener is called or replaced
   std::function<void(const std::string&)> listener_;
+  std::mutex watch_mutex_;  // held while a look runs or the functions are replaced
+  WaitReport wait_report_;
+  WaitCheck wait_check_;
+  uint64_t wait_posts_ = 0;
 
   std::mutex exchange_mutex_;  // one exchange at a time (Gloo slots are sequential)
 

@@ -41,6 +41,10 @@ void ProcessMesh::monitor_loop() {
         fail(describe(aborted->first) + " failed: " + aborted->second);
         return;
       }
+      if (const std::string deadlock = look_at_waits(); !deadlock.empty()) {
+        fail(deadlock);
+        return;
+      }
       const auto now = Clock::now();
       for (int q = 0; q < size(); ++q) {
         if (q == rank()) continue;
@@ -67,6 +71,24 @@ void ProcessMesh::monitor_loop() {
       return;
     }
   }
+}
+
+void ProcessMesh::watch_waits(WaitReport report, WaitCheck check) {
+  std::lock_guard<std::mutex> lock(watch_mutex_);
+  wait_report_ = std::move(report);
+  wait_check_ = std::move(check);
+}
+
+std::string ProcessMesh::look_at_waits() {
+  std::lock_guard<std::mutex> lock(watch_mutex_);
+  if (!wait_report_ || !wait_check_) return "";
+  std::vector<std::string> reports(static_cast<size_t>(size()));
+  reports[rank()] = std::to_string(++wait_posts_) + wait_report_();
+  store_->set(waits_key(rank()), reports[rank()]);
+  for (int q = 0; q < size(); ++q) {
+    if (q != rank() && store_->check({waits_key(q)})) reports[q] = store_->get(waits_key(q));
+  }
+  return wait_check_(reports);
 }
 
 void ProcessMesh::watchdog_loop() {

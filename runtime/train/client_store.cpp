@@ -25,7 +25,9 @@ void ClientStore::offer(int node, int client, const sdk::StateDict& state) {
   // Nothing to keep: the client stores nothing (and nothing travels).
   if (state.empty()) return;
   sdk::StateDict copy;
-  for (const auto& [key, tensor] : state) copy.emplace(key, tensor.detach().to(at::kCPU).contiguous().clone());
+  // One copy, on the CPU (a GPU's memory is for the nodes).
+  for (const auto& [key, tensor] : state)
+    copy.emplace(key, tensor.detach().to(tensor.options().device(at::kCPU), false, /*copy=*/true).contiguous());
   std::lock_guard<std::mutex> lock(offers_mutex_);
   offers_[node] = {client, std::move(copy)};
 }

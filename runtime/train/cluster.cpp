@@ -64,12 +64,14 @@ void Cluster::start_meetings() {
   meeting_work_.resize(static_cast<size_t>(block_.count));
   everyone_ = std::make_unique<comm::MeetingPoint>(block_.count, block_.first, abort_,
                                                    [this](const comm::MeetingPoint::Calls&) {
+                                                     if (meeting_work_[0]) meeting_work_[0]();
+                                                     if (mesh_) mesh_->barrier();
+                                                     // Every node of the run is through (not
+                                                     // before: cross_process_waits.h).
                                                      std::vector<int> ranks;
                                                      for (int j = 0; j < block_.count; ++j)
                                                        ranks.push_back(block_.first + j);
                                                      backend().leave_all_elsewhere(ranks);
-                                                     if (meeting_work_[0]) meeting_work_[0]();
-                                                     if (mesh_) mesh_->barrier();
                                                    });
 }
 

@@ -323,6 +323,52 @@ TEST_CASE("a collective mismatch between processes is an error naming both, not 
                           Catch::Contains("broadcast") && Catch::Contains("all_reduce"));
 }
 
+TEST_CASE("a group waiting for a node of another process that waits elsewhere is an error naming both, not a hang",
+          "[multiprocess][groups]") {
+  const auto started = Clock::now();
+  // A heartbeat every second (a timeout of 4 s): found within a few.
+  const auto timeout = std::chrono::seconds(4);
+  // Node 0 (process 0) waits for node 1 (process 1) in an exchange; node 1
+  // all-reduces over everyone.
+  REQUIRE_THROWS_WITH(run_meshes(
+                          2, 2, false,
+                          [&](int rank, exogym::sdk::Communicator& comm) {
+                            std::vector<at::Tensor> t{at::ones({2})};
+                            if (rank == 0) {
+                              comm.exchange(1, t);
+                            } else {
+                              comm.all_reduce(t);
+                            }
+                          },
+                          timeout),
+                      Catch::Contains("deadlock across processes 0, 1: node 0 waits in exchange between nodes 0 and 1 "
+                                      "for node 1, which waits in all_reduce over every live node (a strategy must "
+                                      "call group collectives in the same order on every member)"));
+  // Node 1 ends its run while node 0 waits for it in a group.
+  REQUIRE_THROWS_WITH(run_meshes(
+                          2, 2, false,
+                          [&](int rank, exogym::sdk::Communicator& comm) {
+                            std::vector<at::Tensor> t{at::ones({2})};
+                            if (rank == 0) comm.group_all_reduce({0, 1}, t);
+                          },
+                          timeout),
+                      Catch::Contains("node 0 waits in group_all_reduce over nodes [0, 1] for node 1, which has "
+                                      "finished its run"));
+  // A cycle through both processes: 0 waits for 2, 2 for 1, 1 for 0.
+  REQUIRE_THROWS_WITH(run_meshes(
+                          2, 4, false,
+                          [&](int rank, exogym::sdk::Communicator& comm) {
+                            const int peer = rank == 0 ? 2 : rank == 2 ? 1 : rank == 1 ? 0 : -1;
+                            if (peer >= 0) comm.exchange(peer, {at::ones({2})});
+                          },
+                          timeout),
+                      Catch::Contains("deadlock across processes 0, 1") &&
+                          Catch::Contains("waits in exchange between nodes 0 and 2") &&
+                          Catch::Contains("waits in exchange between nodes 1 and 2") &&
+                          Catch::Contains("waits in exchange between nodes 0 and 1"));
+  REQUIRE(std::chrono::duration<double>(Clock::now() - started).count() < 45);
+}
+
 TEST_CASE("a node error in one process stops the others with its message", "[multiprocess]") {
   const auto started = Clock::now();
   try {
