@@ -11,6 +11,8 @@
 // then encodes only its gradient each step and never decodes: the one
 // decode left, of the nodes' average, is done once per process.
 //
+// With participation δ is the client's own (sdk/client_state.h).
+//
 // Fixes over the reference: lr is an option (it was stuck at 1e-3), max_norm
 // clips the local gradient (it was ignored), convolution kernels and 0-D
 // parameters are transformed (flattened to 2-D / treated as 1-D; they
@@ -25,6 +27,7 @@
 #include <string>
 
 #include "exogym/modules/dct.h"
+#include "exogym/sdk/client_state.h"
 #include "exogym/sdk/comm.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/model.h"
@@ -61,7 +64,7 @@ static sdk::OptionSpecs demo_options() {
   };
 }
 
-class DemoStrategy final : public sdk::Strategy {
+class DemoStrategy final : public sdk::Strategy, public sdk::ClientState {
  public:
   explicit DemoStrategy(const nlohmann::json& options)
       : decay_(options.at("compression_decay").get<double>()),
@@ -176,6 +179,15 @@ class DemoStrategy final : public sdk::Strategy {
     sdk::load_model_tensors(model, in);
     at::NoGradGuard no_grad;
     for (auto& delta : deltas_) delta.zero_();
+  }
+
+  // With participation δ is the client's (sdk/client_state.h): a client
+  // drawn again finds the residual of its own gradients, on any node.
+  void save_client_state(sdk::StateDict& out) const override { save_state(out); }
+  void load_client_state(const sdk::StateDict& in) override {
+    at::NoGradGuard no_grad;
+    for (auto& delta : deltas_) delta.zero_();
+    load_state(in);
   }
 
  private:

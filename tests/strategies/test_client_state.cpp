@@ -1,8 +1,8 @@
 // State that belongs to a client (sdk/client_state.h,
 // runtime/train/client_store.h) and SCAFFOLD, whose control variates are
 // such state (plugins/scaffold/scaffold.cpp): the store's rules; a client's
-// state follows it to whichever node trains it next, for SCAFFOLD and
-// SparseLoCo's error buffers; SCAFFOLD's server variate stays the mean of
+// state follows it to whichever node trains it next, for SCAFFOLD,
+// SparseLoCo's error buffers and DeMo's momentum; SCAFFOLD's server variate stays the mean of
 // every client's, the property that breaks when a client's variate is lost;
 // SCAFFOLD with one local step is SGD on the mean gradient; a population run
 // with client state resumes exactly; SCAFFOLD refuses a local step other
@@ -118,18 +118,25 @@ TEST_CASE("client store: a client that leaves keeps its state, one that stays ke
   CHECK(store.clients() == 0);
 }
 
-TEST_CASE("client state: a client's state follows it to whichever node trains it next, for SCAFFOLD and SparseLoCo",
-          "[client_state][population][scaffold][sparseloco]") {
+TEST_CASE(
+    "client state: a client's state follows it to whichever node trains it next, for SCAFFOLD, SparseLoCo and "
+    "DeMo",
+    "[client_state][population][scaffold][sparseloco][demo]") {
   const std::map<std::string, std::pair<json, std::pair<std::string, std::string>>> cases = {
       {"scaffold", {{{"H", 2}, {"optimizer", sgd}}, {"strategy.client_c.", "control_variate."}}},
       {"sparseloco",
        {{{"H", 2}, {"chunk", 64}, {"density", 0.1}, {"optimizer", {{"name", "adam"}, {"lr", 0.01}}}},
         {"strategy.module0.error.", "error."}}},
+      // No H: rounds of 2 steps come from participation.round.
+      {"demo",
+       {{{"compression_topk", 4}, {"compression_chunk", 8}, {"lr", 0.01}}, {"strategy.delta_dct.", "delta_dct."}}},
   };
   for (const auto& [plugin, spec] : cases) {
     SECTION(plugin) {
       TempDir dir("client-state-" + plugin);
-      const fs::path run = exogym::test::train_in(population(plugin, spec.first, 9), dir, "run");
+      json m = population(plugin, spec.first, 9);
+      m["participation"]["round"] = 2;
+      const fs::path run = exogym::test::train_in(m, dir, "run");
       const std::string node_prefix = spec.second.first, client_prefix = spec.second.second;
       const auto trained = clients_trained(run);
       REQUIRE(trained.size() == 8);
