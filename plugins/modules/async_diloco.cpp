@@ -71,24 +71,17 @@ class DelayedNesterovServer final : public sdk::AsyncServer {
 }  // namespace
 
 sdk::ModuleSpecs AsyncDiLoCoModule::specs() {
-  return {"AsyncDiLoCoModule",
-          {
-              OptionSpec{"H", OptionType::PositiveInteger, 100,
-                         "inner steps per round of the fastest node; a node sends its pseudo-gradient after its "
-                         "round's steps"},
-              OptionSpec{"dynamic_local_updates", OptionType::Boolean, true,
-                         "a node of relative speed s takes max(1, round(H·s)) steps per round, so that every "
-                         "round takes about the same simulated time; false: H for every node"},
-              OptionSpec{"outer_lr", OptionType::PositiveNumber, 0.7, "the server's outer learning rate"},
-              OptionSpec{"outer_momentum", OptionType::NonNegativeNumber, 0.9,
-                         "the server's Nesterov momentum, stepped every `delay` updates"},
-              OptionSpec{"delay", OptionType::PositiveInteger, nullptr,
-                         "N of delayed Nesterov: updates between momentum steps (null: the number of nodes)"},
-          }};
+  sdk::OptionSpecs specs = round_specs(100, true);
+  specs.push_back(OptionSpec{"outer_lr", OptionType::PositiveNumber, 0.7, "the server's outer learning rate"});
+  specs.push_back(OptionSpec{"outer_momentum", OptionType::NonNegativeNumber, 0.9,
+                             "the server's Nesterov momentum, stepped every `delay` updates"});
+  specs.push_back(OptionSpec{"delay", OptionType::PositiveInteger, nullptr,
+                             "N of delayed Nesterov: updates between momentum steps (null: the number of nodes)"});
+  return {"AsyncDiLoCoModule", specs};
 }
 
 AsyncDiLoCoModule::AsyncDiLoCoModule(const sdk::ModuleOptions& o)
-    : AsyncRounds(o.at("H").get<int64_t>(), o.at("dynamic_local_updates").get<bool>()),
+    : AsyncRounds(o),
       lr_(o.at("outer_lr").get<double>()),
       momentum_(o.at("outer_momentum").get<double>()),
       delay_(o.at("delay").is_null() ? std::nullopt : std::optional<int64_t>(o.at("delay").get<int64_t>())) {}

@@ -11,7 +11,18 @@
 
 namespace exogym::modules {
 
-AsyncRounds::AsyncRounds(int64_t H, bool dynamic_local_updates) : H_(H), dynamic_(dynamic_local_updates) {}
+sdk::OptionSpecs AsyncRounds::round_specs(int64_t default_H, bool default_dynamic) {
+  return {
+      sdk::OptionSpec{"H", sdk::OptionType::PositiveInteger, default_H,
+                      "inner steps per round of the fastest node; a node sends its update after its round's steps"},
+      sdk::OptionSpec{"dynamic_local_updates", sdk::OptionType::Boolean, default_dynamic,
+                      "a node of relative speed s takes max(1, round(H·s)) steps per round, so that every round "
+                      "takes about the same simulated time; false: H for every node"},
+  };
+}
+
+AsyncRounds::AsyncRounds(const sdk::ModuleOptions& o)
+    : H_(o.at("H").get<int64_t>()), dynamic_(o.at("dynamic_local_updates").get<bool>()) {}
 
 void AsyncRounds::init(sdk::NodeContext& ctx, sdk::Model& model) {
   if (ctx.async == nullptr) {
@@ -60,21 +71,6 @@ std::vector<at::Tensor> clones(const std::vector<at::Tensor>& tensors) {
   std::vector<at::Tensor> out;
   for (const auto& t : tensors) out.push_back(t.clone());
   return out;
-}
-
-const at::Tensor& state_tensor(const sdk::StateDict& in, const std::string& key) {
-  auto it = in.find(key);
-  if (it == in.end()) throw sdk::Error("asynchronous state: missing " + key);
-  return it->second;
-}
-
-void save_tensors(sdk::StateDict& out, const std::string& prefix, const std::vector<at::Tensor>& tensors) {
-  for (size_t i = 0; i < tensors.size(); ++i) out[prefix + std::to_string(i)] = tensors[i];
-}
-
-void load_tensors(const sdk::StateDict& in, const std::string& prefix, std::vector<at::Tensor>& tensors) {
-  at::NoGradGuard no_grad;
-  for (size_t i = 0; i < tensors.size(); ++i) tensors[i].copy_(state_tensor(in, prefix + std::to_string(i)));
 }
 
 }  // namespace exogym::modules

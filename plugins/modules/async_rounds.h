@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "exogym/modules/state_tensors.h"
 #include "exogym/sdk/async.h"
 #include "exogym/sdk/compose.h"
 
@@ -22,7 +23,10 @@ namespace exogym::modules {
 
 class AsyncRounds : public sdk::CommunicationModule {
  public:
-  AsyncRounds(int64_t H, bool dynamic_local_updates);
+  // Options "H" and "dynamic_local_updates", with the strategy's defaults,
+  // for its specs(); the constructor below reads them.
+  static sdk::OptionSpecs round_specs(int64_t default_H, bool default_dynamic);
+  explicit AsyncRounds(const sdk::ModuleOptions& options);
 
   void init(sdk::NodeContext& ctx, sdk::Model& model) override;
   void communicate(sdk::NodeContext& ctx, sdk::Model& model, int64_t step) override;
@@ -55,10 +59,5 @@ class AsyncRounds : public sdk::CommunicationModule {
 
 // Copies of `tensors` (a server's model, what it replies).
 std::vector<at::Tensor> clones(const std::vector<at::Tensor>& tensors);
-// For the servers' and rounds' state: `tensors` as "<prefix><i>", and back
-// into tensors of the same shapes (sdk::Error naming a missing key).
-const at::Tensor& state_tensor(const sdk::StateDict& in, const std::string& key);
-void save_tensors(sdk::StateDict& out, const std::string& prefix, const std::vector<at::Tensor>& tensors);
-void load_tensors(const sdk::StateDict& in, const std::string& prefix, std::vector<at::Tensor>& tensors);
 
 }  // namespace exogym::modules

@@ -130,22 +130,18 @@ class BufferServer final : public sdk::AsyncServer {
 }  // namespace
 
 sdk::ModuleSpecs FedBuffModule::specs() {
-  return {"FedBuffModule",
-          {
-              OptionSpec{"H", OptionType::PositiveInteger, 10, "local steps per round"},
-              OptionSpec{"dynamic_local_updates", OptionType::Boolean, false,
-                         "a node of relative speed s takes max(1, round(H·s)) steps per round"},
-              OptionSpec{"buffer", OptionType::PositiveInteger, nullptr,
-                         "updates the server collects before it moves its model (null: the number of nodes; at "
-                         "most that)"},
-              OptionSpec{"server_lr", OptionType::PositiveNumber, 1.0, "the server's learning rate"},
-              OptionSpec{"staleness_exponent", OptionType::NonNegativeNumber, 0.5,
-                         "an update s server versions old weighs (1 + s)^-exponent (0: all alike)"},
-          }};
+  sdk::OptionSpecs specs = round_specs(10, false);
+  specs.push_back(OptionSpec{"buffer", OptionType::PositiveInteger, nullptr,
+                             "updates the server collects before it moves its model (null: the number of nodes; at "
+                             "most that)"});
+  specs.push_back(OptionSpec{"server_lr", OptionType::PositiveNumber, 1.0, "the server's learning rate"});
+  specs.push_back(OptionSpec{"staleness_exponent", OptionType::NonNegativeNumber, 0.5,
+                             "an update s server versions old weighs (1 + s)^-exponent (0: all alike)"});
+  return {"FedBuffModule", specs};
 }
 
 FedBuffModule::FedBuffModule(const sdk::ModuleOptions& o)
-    : AsyncRounds(o.at("H").get<int64_t>(), o.at("dynamic_local_updates").get<bool>()),
+    : AsyncRounds(o),
       buffer_(o.at("buffer").is_null() ? std::nullopt : std::optional<int64_t>(o.at("buffer").get<int64_t>())),
       server_lr_(o.at("server_lr").get<double>()),
       exponent_(o.at("staleness_exponent").get<double>()) {}

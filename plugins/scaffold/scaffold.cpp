@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "exogym/modules/state_tensors.h"
 #include "exogym/sdk/client_state.h"
 #include "exogym/sdk/comm.h"
 #include "exogym/sdk/compose.h"
@@ -118,19 +119,17 @@ class ScaffoldStrategy final : public sdk::CommunicateOptimizeStrategy, public s
 
   void save_state(sdk::StateDict& out) const override {
     CommunicateOptimizeStrategy::save_state(out);
-    save_list(out, "master.", master_);
-    save_list(out, "server_c.", server_c_);
-    save_list(out, "client_c.", client_c_);
+    modules::save_tensors(out, "master.", master_);
+    modules::save_tensors(out, "server_c.", server_c_);
+    modules::save_tensors(out, "client_c.", client_c_);
     out["lr_sum"] = at::scalar_tensor(lr_sum_, at::kDouble);
   }
   void load_state(const sdk::StateDict& in) override {
     CommunicateOptimizeStrategy::load_state(in);
-    load_list(in, "master.", master_);
-    load_list(in, "server_c.", server_c_);
-    load_list(in, "client_c.", client_c_);
-    auto it = in.find("lr_sum");
-    if (it == in.end()) throw sdk::Error("scaffold state: missing lr_sum");
-    lr_sum_ = it->second.item<double>();
+    modules::load_tensors(in, "master.", master_);
+    modules::load_tensors(in, "server_c.", server_c_);
+    modules::load_tensors(in, "client_c.", client_c_);
+    lr_sum_ = modules::state_tensor(in, "lr_sum").item<double>();
     update_correction();
   }
   // A node that comes back receives x, c and the model's buffers, and
@@ -140,26 +139,28 @@ class ScaffoldStrategy final : public sdk::CommunicateOptimizeStrategy, public s
   // (load_client_state).
   void recovery_state(sdk::Model& model, sdk::StateDict& out) const override {
     sdk::save_model_tensors(model, out, /*parameters=*/false);
-    save_list(out, "master.", master_);
-    save_list(out, "server_c.", server_c_);
+    modules::save_tensors(out, "master.", master_);
+    modules::save_tensors(out, "server_c.", server_c_);
   }
   void load_recovery_state(sdk::Model& model, const sdk::StateDict& in) override {
     at::NoGradGuard no_grad;
     sdk::load_model_tensors(model, in, /*parameters=*/false);
-    load_list(in, "master.", master_);
-    load_list(in, "server_c.", server_c_);
+    modules::load_tensors(in, "master.", master_);
+    modules::load_tensors(in, "server_c.", server_c_);
     for (size_t i = 0; i < params_.size(); ++i) params_[i].detach().copy_(master_[i]);
     for (auto& c : client_c_) c.zero_();
     lr_sum_ = 0;
     update_correction();
   }
 
-  void save_client_state(sdk::StateDict& out) const override { save_list(out, "control_variate.", client_c_); }
+  void save_client_state(sdk::StateDict& out) const override {
+    modules::save_tensors(out, "control_variate.", client_c_);
+  }
   void load_client_state(const sdk::StateDict& in) override {
     if (in.empty()) {
       for (auto& c : client_c_) c.zero_();
     } else {
-      load_list(in, "control_variate.", client_c_);
+      modules::load_tensors(in, "control_variate.", client_c_);
     }
     update_correction();
   }
@@ -199,21 +200,6 @@ class ScaffoldStrategy final : public sdk::CommunicateOptimizeStrategy, public s
   void update_correction() {
     for (size_t i = 0; i < params_.size(); ++i) correction_[i] = server_c_[i] - client_c_[i];
   }
-  static void save_list(sdk::StateDict& out, const std::string& prefix, const std::vector<at::Tensor>& list) {
-    for (size_t i = 0; i < list.size(); ++i) out[prefix + std::to_string(i)] = list[i];
-  }
-  static void load_list(const sdk::StateDict& in, const std::string& prefix, std::vector<at::Tensor>& list) {
-    at::NoGradGuard no_grad;
-    for (size_t i = 0; i < list.size(); ++i) {
-      const std::string key = prefix + std::to_string(i);
-      auto it = in.find(key);
-      if (it == in.end()) throw sdk::Error("scaffold state: missing " + key);
-      if (!it->second.sizes().equals(list[i].sizes()))
-        throw sdk::Error("scaffold state: " + key + " has another shape than parameter " + std::to_string(i));
-      list[i].copy_(it->second);
-    }
-  }
-
   int64_t H_;
   double server_lr_;
   sdk::NodeContext* ctx_ = nullptr;

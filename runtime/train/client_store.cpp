@@ -2,7 +2,7 @@
 
 #include <ATen/core/Tensor.h>
 
-#include <algorithm>
+#include <optional>
 #include <string>
 
 #include "exogym/runtime/comm/named_tensor_broadcast.h"
@@ -53,19 +53,19 @@ void ClientStore::settle(const std::vector<int>& leaving, const std::vector<int>
   }
   if (mesh) share(*mesh, kept);
   for (auto& [node, offer] : kept) store(offer.first, std::move(offer.second));
-  for (int client : lost) {
-    auto it = stored_.find(client);
-    if (it == stored_.end()) continue;
-    bytes_ -= state_bytes(it->second);
-    stored_.erase(it);
-  }
+  for (int client : lost) remove(client);
   for (int client : taken) {
-    auto it = stored_.find(client);
-    if (it == stored_.end()) continue;
-    bytes_ -= state_bytes(it->second);
-    handed_.emplace(client, std::move(it->second));
-    stored_.erase(it);
+    if (auto state = remove(client)) handed_.emplace(client, std::move(*state));
   }
+}
+
+std::optional<sdk::StateDict> ClientStore::remove(int client) {
+  auto it = stored_.find(client);
+  if (it == stored_.end()) return std::nullopt;
+  bytes_ -= state_bytes(it->second);
+  sdk::StateDict state = std::move(it->second);
+  stored_.erase(it);
+  return state;
 }
 
 // Each process in turn sends the offers it kept, as "<node>.<client>.<key>"

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -61,6 +62,8 @@ class ClientStore {
 
  private:
   void store(int client, sdk::StateDict state);
+  // Takes client's state out of the store (nullopt: it holds none).
+  std::optional<sdk::StateDict> remove(int client);
   void share(dist::ProcessMesh& mesh, std::map<int, std::pair<int, sdk::StateDict>>& kept);
 
   std::mutex offers_mutex_;

@@ -17,6 +17,7 @@
 #include "exogym/modules/fedavg.h"
 #include "exogym/modules/outer_master.h"
 #include "exogym/modules/sparta.h"
+#include "exogym/modules/state_tensors.h"
 #include "exogym/runtime/train/shared_objects.h"
 #include "exogym/sdk/comm.h"
 #include "exogym/sdk/compose.h"
@@ -554,4 +555,20 @@ TEST_CASE("an outer optimizer that cannot take the model is an error at outer_op
     CHECK(e.path() == "outer_optimizer");
     CHECK_THAT(e.what(), Catch::StartsWith("outer_optimizer: muon needs at least one parameter with 2 or more"));
   }
+}
+
+TEST_CASE("state tensors load back into their places, and a missing or reshaped one is an error naming it",
+          "[strategies]") {
+  std::vector<at::Tensor> saved{at::arange(6.0).reshape({2, 3}), at::ones({4})};
+  exogym::sdk::StateDict state;
+  exogym::modules::save_tensors(state, "x.", saved);
+  std::vector<at::Tensor> into{at::zeros({2, 3}), at::zeros({4})};
+  exogym::modules::load_tensors(state, "x.", into);
+  CHECK(at::equal(into[0], saved[0]));
+  CHECK(at::equal(into[1], saved[1]));
+  // A (4)-shaped zeros would take a broadcast scalar silently with copy_.
+  state["x.1"] = at::full({1}, 5.0);
+  REQUIRE_THROWS_WITH(exogym::modules::load_tensors(state, "x.", into),
+                      "strategy state: x.1 has the shape [1], expected [4]");
+  REQUIRE_THROWS_WITH(exogym::modules::load_tensors(state, "y.", into), "strategy state: missing y.0");
 }
