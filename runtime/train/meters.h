@@ -1,8 +1,8 @@
 #pragma once
 // The simulated cluster a run is measured on (sim/): its network and compute
 // models, the clocks its nodes share, one meter per node of this process,
-// and the slots of an asynchronous strategy. The meters refer to the rest, so a Meters stays where it is
-// built.
+// and the slots of an asynchronous strategy. The meters refer to the rest,
+// so a Meters stays where it is built.
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
