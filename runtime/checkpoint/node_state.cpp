@@ -3,7 +3,9 @@
 #include <ATen/ATen.h>
 #include <torch/nn/module.h>
 
+#include <cstdlib>
 #include <mutex>
+#include <string>
 
 #include "exogym/runtime/checkpoint/state_digest.h"
 #include "exogym/sdk/error.h"
@@ -72,6 +74,22 @@ void write_node_state(const fs::path& folder, int rank, int64_t step, sdk::Model
   if (!async.meta.is_null()) metadata["async"] = async.meta.dump();
   metadata[kDigest] = state_digest(tensors, metadata);
   output::write_safetensors(folder / node_file_name(rank), tensors, metadata);
+  if (verify_after_writing()) {
+    try {
+      read_node_state(folder, rank, step);
+    } catch (const sdk::DataError& e) {
+      throw sdk::Error(std::string("a checkpoint read back right after it was written: ") + e.what() +
+                       " (a bug: its state changed while it was written)");
+    }
+  }
+}
+
+bool verify_after_writing() {
+  static const bool verify = [] {
+    const char* setting = std::getenv("EXOGYM_VERIFY_CHECKPOINTS");
+    return setting && std::string(setting) == "1";
+  }();
+  return verify;
 }
 
 NodeState read_node_state(const fs::path& folder, int rank, int64_t step) {

@@ -34,9 +34,17 @@ struct AsyncPart {
 };
 
 // Writes node `rank`'s state at `step` (steps completed) into `folder`
-// (write_file_atomically). On the node's thread, at a step boundary.
+// (write_file_atomically). On the node's thread, at a step boundary, when
+// nothing it saves can change (the nodes have met: node_run.cpp). With
+// verify_after_writing(), reads the file back and throws sdk::Error if it
+// does not match its digest.
 void write_node_state(const std::filesystem::path& folder, int rank, int64_t step, sdk::Model& model,
                       const sdk::Strategy& strategy, const nlohmann::json& meter, const AsyncPart& async = {});
+
+// EXOGYM_VERIFY_CHECKPOINTS=1 in the environment: every node file is read
+// back once after it is written (the tests set it; a run that writes large
+// checkpoints would read each twice).
+bool verify_after_writing();
 
 // A node's file, read and checked: sdk::DataError naming the file when it is
 // not valid safetensors, belongs to another node or step, or its digest

@@ -203,14 +203,22 @@ void NodeRun::boundary(int64_t step) {
   }
 }
 
-// Collective: every node writes its file, they meet, (over several
-// processes: the other processes hand their metric rows over, they meet,)
-// node 0 commits, they meet again (so that a failed commit stops every node). The meetings are
-// the runtime's, unmetered: a checkpoint changes no count and no clock.
+// Collective: the nodes meet, every node writes its file, they meet, (over
+// several processes: the other processes hand their metric rows over, they
+// meet,) node 0 commits, they meet again (so that a failed commit stops
+// every node). The meetings are the runtime's, unmetered: a checkpoint
+// changes no count and no clock.
+//
+// The first meeting makes the checkpoint one snapshot: a node that sat the
+// step out gets here while the others still compute it, and what the nodes
+// share (sdk/shared.h: DiLoCo's master copy, stepped by the first node past
+// the average) would otherwise change under its writer, between the file's
+// digest and its bytes.
 void NodeRun::write_checkpoint(int64_t step) {
   phase_ = "writing the checkpoint of step " + std::to_string(step);
   const auto started = std::chrono::steady_clock::now();
   CheckpointState& checkpoints = s_.checkpoints;
+  meet_every_node();
   checkpoint::write_node_state(checkpoints.writer->partial_folder(step), rank_, step, model_, strategy_, meter_.state(),
                                save_async_state(s_.simulation->async(), rank_, rank_ == s_.run.role.block.first));
   // Every process's store holds every client: node 0 writes it.
