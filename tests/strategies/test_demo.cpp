@@ -188,7 +188,10 @@ TEST_CASE("demo: encode then decode is the identity for 0-D, 1-D, 2-D and conv t
     REQUIRE(transform.encoded_shape(x.sizes()) == c.encoded);
     at::Tensor back = transform.decode(encoded, x.sizes());
     REQUIRE(back.sizes() == x.sizes());
-    REQUIRE(max_abs(back - x) < 1e-5);
+    // float32 round trips: an error of a few ulps of the largest value
+    // (measured up to 2.4e-6 of it for [256, 784], which CPUs with other
+    // vector units round differently).
+    REQUIRE(max_abs(back - x) < 1e-5 * std::max(1.0, max_abs(x)));
     // Orthonormal: the energy is preserved, so the encoding is not trivial.
     REQUIRE(encoded.pow(2).sum().item<double>() == Approx(x.pow(2).sum().item<double>()).epsilon(1e-4));
   }
