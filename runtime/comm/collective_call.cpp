@@ -8,6 +8,12 @@
 
 namespace exogym::runtime::comm {
 
+const char* const kDeadlockAdvice =
+    " (every member of a group must call the group's collectives in the same order; for exchanges between pairs, "
+    "both nodes of a pair must reach their exchange with each other at the same point: on a ring, the nodes at even "
+    "positions exchange with their right neighbour first and their left second, the nodes at odd positions the other "
+    "way round; all of them right first waits forever)";
+
 const char* collective_name(int32_t kind) {
   static const char* names[] = {"all_reduce", "broadcast", "all_gather", "barrier"};
   return kind >= 0 && kind < 4 ? names[kind] : "an unknown collective";

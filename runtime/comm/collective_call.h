@@ -54,6 +54,10 @@ void check_same_collective(const CollectiveCall& call, int rank, const Collectiv
 // "all_reduce over every live node".
 std::string describe_call(const CollectiveCall& call);
 
+// What a deadlock's message advises (group_meetings.h, cross_process_waits.h):
+// the order that avoids one, for group collectives and pairwise exchanges.
+extern const char* const kDeadlockAdvice;
+
 // Throws sdk::Error naming the collective and node `rank` unless `members`
 // is a group node `rank` may call: ascending, no repeats, two or more,
 // `rank` among them, every one in `live` (ascending).

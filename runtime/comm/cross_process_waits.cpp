@@ -4,11 +4,12 @@
 #include <functional>
 #include <sstream>
 
+#include "exogym/runtime/comm/collective_call.h"
+
 namespace exogym::runtime::comm {
 
 namespace {
 
-constexpr const char* kAdvice = " (a strategy must call group collectives in the same order on every member)";
 
 using Wait = CrossProcessWaits::Wait;
 using Group = std::vector<int>;
@@ -163,7 +164,7 @@ std::string CrossProcessWaits::check(const std::vector<std::string>& reports) {
   if (!confirmed) return "";
   std::string across;
   for (int q : processes) across += (across.empty() ? "" : ", ") + std::to_string(q);
-  return "deadlock across processes " + across + ": " + found + kAdvice;
+  return "deadlock across processes " + across + ": " + found + kDeadlockAdvice;
 }
 
 }  // namespace exogym::runtime::comm

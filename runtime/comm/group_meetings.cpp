@@ -11,10 +11,6 @@
 
 namespace exogym::runtime::comm {
 
-namespace {
-constexpr const char* kAdvice = " (a strategy must call group collectives in the same order on every member)";
-}  // namespace
-
 GroupMeetings::GroupMeetings(int first_rank, int count, threads::AbortSignal& abort)
     : first_rank_(first_rank), abort_(abort), nodes_(static_cast<size_t>(count)) {
   abort_.on_abort([this] {
@@ -134,7 +130,7 @@ std::string GroupMeetings::find_deadlock(int rank, const std::vector<int>& group
     return "";
   };
   const std::string found = visit(group, rank);
-  return found.empty() ? found : "deadlock: " + found + kAdvice;
+  return found.empty() ? found : "deadlock: " + found + kDeadlockAdvice;
 }
 
 std::string GroupMeetings::find_waiters_for(int rank) {
@@ -142,7 +138,7 @@ std::string GroupMeetings::find_waiters_for(int rank) {
     if (m.calls.empty() || m.calls.count(rank) || !std::binary_search(m.local.begin(), m.local.end(), rank)) continue;
     return "deadlock: node " + std::to_string(m.calls.begin()->first) + " waits in " +
            describe_call(m.calls.begin()->second) + " for node " + std::to_string(rank) + ", which " +
-           node(rank).elsewhere + kAdvice;
+           node(rank).elsewhere + kDeadlockAdvice;
   }
   return "";
 }

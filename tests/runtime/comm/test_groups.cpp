@@ -11,6 +11,7 @@
 
 #include "exogym/sdk/comm.h"
 #include "exogym/sdk/error.h"
+#include "exogym/runtime/comm/collective_call.h"
 #include "helpers.h"
 #include "locked_assertions.h"
 #include "testing.h"
@@ -135,8 +136,8 @@ TEST_CASE("a group waiting for a node that waits elsewhere is an error naming bo
                                   }
                                 }),
                       "deadlock: node 0 waits in exchange between nodes 0 and 1 for node 1, which waits in all_reduce "
-                      "over every live node (a strategy must call group collectives in the same order on every "
-                      "member)");
+                      "over every live node" +
+                          std::string(exogym::runtime::comm::kDeadlockAdvice));
   // Node 1 ends its run while node 0 waits for it in a group.
   REQUIRE_THROWS_WITH(run_nodes(2, 2,
                                 [&](int rank, exogym::sdk::Communicator& comm) {
@@ -162,6 +163,32 @@ TEST_CASE("a cycle of exchanges is an error naming every node in it, whatever th
                             Catch::Contains("node 1 waits in exchange between nodes 1 and 2 for node 2") &&
                             Catch::Contains("node 2 waits in exchange between nodes 0 and 2 for node 0"));
   }
+}
+
+TEST_CASE("exchanges on a ring in the order the deadlock message advises complete, K even or odd",
+          "[collectives][groups]") {
+  for (int K : {2, 3, 4, 5}) {
+    INFO(K << " nodes");
+    std::vector<double> received(static_cast<size_t>(K));
+    run_nodes(K, K, [&](int rank, exogym::sdk::Communicator& comm) {
+      const int right = (rank + 1) % K, left = (rank + K - 1) % K;
+      const std::vector<int> order = rank % 2 == 0 ? std::vector<int>{right, left} : std::vector<int>{left, right};
+      double sum = 0;
+      for (int peer : order) sum += comm.exchange(peer, {at::full({1}, static_cast<double>(rank))})[0].item<double>();
+      received[static_cast<size_t>(rank)] = sum;
+    });
+    // Each node got its two neighbours' values (one neighbour twice with K = 2).
+    for (int rank = 0; rank < K; ++rank)
+      CHECK(received[static_cast<size_t>(rank)] == static_cast<double>((rank + 1) % K + (rank + K - 1) % K));
+  }
+  // All of them right first: the cycle the message describes.
+  REQUIRE_THROWS_WITH(run_nodes(3, 3,
+                                [&](int rank, exogym::sdk::Communicator& comm) {
+                                  comm.exchange((rank + 1) % 3, {at::ones({1})});
+                                  comm.exchange((rank + 2) % 3, {at::ones({1})});
+                                }),
+                      Catch::Contains("on a ring, the nodes at even positions exchange with their right neighbour "
+                                      "first"));
 }
 
 TEST_CASE("a node failing while its peer waits in an exchange aborts the run cleanly", "[collectives][groups]") {
