@@ -40,6 +40,11 @@ ManifestSet parse_manifest(const json& doc, const fs::path& base_dir, const std:
   const fs::path dir = absolute_dir(base_dir);
   json base = doc;
   for (const auto& assignment : overrides) apply_override(base, assignment);
+  // The manifest before --set: variants patch it (then --set again, which
+  // wins), and what a --set switches is told from it.
+  json unset = doc;
+  unset.erase("runs");
+  unset.erase("$schema");
   // Where an editor finds the manifest's JSON Schema (json_schema.h): not a
   // setting of the run.
   base.erase("$schema");
@@ -50,9 +55,10 @@ ManifestSet parse_manifest(const json& doc, const fs::path& base_dir, const std:
   ManifestSet set;
   set.has_variants = !runs.is_null();
   if (set.has_variants) {
-    set.runs = read_variants(base, runs, dir, default_name, overrides);
+    set.runs = read_variants(unset, runs, dir, default_name, overrides);
   } else {
     set.runs.push_back(read_run(base, dir, default_name, ""));
+    note_overridden_plugins(unset, json::object(), overrides, set.runs.back());
   }
   set.name = set.runs.front().name;
   if (!seeds.empty()) {

@@ -28,12 +28,14 @@ struct PluginRef {
   std::string plugin;
   nlohmann::json options = nlohmann::json::object();
   std::string path;  // JSON path of the object, e.g. "strategy", for error messages
-  // A variant that switched to another plugin: the base manifest's plugin
-  // and the options of it the variant does not inherit (variants.h), so
-  // that the runtime can name those the new plugin declares too. Empty
-  // otherwise.
+  // A variant or a --set that switched to another plugin: the plugin it
+  // switched from, the options of it the run does not inherit (variants.h),
+  // so that the runtime can name those the new plugin declares too, and
+  // what switched ("variant \"ddp\"", "--set strategy.plugin=allreduce").
+  // Empty otherwise.
   std::string base_plugin;
   nlohmann::json base_options = nlohmann::json::object();
+  std::string switched_by;
 };
 
 // One dataset split: data.train or data.val.

@@ -110,23 +110,6 @@ json switched_section(const json& base, const json& patch, const char* section) 
   return json();
 }
 
-// Notes on `run` what a switch of plugin left behind: the base's options
-// the run does not set itself (the runtime names those the new plugin
-// declares too, train/setup.h).
-void note_switched_plugins(const json& base, const json& patch, Manifest& run) {
-  for (const char* section : {"model", "strategy"}) {
-    const json from = switched_section(base, patch, section);
-    if (from.is_null()) continue;
-    PluginRef& ref = std::string(section) == "model" ? run.model : run.strategy;
-    const json plugin = from.value("plugin", json());
-    ref.base_plugin = plugin.is_string() ? plugin.get<std::string>() : plugin.dump();
-    const json options = from.value("options", json::object());
-    if (!options.is_object()) continue;
-    for (const auto& [key, value] : options.items()) {
-      if (!ref.options.is_object() || !ref.options.contains(key)) ref.base_options[key] = value;
-    }
-  }
-}
 
 // Whether a patch sets the value at a dotted JSON path (or deletes it with
 // null, or replaces a named object holding it), i.e. whether an error there
@@ -147,6 +130,35 @@ bool patch_sets(const json& patch, const std::string& path) {
 
 }  // namespace
 
+void note_switched_plugins(const json& base, const json& patch, Manifest& run, const std::string& by) {
+  for (const char* section : {"model", "strategy"}) {
+    const json from = switched_section(base, patch, section);
+    if (from.is_null()) continue;
+    PluginRef& ref = std::string(section) == "model" ? run.model : run.strategy;
+    const json plugin = from.value("plugin", json());
+    ref.base_plugin = plugin.is_string() ? plugin.get<std::string>() : plugin.dump();
+    ref.base_options = json::object();
+    ref.switched_by = by;
+    const json options = from.value("options", json::object());
+    if (!options.is_object()) continue;
+    for (const auto& [key, value] : options.items()) {
+      if (!ref.options.is_object() || !ref.options.contains(key)) ref.base_options[key] = value;
+    }
+  }
+}
+
+void note_overridden_plugins(const json& base, const json& patch, const std::vector<std::string>& overrides,
+                             Manifest& run) {
+  json before = base;
+  apply_patch(before, patch);
+  for (const auto& assignment : overrides) {
+    json after = before;
+    apply_override(after, assignment);
+    note_switched_plugins(before, after, run, "--set " + assignment);
+    before = std::move(after);
+  }
+}
+
 ConfigError in_variant(const ConfigError& error, const std::string& variant) {
   return ConfigError(error.path(), error.message() + " (in variant " + json_excerpt(variant) + ")");
 }
@@ -162,7 +174,8 @@ std::vector<Manifest> read_variants(const json& base, const json& runs, const fs
     merged.erase("seeds");  // an override's, already taken by the manifest set (seeds.h)
     try {
       out.push_back(read_run(merged, base_dir, default_name, variants[i].name));
-      note_switched_plugins(base, variants[i].patch, out.back());
+      note_switched_plugins(base, variants[i].patch, out.back(), "variant " + json_excerpt(variants[i].name));
+      note_overridden_plugins(base, variants[i].patch, overrides, out.back());
     } catch (const ConfigError& error) {
       if (!error.path().empty() && patch_sets(variants[i].patch, error.path())) {
         throw ConfigError(entry_path(i) + "." + error.path(), error.message());

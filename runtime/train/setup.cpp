@@ -200,22 +200,24 @@ ProcessRole process_role(const manifest::Manifest& m, dist::ProcessMesh* mesh) {
 
 namespace {
 
-// The warning for a variant that switched `ref` to `plugin` and so left the
-// base's options behind: those `plugin` declares too (the shared local-step
-// options, typically: optimizer, lr_schedule, max_norm) silently took its
-// defaults. Options only the base's plugin knows are not worth a word.
-std::optional<std::string> uninherited_options(const manifest::Manifest& m, const manifest::PluginRef& ref,
-                                               const plugin::LoadedPlugin& plugin) {
+// The warning for a variant or a --set that switched `ref` to `plugin` and
+// so left the base's options behind: those `plugin` declares too (the
+// shared local-step options, typically: optimizer, lr_schedule, max_norm)
+// silently took its defaults. Options only the base's plugin knows are not
+// worth a word.
+std::optional<std::string> uninherited_options(const manifest::PluginRef& ref, const plugin::LoadedPlugin& plugin) {
   if (ref.base_plugin.empty()) return std::nullopt;
   std::string names;
   for (const auto& spec : plugin.options()) {
     if (ref.base_options.contains(spec.name)) names += (names.empty() ? "" : ", ") + spec.name;
   }
   if (names.empty()) return std::nullopt;
-  return ref.path + ".options: variant \"" + m.variant + "\" switches " + ref.path + ".plugin from \"" +
-         ref.base_plugin + "\" to \"" + ref.plugin + "\", so it does not inherit the base's " + ref.path +
-         ".options; \"" + ref.plugin + "\" declares these too and they take its defaults: " + names +
-         " (set them in the variant to keep the base's values)";
+  const bool by_set = ref.switched_by.rfind("--set", 0) == 0;
+  return ref.path + ".options: " + ref.switched_by + " switches " + ref.path + ".plugin from \"" + ref.base_plugin +
+         "\" to \"" + ref.plugin + "\", so it does not inherit " + (by_set ? "the manifest's " : "the base's ") +
+         ref.path + ".options; \"" + ref.plugin + "\" declares these too and they take its defaults: " + names +
+         (by_set ? " (set them with --set " + ref.path + ".options.<name>=... to keep the manifest's values)"
+                 : " (set them in the variant to keep the base's values)");
 }
 
 // A round is the strategy's communication period. Every built-in strategy
@@ -238,11 +240,12 @@ int64_t participation_round(const manifest::Manifest& m, const json& strategy_op
 TrainingPlugins load_plugins(const manifest::Manifest& m, plugin::PluginLoader& loader) {
   TrainingPlugins plugins;
   plugins.model = loader.load("model", m.model.plugin, m.model.path + ".plugin", m.base_dir);
-  plugins.model_options = plugins.model->validate(m.model.options, m.model.path + ".options");
+  plugins.model_options = plugins.model->validate(m.model.options, m.model.path + ".options", m.base_dir);
   plugins.strategy = loader.load("strategy", m.strategy.plugin, m.strategy.path + ".plugin", m.base_dir);
-  plugins.strategy_options = plugins.strategy->validate(m.strategy.options, m.strategy.path + ".options");
-  if (auto warning = uninherited_options(m, m.model, *plugins.model)) plugins.warnings.push_back(*warning);
-  if (auto warning = uninherited_options(m, m.strategy, *plugins.strategy)) plugins.warnings.push_back(*warning);
+  plugins.strategy_options =
+      plugins.strategy->validate(m.strategy.options, m.strategy.path + ".options", m.base_dir);
+  if (auto warning = uninherited_options(m.model, *plugins.model)) plugins.warnings.push_back(*warning);
+  if (auto warning = uninherited_options(m.strategy, *plugins.strategy)) plugins.warnings.push_back(*warning);
   plugins.round_steps = participation_round(m, plugins.strategy_options);
   return plugins;
 }

@@ -147,6 +147,35 @@ TEST_CASE("a variant that switches plugin is warned of the base's options the ne
   CHECK(exogym::runtime::train::check_run(set.runs[1], loader).empty());
 }
 
+TEST_CASE("a --set that switches plugin is warned of the manifest's options the new plugin declares too",
+          "[manifest]") {
+  json m = minimal();
+  m["strategy"] = json::parse(R"({"plugin": "diloco", "options": {"H": 20, "optimizer": {"name": "sgd", "lr": 0.05}}})");
+  auto& loader = exogym::test::test_loader();
+  const Manifest one = parse(m, {"strategy.plugin=allreduce"}).runs[0];
+  CHECK(one.strategy.base_plugin == "diloco");
+  CHECK(exogym::runtime::train::check_run(one, loader) ==
+        std::vector<std::string>{
+            "strategy.options: --set strategy.plugin=allreduce switches strategy.plugin from \"diloco\" to "
+            "\"allreduce\", so it does not inherit the manifest's strategy.options; \"allreduce\" declares these too "
+            "and they take its defaults: optimizer (set them with --set strategy.options.<name>=... to keep the "
+            "manifest's values)"});
+  // Setting the option too leaves nothing behind worth a word; and a --set
+  // that keeps the plugin switches nothing.
+  CHECK(exogym::runtime::train::check_run(parse(m, {"strategy.plugin=allreduce",
+                                                    "strategy.options.optimizer=adamw"})
+                                              .runs[0],
+                                          loader)
+            .empty());
+  CHECK(parse(m, {"strategy.options.H=5"}).runs[0].strategy.base_plugin.empty());
+  // In a comparison, over every variant it switches.
+  m["runs"] = json::parse(R"([{"name": "a"}, {"name": "b", "strategy": {"plugin": "fedavg", "options": {"H": 5}}}])");
+  for (const Manifest& run : parse(m, {"strategy.plugin=allreduce"}).runs) {
+    INFO(run.variant);
+    CHECK(run.strategy.switched_by == "--set strategy.plugin=allreduce");
+  }
+}
+
 TEST_CASE("a variant that keeps its plugin merges its options over the base's", "[manifest]") {
   json m = comparison();
   m["runs"] = json::array({{{"name", "a"}, {"strategy", {{"plugin", "ddp"}, {"options", {{"lr", 0.5}}}}}}});
