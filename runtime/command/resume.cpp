@@ -7,6 +7,7 @@
 
 #include "exogym/runtime/manifest/document.h"
 #include "exogym/runtime/manifest/variants.h"
+#include "exogym/runtime/plugin/plugin_loader.h"
 #include "exogym/runtime/util/atomic_file.h"
 #include "exogym/runtime/util/regular_file.h"
 #include "exogym/sdk/error.h"
@@ -105,6 +106,55 @@ manifest::ManifestSet resumed_manifest(const fs::path& folder, const std::vector
   const json doc = manifest_of(read_document(config), config);
   const std::string name = doc.value("name", folder.filename().string());
   return manifest::parse_manifest(doc, folder, name, overrides);
+}
+
+void find_recorded_plugins(const fs::path& folder, plugin::PluginLoader& loader) {
+  // The run's own config.json, or its variants' (and their seeds').
+  std::vector<fs::path> configs;
+  std::error_code ec;
+  if (fs::exists(folder / "config.json", ec)) configs.push_back(folder / "config.json");
+  // A comparison's runs: <variant>/, <variant>/seed-<N>/ or seed-<N>/.
+  for (const auto& entry : fs::directory_iterator(folder, ec)) {
+    if (!entry.is_directory(ec)) continue;
+    if (fs::exists(entry.path() / "config.json", ec)) configs.push_back(entry.path() / "config.json");
+    for (const auto& inner : fs::directory_iterator(entry.path(), ec)) {
+      if (inner.is_directory(ec) && fs::exists(inner.path() / "config.json", ec))
+        configs.push_back(inner.path() / "config.json");
+    }
+  }
+  std::vector<fs::path> dirs;
+  std::vector<std::pair<std::string, std::pair<std::string, fs::path>>> missing;  // kind, name, file
+  for (const fs::path& config : configs) {
+    json doc;
+    try {
+      doc = read_document(config);
+    } catch (const sdk::DataError&) {
+      continue;  // resumed_manifest names a damaged config.json
+    }
+    const json files = doc.is_object() && doc.contains("runtime") && doc["runtime"].is_object()
+                           ? doc["runtime"].value("plugin_files", json::object())
+                           : json::object();
+    for (const char* kind : {"model", "strategy"}) {
+      if (!files.is_object() || !files.contains(kind) || !files[kind].is_string()) continue;
+      const fs::path file = files[kind].get<std::string>();
+      if (fs::exists(file, ec)) {
+        if (std::find(dirs.begin(), dirs.end(), file.parent_path()) == dirs.end()) dirs.push_back(file.parent_path());
+      } else if (doc.contains(kind) && doc[kind].is_object() && doc[kind].value("plugin", json()).is_string()) {
+        missing.push_back({kind, {doc[kind]["plugin"].get<std::string>(), file}});
+      }
+    }
+  }
+  loader.add_later_dirs(dirs);
+  for (const auto& [kind, plugin] : missing) {
+    try {
+      loader.load(kind, plugin.first, std::string(kind) + ".plugin", folder);
+    } catch (const sdk::PluginError& e) {
+      throw sdk::ConfigError("--resume", "the run loaded its " + kind + " plugin \"" + plugin.first + "\" from " +
+                                             plugin.second.string() +
+                                             ", which is gone; build it there again, or give the folder it is in "
+                                             "now with --plugin-path (" + e.what() + ")");
+    }
+  }
 }
 
 void write_variants_record(const fs::path& folder, const std::vector<const manifest::Manifest*>& runs) {

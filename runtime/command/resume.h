@@ -10,12 +10,25 @@
 
 #include "exogym/runtime/manifest/manifest.h"
 
+namespace exogym::runtime::plugin {
+class PluginLoader;
+}
+
 namespace exogym::runtime::command {
 
 // sdk::DataError naming the folder when it is neither a run folder nor a
 // folder of variants that has variants.json; sdk::ConfigError for a bad
 // override (naming the variant).
 manifest::ManifestSet resumed_manifest(const std::filesystem::path& folder, const std::vector<std::string>& overrides);
+
+// The plugin files the runs in `folder` loaded (config.json's
+// runtime.plugin_files, of the folder or of its variants' folders), so
+// that --resume searches their folders after the ones --plugin-path gives:
+// a run started with --plugin-path resumes with the command its interrupt
+// printed. The folders are added to `loader`; a recorded file that is gone,
+// of a plugin the search path no longer finds, is an sdk::ConfigError at
+// "--resume" naming the file and how to point at it.
+void find_recorded_plugins(const std::filesystem::path& folder, plugin::PluginLoader& loader);
 
 // variants.json: written into a comparison's folder (variants, seeds)
 // before its first run starts, so that an interrupted comparison can be

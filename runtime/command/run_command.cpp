@@ -101,6 +101,7 @@ int run_in_mesh(const RunCommand& command, const manifest::ManifestSet& set, plu
 }  // namespace
 
 int run_command(const RunCommand& command, plugin::PluginLoader& loader) {
+  if (!command.resume.empty()) find_recorded_plugins(command.resume, loader);
   if (command.nproc > 0) return launch(command, loader);
   host::install_interrupt_handlers();
   const auto set = load(command);

@@ -90,8 +90,13 @@ static void append_path_list(std::vector<fs::path>& out, const std::string& list
   }
 }
 
+void PluginLoader::add_later_dirs(const std::vector<fs::path>& dirs) {
+  later_dirs_.insert(later_dirs_.end(), dirs.begin(), dirs.end());
+}
+
 std::vector<fs::path> PluginLoader::search_path() const {
   std::vector<fs::path> dirs = extra_dirs_;
+  dirs.insert(dirs.end(), later_dirs_.begin(), later_dirs_.end());
   if (const char* env = std::getenv("EXOGYM_PLUGIN_PATH")) append_path_list(dirs, env);
   // The install's own folder, found from the running program
   // (bin/../lib/exogym/plugins), which is also the build tree's. No prefix

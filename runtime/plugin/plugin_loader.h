@@ -63,8 +63,13 @@ class PluginLoader {
  public:
   explicit PluginLoader(std::vector<std::filesystem::path> extra_dirs = {});
 
-  // The folders searched, in order.
+  // The folders searched, in order: `extra_dirs`, then `later_dirs`
+  // (add_later_dirs), EXOGYM_PLUGIN_PATH, the install's plugin folder.
   std::vector<std::filesystem::path> search_path() const;
+  // Folders to search after `extra_dirs`: a resumed run's recorded plugin
+  // folders (command/resume.h), which an explicit --plugin-path overrides.
+  // Before the first load.
+  void add_later_dirs(const std::vector<std::filesystem::path>& dirs);
 
   // Loads a plugin of `kind` named `name_or_file`. `json_path` names the
   // manifest field for error messages; `base_dir` resolves relative .so paths.
@@ -87,7 +92,7 @@ class PluginLoader {
   std::vector<Found> discover() const;
 
  private:
-  std::vector<std::filesystem::path> extra_dirs_;
+  std::vector<std::filesystem::path> extra_dirs_, later_dirs_;
   std::mutex mutex_;
   std::map<std::filesystem::path, std::shared_ptr<LoadedPlugin>> loaded_;
 };

@@ -1,5 +1,7 @@
 #include "exogym/runtime/train/outputs.h"
 
+#include "exogym/runtime/plugin/plugin_loader.h"
+
 #include <torch/version.h>
 
 #include <string>
@@ -31,6 +33,9 @@ json resolved_config(const RunContext& run, const TrainingSetup& setup, const st
   config["runtime"] = {{"parallelism", plan.parallelism}, {"threads_per_node", plan.threads},
                        {"pinned", plan.pinned},           {"cores", plan.cores},
                        {"libtorch", TORCH_VERSION},       {"run_dir", run_dir.string()}};
+  // The plugin files loaded: --resume finds them there (command/resume.h).
+  config["runtime"]["plugin_files"] = {{"model", setup.plugins.model->description().file.string()},
+                                       {"strategy", setup.plugins.strategy->description().file.string()}};
   if (run.role.mesh) {
     // parallelism, threads and cores above are process 0's.
     config["runtime"]["processes"] = run.role.processes;

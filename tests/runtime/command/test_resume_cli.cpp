@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -122,6 +123,51 @@ TEST_CASE("Ctrl-C writes a checkpoint where the run stopped, exits 130, and the 
   CHECK(step < 3000);
   CHECK(read_lines(run / "train.csv").size() == static_cast<size_t>(step + 1));
   require_resumes_to(run, run_folder(dir, "whole"), dir / "resumed.log");
+}
+
+TEST_CASE("a run with a plugin from --plugin-path resumes by the command its Ctrl-C printed, bit for bit",
+          "[checkpoint][slow]") {
+  TempDir dir("resume-plugin-path");
+  // quantized_sgd is a test plugin: found through --plugin-path only.
+  json m = long_manifest();
+  m["strategy"] = {{"plugin", "quantized_sgd"}, {"options", {{"quantize", "fp4"}}}};
+  m["checkpoint"]["interval"] = 500;
+  const std::string plugin_path = "--plugin-path=" EXOGYM_TEST_PLUGIN_DIR;
+  const std::map<std::string, std::string> no_env = {{"EXOGYM_PLUGIN_PATH", ""}};
+  m["output"]["dir"] = "whole";
+  REQUIRE(run_cli({write_manifest(dir, "whole", m).string(), plugin_path, "--progress=none"}, dir / "whole.log", 240,
+                  no_env)
+              .code == 0);
+  m["output"]["dir"] = "stopped";
+  const fs::path run = run_folder(dir, "stopped");
+  const fs::path marker = run / "checkpoints" / "step-500" / "index.json";
+  const auto started = Clock::now();
+  const pid_t pid = spawn({write_manifest(dir, "stopped", m).string(), plugin_path, "--progress=none"}, no_env,
+                          dir / "stopped.log");
+  while (!fs::exists(marker) && Clock::now() - started < std::chrono::seconds(120))
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  ::kill(pid, SIGINT);
+  const Outcome stopped = wait_for(pid, dir / "stopped.log", started, 120);
+  INFO(stopped.output);
+  REQUIRE(stopped.code == 130);
+  // The printed command, as is: no --plugin-path.
+  const std::string printed = "exogym-run --resume " + run.string();
+  REQUIRE(stopped.output.find(printed) != std::string::npos);
+  const Outcome resumed = run_cli({"--resume", run.string(), "--progress=none"}, dir / "resumed.log", 240, no_env);
+  INFO(resumed.output);
+  REQUIRE(resumed.code == 0);
+  require_same_run(run_folder(dir, "whole"), run);
+  // A plugin file that is gone is named, with how to point at it.
+  json config = json::parse(read_text(run / "config.json"));
+  config["runtime"]["plugin_files"]["strategy"] = (dir / "moved" / "exogym_strategy_quantized_sgd.so").string();
+  std::ofstream(run / "config.json") << config.dump(2);
+  const Outcome missing = run_cli({"--resume", run.string(), "--set", "train.max_steps=3100", "--progress=none"},
+                                  dir / "missing.log", 120, no_env);
+  CHECK(missing.code == 2);
+  CHECK_THAT(missing.output, Catch::Contains("--resume: the run loaded its strategy plugin \"quantized_sgd\" from " +
+                                             (dir / "moved").string() + "/exogym_strategy_quantized_sgd.so, which is "
+                                             "gone; build it there again, or give the folder it is in now with "
+                                             "--plugin-path"));
 }
 
 TEST_CASE("SIGTERM delivered twice at once (as timeout does) is one request: a checkpoint, exit 130",
