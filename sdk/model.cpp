@@ -8,13 +8,13 @@
 #include <vector>
 
 #include "exogym/sdk/error.h"
+#include "exogym/sdk/internal/dropout_mask.h"
 
 namespace exogym::sdk {
 
-at::Tensor dropout(const at::Tensor& input, double p, bool training, const at::Generator& generator, bool channelwise) {
-  if (!(p >= 0.0 && p < 1.0)) throw Error("dropout: probability must be in [0, 1), got " + std::to_string(p));
-  if (!training || p == 0.0) return input;
+namespace internal {
 
+at::Tensor dropout_mask(const at::Tensor& input, double p, const at::Generator& generator, bool channelwise) {
   std::vector<int64_t> mask_shape = input.sizes().vec();
   if (channelwise) {
     if (input.dim() < 2)
@@ -33,12 +33,23 @@ at::Tensor dropout(const at::Tensor& input, double p, bool training, const at::G
   at::Tensor mask = input.new_empty(mask_shape, elsewhere ? input.options().device(source->device()) : input.options())
                         .bernoulli_(1.0 - p, source);
   mask.div_(1.0 - p);  // as torch's dropout: the expected activation is unchanged
-  if (elsewhere) mask = mask.to(input.device());
-  return input.mul(mask);
+  return elsewhere ? mask.to(input.device()) : mask;
+}
+
+}  // namespace internal
+
+at::Tensor dropout(const at::Tensor& input, double p, bool training, const at::Generator& generator, bool channelwise) {
+  if (!(p >= 0.0 && p < 1.0)) throw Error("dropout: probability must be in [0, 1), got " + std::to_string(p));
+  if (!training || p == 0.0) return input;
+  return input.mul(internal::dropout_mask(input, p, generator, channelwise));
 }
 
 at::Tensor Model::next_token_logits(const at::Tensor& /*tokens*/) {
   throw Error("this model does not predict tokens (it does not implement next_token_logits)");
+}
+
+at::Tensor Model::stacked_loss(const Stack& /*stack*/, const Batch& /*batch*/) {
+  throw Error("this model does not compute stacked losses (it does not implement stacked_loss)");
 }
 
 const at::Tensor& batch_tensor(const Batch& batch, const std::string& key) {

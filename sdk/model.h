@@ -12,6 +12,8 @@
 
 namespace exogym::sdk {
 
+struct Stack;  // stacked.h
+
 // A batch of named tensors. The built-in datasets produce "input" and "target".
 using Batch = std::map<std::string, at::Tensor>;
 
@@ -78,6 +80,20 @@ class Model {
   // context crops each row to its last tokens. Optional: the default throws
   // sdk::Error (not a language model).
   virtual at::Tensor next_token_logits(const at::Tensor& tokens);
+
+  // Stacked execution (sdk/stacked.h): the mean loss of each of K nodes,
+  // a [K] tensor with a graph attached, from one computation: each field
+  // of `batch` holds the K nodes' batches stacked ([K, B, ...]), and
+  // `stack` the K nodes' parameters and buffers. Node k's loss is what
+  // loss() gives on node k's replica with node k's batch, up to rounding,
+  // its randomness drawn from stack.generators[k] as loss() draws it from
+  // generator(). Called in training mode, under the same autocast as
+  // loss(), on one thread for the whole stack, on any one of the K
+  // replicas: compute with `stack`'s tensors only, never network()'s.
+  // Optional: a model that implements it says so in supports_stacking(),
+  // which the runtime asks once, on the main thread; the default throws.
+  virtual bool supports_stacking() const { return false; }
+  virtual at::Tensor stacked_loss(const Stack& stack, const Batch& batch);
 
   // Randomness inside the model (dropout, ...) must come from this generator:
   // the runtime seeds one per node, so runs are bit-for-bit reproducible

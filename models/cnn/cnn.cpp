@@ -18,6 +18,7 @@
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/options.h"
 #include "exogym/sdk/plugin.h"
+#include "exogym/sdk/stacked.h"
 
 namespace exogym::models {
 
@@ -118,6 +119,46 @@ class CnnModel : public sdk::Classifier {
     x = at::relu(net_->fc1->forward(x.flatten(1)));
     x = sdk::dropout(x, dropout_ ? 0.5 : 0.0, training, generator());
     return net_->fc2->forward(x);
+  }
+
+  bool supports_stacking() const override { return true; }
+
+  // logits() over stacks: the images of the K nodes in the grouped layout
+  // (sdk/stacked.h), every convolution one grouped convolution.
+  at::Tensor stacked_logits(const sdk::Stack& stack, const sdk::Batch& batch) override {
+    const at::Tensor& input = batch_tensor(batch, "input");
+    const int64_t K = stack.size(), per_example = in_channels_ * image_size_ * image_size_;
+    if (input.dim() < 2 || input.size(0) != K || input.numel() != K * input.size(1) * per_example)
+      throw sdk::ConfigError("image_size", "the stacked batch's \"input\" has shape " + shape_of(input) +
+                                               ", expected [" + std::to_string(K) + ", N, " +
+                                               std::to_string(per_example) + "] or [" + std::to_string(K) + ", N, " +
+                                               std::to_string(in_channels_) + ", H, W]");
+    const int64_t n = input.size(1);
+    at::Tensor x = sdk::to_grouped(input.reshape({K, n, in_channels_, image_size_, image_size_}));
+    for (size_t b = 0; b < net_->blocks->size(); ++b) {
+      const std::string block = "blocks." + std::to_string(b) + ".";
+      const auto& layers = *std::static_pointer_cast<ConvBlock>((*net_->blocks)[b]);
+      for (int layer = 1; layer <= 2; ++layer) {
+        const std::string conv = block + "conv" + std::to_string(layer) + ".",
+                          bn = block + "bn" + std::to_string(layer) + ".";
+        const auto& norm = (layer == 1 ? layers.bn1 : layers.bn2)->options;
+        x = sdk::stacked_conv2d(x, stack.parameter(conv + "weight"), stack.parameter(conv + "bias"), 1, 1);
+        // As BatchNorm2d's forward in training: count the batch, then
+        // normalise with its statistics and update the running ones.
+        stack.buffer(bn + "num_batches_tracked").add_(1);
+        x = at::relu(sdk::stacked_batch_norm(x, stack.parameter(bn + "weight"), stack.parameter(bn + "bias"),
+                                             stack.buffer(bn + "running_mean"), stack.buffer(bn + "running_var"),
+                                             true, norm.momentum().value(), norm.eps()));
+      }
+      x = at::max_pool2d(x, {2, 2});
+      x = sdk::to_grouped(
+          sdk::stacked_dropout(sdk::from_grouped(x, K), dropout_ ? 0.25 : 0.0, true, stack.generators, true));
+    }
+    // [N, K*C, h, w] -> [K, N, C*h*w], node k's features in flatten(1)'s order.
+    x = sdk::from_grouped(x, K).reshape({K, n, -1});
+    x = at::relu(sdk::stacked_linear(x, stack.parameter("fc1.weight"), stack.parameter("fc1.bias")));
+    x = sdk::stacked_dropout(x, dropout_ ? 0.5 : 0.0, true, stack.generators);
+    return sdk::stacked_linear(x, stack.parameter("fc2.weight"), stack.parameter("fc2.bias"));
   }
 
  private:

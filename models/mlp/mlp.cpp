@@ -17,6 +17,7 @@
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/options.h"
 #include "exogym/sdk/plugin.h"
+#include "exogym/sdk/stacked.h"
 
 namespace exogym::models {
 
@@ -83,6 +84,29 @@ class MlpModel : public sdk::Classifier {
       if (i + 1 == layers.size()) break;  // logits: no activation, no dropout
       x = activation_ == "gelu" ? at::gelu(x) : activation_ == "tanh" ? at::tanh(x) : at::relu(x);
       x = sdk::dropout(x, dropout_, net_->is_training(), generator());
+    }
+    return x;
+  }
+
+  bool supports_stacking() const override { return true; }
+
+  // logits() over stacks: the same layers, in the same order, node k's rows
+  // with node k's weights (bit for bit on the CPU: sdk/stacked.h).
+  at::Tensor stacked_logits(const sdk::Stack& stack, const sdk::Batch& batch) override {
+    const at::Tensor& input = batch_tensor(batch, "input");
+    const int64_t K = stack.size();
+    if (input.dim() < 2 || input.size(0) != K || input.numel() != K * input.size(1) * input_size_)
+      throw sdk::ConfigError("input_size", "the stacked batch's \"input\" has shape " + shape_of(input) +
+                                               ", which does not flatten to [" + std::to_string(K) + ", N, " +
+                                               std::to_string(input_size_) + "]");
+    at::Tensor x = input.reshape({K, input.size(1), input_size_});
+    const size_t layers = net_->layers->size();
+    for (size_t i = 0; i < layers; ++i) {
+      const std::string name = "layers." + std::to_string(i) + ".";
+      x = sdk::stacked_linear(x, stack.parameter(name + "weight"), stack.parameter(name + "bias"));
+      if (i + 1 == layers) break;
+      x = activation_ == "gelu" ? at::gelu(x) : activation_ == "tanh" ? at::tanh(x) : at::relu(x);
+      x = sdk::stacked_dropout(x, dropout_, true, stack.generators);
     }
     return x;
   }

@@ -58,6 +58,23 @@ torch::nn::Linear linear(int64_t in, int64_t out, bool bias) {
 
 }  // namespace
 
+at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& future,
+                            bool with_dropout, const std::function<at::Tensor(const at::Tensor&)>& dropout) {
+#if TORCH_VERSION_MAJOR >= 2
+  // The fused kernel would draw attention dropout from LibTorch's global
+  // generator, which the node threads share: with dropout in training the
+  // explicit path below keeps runs reproducible.
+  if (!with_dropout) return at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true);
+#endif
+  // LibTorch 1.13 has no fused attention: one batched matmul for q·kᵀ (q
+  // scaled first: T·D multiplications instead of T·T), the mask sliced to
+  // T, softmax, one matmul with v.
+  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+  at::Tensor att = at::matmul(q * scale, k.transpose(-2, -1));
+  att = at::softmax(att.masked_fill(future, -std::numeric_limits<double>::infinity()), -1);
+  return at::matmul(with_dropout ? dropout(att) : att, v);
+}
+
 // nanoGPT's LayerNorm: eps 1e-5, bias optional.
 struct LayerNorm : torch::nn::Module {
   at::Tensor weight, bias;
@@ -86,24 +103,12 @@ struct CausalSelfAttention : torch::nn::Module {
     const auto qkv = c_attn->forward(x).split(C, 2);
     // [B, T, C] -> [B, heads, T, D]
     const auto heads = [&](const at::Tensor& t) { return t.view({B, T, n_head, D}).transpose(1, 2); };
-    const at::Tensor q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);
-    at::Tensor y;
-#if TORCH_VERSION_MAJOR >= 2
-    // The fused kernel would draw attention dropout from LibTorch's global
-    // generator, which the node threads share: with dropout in training the
-    // explicit path below keeps runs reproducible.
-    if (!f.training || f.dropout == 0.0) y = at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true);
-#endif
-    if (!y.defined()) {
-      // LibTorch 1.13 has no fused attention: one batched matmul for q·kᵀ
-      // (q scaled first: T·D multiplications instead of T·T), the mask
-      // sliced to T, softmax, one matmul with v.
-      at::Tensor att = at::matmul(q * (1.0 / std::sqrt(static_cast<double>(D))), k.transpose(-2, -1));
-      att = at::softmax(att.masked_fill(future, -std::numeric_limits<double>::infinity()), -1);
-      y = at::matmul(sdk::dropout(att, f.dropout, f.training, f.generator), v);
-    }
-    y = y.transpose(1, 2).contiguous().view({B, T, C});
-    return sdk::dropout(c_proj->forward(y), f.dropout, f.training, f.generator);
+    const at::Tensor y = causal_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), future,
+                                          f.training && f.dropout > 0.0, [&](const at::Tensor& att) {
+                                            return sdk::dropout(att, f.dropout, f.training, f.generator);
+                                          });
+    return sdk::dropout(c_proj->forward(y.transpose(1, 2).contiguous().view({B, T, C})), f.dropout, f.training,
+                        f.generator);
   }
 };
 
@@ -230,20 +235,24 @@ at::Tensor Gpt::hidden(const at::Tensor& tokens, const at::Generator& generator)
     throw sdk::Error("nanogpt: expected token ids of shape [B, T], got " + sdk::shape_of(tokens));
   }
   const int64_t T = tokens.size(1);
+  const at::Tensor future = future_mask(T, tokens.device());
+  const at::Tensor idx = tokens.to(at::kLong);
+  const ForwardContext f{is_training(), config_.dropout, generator};
+  auto& t = *transformer_;
+  at::Tensor x = t.wte->forward(idx) + t.wpe->forward(at::arange(T, idx.options()));
+  x = sdk::dropout(x, f.dropout, f.training, f.generator);
+  for (const auto& block : *t.h) x = block->as<Block>()->forward(x, future, f);
+  return t.ln_f->forward(x);
+}
+
+at::Tensor Gpt::future_mask(int64_t T, const c10::Device& device) {
   if (T > config_.block_size) {
     throw sdk::ConfigError("block_size", "sequences of " + std::to_string(T) + " tokens are longer than the " +
                                              "model's block_size " + std::to_string(config_.block_size) +
                                              "; set it to at least the dataset's block_size");
   }
-  const at::Tensor idx = tokens.to(at::kLong);
-  if (future_.device() != idx.device()) future_ = future_.to(idx.device());
-  const ForwardContext f{is_training(), config_.dropout, generator};
-  auto& t = *transformer_;
-  at::Tensor x = t.wte->forward(idx) + t.wpe->forward(at::arange(T, idx.options()));
-  x = sdk::dropout(x, f.dropout, f.training, f.generator);
-  const at::Tensor future = future_.narrow(0, 0, T).narrow(1, 0, T);
-  for (const auto& block : *t.h) x = block->as<Block>()->forward(x, future, f);
-  return t.ln_f->forward(x);
+  if (future_.device() != device) future_ = future_.to(device);
+  return future_.narrow(0, 0, T).narrow(1, 0, T);
 }
 
 at::Tensor Gpt::head(const at::Tensor& x) const { return at::linear(x, transformer_->wte->weight); }

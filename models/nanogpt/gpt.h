@@ -7,11 +7,16 @@
 #include <torch/nn/module.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "exogym/sdk/options.h"
+
+namespace exogym::sdk {
+struct Stack;
+}
 
 namespace exogym::models::nanogpt {
 
@@ -30,6 +35,13 @@ sdk::OptionSpecs option_specs();
 // (relative to model.options) for a dropout >= 1 or an n_embd that n_head
 // does not divide.
 GptConfig config_from_options(const nlohmann::json& options);
+
+// Causal self-attention of q, k, v [N, heads, T, D] -> [N, heads, T, D]
+// (`future` [T, T] true above the diagonal); `dropout` is applied to the
+// attention probabilities when `with_dropout`. The one core of the per-node
+// and the stacked forward.
+at::Tensor causal_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& future,
+                            bool with_dropout, const std::function<at::Tensor(const at::Tensor&)>& dropout);
 
 struct Transformer;
 
@@ -56,10 +68,21 @@ class Gpt : public torch::nn::Module {
     return head(hidden(tokens, generator));
   }
 
+  // Stacked execution (sdk/stacked.h, gpt_stacked.cpp): hidden() and head()
+  // of K nodes at once with the stack's tensors (named as this network's):
+  // tokens [K, B, T] -> [K, B, T, n_embd] -> [K, B, T, vocab_size]. Node
+  // k's dropout draws from stack.generators[k], as hidden() would.
+  at::Tensor stacked_hidden(const sdk::Stack& stack, const at::Tensor& tokens);
+  at::Tensor stacked_head(const sdk::Stack& stack, const at::Tensor& x) const;
+
   // The weight the head multiplies by: transformer.wte.weight itself.
   const at::Tensor& head_weight() const;
 
  private:
+  // The causal mask for sequences of T tokens, on `device`; sdk::ConfigError
+  // naming block_size when T is longer than the model's context.
+  at::Tensor future_mask(int64_t T, const c10::Device& device);
+
   GptConfig config_;
   std::shared_ptr<Transformer> transformer_;
   // The causal mask, true above the diagonal. Not a buffer: it is a

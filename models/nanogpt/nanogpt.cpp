@@ -17,6 +17,7 @@
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/model.h"
 #include "exogym/sdk/plugin.h"
+#include "exogym/sdk/stacked.h"
 #include "gpt.h"
 
 namespace exogym::models {
@@ -37,14 +38,18 @@ class NanoGpt : public sdk::Model {
   at::Tensor loss(const sdk::Batch& batch) override {
     const at::Tensor& input = sdk::batch_tensor(batch, "input");
     const at::Tensor& target = sdk::batch_tensor(batch, "target");
-    if (target.sizes() != input.sizes()) {
-      throw sdk::Error("nanogpt: the batch's \"target\" has shape " + sdk::shape_of(target) + " and \"input\" " +
-                       sdk::shape_of(input) + "; expected one target token per input token");
-    }
-    check_ids(input, "input");
-    check_ids(target, "target");
+    check_batch(input, target);
     const at::Tensor logits = net_->logits(input, generator());
     return at::cross_entropy_loss(logits.reshape({-1, net_->config().vocab_size}), target.reshape({-1}).to(at::kLong));
+  }
+
+  bool supports_stacking() const override { return true; }
+
+  at::Tensor stacked_loss(const sdk::Stack& stack, const sdk::Batch& batch) override {
+    const at::Tensor& input = sdk::batch_tensor(batch, "input");
+    const at::Tensor& target = sdk::batch_tensor(batch, "target");
+    check_batch(input, target);
+    return sdk::stacked_cross_entropy(net_->stacked_head(stack, net_->stacked_hidden(stack, input)), target);
   }
 
   at::Tensor next_token_logits(const at::Tensor& tokens) override {
@@ -60,6 +65,15 @@ class NanoGpt : public sdk::Model {
   }
 
  private:
+  void check_batch(const at::Tensor& input, const at::Tensor& target) const {
+    if (target.sizes() != input.sizes()) {
+      throw sdk::Error("nanogpt: the batch's \"target\" has shape " + sdk::shape_of(target) + " and \"input\" " +
+                       sdk::shape_of(input) + "; expected one target token per input token");
+    }
+    check_ids(input, "input");
+    check_ids(target, "target");
+  }
+
   // An id outside the vocabulary would fail deep inside the embedding (or
   // assert on a GPU); say which option to fix instead.
   void check_ids(const at::Tensor& ids, const char* key) const {

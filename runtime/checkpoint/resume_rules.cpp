@@ -10,9 +10,10 @@ const std::vector<std::string>& changeable_fields() {
   // "device": a run checkpointed on a GPU may continue on a machine without
   // one (and back): checkpoints hold CPU tensors, the dropout generator is
   // the CPU's.
+  // "execution": stacked and per-node runs keep the same per-node state.
   static const std::vector<std::string> fields = {
       "name",        "train.max_steps", "eval",          "checkpoint", "output", "parallelism", "threads",
-      "pin_threads", "data.train.path", "data.val.path", "runtime",    "device"};
+      "pin_threads", "data.train.path", "data.val.path", "runtime",    "device", "execution"};
   return fields;
 }
 

@@ -79,6 +79,11 @@ struct CheckpointSpec {
 // and communication (train/autocast_scope.h).
 enum class Precision { Fp32, Bf16 };
 
+// How the nodes of a process compute ("execution"): stacked where the model
+// and the run allow it, always stacked (an error where it cannot be), or
+// each node on its own (train/node_stacks.h).
+enum class Execution { Auto, Stacked, PerNode };
+
 // One fully resolved run. The defaults and meanings of the fields are
 // declared once, in schema.cpp.
 struct Manifest {
@@ -89,6 +94,7 @@ struct Manifest {
   int nodes = 0;
   std::string device;
   Precision precision = Precision::Fp32;
+  Execution execution = Execution::Auto;
   int parallelism = 0, threads = 0;  // 0 = auto, decided by the runtime
   bool pin_threads = false;          // each compute slot on its own cores
   PluginRef model, strategy;

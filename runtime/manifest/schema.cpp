@@ -264,6 +264,16 @@ OptionSpec precision() {
           {"fp32", "bf16"}};
 }
 
+OptionSpec execution() {
+  return {"execution",
+          Type::String,
+          "auto",
+          "how the nodes of a process compute: \"stacked\" (one forward and backward over [K, ...] stacks of the "
+          "nodes' parameters for all of them, for models that support it), \"per_node\" (each node its own), or "
+          "\"auto\" (stacked where the model and the strategy allow it)",
+          {"auto", "stacked", "per_node"}};
+}
+
 OptionSpecs top_level() {
   return {
       described_as(kFolderNameNoun,
@@ -275,6 +285,7 @@ OptionSpecs top_level() {
       {"device", Type::NonEmptyString, "cpu",
        "\"cpu\", \"auto\", \"cuda\", \"cuda:N\" or \"cuda:N,M,...\"; nodes go round-robin over the devices"},
       precision(),
+      execution(),
       at_most(kIntMax, {"parallelism", Type::NonNegativeInteger, 0,
                         "nodes computing at once, at most nodes (0: up to one per core)"}),
       at_most(

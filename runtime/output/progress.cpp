@@ -51,6 +51,7 @@ void Progress::print_json(const char* event, bool final) {
       {"event", event},        {"run", label_},     {"step", steps_done_},      {"max_steps", max_steps_},
       {"loss", number(loss_)}, {"lr", number(lr_)}, {"steps_per_second", rate}, {"elapsed_seconds", elapsed}};
   if (!final) line["eta_seconds"] = rate > 0 ? nlohmann::json((max_steps_ - steps_done_) / rate) : nullptr;
+  if (final && !execution_.empty()) line["execution"] = execution_;
   emit(line);
 }
 
@@ -58,10 +59,11 @@ void Progress::print_line(bool final) {
   const double elapsed = elapsed_seconds();
   const double rate = elapsed > 0 ? (steps_done_ - first_step_) / elapsed : 0;
   const double eta = rate > 0 ? (max_steps_ - steps_done_) / rate : -1;
-  char line[256];
-  std::snprintf(line, sizeof line, "%s step %lld/%lld  loss %.4f  lr %.3g  %.1f steps/s  %s %s", label_.c_str(),
+  char line[320];
+  std::snprintf(line, sizeof line, "%s step %lld/%lld  loss %.4f  lr %.3g  %.1f steps/s  %s %s%s%s", label_.c_str(),
                 static_cast<long long>(steps_done_), static_cast<long long>(max_steps_), loss_, lr_, rate,
-                final ? "took" : "ETA", util::format_duration(final ? elapsed : eta).c_str());
+                final ? "took" : "ETA", util::format_duration(final ? elapsed : eta).c_str(),
+                execution_.empty() ? "" : "  ", execution_.c_str());
   if (mode_ == Mode::Live) {
     std::fprintf(stderr, "\r\033[K%s", line);
     line_open_ = true;
@@ -92,6 +94,11 @@ void Progress::step(int64_t steps_done, double loss, double lr) {
     next_line_step_ += std::max<int64_t>(1, max_steps_ / 10);
     print_line(false);
   }
+}
+
+void Progress::set_execution(std::string execution) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  execution_ = std::move(execution);
 }
 
 void Progress::validation(int64_t step, double local_loss, double global_loss, const Metrics& global_metrics) {

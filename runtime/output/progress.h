@@ -34,6 +34,10 @@ class Progress {
   // with "start").
   void finish();
 
+  // How the nodes compute ("stacked", "per node"), shown at the end of
+  // every step line and in the "finish" event. Any thread.
+  void set_execution(std::string execution);
+
   // Live on a terminal, plain lines otherwise.
   static Mode mode_for_stderr(bool quiet);
 
@@ -43,6 +47,7 @@ class Progress {
   double elapsed_seconds() const;
 
   std::string label_;
+  std::string execution_;
   int64_t max_steps_;
   Mode mode_;
   std::chrono::steady_clock::time_point start_, last_print_;

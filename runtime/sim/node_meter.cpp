@@ -28,6 +28,12 @@ void NodeMeter::stop_timer() {
   pending_compute_ += elapsed / speed();
 }
 
+void NodeMeter::resume_compute(double share_seconds) {
+  if (compute_model_.step_time) return;
+  pending_compute_ += share_seconds / speed();
+  restart_timer();
+}
+
 void NodeMeter::settle_compute() {
   clock_ += pending_compute_;
   compute_ += pending_compute_;

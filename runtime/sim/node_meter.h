@@ -66,6 +66,12 @@ class NodeMeter {
   // was dropped without wait() during the step (transfers_in_flight.h).
   void begin_step(int64_t step);
   void end_step();
+  // Stacked execution (train/node_stacks.h): the node stops timing its
+  // compute while it waits for its stack's forward and backward, which are
+  // computed once for several nodes, then counts `share_seconds` of that
+  // computation as its own and times on. No effect with a fixed step time.
+  void pause_compute() { stop_timer(); }
+  void resume_compute(double share_seconds);
   // After the run's last step and its last checkpoint, which keeps them in
   // flight (a run extended from it waits for them where its strategy
   // does): the transfers still in flight land, the clock moving to the end

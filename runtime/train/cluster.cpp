@@ -89,11 +89,20 @@ void Cluster::meet_all(int rank, threads::NodeSlot* slot, std::function<void()> 
 }
 
 void Cluster::set_members(std::vector<int> live) {
+  for (const auto& listener : members_listeners_) listener(live);
   if (hierarchical_)
     hierarchical_->set_members(std::move(live));
   else
     group_->set_members(std::move(live));
 }
+
+void Cluster::add_members_listener(std::function<void(const std::vector<int>& live)> listener) {
+  members_listeners_.push_back(std::move(listener));
+}
+
+void Cluster::enter_elsewhere(int rank, const std::string& what) { backend().enter_elsewhere(rank, what); }
+
+void Cluster::leave_all_elsewhere(const std::vector<int>& ranks) { backend().leave_all_elsewhere(ranks); }
 
 void Cluster::run(const std::function<void(int, threads::NodeSlot&)>& body) {
   std::mutex error_mutex;

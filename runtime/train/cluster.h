@@ -10,6 +10,7 @@
 // and report it), a lost peer aborts the nodes here.
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "exogym/runtime/comm/inprocess_group.h"
@@ -61,8 +62,18 @@ class Cluster {
   void meet_all(int rank, threads::NodeSlot* slot, std::function<void()> work = {});
 
   // The nodes that take part in collectives from now on (ascending): from
-  // a meeting's work.
+  // a meeting's work. Listeners (add_members_listener) hear of it there.
   void set_members(std::vector<int> live);
+  // Before the nodes start: `listener` is called with every new set of
+  // members (stacked execution waits for the live nodes of its stack).
+  void add_members_listener(std::function<void(const std::vector<int>& live)> listener);
+
+  // Node `rank` waits for something other than a collective that needs
+  // other nodes of this process (its stack's forward: node_stacks.h): a
+  // subgroup that waits for it meanwhile never completes (group_meetings.h).
+  // The wait's work ends it for every node that waited, before waking them.
+  void enter_elsewhere(int rank, const std::string& what);
+  void leave_all_elsewhere(const std::vector<int>& ranks);
 
   // Runs body(rank, slot) on one thread per local node and waits for all.
   // The body starts without a slot; it acquires one before computing.
@@ -79,6 +90,7 @@ class Cluster {
   std::unique_ptr<comm::InProcessGroup> group_;
   std::unique_ptr<comm::MeetingPoint> everyone_;     // meet_all: this process's nodes
   std::vector<std::function<void()>> meeting_work_;  // by index in the block
+  std::vector<std::function<void(const std::vector<int>&)>> members_listeners_;
   std::unique_ptr<comm::HierarchicalGroup> hierarchical_;
   dist::ProcessMesh* mesh_ = nullptr;
 };

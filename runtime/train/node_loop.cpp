@@ -7,6 +7,7 @@
 #include "exogym/runtime/checkpoint/stop_vote.h"
 #include "exogym/runtime/train/cluster.h"
 #include "exogym/runtime/train/node_run.h"
+#include "exogym/runtime/train/node_stacks.h"
 #include "exogym/runtime/train/reports.h"
 
 namespace exogym::runtime::train {
@@ -24,6 +25,12 @@ void run_nodes(TrainingState& s, const threads::ThreadPlan& plan, bool exact_red
     cluster->abort_signal().on_abort([point] { point->abandon(); });
     vote = std::make_unique<checkpoint::StopVote>(*mesh, *point, cluster->abort_signal(), m.max_steps);
   }
+  // The stacks meet among the cluster's nodes until every node has ended.
+  struct Stacks {
+    NodeStacks& stacks;
+    ~Stacks() { stacks.disconnect(); }
+  } stacks{*s.setup.stacks};
+  stacks.stacks.connect(*cluster, m.precision, plan.parallelism * plan.threads);
   cluster->run([&](int rank, threads::NodeSlot& slot) {
     // OpenMP settings are per thread: a new thread would start with one
     // OpenMP thread per core, and K such teams oversubscribe the machine.

@@ -83,9 +83,13 @@ NodeRun::NodeRun(TrainingState& s, train::Cluster& cluster, int rank, threads::N
 void NodeRun::run() {
   try {
     start();
+    asynchronous_ = s_.simulation->async().connected(rank_);
+    // Before the node counts as started: "stacked" refused here leaves no folder.
+    phase_ = "choosing how the nodes compute";
+    stacked_ = s_.setup.stacks->start_node(rank_, asynchronous_);
+    if (rank_ == s_.run.role.block.first) s_.setup.stacks->report(*s_.outputs.progress, *s_.run.log);
     s_.nodes_started.fetch_add(1);
     s_.loop.note_start();
-    asynchronous_ = s_.simulation->async().connected(rank_);
     if (asynchronous_) {
       phase_ = "checking that the run can be asynchronous";
       s_.simulation->async().check_runnable();
@@ -315,10 +319,15 @@ double NodeRun::forward_backward(const std::vector<int64_t>& indices) {
   const int64_t b = m_.minibatch_size;
   const int64_t accumulation = s_.setup.accumulation;
   double loss_sum = 0;
+  std::vector<sdk::Batch> stacked_batches;
   for (int64_t j = 0; j < accumulation; ++j) {
     std::vector<int64_t> micro(indices.begin() + j * b, indices.begin() + (j + 1) * b);
     phase_ = "loading the training batch";
     sdk::Batch batch = host::to_device(s_.setup.data.train_of(rank_).get(micro), device_);
+    if (stacked_) {
+      stacked_batches.push_back(std::move(batch));
+      continue;
+    }
     phase_ = "forward/backward of " + model_name_;
     at::Tensor loss;
     {
@@ -329,6 +338,10 @@ double NodeRun::forward_backward(const std::vector<int64_t>& indices) {
       throw sdk::Error("loss() must return a scalar, got shape " + std::to_string(loss.dim()) + "-D");
     loss.backward();
     loss_sum += loss.item<double>();
+  }
+  if (stacked_) {
+    phase_ = "forward/backward of " + model_name_ + ", stacked";
+    loss_sum = s_.setup.stacks->forward_backward(rank_, stacked_batches, &slot_, meter_);
   }
   if (accumulation > 1) {
     // Per-node gradient = mean of the micro-batch mean gradients.

@@ -95,6 +95,7 @@ class NodeRun {
   // An asynchronous strategy connected (sim/async_schedule.h): the run goes
   // by slots.
   bool asynchronous_ = false;
+  bool stacked_ = false;  // computes its forward and backward in a stack (node_stacks.h)
   // The strategy's state of its clients (sdk/client_state.h), when the run
   // keeps it (with participation); null otherwise.
   sdk::ClientState* client_state_ = nullptr;

@@ -234,6 +234,9 @@ void write_summary(const RunContext& run, const TrainingSetup& setup, const Mete
   if (r.target_loss) summary["target"] = target_json(*r.target_loss, r.target_hit);
   summary["data"] = {{"partition", m.resolved["data"]["train"]["partition"]},
                      {"label_skew", r.label_skew ? json(*r.label_skew) : json(nullptr)}};
+  const ExecutionChoice execution = setup.stacks->choice();
+  summary["execution"] = {{"mode", execution.stacked ? "stacked" : "per_node"}, {"stacks", execution.stacks}};
+  if (!execution.stacked) summary["execution"]["reason"] = execution.reason;
   if (r.faults) {
     summary["faults"] = {{"failures", r.faults->failures},
                          {"rejoins", r.faults->rejoins},

@@ -12,6 +12,7 @@
 #include "exogym/runtime/host/host_memory.h"
 #include "exogym/runtime/host/malloc_tuning.h"
 #include "exogym/runtime/output/folder_lock.h"
+#include "exogym/runtime/plugin/plugin_loader.h"
 #include "exogym/runtime/threads/thread_plan.h"
 #include "exogym/runtime/train/async_processes.h"
 #include "exogym/runtime/train/checkpointing.h"
@@ -152,6 +153,9 @@ TrainingResult train_run(const manifest::Manifest& m, plugin::PluginLoader& load
 
   const threads::ThreadPlan plan = prepare_cores(run, options.cores);
   setup.replicas = build_replicas(m, setup.plugins, setup.devices, run.role.block, plan.cores, memory_budget(options));
+  setup.stacks = std::make_unique<NodeStacks>(m, setup.replicas, setup.devices, run.role.block,
+                                              "model plugin \"" + m.model.plugin + "\" (" +
+                                                  setup.plugins.model->description().file.string() + ")");
   sdk::Model& first_model = *setup.replicas.models[run.role.block.first];
   setup.metric_names = first_model.metric_names();
   setup.parameters = parameter_count(first_model);

@@ -5,9 +5,11 @@
 #include <c10/core/Device.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "exogym/runtime/train/node_stacks.h"
 #include "exogym/runtime/train/replicas.h"
 #include "exogym/runtime/train/setup.h"
 #include "exogym/runtime/train/shared_objects.h"
@@ -24,6 +26,8 @@ struct TrainingSetup {
   TrainingData data;
   int64_t accumulation = 1;  // micro-batches per step
   Replicas replicas;
+  // How the nodes compute: stacked, or each on its own (node_stacks.h).
+  std::unique_ptr<NodeStacks> stacks;
   // What the strategies keep once per process (sdk/shared.h).
   SharedRegistry shared;
   std::vector<std::string> metric_names;  // the model's, beyond the loss

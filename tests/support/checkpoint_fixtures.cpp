@@ -101,10 +101,11 @@ runtime::train::TrainingResult resume_in(const fs::path& run_dir, const std::vec
 
 namespace {
 
-// summary.json without what depends on the wall clock or the folder.
+// summary.json without what depends on the wall clock or the folder, nor
+// how the nodes computed (stacked or per node: the same run).
 json deterministic_summary(const fs::path& run_dir) {
   json summary = json::parse(read_text(run_dir / "summary.json"));
-  for (const char* key : {"wall_seconds", "steps_per_second", "tokens_per_second", "timing", "run_dir"})
+  for (const char* key : {"wall_seconds", "steps_per_second", "tokens_per_second", "timing", "run_dir", "execution"})
     summary.erase(key);
   if (summary.contains("target") && summary["target"].is_object()) summary["target"].erase("wall_seconds");
   return summary;

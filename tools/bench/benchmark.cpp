@@ -34,6 +34,7 @@ int run_benchmark(const BenchOptions& o) {
   if (o.wants("demo")) report["demo"] = demo_section(o);
   if (o.wants("nonfinite")) report["nonfinite"] = nonfinite_section(o);
   if (o.wants("population")) report["population"] = population_section(o);
+  if (o.wants("stacked")) report["stacked"] = stacked_section(o);
   report["targets"] = check_targets(o, report, dataset);
   if (!o.json_file.empty()) {
     runtime::util::write_file_atomically(o.json_file, report.dump(2) + "\n");

@@ -55,6 +55,7 @@ json simulator_manifest(const json& spec, const fs::path& dir) {
       {"nodes", spec["nodes"]},
       {"parallelism", spec.value("parallelism", 0)},
       {"precision", spec.value("precision", "fp32")},
+      {"execution", spec.value("execution", "auto")},
       {"model", {{"plugin", spec["model"]}, {"options", spec["model_options"]}}},
       {"strategy", {{"plugin", spec["strategy"]}, {"options", spec["strategy_options"]}}},
       {"data", {{"train", spec["data"]}}},

@@ -47,6 +47,10 @@ nlohmann::json demo_section(const BenchOptions& options);
 // clients a round, time per round and peak memory (population_cost.cpp).
 nlohmann::json population_section(const BenchOptions& options);
 
+// Stacked execution: DiLoCo per node and stacked against one bare replica
+// training K times the batch, MLP and nanoGPT (stacked_cost.cpp).
+nlohmann::json stacked_section(const BenchOptions& options);
+
 // The non-finite check: one pass over a replica's parameters (what checking
 // them every step would add per node), against a step of one node.
 nlohmann::json nonfinite_section(const BenchOptions& options);

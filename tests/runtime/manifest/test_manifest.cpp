@@ -82,7 +82,8 @@ TEST_CASE("a minimal manifest gets every default", "[manifest]") {
   CHECK(m.run_dir() == fs::path("/manifests/runs/minimal"));
 
   const json expected = json::parse(R"({
-    "name": "minimal", "seed": 42, "nodes": 1, "device": "cpu", "precision": "fp32", "parallelism": 0, "threads": 0,
+    "name": "minimal", "seed": 42, "nodes": 1, "device": "cpu", "precision": "fp32", "execution": "auto",
+    "parallelism": 0, "threads": 0,
     "pin_threads": true,
     "model": {"plugin": "mlp", "options": {}},
     "strategy": {"plugin": "ddp", "options": {}},
@@ -179,8 +180,8 @@ TEST_CASE("unknown keys name their path and suggest the known key", "[manifest]"
   CHECK(top.path == "nodse");
   CHECK(top.what ==
         "nodse: unknown option; did you mean \"nodes\"? known options: name, seed, seeds, nodes, device, precision, "
-        "parallelism, threads, pin_threads, model, strategy, data, train, eval, output, checkpoint, network, faults, "
-        "churn, adversaries, participation, compute, runs");
+        "execution, parallelism, threads, pin_threads, model, strategy, data, train, eval, output, checkpoint, "
+        "network, faults, churn, adversaries, participation, compute, runs");
 
   auto nested = error_with(json::parse(R"({"train": {"max_step": 5}})"));
   CHECK(nested.path == "train.max_step");
@@ -199,9 +200,9 @@ TEST_CASE("unknown keys name their path and suggest the known key", "[manifest]"
   CHECK_THAT(error_with({{"run", json::array()}}).what,
              Catch::StartsWith("run: unknown option; did you mean \"runs\"?"));
   CHECK(error_with({{"zzzzzz", 1}}).what ==
-        "zzzzzz: unknown option; known options: name, seed, seeds, nodes, device, precision, parallelism, threads, "
-        "pin_threads, model, strategy, data, train, eval, output, checkpoint, network, faults, churn, adversaries, "
-        "participation, compute, runs");
+        "zzzzzz: unknown option; known options: name, seed, seeds, nodes, device, precision, execution, "
+        "parallelism, threads, pin_threads, model, strategy, data, train, eval, output, checkpoint, network, faults, "
+        "churn, adversaries, participation, compute, runs");
   // A key holding control characters: shown escaped, so the message prints
   // whole (a NUL would end it); the path keeps the key as written.
   auto nul = error_with({{std::string("\0network\t", 9), 1}});

@@ -167,3 +167,36 @@ TEST_CASE("cuda: model.pt of a CUDA run loads in PyTorch on a machine without a 
 }
 
 }  // namespace exogym::test
+
+namespace exogym::test {
+
+TEST_CASE("cuda: stacked nanoGPT and CNN on CUDA reproduce bit for bit and follow the per-node runs", "[cuda][stacked]") {
+  if (!cuda_or_skip()) return;
+  TempDir dir("cuda-stacked");
+  json gpt = gpt_on_cuda(24);
+  gpt["nodes"] = 4;
+  json cnn = small_manifest(4);
+  cnn["device"] = "cuda";
+  cnn["model"] = {{"plugin", "cnn"}, {"options", {{"image_size", 8}, {"channels", {4}}, {"hidden", 16},
+                                                  {"num_classes", 4}, {"in_channels", 1}}}};
+  cnn["data"]["train"]["options"]["features"] = 64;
+  cnn["data"]["val"]["options"]["features"] = 64;
+  for (const auto& [name, base] : {std::pair<std::string, json>{"nanogpt", gpt}, {"cnn", cnn}}) {
+    INFO(name);
+    std::map<std::string, runtime::train::TrainingResult> results;
+    for (const std::string run : {"stacked", "stacked-again", "per_node"}) {
+      json m = base;
+      m["execution"] = run == "per_node" ? "per_node" : "stacked";
+      fs::create_directories(dir / name / run);
+      results[run] = run_json(m, dir / name / run);
+    }
+    CHECK(bit_identical(load_model_pt(dir / name / "stacked" / "run" / "model.pt"),
+                        load_model_pt(dir / name / "stacked-again" / "run" / "model.pt")));
+    // One kernel for all nodes rounds as it does: the same training up to it.
+    CHECK(std::abs(final_loss(results["stacked"]) - final_loss(results["per_node"])) <
+          0.01 * final_loss(results["per_node"]));
+    CHECK(results["stacked"].simulated.bytes_sent_total == results["per_node"].simulated.bytes_sent_total);
+  }
+}
+
+}  // namespace exogym::test

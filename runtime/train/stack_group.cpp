@@ -1,0 +1,291 @@
+#include "exogym/runtime/train/stack_group.h"
+
+#include <ATen/ATen.h>
+#include <torch/nn/module.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <utility>
+
+#include "exogym/runtime/comm/meeting_point.h"
+#include "exogym/runtime/sim/node_meter.h"
+#include "exogym/runtime/threads/worker_thread.h"
+#include "exogym/runtime/train/autocast_scope.h"
+#include "exogym/runtime/train/cluster.h"
+#include "exogym/sdk/error.h"
+#include "exogym/sdk/stacked.h"
+
+namespace exogym::runtime::train {
+
+namespace {
+
+using Named = std::vector<std::pair<std::string, at::Tensor>>;
+
+Named named_tensors(sdk::Model& model, bool parameters) {
+  Named out;
+  auto& net = model.network();
+  if (parameters) {
+    for (const auto& item : net.named_parameters(/*recurse=*/true)) out.emplace_back(item.key(), item.value());
+  } else {
+    for (const auto& item : net.named_buffers(/*recurse=*/true)) out.emplace_back(item.key(), item.value());
+  }
+  return out;
+}
+
+std::string describe(const at::Tensor& t) {
+  return sdk::shape_of(t) + " " + c10::toString(t.scalar_type()) + " on " + t.device().str();
+}
+
+}  // namespace
+
+std::optional<std::string> replicas_differ(const Replicas& replicas, const std::vector<int>& ranks) {
+  sdk::Model& first = *replicas.models[static_cast<size_t>(ranks.front())];
+  for (bool parameters : {true, false}) {
+    const Named reference = named_tensors(first, parameters);
+    for (size_t i = 1; i < ranks.size(); ++i) {
+      const Named other = named_tensors(*replicas.models[static_cast<size_t>(ranks[i])], parameters);
+      const std::string node = "node " + std::to_string(ranks[i]) + "'s ";
+      if (other.size() != reference.size())
+        return node + "model has " + std::to_string(other.size()) + " tensors where node " +
+               std::to_string(ranks.front()) + "'s has " + std::to_string(reference.size());
+      for (size_t j = 0; j < other.size(); ++j) {
+        const at::Tensor &a = reference[j].second, &b = other[j].second;
+        if (other[j].first != reference[j].first || a.sizes() != b.sizes() || a.scalar_type() != b.scalar_type() ||
+            a.device() != b.device())
+          return node + "\"" + other[j].first + "\" is " + describe(b) + ", node " + std::to_string(ranks.front()) +
+                 "'s \"" + reference[j].first + "\" " + describe(a);
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+StackGroup::StackGroup(Replicas& replicas, std::vector<int> ranks) : ranks_(std::move(ranks)) {
+  for (int rank : ranks_) {
+    models_.push_back(replicas.models[static_cast<size_t>(rank)].get());
+    generators_.push_back(models_.back()->generator());
+  }
+  at::NoGradGuard no_grad;
+  for (bool parameters : {true, false}) {
+    std::vector<Named> by_member;
+    for (sdk::Model* model : models_) by_member.push_back(named_tensors(*model, parameters));
+    std::vector<Stacked>& stacked = parameters ? parameters_ : buffers_;
+    // A tensor the network lists under two names (tied weights) is one
+    // stack under both.
+    std::map<const void*, size_t> seen;
+    for (size_t j = 0; j < by_member.front().size(); ++j) {
+      const at::Tensor& own = by_member.front()[j].second;
+      auto known = seen.find(own.unsafeGetTensorImpl());
+      if (known != seen.end()) {
+        stacked[known->second].names.push_back(by_member.front()[j].first);
+        continue;
+      }
+      Stacked s;
+      s.names.push_back(by_member.front()[j].first);
+      s.trainable = parameters && own.requires_grad();
+      std::vector<at::Tensor> rows;
+      for (const Named& named : by_member) rows.push_back(named[j].second.detach());
+      s.stack = at::stack(rows);
+      // One tensor at a time: each replica's own storage is let go as its
+      // view takes its place, so the stacks never hold a second copy.
+      for (size_t k = 0; k < by_member.size(); ++k) {
+        at::Tensor node_tensor = by_member[k][j].second;
+        node_tensor.set_data(s.stack.select(0, static_cast<int64_t>(k)));
+        s.rows.push_back(node_tensor);
+      }
+      seen.emplace(own.unsafeGetTensorImpl(), stacked.size());
+      stacked.push_back(std::move(s));
+    }
+  }
+}
+
+StackGroup::~StackGroup() { disconnect(); }
+
+int StackGroup::member(int rank) const {
+  return static_cast<int>(std::lower_bound(ranks_.begin(), ranks_.end(), rank) - ranks_.begin());
+}
+
+void StackGroup::connect(Cluster& cluster, manifest::Precision precision, int intra_op_threads) {
+  const int members = static_cast<int>(ranks_.size());
+  cluster_ = &cluster;
+  precision_ = precision;
+  batches_.assign(static_cast<size_t>(members), nullptr);
+  losses_.assign(static_cast<size_t>(members), 0.0);
+  live_.clear();
+  for (int i = 0; i < members; ++i) live_.push_back(i);
+  worker_ = std::make_unique<threads::WorkerThread>(intra_op_threads);
+  meeting_ = std::make_unique<comm::MeetingPoint>(members, ranks_.front(), cluster.abort_signal(),
+                                                  [this](const comm::MeetingPoint::Calls&) {
+                                                    const auto start = std::chrono::steady_clock::now();
+                                                    // The model's errors go to a node, not to the
+                                                    // meeting, which would make them all internal.
+                                                    worker_->run([this] {
+                                                      try {
+                                                        compute();
+                                                      } catch (...) {
+                                                        error_ = std::current_exception();
+                                                      }
+                                                    });
+                                                    seconds_each_ = std::chrono::duration<double>(
+                                                                        std::chrono::steady_clock::now() - start)
+                                                                        .count() /
+                                                                    static_cast<double>(live_.size());
+                                                    std::vector<int> ranks;
+                                                    for (int i : live_) ranks.push_back(ranks_[i]);
+                                                    cluster_->leave_all_elsewhere(ranks);
+                                                  });
+  cluster.add_members_listener([this](const std::vector<int>& live) { set_live(live); });
+}
+
+void StackGroup::disconnect() {
+  meeting_.reset();
+  worker_.reset();
+  cluster_ = nullptr;
+}
+
+void StackGroup::set_live(const std::vector<int>& live) {
+  std::vector<int> members;
+  for (size_t i = 0; i < ranks_.size(); ++i)
+    if (std::binary_search(live.begin(), live.end(), ranks_[i])) members.push_back(static_cast<int>(i));
+  meeting_->set_expected(members);
+  live_ = std::move(members);
+}
+
+double StackGroup::forward_backward(int rank, const std::vector<sdk::Batch>& micro_batches, threads::NodeSlot* slot,
+                                    sim::NodeMeter& meter) {
+  const int index = member(rank);
+  batches_[static_cast<size_t>(index)] = &micro_batches;
+  meter.pause_compute();
+  cluster_->enter_elsewhere(rank, "waits for its stack's forward and backward");
+  meeting_->meet(index, comm::CollectiveCall(), slot);
+  batches_[static_cast<size_t>(index)] = nullptr;
+  if (error_) {
+    // The model's error, once: the node that hands it on ends the run (and
+    // aborts it); the others stop as if aborted.
+    if (!error_taken_.exchange(true)) std::rethrow_exception(error_);
+    throw sdk::AbortedError("run aborted: the forward or backward of node " + std::to_string(rank) +
+                            "'s stack failed");
+  }
+  meter.resume_compute(seconds_each_);
+  return losses_[static_cast<size_t>(index)];
+}
+
+}  // namespace exogym::runtime::train
+
+namespace exogym::runtime::train {
+
+namespace {
+
+// Whether every member's micro-batches have the same fields, shapes and
+// dtypes, so that they stack.
+bool same_shapes(const std::vector<const std::vector<sdk::Batch>*>& batches, const std::vector<int>& members) {
+  const std::vector<sdk::Batch>& first = *batches[static_cast<size_t>(members.front())];
+  for (int i : members) {
+    const std::vector<sdk::Batch>& mine = *batches[static_cast<size_t>(i)];
+    if (mine.size() != first.size()) return false;
+    for (size_t j = 0; j < mine.size(); ++j) {
+      if (mine[j].size() != first[j].size()) return false;
+      for (const auto& [key, tensor] : first[j]) {
+        auto it = mine[j].find(key);
+        if (it == mine[j].end() || it->second.sizes() != tensor.sizes() ||
+            it->second.scalar_type() != tensor.scalar_type())
+          return false;
+      }
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+void StackGroup::compute() {
+  const std::vector<int>& members = live_;
+  const int64_t n = static_cast<int64_t>(members.size());
+  // Nodes whose batches differ in shape (a per-node dataset, say) compute
+  // one after the other, each with its own replica.
+  if (!same_shapes(batches_, members)) return compute_apart(members);
+  const bool all = n == static_cast<int64_t>(ranks_.size());
+  const c10::Device device = parameters_.empty() ? c10::Device(c10::kCPU) : parameters_.front().stack.device();
+  at::Tensor index;
+  if (!all) index = at::tensor(std::vector<int64_t>(members.begin(), members.end()), at::kLong).to(device);
+  const auto rows_of = [&](const at::Tensor& stack) { return all ? stack : stack.index_select(0, index); };
+
+  // The live members' rows: the stacks themselves when every member is
+  // live, gathered copies otherwise. Fresh leaves each step, whose
+  // gradients become the nodes'.
+  sdk::Stack view;
+  std::vector<at::Tensor> leaves, buffer_rows;
+  {
+    at::NoGradGuard no_grad;
+    for (const Stacked& p : parameters_) {
+      at::Tensor leaf = rows_of(p.stack).detach();
+      if (p.trainable) leaf.requires_grad_(true);
+      for (const auto& name : p.names) view.parameters[name] = leaf;
+      leaves.push_back(leaf);
+    }
+    for (const Stacked& b : buffers_) {
+      at::Tensor rows = rows_of(b.stack);
+      for (const auto& name : b.names) view.buffers[name] = rows;
+      buffer_rows.push_back(rows);
+    }
+  }
+  for (int i : members) {
+    view.generators.push_back(generators_[static_cast<size_t>(i)]);
+    losses_[static_cast<size_t>(i)] = 0;
+  }
+  sdk::Model& model = *models_[static_cast<size_t>(members.front())];
+  const size_t micro = batches_[static_cast<size_t>(members.front())]->size();
+  for (size_t j = 0; j < micro; ++j) {
+    sdk::Batch batch;
+    for (const auto& item : (*batches_[static_cast<size_t>(members.front())])[j]) {
+      std::vector<at::Tensor> parts;
+      for (int i : members) parts.push_back((*batches_[static_cast<size_t>(i)])[j].at(item.first));
+      batch[item.first] = at::stack(parts);
+    }
+    at::Tensor loss;
+    {
+      AutocastScope autocast(precision_, device.type());
+      loss = model.stacked_loss(view, batch);
+    }
+    if (loss.dim() != 1 || loss.size(0) != n)
+      throw sdk::Error("stacked_loss() must return one loss per node, shape [" + std::to_string(n) + "], got " +
+                       sdk::shape_of(loss));
+    loss.sum().backward();
+    const at::Tensor host = loss.detach().to(at::kCPU, at::kDouble).contiguous();
+    for (int64_t k = 0; k < n; ++k) losses_[static_cast<size_t>(members[k])] += host.data_ptr<double>()[k];
+  }
+  at::NoGradGuard no_grad;
+  if (!all) {
+    for (size_t b = 0; b < buffers_.size(); ++b) buffers_[b].stack.index_copy_(0, index, buffer_rows[b]);
+  }
+  for (size_t p = 0; p < parameters_.size(); ++p) {
+    if (!leaves[p].grad().defined()) continue;
+    const at::Tensor grad = leaves[p].grad();
+    for (int64_t k = 0; k < n; ++k)
+      parameters_[p].rows[static_cast<size_t>(members[k])].mutable_grad() = grad.select(0, k);
+  }
+}
+
+void StackGroup::compute_apart(const std::vector<int>& members) {
+  for (int i : members) {
+    sdk::Model& model = *models_[static_cast<size_t>(i)];
+    const c10::Device device =
+        parameters_.empty() ? c10::Device(c10::kCPU) : parameters_.front().stack.device();
+    double sum = 0;
+    for (const sdk::Batch& batch : *batches_[static_cast<size_t>(i)]) {
+      at::Tensor loss;
+      {
+        AutocastScope autocast(precision_, device.type());
+        loss = model.loss(batch);
+      }
+      if (loss.numel() != 1)
+        throw sdk::Error("loss() must return a scalar, got shape " + std::to_string(loss.dim()) + "-D");
+      loss.backward();
+      sum += loss.item<double>();
+    }
+    losses_[static_cast<size_t>(i)] = sum;
+  }
+}
+
+}  // namespace exogym::runtime::train

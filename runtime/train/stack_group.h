@@ -1,0 +1,95 @@
+#pragma once
+// One stack of stacked execution (node_stacks.h): the nodes of one device,
+// their parameters and buffers moved into [K, ...] stacks (each node's
+// tensor a view of its row), and the meeting where its live nodes compute
+// their forward and backward together, on the stack's worker thread.
+#include <ATen/core/Tensor.h>
+
+#include <atomic>
+#include <exception>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "exogym/runtime/manifest/manifest.h"
+#include "exogym/runtime/train/replicas.h"
+#include "exogym/sdk/model.h"
+
+namespace exogym::runtime::comm {
+class MeetingPoint;
+}
+namespace exogym::runtime::sim {
+class NodeMeter;
+}
+namespace exogym::runtime::threads {
+class NodeSlot;
+class WorkerThread;
+}  // namespace exogym::runtime::threads
+
+namespace exogym::runtime::train {
+
+class Cluster;
+
+// Why the replicas of `ranks` cannot share stacks (their parameters or
+// buffers differ in names, shapes, dtypes or devices), or nullopt.
+std::optional<std::string> replicas_differ(const Replicas& replicas, const std::vector<int>& ranks);
+
+class StackGroup {
+ public:
+  // Moves the parameters and buffers of the replicas of `ranks` (ascending;
+  // replicas_differ found nothing) into stacks, one tensor at a time.
+  StackGroup(Replicas& replicas, std::vector<int> ranks);
+  ~StackGroup();
+  StackGroup(const StackGroup&) = delete;
+  StackGroup& operator=(const StackGroup&) = delete;
+
+  const std::vector<int>& ranks() const { return ranks_; }
+
+  // node_stacks.h's connect() and disconnect().
+  void connect(Cluster& cluster, manifest::Precision precision, int intra_op_threads);
+  void disconnect();
+
+  // NodeStacks::forward_backward for node `rank` of this stack.
+  double forward_backward(int rank, const std::vector<sdk::Batch>& micro_batches, threads::NodeSlot* slot,
+                          sim::NodeMeter& meter);
+
+ private:
+  // One stacked tensor: a parameter (`trainable`: it gets gradients) or a
+  // buffer, under every name the network gives it, and each node's view.
+  struct Stacked {
+    at::Tensor stack;
+    std::vector<std::string> names;
+    std::vector<at::Tensor> rows;  // by member: the node's own tensor
+    bool trainable = false;
+  };
+
+  int member(int rank) const;
+  // The meeting's work, on the worker thread: the live members' forward and
+  // backward, their losses and gradients.
+  void compute();
+  void compute_apart(const std::vector<int>& members);
+  void set_live(const std::vector<int>& live);
+
+  std::vector<int> ranks_;
+  std::vector<sdk::Model*> models_;        // by member
+  std::vector<at::Generator> generators_;  // by member
+  std::vector<Stacked> parameters_, buffers_;
+
+  Cluster* cluster_ = nullptr;
+  manifest::Precision precision_ = manifest::Precision::Fp32;
+  std::unique_ptr<threads::WorkerThread> worker_;
+  std::unique_ptr<comm::MeetingPoint> meeting_;
+
+  // One step's meeting, by member: each node writes its own entries before
+  // it arrives and reads them after; the work reads and writes them all in
+  // between (the meeting orders the two).
+  std::vector<const std::vector<sdk::Batch>*> batches_;
+  std::vector<double> losses_;
+  std::vector<int> live_;  // the members that compute, ascending
+  double seconds_each_ = 0;
+  std::exception_ptr error_;  // what the work threw: the run ends
+  std::atomic<bool> error_taken_{false};
+};
+
+}  // namespace exogym::runtime::train

@@ -1,0 +1,217 @@
+// Stacked execution (train/node_stacks.h, docs/performance.md#stacked-execution):
+// the nodes' forward and backward as one computation over [K, ...] stacks
+// give the per-node run, bit for bit on the CPU for the MLP, with every
+// built-in strategy and on the paths where only some nodes compute (faults,
+// participation, churn); the runs fall back, or refuse "stacked", where it
+// cannot apply, and say so; checkpoints move between the two.
+#include <cmath>
+#include <fstream>
+#include <sstream>
+#include <vector>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "checkpoint_fixtures.h"
+#include "cli_helpers.h"
+#include "exogym/sdk/error.h"
+#include "helpers.h"
+#include "lm_fixtures.h"
+#include "strategy_runs.h"
+#include "testing.h"
+
+using exogym::test::read_text;
+using exogym::test::TempDir;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+// `m` with a fixed step time, so that the simulated clocks are compared too.
+json timed(json m) {
+  m["compute"] = {{"step_time", "10ms"}};
+  return m;
+}
+
+json with_execution(json m, const char* execution) {
+  m["execution"] = execution;
+  return m;
+}
+
+json summary_of(const fs::path& run) { return json::parse(read_text(run / "summary.json")); }
+
+// The rows of a CSV, each split at its commas.
+std::vector<std::vector<std::string>> csv_rows(const fs::path& file) {
+  std::vector<std::vector<std::string>> rows;
+  std::istringstream text(read_text(file));
+  for (std::string line; std::getline(text, line);) {
+    rows.emplace_back();
+    std::istringstream cells(line);
+    for (std::string cell; std::getline(cells, cell, ',');) rows.back().push_back(cell);
+  }
+  return rows;
+}
+
+// The same training in both folders: require_same_run, but for the
+// training loss each node reports, a mean over its batch that the stacked
+// forward reduces in another order (its gradients, and so everything the
+// run computes from them, are the same bits): within `tolerance` relative.
+void require_same_training(const fs::path& expected, const fs::path& actual, double tolerance = 1e-6) {
+  const auto a = csv_rows(expected / "train.csv"), b = csv_rows(actual / "train.csv");
+  REQUIRE(a.size() == b.size());
+  REQUIRE(a.size() > 1);
+  for (size_t r = 0; r < a.size(); ++r) {
+    REQUIRE(a[r].size() == b[r].size());
+    for (size_t c = 0; c < a[r].size(); ++c) {
+      INFO("train.csv row " << r << ", column " << a[0][c]);
+      if (r == 0 || (a[0][c] != "train_loss" && a[0][c] != "train_perplexity")) {
+        CHECK(a[r][c] == b[r][c]);
+      } else {
+        const double x = std::stod(a[r][c]), y = std::stod(b[r][c]);
+        CHECK(std::abs(x - y) <= tolerance * std::abs(x));
+      }
+    }
+  }
+  // Everything else, bit for bit, with the training loss columns of the
+  // copies made equal.
+  TempDir copies("stacked-copies");
+  for (const auto* run : {&expected, &actual}) {
+    const fs::path copy = copies / (run == &expected ? "expected" : "actual");
+    fs::copy(*run, copy, fs::copy_options::recursive);
+    fs::copy_file(expected / "train.csv", copy / "train.csv", fs::copy_options::overwrite_existing);
+    json summary = summary_of(copy);
+    summary["last_train_loss"] = 0;
+    std::ofstream(copy / "summary.json") << summary.dump(2);
+  }
+  exogym::test::require_same_run(copies / "expected", copies / "actual");
+}
+
+// Trains `m` per node and stacked into dir/<name>-per_node and -stacked;
+// returns the two run folders.
+std::pair<fs::path, fs::path> both_ways(const json& m, const TempDir& dir, const std::string& name) {
+  const fs::path per_node = exogym::test::train_in(with_execution(m, "per_node"), dir, name + "-per_node");
+  const fs::path stacked = exogym::test::train_in(with_execution(m, "stacked"), dir, name + "-stacked");
+  return {per_node, stacked};
+}
+
+}  // namespace
+
+TEST_CASE("stacked MLP runs are the per-node runs bit for bit, with every built-in strategy", "[stacked]") {
+  TempDir dir("stacked");
+  for (const auto& [plugin, options] : exogym::test::builtin_strategies()) {
+    INFO(plugin);
+    const auto [per_node, stacked] = both_ways(timed(exogym::test::with_strategy(4, plugin, options)), dir, plugin);
+    require_same_training(per_node, stacked);
+    CHECK(summary_of(stacked)["execution"] == json({{"mode", "stacked"}, {"stacks", {4}}}));
+    CHECK(summary_of(per_node)["execution"]["mode"] == "per_node");
+    CHECK(summary_of(per_node)["execution"]["reason"] == "execution is \"per_node\"");
+  }
+}
+
+TEST_CASE("stacked runs where only some nodes compute are the per-node runs bit for bit", "[stacked]") {
+  TempDir dir("stacked");
+  json diloco = timed(exogym::test::with_strategy(6, "diloco", {{"H", 3}, {"optimizer", {{"name", "adamw"}, {"lr", 0.01}}}}));
+  SECTION("a node fails and rejoins") {
+    json m = diloco;
+    m["faults"] = json::array({{{"node", 2}, {"fail_at", 4}, {"rejoin_at", 10}}});
+    const auto [per_node, stacked] = both_ways(m, dir, "faults");
+    require_same_training(per_node, stacked);
+  }
+  SECTION("partial participation, SCAFFOLD's client state included") {
+    json m = timed(exogym::test::with_strategy(6, "scaffold", {{"H", 3}, {"optimizer", {{"name", "sgd"}, {"lr", 0.05}}}}));
+    m["participation"] = {{"per_round", 3}};
+    const auto [per_node, stacked] = both_ways(m, dir, "participation");
+    require_same_training(per_node, stacked);
+  }
+  SECTION("churn on the simulated clock") {
+    const auto [per_node, stacked] = both_ways(exogym::test::timed_churn_manifest(), dir, "churn");
+    require_same_training(per_node, stacked);
+  }
+  SECTION("gradient accumulation over micro-batches") {
+    json m = diloco;
+    m["train"]["minibatch_size"] = 4;
+    const auto [per_node, stacked] = both_ways(m, dir, "micro");
+    require_same_training(per_node, stacked);
+  }
+}
+
+TEST_CASE("a checkpoint written stacked resumes per node, and back, as the run that never stopped", "[stacked]") {
+  TempDir dir("stacked");
+  json m = exogym::test::checkpointed_manifest(4, 6);
+  m["checkpoint"]["keep"] = 10;
+  m["strategy"] = {{"plugin", "diloco"}, {"options", {{"H", 4}, {"optimizer", {{"name", "adamw"}, {"lr", 0.01}}}}}};
+  const fs::path whole = dir / "whole" / "run";
+  exogym::test::train_into(with_execution(m, "per_node"), whole);
+  for (const char* first : {"stacked", "per_node"}) {
+    const std::string then = std::string(first) == "stacked" ? "per_node" : "stacked";
+    INFO(first << " then " << then);
+    const fs::path run = dir / first / "run";
+    exogym::test::train_into(with_execution(m, first), run);
+    exogym::test::resume_in(run, {"execution=" + then}, 12);
+    require_same_training(whole, run);
+    CHECK(summary_of(run)["execution"]["mode"] == then);
+  }
+}
+
+TEST_CASE("auto stacks where it can and says why not where it cannot, stacked refuses at start-up", "[stacked]") {
+  TempDir dir("stacked");
+  json m = exogym::test::small_manifest(4);
+  SECTION("the MLP stacks") {
+    CHECK(summary_of(exogym::test::train_in(m, dir, "mlp"))["execution"] == json({{"mode", "stacked"}, {"stacks", {4}}}));
+  }
+  SECTION("one node computes on its own") {
+    const json execution = summary_of(exogym::test::train_in(exogym::test::small_manifest(1), dir, "one"))["execution"];
+    CHECK(execution == json({{"mode", "per_node"}, {"stacks", json::array()}, {"reason", "one node in this process"}}));
+  }
+  SECTION("a model plugin without a stacked forward") {
+    m["model"] = {{"plugin", "mode_probe"}, {"options", json::object()}};
+    const json execution = summary_of(exogym::test::train_in(m, dir, "probe"))["execution"];
+    CHECK(execution["mode"] == "per_node");
+    CHECK_THAT(execution["reason"].get<std::string>(),
+               Catch::StartsWith("the model plugin \"mode_probe\" (") && Catch::Contains("has no stacked forward"));
+    const fs::path out = dir / "refused";
+    fs::create_directories(out);
+    CHECK_THROWS_WITH(exogym::test::run_json(with_execution(m, "stacked"), out),
+                      Catch::StartsWith("execution: \"stacked\" cannot apply: the model plugin \"mode_probe\" ("));
+    CHECK_FALSE(fs::exists(out / "run"));
+  }
+  SECTION("an asynchronous strategy") {
+    m = timed(exogym::test::with_strategy(4, "fedbuff", {{"H", 3}, {"buffer", 2}}));
+    const json execution = summary_of(exogym::test::train_in(m, dir, "async"))["execution"];
+    CHECK(execution["mode"] == "per_node");
+    CHECK_THAT(execution["reason"].get<std::string>(), Catch::StartsWith("an asynchronous strategy"));
+    const fs::path out = dir / "async-refused";
+    fs::create_directories(out);
+    CHECK_THROWS_WITH(exogym::test::run_json(with_execution(m, "stacked"), out),
+                      Catch::StartsWith("execution: \"stacked\" cannot apply: an asynchronous strategy"));
+    CHECK_FALSE(fs::exists(out / "run"));
+  }
+}
+
+TEST_CASE("stacked nanoGPT follows the per-node run within 1e-5 over 200 steps, bf16 within its rounding",
+          "[stacked][slow]") {
+  TempDir dir("stacked");
+  for (const char* precision : {"fp32", "bf16"}) {
+    INFO(precision);
+    json m = timed(exogym::test::text_manifest(4, 200));
+    m["strategy"] = {{"plugin", "diloco"}, {"options", {{"H", 10}, {"optimizer", {{"name", "adamw"}, {"lr", 3e-3}}}}}};
+    m["model"]["options"]["dropout"] = 0.1;
+    m["precision"] = precision;
+    const auto [per_node, stacked] = both_ways(m, dir, precision);
+    const double a = summary_of(per_node)["last_train_loss"], b = summary_of(stacked)["last_train_loss"];
+    CHECK(std::abs(a - b) <= (std::string(precision) == "fp32" ? 1e-5 : 1e-2) * std::abs(a));
+    // The same settings, the same bits.
+    const fs::path again = exogym::test::train_in(with_execution(m, "stacked"), dir, std::string(precision) + "-again");
+    exogym::test::require_same_run(stacked, again);
+  }
+}
+
+TEST_CASE("stacked runs over two processes give the one-process run", "[stacked][slow]") {
+  TempDir dir("stacked");
+  json m = timed(exogym::test::with_strategy(4, "diloco", {{"H", 3}, {"optimizer", {{"name", "adamw"}, {"lr", 0.01}}}}));
+  m["execution"] = "stacked";
+  const fs::path one = exogym::test::run_layout(dir, m, "one", {});
+  const fs::path two = exogym::test::run_layout(dir, m, "two", {"--nproc", "2"});
+  require_same_training(one, two);
+  CHECK(summary_of(two)["execution"] == json({{"mode", "stacked"}, {"stacks", {2}}}));
+}
