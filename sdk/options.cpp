@@ -36,6 +36,8 @@ const char* to_string(OptionType type) {
       return "string";
     case OptionType::NonEmptyString:
       return "non-empty string";
+    case OptionType::Path:
+      return "path";
     case OptionType::IntegerList:
       return "list of positive integers";
     case OptionType::List:
@@ -160,7 +162,8 @@ json check_number(const OptionSpec& spec, const json& value, const std::string& 
 json check_string(const OptionSpec& spec, const json& value, const std::string& path) {
   if (!value.is_string()) type_error(path, expected_value(spec), value);
   const auto& text = value.get_ref<const std::string&>();
-  if (spec.type == OptionType::NonEmptyString && text.empty()) type_error(path, expected_value(spec), value);
+  if ((spec.type == OptionType::NonEmptyString || spec.type == OptionType::Path) && text.empty())
+    type_error(path, expected_value(spec), value);
   if (!spec.choices.empty() && std::find(spec.choices.begin(), spec.choices.end(), text) == spec.choices.end()) {
     std::string quoted;
     for (const auto& choice : spec.choices) quoted += (quoted.empty() ? "\"" : ", \"") + choice + "\"";
@@ -255,6 +258,7 @@ json check_value(const OptionSpec& spec, const json& value, const std::string& p
       return value;
     case OptionType::String:
     case OptionType::NonEmptyString:
+    case OptionType::Path:
       return check_string(spec, value, path);
     case OptionType::IntegerList: {
       if (!value.is_array()) type_error(path, expected_value(spec), value);

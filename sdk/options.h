@@ -23,6 +23,9 @@ enum class OptionType {
   Boolean,
   String,          // see OptionSpec::choices
   NonEmptyString,  // a name or a path, where "" is always a mistake
+  Path,            // a file or folder: a non-empty string that the runtime makes
+                   // absolute against the manifest's folder (a plugin sees an
+                   // absolute path, as config.json records it)
   IntegerList,     // list of positive integers
   List,            // a JSON array whose items follow OptionSpec::fields[0]
   ChoiceSet,       // some of OptionSpec::choices: a list of them (each at most

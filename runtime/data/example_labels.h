@@ -16,8 +16,9 @@ namespace exogym::runtime::data {
 class KnownLabels {
  public:
   virtual ~KnownLabels() = default;
-  // One label per example, in example order.
-  virtual std::vector<int64_t> all_labels() const = 0;
+  // One label per example, in example order; nullopt when the dataset has
+  // none (example_labels' nullopt).
+  virtual std::optional<std::vector<int64_t>> all_labels() const = 0;
 };
 
 // Every example's label: from KnownLabels when the dataset implements it,

@@ -80,9 +80,9 @@ MnistDataset::MnistDataset(const std::filesystem::path& folder, const std::strin
   labels_ = labels.to(at::kLong);
 }
 
-std::vector<int64_t> MnistDataset::all_labels() const {
+std::optional<std::vector<int64_t>> MnistDataset::all_labels() const {
   const int64_t* data = labels_.data_ptr<int64_t>();
-  return {data, data + labels_.numel()};
+  return std::vector<int64_t>(data, data + labels_.numel());
 }
 
 sdk::Batch MnistDataset::get(const std::vector<int64_t>& indices) const {

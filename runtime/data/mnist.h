@@ -34,7 +34,7 @@ class MnistDataset : public sdk::Dataset, public KnownLabels {
   // Thread-safe: reads the stored tensors only.
   sdk::Batch get(const std::vector<int64_t>& indices) const override;
 
-  std::vector<int64_t> all_labels() const override;
+  std::optional<std::vector<int64_t>> all_labels() const override;
 
   // All examples: [N, 1, rows, cols] uint8 pixels and [N] int64 labels.
   const at::Tensor& pixels() const { return pixels_; }

@@ -2,6 +2,7 @@
 
 #include "exogym/runtime/data/mnist.h"
 #include "exogym/runtime/data/synthetic.h"
+#include "exogym/runtime/data/tensors_dataset.h"
 #include "exogym/runtime/data/text_char.h"
 #include "exogym/runtime/data/tokens.h"
 
@@ -12,6 +13,7 @@ std::optional<sdk::OptionSpecs> builtin_dataset_options(const std::string& name)
   if (name == "synthetic") return SyntheticDataset::option_specs();
   if (name == "text-char") return TextCharDataset::option_specs();
   if (name == "tokens") return TokensDataset::option_specs();
+  if (name == "tensors") return TensorsDataset::option_specs();
   return std::nullopt;
 }
 
@@ -31,9 +33,13 @@ std::shared_ptr<const sdk::Dataset> make_builtin_dataset(const std::string& name
     return std::make_shared<const TokensDataset>(request.path, request.split,
                                                  TokensDataset::options_from_json(validated_options));
   }
+  if (name == "tensors") {
+    return std::make_shared<const TensorsDataset>(request.path, request.split,
+                                                  TensorsDataset::options_from_json(validated_options));
+  }
   return nullptr;
 }
 
-std::vector<std::string> builtin_dataset_names() { return {"mnist", "synthetic", "text-char", "tokens"}; }
+std::vector<std::string> builtin_dataset_names() { return {"mnist", "synthetic", "tensors", "text-char", "tokens"}; }
 
 }  // namespace exogym::runtime::data

@@ -1,6 +1,6 @@
 #pragma once
 // The datasets built into the runtime, by manifest name ("mnist",
-// "synthetic", "text-char", "tokens"). Any other name is a dataset plugin (see the plugin loader).
+// "synthetic", "tensors", "text-char", "tokens"). Any other name is a dataset plugin (see the plugin loader).
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>

@@ -99,9 +99,10 @@ json value_schema(const OptionSpec& spec, bool partial) {
     case Type::Boolean:
       return {{"type", "boolean"}};
     case Type::String:
-    case Type::NonEmptyString: {
+    case Type::NonEmptyString:
+    case Type::Path: {
       json s = {{"type", "string"}};
-      if (spec.type == Type::NonEmptyString) s["minLength"] = 1;
+      if (spec.type != Type::String) s["minLength"] = 1;
       if (!spec.choices.empty()) s["enum"] = spec.choices;
       return s;
     }

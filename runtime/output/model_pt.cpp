@@ -13,10 +13,10 @@
 #include <string_view>
 #include <vector>
 
-#include "exogym/runtime/output/tensor_dtypes.h"
 #include "exogym/runtime/util/atomic_file.h"
 #include "exogym/runtime/util/exception_text.h"
 #include "exogym/runtime/util/regular_file.h"
+#include "exogym/runtime/util/tensor_dtypes.h"
 #include "exogym/sdk/error.h"
 
 namespace exogym::runtime::output {
@@ -26,7 +26,7 @@ namespace fs = std::filesystem;
 namespace {
 
 const char* storage_name(at::ScalarType type, const std::string& tensor) {
-  if (const TensorDtype* dtype = find_dtype(type)) return dtype->torch_storage;
+  if (const util::TensorDtype* dtype = util::find_dtype(type)) return dtype->torch_storage;
   throw sdk::Error("model.pt: tensor \"" + tensor + "\" has dtype " + std::string(c10::toString(type)) +
                    ", which model.pt cannot store");
 }

@@ -40,8 +40,31 @@ LoadedPlugin::~LoadedPlugin() {
   options_.clear();
 }
 
-nlohmann::json LoadedPlugin::validate(const nlohmann::json& options, const std::string& path) const {
-  return sdk::validate_options(options, options_, path);
+namespace {
+
+// Makes the relative paths among `options` (validated against `specs`)
+// absolute against `base_dir`.
+void resolve_paths(nlohmann::json& options, const sdk::OptionSpecs& specs, const fs::path& base_dir) {
+  if (!options.is_object()) return;
+  for (const auto& spec : specs) {
+    auto it = options.find(spec.name);
+    if (it == options.end()) continue;
+    if (spec.type == sdk::OptionType::Path && it->is_string()) {
+      const fs::path given = it->get<std::string>();
+      if (given.is_relative()) *it = (base_dir / given).lexically_normal().string();
+    } else if (spec.type == sdk::OptionType::Section) {
+      resolve_paths(*it, spec.fields, base_dir);
+    }
+  }
+}
+
+}  // namespace
+
+nlohmann::json LoadedPlugin::validate(const nlohmann::json& options, const std::string& path,
+                                      const fs::path& base_dir) const {
+  nlohmann::json validated = sdk::validate_options(options, options_, path);
+  if (!base_dir.empty()) resolve_paths(validated, options_, base_dir);
+  return validated;
 }
 
 template <class T, class Factory, class... Args>

@@ -43,7 +43,10 @@ class LoadedPlugin : public std::enable_shared_from_this<LoadedPlugin> {
 
   // Validates manifest options against the plugin's declared options.
   // `path` is the JSON path of the options object, e.g. "strategy.options".
-  nlohmann::json validate(const nlohmann::json& options, const std::string& path) const;
+  // Options of type Path (and inside sections) that are relative become
+  // absolute against `base_dir`, the manifest's folder, when it is given.
+  nlohmann::json validate(const nlohmann::json& options, const std::string& path,
+                          const std::filesystem::path& base_dir = {}) const;
 
   // `options` must come from validate().
   std::shared_ptr<sdk::Model> create_model(const nlohmann::json& options) const;

@@ -49,7 +49,7 @@ std::shared_ptr<const sdk::Dataset> make_dataset(const manifest::DataSpec& spec,
       resolved_options = sdk::validate_options(spec.options, *specs, options_path);
     } else {
       plugin = loader.load("dataset", spec.dataset, spec.json_path + ".dataset", m.base_dir);
-      resolved_options = plugin->validate(spec.options, options_path);
+      resolved_options = plugin->validate(spec.options, options_path, m.base_dir);
     }
     const std::string key = dataset_key(spec, resolved_options, m, request);
     if (cache) {

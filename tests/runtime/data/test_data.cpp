@@ -418,7 +418,7 @@ TEST_CASE("SyntheticDataset: deterministic, shaped, learnable, splits differ", "
 }
 
 TEST_CASE("Built-in dataset registry", "[data]") {
-  REQUIRE(builtin_dataset_names() == std::vector<std::string>{"mnist", "synthetic", "text-char", "tokens"});
+  REQUIRE(builtin_dataset_names() == std::vector<std::string>{"mnist", "synthetic", "tensors", "text-char", "tokens"});
   REQUIRE_FALSE(builtin_dataset_options("shakespeare").has_value());
   REQUIRE(builtin_dataset_options("mnist").value().empty());
   const auto specs = builtin_dataset_options("synthetic").value();

@@ -6,7 +6,7 @@
 
 #include <cstring>
 
-namespace exogym::runtime::output {
+namespace exogym::runtime::util {
 
 struct TensorDtype {
   at::ScalarType type;
@@ -37,4 +37,4 @@ inline const TensorDtype* find_safetensors_dtype(const char* name) {
   return nullptr;
 }
 
-}  // namespace exogym::runtime::output
+}  // namespace exogym::runtime::util
