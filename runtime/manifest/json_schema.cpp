@@ -155,7 +155,7 @@ json param_schema(const json& param) {
   if (type == "positive number") s = {{"type", "number"}, {"exclusiveMinimum", 0}};
   if (type == "non-negative number") s = {{"type", "number"}, {"minimum", 0}};
   if (type == "boolean") s = {{"type", "boolean"}};
-  if (type == "positive integer") s = integer_schema(1, std::numeric_limits<int>::max());  // optim.cpp's bound
+  if (type == "positive integer") s = integer_schema(1, param.at("maximum").get<uint64_t>());
   if (type == "two numbers in [0, 1)") {
     s = {{"type", "array"},
          {"items", {{"type", "number"}, {"minimum", 0}, {"exclusiveMaximum", 1}}},
