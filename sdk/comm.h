@@ -1,11 +1,10 @@
 #pragma once
 // The collective API a strategy uses to talk to the other nodes.
 //
-// Collectives are SPMD rendezvous: every node calls the same collectives in the
-// same order with tensors of the same shapes and dtypes (all_gather: shapes may
-// differ), each on a list of tensors. Reductions combine ranks in rank order:
-// the same bits whatever the scheduling. *_async: pending.h. Called from the
-// node's own thread, in init() and step(); metered. It throws:
+// Collectives are SPMD rendezvous: every node calls the same collectives in the same order with tensors
+// of the same shapes and dtypes (all_gather: shapes may differ), each on a list of tensors. Reductions
+// combine ranks in rank order: the same bits whatever the scheduling. *_async: pending.h. Called from
+// the node's own thread, in init() and step(); metered. It throws:
 //   AbortedError  another node failed (or the run was interrupted): let it go.
 //   Error         the nodes' calls do not match (collective, op, root, tensor
 //                 counts, shapes, dtypes): a strategy bug; the run ends.

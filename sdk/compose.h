@@ -160,15 +160,13 @@ class ComposedStrategy final : public CommunicateOptimizeStrategy {
   }
 };
 
-// The parameters a module synchronises: every trainable parameter, in the
-// module's registration order (the same on every node). With their names:
-// named_trainable_parameters (model.h), in the same order.
+// The parameters a module synchronises: every trainable parameter, in the module's registration order
+// (the same on every node). With their names: named_trainable_parameters (model.h), in the same order.
 std::vector<at::Tensor> trainable_parameters(Model& model);
 
 }  // namespace exogym::sdk
 
-// At global scope. The alias keeps the modules' commas out of the inner
-// macro's arguments.
+// At global scope. The alias keeps the modules' commas out of the inner macro's arguments.
 #define EXOGYM_MODULE_STRATEGY_PLUGIN(name, version, ...)                      \
   namespace exogym_plugin_exports {                                            \
   using ModuleStrategy = ::exogym::sdk::ComposedStrategy<__VA_ARGS__>;         \

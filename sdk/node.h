@@ -27,13 +27,16 @@ class MetricSink {
 
 struct NodeContext {
   int rank = 0, num_nodes = 1;
-  // The nodes taking part in the current step, in rank order: all of them,
-  // unless the run simulates failures (docs/simulation.md#failures-and-churn).
-  // Collectives run over these nodes only; a node keeps its rank among all
-  // num_nodes. The membership changes only between steps, the same on every
-  // node, and membership_epoch counts its changes. The runtime owns the list.
+  // The nodes taking part in the current step, in rank order: all of them, unless the run simulates
+  // failures (docs/simulation.md#failures-and-churn). Collectives run over these nodes only; a node keeps
+  // its rank among all num_nodes. The membership changes only between steps, the same on every node, and
+  // membership_epoch counts its changes. The runtime owns the list.
   const std::vector<int>* live = nullptr;
   int64_t membership_epoch = 0;
+  // Every live_count() a step can have, sorted, as fixed before training by nodes, participation and faults
+  // in steps (churn on the clock and traces decide as the run goes), for init() to check an option that needs
+  // some number of nodes against (docs/plugins.md#the-runs-size). Null without a runtime: num_nodes only.
+  const std::vector<int>* live_counts = nullptr;
   c10::Device device = c10::Device(c10::kCPU);
   Communicator* comm = nullptr;
   // The 0-based step being taken (of max_steps); the runtime advances it.

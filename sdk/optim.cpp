@@ -30,6 +30,8 @@ struct ParamDef {
   const char* name;
   ParamKind kind;
   json default_value;
+  // PositiveInteger: the largest accepted.
+  int64_t maximum = std::numeric_limits<int>::max();
 };
 
 struct OptimizerDef {
@@ -86,7 +88,10 @@ const std::vector<OptimizerDef>& optimizer_defs() {
        {{"lr", ParamKind::Positive, 0.02},
         {"momentum", ParamKind::NonNegative, 0.95},
         {"nesterov", ParamKind::Boolean, true},
-        {"ns_steps", ParamKind::PositiveInteger, 5},
+        // Each iteration is three matrix products per matrix per step: 5
+        // converge, 100 is far past any use, and 1e9 would be a step that
+        // never ends (not even on SIGTERM, which is seen between steps).
+        {"ns_steps", ParamKind::PositiveInteger, 5, 100},
         {"weight_decay", ParamKind::NonNegative, 0.0},
         {"adamw_lr", ParamKind::Positive, 3e-4},
         {"adamw_betas", ParamKind::Betas, {0.9, 0.95}},
@@ -155,11 +160,13 @@ json check_param(const ParamDef& def, const json& value, const std::string& path
       return json::array({value[0].get<double>(), value[1].get<double>()});
     }
     case ParamKind::PositiveInteger: {
-      // 5.0 is 5, as the schedules' steps; within an int, beyond which no
-      // count of iterations makes sense.
+      // 5.0 is 5, as the schedules' steps; within the parameter's maximum.
       const bool whole = finite_number(value) && std::floor(value.get<double>()) == value.get<double>();
-      if (!whole || value.get<double>() < 1 || value.get<double>() > std::numeric_limits<int>::max())
+      if (!whole || value.get<double>() < 1)
         throw ConfigError(path, "expected a positive integer, got " + json_excerpt(value));
+      if (value.get<double>() > static_cast<double>(def.maximum))
+        throw ConfigError(path, "expected a positive integer no larger than " + std::to_string(def.maximum) + ", got " +
+                                    json_excerpt(value));
       return static_cast<int64_t>(value.get<double>());
     }
   }
@@ -233,6 +240,7 @@ json describe_optimizers() {
     for (const auto& param : def.params) {
       params.push_back(
           {{"name", param.name}, {"type", kTypes[static_cast<int>(param.kind)]}, {"default", param.default_value}});
+      if (param.kind == ParamKind::PositiveInteger) params.back()["maximum"] = param.maximum;
     }
     out[def.name] = std::move(params);
   }

@@ -41,9 +41,9 @@ struct OptimizerSpec {
 };
 
 // The optimizers from_json accepts, for documentation and schemas:
-// {"adamw": [{"name": "lr", "type": "positive number", "default": 0.001},
-// ...], ...}; types are "positive number", "non-negative number", "boolean",
-// "positive integer", "two numbers in [0, 1)". Names match in any case.
+// {"adamw": [{"name": "lr", "type": "positive number", "default": 0.001}, ...], ...}; types are
+// "positive number", "non-negative number", "boolean", "positive integer" (with its "maximum"),
+// "two numbers in [0, 1)". Names match in any case.
 nlohmann::json describe_optimizers();
 
 // Sets / reads the learning rate of every parameter group.

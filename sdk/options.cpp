@@ -108,6 +108,7 @@ std::string expected_value(const OptionSpec& spec) {
 }
 
 constexpr uint64_t kInt64Max = std::numeric_limits<int64_t>::max();
+constexpr double kFloatMax = std::numeric_limits<float>::max();
 
 // JSON numbers that are integers, including 20.0 (some tools write every
 // number as a float), as int64 or, above INT64_MAX, as uint64. Booleans are
@@ -156,6 +157,12 @@ json check_number(const OptionSpec& spec, const json& value, const std::string& 
   if (spec.type == OptionType::NonNegativeNumber) ok = ok && x >= 0;
   if (spec.type == OptionType::Fraction) ok = ok && x > 0 && x <= 1;
   if (!ok) type_error(path, expected_value(spec), value);
+  // LibTorch converts a plugin's hyperparameter to the parameters' type: beyond a float's range (a
+  // server_lr of 1e300) it failed at the first step, naming no option. No option means such a number.
+  if (std::fabs(x) > kFloatMax) {
+    throw ConfigError(path, "beyond a float's range (about 3.4e38), which the parameters' type cannot hold, got " +
+                                json_excerpt(value));
+  }
   return value;  // integers stay integers: 1 and 1.0 read the same via get<double>()
 }
 

@@ -21,6 +21,7 @@
 #include <ATen/core/grad_mode.h>
 #include <torch/optim/optimizer.h>
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -37,15 +38,35 @@ namespace exogym::plugins {
 using sdk::OptionSpec;
 using sdk::OptionType;
 
+constexpr uint64_t kMaxPeriod = std::numeric_limits<int>::max();
+
 static sdk::ModuleSpecs desloc_specs() {
   return {"DesLoc",
           {
-              OptionSpec{"Kx", OptionType::PositiveInteger, 16, "average the parameters after every Kx-th local step"},
-              OptionSpec{"Ku", OptionType::PositiveInteger, nullptr,
+              // Periods fit an int, so that the defaults 3 Kx and 6 Kx cannot
+              // overflow (Kx = INT64_MAX made Kv -6).
+              OptionSpec{"Kx",
+                         OptionType::PositiveInteger,
+                         16,
+                         "average the parameters after every Kx-th local step",
+                         {},
+                         false,
+                         kMaxPeriod},
+              OptionSpec{"Ku",
+                         OptionType::PositiveInteger,
+                         nullptr,
                          "average Adam's first moment (exp_avg) after every Ku-th local step (null: 3 Kx, the paper's "
-                         "recommendation)"},
-              OptionSpec{"Kv", OptionType::PositiveInteger, nullptr,
-                         "average Adam's second moment (exp_avg_sq) after every Kv-th local step (null: 6 Kx)"},
+                         "recommendation)",
+                         {},
+                         false,
+                         kMaxPeriod},
+              OptionSpec{"Kv",
+                         OptionType::PositiveInteger,
+                         nullptr,
+                         "average Adam's second moment (exp_avg_sq) after every Kv-th local step (null: 6 Kx)",
+                         {},
+                         false,
+                         kMaxPeriod},
           }};
 }
 

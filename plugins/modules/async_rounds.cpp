@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/node.h"
@@ -13,8 +14,15 @@ namespace exogym::modules {
 
 sdk::OptionSpecs AsyncRounds::round_specs(int64_t default_H, bool default_dynamic) {
   return {
-      sdk::OptionSpec{"H", sdk::OptionType::PositiveInteger, default_H,
-                      "inner steps per round of the fastest node; a node sends its update after its round's steps"},
+      // Within an int: H = INT64_MAX times a speed overflowed into a round
+      // of no steps (an update every step), and 1e12 never sends.
+      sdk::OptionSpec{"H",
+                      sdk::OptionType::PositiveInteger,
+                      default_H,
+                      "inner steps per round of the fastest node; a node sends its update after its round's steps",
+                      {},
+                      false,
+                      static_cast<uint64_t>(std::numeric_limits<int>::max())},
       sdk::OptionSpec{"dynamic_local_updates", sdk::OptionType::Boolean, default_dynamic,
                       "a node of relative speed s takes max(1, round(H·s)) steps per round, so that every round "
                       "takes about the same simulated time; false: H for every node"},
@@ -32,7 +40,10 @@ void AsyncRounds::init(sdk::NodeContext& ctx, sdk::Model& model) {
   for (auto& p : sdk::trainable_parameters(model)) params_.push_back(p.detach());
   base_ = clones(params_);
   const double speed = ctx.async->relative_speed();
-  round_steps_ = dynamic_ ? std::max<int64_t>(1, std::llround(static_cast<double>(H_) * speed)) : H_;
+  // A very fast node's round is capped where llround stays defined (and
+  // past any run's steps).
+  const double steps = std::min(static_cast<double>(H_) * speed, 0x1.0p62);
+  round_steps_ = dynamic_ ? std::max<int64_t>(1, std::llround(steps)) : H_;
   taken_ = 0;
   ctx.async->connect(make_server(ctx, params_), [this](const sdk::AsyncReply& reply) { take(reply); });
 }

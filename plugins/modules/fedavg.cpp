@@ -4,7 +4,9 @@
 #include <ATen/core/grad_mode.h>
 
 #include <algorithm>
+#include <limits>
 #include <string>
+#include <utility>
 
 #include "exogym/sdk/comm.h"
 #include "exogym/sdk/error.h"
@@ -30,16 +32,23 @@ sdk::ModuleSpecs FedAvgModule::specs() {
                          "H = 1 with plain SGD is exactly all-reduce/DDP"},
               OptionSpec{"island_size", OptionType::PositiveInteger, nullptr,
                          "average within random islands of this many nodes, redrawn from the run's seed every "
-                         "round (null or >= nodes: average over all nodes)"},
+                         "round (null: average over all nodes; at most nodes)"},
               OptionSpec{"aggregator", OptionType::String, "mean",
                          "how the parameters are combined: mean, or one that a few corrupted senders cannot drag "
                          "far: median (coordinate-wise), trimmed_mean (coordinate-wise, without the trim share at "
                          "each end) or krum (the node closest to its nearest others)",
                          aggregator_names()},
-              OptionSpec{"trim", OptionType::NonNegativeNumber, 0.1,
-                         "trimmed_mean: the share of nodes cut at each end of every coordinate, in [0, 0.5)"},
-              OptionSpec{"byzantine", OptionType::NonNegativeInteger, 1,
-                         "krum: f, the corrupted senders it tolerates (needs at least f + 3 nodes to average)"},
+              OptionSpec{"trim", OptionType::NonNegativeNumber, nullptr,
+                         "trimmed_mean: the share of nodes cut at each end of every coordinate, in [0, 0.5) (null: "
+                         "0.1); only with that aggregator"},
+              OptionSpec{"byzantine",
+                         OptionType::NonNegativeInteger,
+                         nullptr,
+                         "krum: f, the corrupted senders it tolerates (null: 1); needs at least f + 3 nodes in every "
+                         "average; only with that aggregator",
+                         {},
+                         false,
+                         std::numeric_limits<int>::max()},
           }};
 }
 
@@ -48,14 +57,56 @@ FedAvgModule::FedAvgModule(const sdk::ModuleOptions& o)
                                                  ? std::nullopt
                                                  : std::optional<int64_t>(o.at("island_size").get<int64_t>())) {
   aggregator_.kind = aggregator_from_name(o.at("aggregator").get<std::string>(), "aggregator");
-  aggregator_.trim = o.at("trim").get<double>();
+  // An option of another aggregator than the one chosen would be ignored:
+  // most likely the aggregator was meant to be that one.
+  const std::pair<const char*, Aggregator> owners[] = {{"trim", Aggregator::TrimmedMean},
+                                                       {"byzantine", Aggregator::Krum}};
+  for (const auto& [option, owner] : owners) {
+    if (!o.at(option).is_null() && aggregator_.kind != owner) {
+      throw sdk::ConfigError(option, std::string("applies to the ") + to_string(owner) + " aggregator only, and " +
+                                         "aggregator is " + to_string(aggregator_.kind) + ": set \"aggregator\": \"" +
+                                         to_string(owner) + "\", or leave " + option + " out");
+    }
+  }
+  if (!o.at("trim").is_null()) aggregator_.trim = o.at("trim").get<double>();
   if (!(aggregator_.trim < 0.5)) {
     throw sdk::ConfigError("trim", "expected a share in [0, 0.5), got " + sdk::json_excerpt(o.at("trim")));
   }
-  aggregator_.byzantine = o.at("byzantine").get<int64_t>();
+  if (!o.at("byzantine").is_null()) aggregator_.byzantine = o.at("byzantine").get<int64_t>();
 }
 
 FedAvgModule::FedAvgModule(int64_t H, std::optional<int64_t> island_size) : H_(H), island_size_(island_size) {}
+
+std::vector<int64_t> FedAvgModule::average_sizes(int64_t live, std::optional<int64_t> island_size) {
+  if (live < 2) return {};
+  if (!island_size || *island_size >= live) return {live};
+  std::vector<int64_t> sizes = {*island_size};
+  if (live % *island_size >= 2) sizes.push_back(live % *island_size);  // an island of one keeps its parameters
+  return sizes;
+}
+
+void FedAvgModule::check_nodes(const sdk::NodeContext& ctx) const {
+  if (island_size_ && *island_size_ > ctx.num_nodes) {
+    throw sdk::ConfigError("island_size", "islands of " + std::to_string(*island_size_) + " nodes, but the run has " +
+                                              std::to_string(ctx.num_nodes) + " nodes; at most nodes (null: one " +
+                                              "average over all of them)");
+  }
+  if (aggregator_.kind != Aggregator::Krum) return;
+  const std::vector<int> counts = ctx.live_counts ? *ctx.live_counts : std::vector<int>{ctx.num_nodes};
+  for (int live : counts) {
+    for (int64_t size : average_sizes(live, island_size_)) {
+      if (size >= aggregator_.byzantine + 3) continue;
+      std::string why = live == ctx.num_nodes
+                            ? "the run has " + std::to_string(live) + " nodes"
+                            : "a step can have " + std::to_string(live) + " nodes live (of " +
+                                  std::to_string(ctx.num_nodes) + ": participation or scheduled failures)";
+      if (size != live) why += ", in islands of " + std::to_string(*island_size_) + " one of " + std::to_string(size);
+      throw sdk::ConfigError("byzantine", "krum with f = " + std::to_string(aggregator_.byzantine) +
+                                              " needs at least f + 3 = " + std::to_string(aggregator_.byzantine + 3) +
+                                              " nodes in every average, but " + why);
+    }
+  }
+}
 
 void FedAvgModule::combine(sdk::Communicator& comm, const std::vector<int>* members, int64_t step) {
   if (aggregator_.kind == Aggregator::Mean) {
@@ -68,6 +119,14 @@ void FedAvgModule::combine(sdk::Communicator& comm, const std::vector<int>* memb
     return;
   }
   // The robust aggregates need every member's parameters.
+  // Membership decided as the run goes (churn on the clock, a trace) may
+  // give krum fewer nodes than init() could know of: the option's fault.
+  const int64_t size = members ? static_cast<int64_t>(members->size()) : ctx_->live_count();
+  if (aggregator_.kind == Aggregator::Krum && size < aggregator_.byzantine + 3) {
+    throw sdk::ConfigError("byzantine", "krum with f = " + std::to_string(aggregator_.byzantine) +
+                                            " needs at least f + 3 = " + std::to_string(aggregator_.byzantine + 3) +
+                                            " nodes in every average, but this one has " + std::to_string(size));
+  }
   const auto gathered = members ? comm.group_all_gather(*members, params_) : comm.all_gather(params_);
   const SharedAggregates::Result result =
       aggregates_->get(step, members ? *members : std::vector<int>{}, [&] { return aggregate(gathered, aggregator_); });
@@ -75,6 +134,8 @@ void FedAvgModule::combine(sdk::Communicator& comm, const std::vector<int>* memb
 }
 
 void FedAvgModule::init(sdk::NodeContext& ctx, sdk::Model& model) {
+  check_nodes(ctx);
+  ctx_ = &ctx;
   for (auto& p : sdk::trainable_parameters(model)) params_.push_back(p.detach());
   if (aggregator_.kind != Aggregator::Mean) aggregates_ = SharedAggregates::in_process(ctx);
 }

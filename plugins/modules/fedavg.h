@@ -33,13 +33,17 @@ namespace exogym::modules {
 class FedAvgModule final : public sdk::CommunicationModule {
  public:
   // "FedAvgModule": options "H", "island_size", "aggregator", "trim" and
-  // "byzantine". sdk::ConfigError at "trim" outside [0, 0.5).
+  // "byzantine". sdk::ConfigError at "trim" outside [0, 0.5), and at "trim"
+  // or "byzantine" given with another aggregator than theirs.
   static sdk::ModuleSpecs specs();
 
   explicit FedAvgModule(const sdk::ModuleOptions& options);
   // island_size: nullopt (or >= K) averages over all nodes. With the mean.
   FedAvgModule(int64_t H, std::optional<int64_t> island_size);
 
+  // sdk::ConfigError at "island_size" above the nodes, and at "byzantine"
+  // when krum would average fewer than f + 3 nodes at some step
+  // (NodeContext::live_counts), before training.
   void init(sdk::NodeContext& ctx, sdk::Model& model) override;
   void communicate(sdk::NodeContext& ctx, sdk::Model& model, int64_t step) override;
 
@@ -48,15 +52,20 @@ class FedAvgModule final : public sdk::CommunicationModule {
   // are down) cut into consecutive chunks of island_size (the last may be
   // smaller). The same on every node, so nothing is communicated to agree.
   static std::vector<std::vector<int>> islands(uint64_t run_seed, int64_t round, int num_nodes, int64_t island_size);
+  // The sizes of the averages over `live` nodes (islands' included), each
+  // once; none below 2 (one node, or an island of one, keeps its parameters).
+  static std::vector<int64_t> average_sizes(int64_t live, std::optional<int64_t> island_size);
 
  private:
   // The parameters become the aggregate over every live node, or over
   // `members` (an island's ranks).
   void combine(sdk::Communicator& comm, const std::vector<int>* members, int64_t step);
+  void check_nodes(const sdk::NodeContext& ctx) const;
 
   int64_t H_;
   std::optional<int64_t> island_size_;
   AggregatorSpec aggregator_;
+  sdk::NodeContext* ctx_ = nullptr;
   std::vector<at::Tensor> params_;
   std::shared_ptr<SharedAggregates> aggregates_;  // robust aggregators only
 };

@@ -4,6 +4,7 @@
 #include <ATen/core/grad_mode.h>
 
 #include <cmath>
+#include <limits>
 
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/model.h"
@@ -33,10 +34,15 @@ sdk::ModuleSpecs SparseLoCoModule::specs() {
                          "magnitudes), random_k (values at positions drawn from the run's seed), sign (one bit per "
                          "value and one scale per chunk) or quantize (every value in the \"quantize\" format)",
                          compressor_names()},
-              OptionSpec{"chunk", OptionType::PositiveInteger, 4096,
+              OptionSpec{"chunk",
+                         OptionType::PositiveInteger,
+                         4096,
                          "values per chunk: each parameter, read flat in row-major order, is cut into chunks of this "
                          "many values (the last one may be shorter); at most the largest parameter tensor's size. "
-                         "For sign and quantize, the values per scale"},
+                         "For sign and quantize, the values per scale",
+                         {},
+                         false,
+                         static_cast<uint64_t>(std::numeric_limits<int>::max())},
               OptionSpec{"density", OptionType::Fraction, 64.0 / 4096.0,
                          "topk, random_k: the fraction of each chunk sent, ceil(density * length) values (64 of 4096 "
                          "by default)"},

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "exogym/runtime/checkpoint/checkpoint_index.h"
+#include "exogym/runtime/checkpoint/client_states.h"
 #include "exogym/runtime/checkpoint/node_state.h"
 
 namespace spdlog {
@@ -27,6 +28,10 @@ struct LoadedCheckpoint {
   std::filesystem::path folder;
   CheckpointIndex index;
   std::map<int, NodeState> nodes;  // by rank: the nodes asked for
+  // The clients' states (client_states.h), where the run keeps them: read
+  // and checked by the run's check, below, so that a damaged file falls
+  // back to the checkpoint before as a damaged node file does.
+  ClientStates clients;
 };
 
 // Reads and checks the index and the files of nodes [first, first + count)
@@ -35,7 +40,8 @@ LoadedCheckpoint load_checkpoint(const std::filesystem::path& folder, int first,
 
 // Checks that a loaded checkpoint fits the run (its shapes, the run
 // folder's CSVs): sdk::DataError naming the file and the field otherwise.
-using CheckpointCheck = std::function<void(const LoadedCheckpoint&)>;
+// It may read more of the checkpoint into it (its clients' states).
+using CheckpointCheck = std::function<void(LoadedCheckpoint&)>;
 
 // The checkpoint of step `from_step`, or without it the newest that loads
 // and passes `check`; a newer one that does not is skipped with a warning

@@ -1,6 +1,7 @@
 #include "exogym/runtime/checkpoint/client_states.h"
 
 #include <ATen/core/Tensor.h>
+#include <c10/util/StringUtil.h>
 
 #include <string>
 
@@ -57,6 +58,40 @@ ClientStates read_client_states(const fs::path& folder, int64_t step) {
     states[std::stoi(number)].emplace(name.substr(dot + 1), tensor);
   }
   return states;
+}
+
+void check_client_states(const ClientStates& states, int clients, const std::string& file) {
+  if (states.empty()) return;
+  const auto& [first, layout] = *states.begin();
+  auto name = [](int client, const std::string& key) {
+    return "\"" + kPrefix + std::to_string(client) + "." + key + "\"";
+  };
+  for (const auto& [client, state] : states) {
+    if (client >= clients) {
+      throw sdk::DataError(file + ": client " + std::to_string(client) + " is not in this run's " +
+                           std::to_string(clients) + " clients (0 to " + std::to_string(clients - 1) + ")");
+    }
+    for (const auto& [key, tensor] : state) {
+      auto same = layout.find(key);
+      if (same == layout.end()) {
+        throw sdk::DataError(file + ": tensor " + name(client, key) + " has no counterpart " + name(first, key) +
+                             ": every client's state has the same tensors");
+      }
+      if (tensor.scalar_type() != same->second.scalar_type() || !tensor.sizes().equals(same->second.sizes())) {
+        throw sdk::DataError(file + ": tensor " + name(client, key) + " is " + c10::toString(tensor.scalar_type()) +
+                             " " + c10::str(tensor.sizes()) + ", but " + name(first, key) + " is " +
+                             c10::toString(same->second.scalar_type()) + " " + c10::str(same->second.sizes()) +
+                             ": every client's state has the same dtypes and shapes");
+      }
+    }
+    if (state.size() != layout.size()) {
+      for (const auto& [key, tensor] : layout) {
+        if (!state.count(key))
+          throw sdk::DataError(file + ": client " + std::to_string(client) + " has no tensor " + name(client, key) +
+                               ", which " + name(first, key) + " has: every client's state has the same tensors");
+      }
+    }
+  }
 }
 
 }  // namespace exogym::runtime::checkpoint

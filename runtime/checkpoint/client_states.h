@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <string>
 
 #include "exogym/sdk/strategy.h"
 
@@ -24,5 +25,13 @@ void write_client_states(const std::filesystem::path& folder, int64_t step, cons
 // not valid safetensors, of another step, damaged, or holds a tensor whose
 // name is not "client.<client>.<key>".
 ClientStates read_client_states(const std::filesystem::path& folder, int64_t step);
+
+// Whether `states`, read from `file`, fit a run of `clients` clients: every
+// client in 0 to clients - 1, and every client's state of one layout (the
+// same keys, each of one dtype and shape), as one strategy saves it. A hand
+// edit with its digest recomputed is otherwise taken as it is, and a
+// client's state of another dtype silently gives another model.
+// sdk::DataError naming the file, the client and the tensor.
+void check_client_states(const ClientStates& states, int clients, const std::string& file);
 
 }  // namespace exogym::runtime::checkpoint

@@ -41,6 +41,8 @@ json name_schema(const std::vector<std::string>& names) {
   return {{"type", "string"}, {"pattern", any_case_pattern(names)}, {"examples", names}};
 }
 
+constexpr double kFloatMax = std::numeric_limits<float>::max();
+
 json integer_schema(int64_t minimum, uint64_t maximum) {
   json s = {{"type", "integer"}};
   if (minimum > std::numeric_limits<int64_t>::min()) s["minimum"] = minimum;
@@ -88,12 +90,13 @@ json value_schema(const OptionSpec& spec, bool partial) {
       return integer_schema(1, spec.maximum);
     case Type::NonNegativeInteger:
       return integer_schema(0, spec.maximum);
+    // Within a float's range, as sdk/options.cpp's check_number.
     case Type::Number:
-      return {{"type", "number"}};
+      return {{"type", "number"}, {"minimum", -kFloatMax}, {"maximum", kFloatMax}};
     case Type::PositiveNumber:
-      return {{"type", "number"}, {"exclusiveMinimum", 0}};
+      return {{"type", "number"}, {"exclusiveMinimum", 0}, {"maximum", kFloatMax}};
     case Type::NonNegativeNumber:
-      return {{"type", "number"}, {"minimum", 0}};
+      return {{"type", "number"}, {"minimum", 0}, {"maximum", kFloatMax}};
     case Type::Fraction:
       return {{"type", "number"}, {"exclusiveMinimum", 0}, {"maximum", 1}};
     case Type::Boolean:
@@ -156,7 +159,7 @@ json param_schema(const json& param) {
   if (type == "positive number") s = {{"type", "number"}, {"exclusiveMinimum", 0}};
   if (type == "non-negative number") s = {{"type", "number"}, {"minimum", 0}};
   if (type == "boolean") s = {{"type", "boolean"}};
-  if (type == "positive integer") s = integer_schema(1, std::numeric_limits<int>::max());  // optim.cpp's bound
+  if (type == "positive integer") s = integer_schema(1, param.at("maximum").get<uint64_t>());
   if (type == "two numbers in [0, 1)") {
     s = {{"type", "array"},
          {"items", {{"type", "number"}, {"minimum", 0}, {"exclusiveMaximum", 1}}},

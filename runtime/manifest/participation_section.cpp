@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "exogym/runtime/sim/fault_schedule.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/options.h"
 
@@ -82,6 +83,22 @@ void check_population(const json& top, const Manifest& m) {
     throw ConfigError(partition.json_path, std::string("\"") + partition.name() + "\" cannot share the data among " +
                                                population + ": use \"iid\" or \"dirichlet\"");
   }
+}
+
+void check_trace_start(const Manifest& m, const std::string& file) {
+  const sim::AvailabilityTrace& trace = *m.participation->trace;
+  std::vector<int> alive;
+  if (m.has_population()) {
+    for (int client = 0; client < trace.clients(); ++client) alive.push_back(client);
+  } else {
+    alive = sim::FaultSchedule(m.failure_spec()).live_at(0);
+  }
+  if (!trace.available(alive, 0).empty()) return;
+  const std::string among = m.has_population() ? std::to_string(alive.size()) + " clients"
+                                               : std::to_string(alive.size()) + " nodes alive at step 0";
+  throw ConfigError("participation.trace", file + ": no client is available at time 0, when the " +
+                                               "first round starts (among the " + among +
+                                               "): a round needs at least one");
 }
 
 }  // namespace exogym::runtime::manifest

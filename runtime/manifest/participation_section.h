@@ -4,6 +4,7 @@
 // availability trace; and what a population larger than the nodes does not
 // combine with.
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "exogym/runtime/manifest/manifest.h"
 
@@ -22,5 +23,12 @@ sim::ParticipationSpec read_participation(const nlohmann::json& section, int nod
 // partitions other than iid and dirichlet (docs/simulation.md#populations-of-clients).
 // `top` is the validated manifest.
 void check_population(const nlohmann::json& top, const Manifest& m);
+
+// For a run with a trace: the first round, at simulated time 0, finds a
+// client available among those alive at step 0 (the scheduled failures
+// taken into account), so that a run that cannot draw its first round stops
+// here rather than at step 0 with its folder made. sdk::ConfigError at
+// "participation.trace" otherwise, naming `file`.
+void check_trace_start(const Manifest& m, const std::string& file);
 
 }  // namespace exogym::runtime::manifest

@@ -327,6 +327,8 @@ Manifest read_run(const json& doc, const fs::path& base_dir, const std::string& 
   if (m.has_population()) check_population(top, m);
   // The schedule's own checks (a node down twice at once, nobody alive, ...).
   if (m.has_faults()) sim::FaultSchedule{m.failure_spec()};
+  if (m.participation && m.participation->trace)
+    check_trace_start(m, top.at("participation").at("trace").get<std::string>());
   m.checkpoint.interval = top.at("checkpoint").at("interval");
   m.checkpoint.keep = top.at("checkpoint").at("keep");
   json& output = top.at("output");

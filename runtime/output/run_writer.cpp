@@ -6,6 +6,7 @@
 #include <set>
 #include <sstream>
 
+#include "exogym/runtime/output/json_numbers.h"
 #include "exogym/runtime/output/model_pt.h"
 #include "exogym/runtime/output/safetensors.h"
 #include "exogym/runtime/util/atomic_file.h"
@@ -125,7 +126,7 @@ void RunWriter::write_summary(const nlohmann::json& summary) {
     for (CsvFile* csv : {&train_, &validation_, &metrics_, &comm_}) csv->sync();
     if (faults_) events_.sync();
   }
-  util::write_file_atomically(dir_ / "summary.json", summary.dump(2) + "\n");
+  util::write_file_atomically(dir_ / "summary.json", with_finite_numbers(summary).dump(2) + "\n");
 }
 
 nlohmann::json RunWriter::flush_csvs() {

@@ -124,6 +124,12 @@ class AsyncSchedule {
   void save_node(int rank, bool server, std::map<std::string, at::Tensor>& tensors, nlohmann::json& meta) const;
   void restore_node(int rank, bool server, const std::map<std::string, at::Tensor>& tensors,
                     const nlohmann::json& meta);
+  // Whether `meta` and `tensors` are what save_node writes: every field of
+  // its type, counts and versions not negative, times finite and not
+  // negative, the tensors it counts present. std::invalid_argument naming
+  // the field otherwise, so that a resume skips such a checkpoint before
+  // anything changes (async_state_check.cpp).
+  static void check_node_state(const std::map<std::string, at::Tensor>& tensors, const nlohmann::json& meta);
   // After the last slot, likewise: every update in flight arrives and every
   // reply is taken, so the run ends when its data has arrived.
   void drain(int64_t steps, const std::function<NodeMeter&(int)>& meter, sdk::MetricSink* metrics);

@@ -32,12 +32,15 @@ class AvailabilityTrace {
  public:
   // Reads `file` for a run of `clients` clients (ranks 0 to clients - 1).
   // Throws sdk::ConfigError at `json_path` with a message that starts with
-  // the file and line of the fault: an unreadable file, a header without
-  // exactly the five columns, a row with too few or too many fields, a
-  // field that is not a number (or for `available`, not 0 or 1), a client
-  // outside the run, a time that is negative or before the client's
-  // previous row, a speed or bandwidth that is not positive, a client
-  // without any row.
+  // the file and line of the fault: a file that is missing or not a regular
+  // file (a FIFO, a device, a folder: refused before a byte is read), a line
+  // longer than 4096 bytes or holding a NUL byte, a header without exactly
+  // the five columns, a row with too few or too many fields, a field that is
+  // not a number (or for `available`, not 0 or 1), a client outside the
+  // run, a time that is negative or before the client's previous row, a
+  // speed or bandwidth that is not positive (a bandwidth below 1 bit/s), a
+  // client without any row. A UTF-8 byte-order mark before the header is
+  // skipped. What it holds grows with the rows, never with `clients`.
   static AvailabilityTrace read(const std::filesystem::path& file, int clients, const std::string& json_path);
 
   // The state of `client` at simulated time `time` (seconds).

@@ -31,6 +31,13 @@ FactorDistribution read_factor_distribution(const nlohmann::json& value, const s
   if (name == "lognormal") {
     d.kind = FactorDistribution::Kind::LogNormal;
     d.sigma = value.at("sigma");
+    // Box-Muller's |Z| stays below sqrt(2 ln 2^53), about 8.6: with sigma at
+    // most 10 every factor lies within e^±86 (about 1e±37), where the times
+    // and bandwidths made of it stay finite; sigma 1000 draws infinity or 0.
+    if (d.sigma > 10) {
+      throw sdk::ConfigError(path + ".sigma", "expected a spread of at most 10 (factors within e^±86), got " +
+                                                  sdk::json_excerpt(value.at("sigma")));
+    }
   } else if (name == "uniform") {
     d.kind = FactorDistribution::Kind::Uniform;
     d.low = value.at("low");

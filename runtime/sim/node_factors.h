@@ -32,7 +32,8 @@ enum class NodeFactor { Speed, Bandwidth };
 
 // The manifest's object, already checked against the schema (name, keys,
 // types); throws sdk::ConfigError at `path` for what the schema cannot say:
-// high below low, values and weights of different lengths.
+// a lognormal sigma above 10, high below low, values and weights of
+// different lengths.
 FactorDistribution read_factor_distribution(const nlohmann::json& value, const std::string& path);
 
 // Node `node`'s factor.

@@ -8,9 +8,11 @@
 #include <string>
 
 #include "exogym/build_config.h"
+#include "exogym/runtime/checkpoint/client_states.h"
 #include "exogym/runtime/checkpoint/resume_rules.h"
 #include "exogym/runtime/dist/process_mesh.h"
 #include "exogym/runtime/plugin/plugin_loader.h"
+#include "exogym/runtime/sim/async_schedule.h"
 #include "exogym/runtime/sim/clock_exchange.h"
 #include "exogym/runtime/sim/node_meter.h"
 #include "exogym/runtime/train/checkpoint_state.h"
@@ -23,6 +25,7 @@
 #include "exogym/runtime/train/training_setup.h"
 #include "exogym/runtime/util/atomic_file.h"
 #include "exogym/runtime/util/exception_text.h"
+#include "exogym/sdk/client_state.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/options.h"
 #include "exogym/sdk/plugin.h"
@@ -171,6 +174,18 @@ void check_csvs(const fs::path& run_dir, const checkpoint::CheckpointIndex& inde
   }
 }
 
+}  // namespace
+
+bool keeps_client_states(const manifest::Manifest& m, const TrainingSetup& setup) {
+  // Every node's strategy is of one plugin: any of this process's says.
+  for (const auto& strategy : setup.replicas.strategies) {
+    if (strategy) return m.participation && dynamic_cast<const sdk::ClientState*>(strategy.get()) != nullptr;
+  }
+  return false;
+}
+
+namespace {
+
 // Whether checkpoint `c` fits this run and its folder: this process's
 // nodes' tensors fit their models and their meters read, and, in the
 // process that writes the folder, the run-wide state reads and the CSVs hold
@@ -178,7 +193,7 @@ void check_csvs(const fs::path& run_dir, const checkpoint::CheckpointIndex& inde
 // field otherwise, so that find_checkpoint takes the one before it. What
 // process 0 reported goes into `reported`.
 void check_fits(const RunContext& run, const TrainingSetup& setup, ReportedResults& reported, const fs::path& run_dir,
-                const checkpoint::LoadedCheckpoint& c) {
+                checkpoint::LoadedCheckpoint& c) {
   const Replicas& replicas = setup.replicas;
   for (const auto& [rank, state] : c.nodes) {
     const std::string file = (c.folder / checkpoint::node_file_name(rank)).string();
@@ -188,6 +203,17 @@ void check_fits(const RunContext& run, const TrainingSetup& setup, ReportedResul
     } catch (const std::invalid_argument& e) {
       throw sdk::DataError(file + ": metadata \"meter\": " + e.what());
     }
+    if (state.async.meta.is_null()) continue;
+    try {
+      sim::AsyncSchedule::check_node_state(state.async.tensors, state.async.meta);
+    } catch (const std::invalid_argument& e) {
+      throw sdk::DataError(file + ": metadata \"async\": " + e.what());
+    }
+  }
+  if (keeps_client_states(run.m, setup)) {
+    c.clients = checkpoint::read_client_states(c.folder, c.index.step);
+    const int clients = run.m.has_population() ? *run.m.participation->clients : run.m.nodes;
+    checkpoint::check_client_states(c.clients, clients, (c.folder / checkpoint::kClientStatesFile).string());
   }
   const fs::path index_file = c.folder / checkpoint::kIndexFile;
   if (c.index.sections.contains("faults")) {
@@ -213,9 +239,7 @@ void load_resume_point(const RunContext& run, const TrainingSetup& setup, const 
   const manifest::Manifest& m = run.m;
   const dist::NodeBlock& block = run.role.block;
   std::optional<checkpoint::LoadedCheckpoint>& resume = checkpoints.resume;
-  const auto fits = [&](const checkpoint::LoadedCheckpoint& c) {
-    check_fits(run, setup, reported, options.run_dir, c);
-  };
+  const auto fits = [&](checkpoint::LoadedCheckpoint& c) { check_fits(run, setup, reported, options.run_dir, c); };
   resume = checkpoint::find_checkpoint(options.run_dir, options.from_step, block.first, block.count, *run.log, fits);
   if (run.role.mesh) {
     // Each process checked only its own nodes' files: all take the oldest

@@ -40,11 +40,18 @@ struct TrainingSetup;
 // the simulated `clocks`; checks that it fits this run (`setup`'s plugins
 // and replicas, `config`, config.json's contents): the same ABI and
 // plugins, and no change to the manifest beyond the fields that may change
-// (checkpoint/resume_rules.h). sdk::DataError or sdk::ConfigError (exit 2)
-// naming what differs; nothing in the run folder is changed.
+// (checkpoint/resume_rules.h); where the run keeps its clients' states,
+// those read and checked too (into checkpoints.resume->clients).
+// sdk::DataError or sdk::ConfigError (exit 2) naming what differs; nothing
+// in the run folder is changed.
 void load_resume_point(const RunContext& run, const TrainingSetup& setup, const nlohmann::json& config,
                        sim::ClockExchange& clocks, CheckpointState& checkpoints, ReportedResults& reported,
                        const TrainingOptions& options);
+
+// Whether the run keeps its clients' states between rounds, and its
+// checkpoints hold them (clients.safetensors): participation and a strategy
+// with state of its clients (sdk/client_state.h).
+bool keeps_client_states(const manifest::Manifest& m, const TrainingSetup& setup);
 
 // Process 0 of a resumed run, once it is checked: cuts train.csv,
 // validation.csv, metrics.csv and comm.csv in `run_dir` back to the

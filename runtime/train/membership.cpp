@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "exogym/runtime/output/run_writer.h"
+#include "exogym/runtime/sim/live_counts.h"
 #include "exogym/runtime/sim/payload.h"
 #include "exogym/runtime/train/cluster.h"
 #include "exogym/runtime/train/meters.h"
@@ -42,6 +43,7 @@ Membership::Membership(const manifest::Manifest& m, int64_t first_step, int64_t 
   }
   set_live(all_ranks(m.nodes));
   alive_ = live_;
+  live_counts_ = sim::live_counts(schedule_, m.max_steps, m.participation, round_steps, m.seed);
   owed_.assign(static_cast<size_t>(nodes_), kNone);
 }
 

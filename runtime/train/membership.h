@@ -89,6 +89,9 @@ class Membership {
 
   // The live nodes now, in rank order, and the number of changes so far.
   const std::vector<int>& live() const { return live_; }
+  // Every number of live nodes a step can have, as known before training
+  // (sim/live_counts.h): sdk::NodeContext::live_counts.
+  const std::vector<int>& live_counts() const { return live_counts_; }
   int64_t epoch() const { return epoch_; }
   bool is_live(int rank) const { return live_flags_[rank] != 0; }
   // The node that writes train.csv and validation.csv and saves the model:
@@ -189,6 +192,7 @@ class Membership {
   std::optional<std::vector<int>> restored_live_, restored_alive_;
 
   std::vector<int> live_;
+  std::vector<int> live_counts_;
   std::vector<char> live_flags_;  // by rank
   std::vector<int> alive_;        // by failures alone; live_ without participation
   int64_t epoch_ = 0;

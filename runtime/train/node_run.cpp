@@ -56,6 +56,7 @@ NodeRun::NodeRun(TrainingState& s, train::Cluster& cluster, int rank, threads::N
   ctx_.rank = rank;
   ctx_.num_nodes = m_.nodes;
   ctx_.live = &membership_.live();
+  ctx_.live_counts = &membership_.live_counts();
   ctx_.membership_epoch = membership_.epoch();
   ctx_.device = device_;
   ctx_.comm = &strategy_comm_;

@@ -105,13 +105,12 @@ void start_membership(TrainingState& s, const TrainingOptions& options) {
   }
   s.membership = std::make_unique<Membership>(run.m, checkpoints.first_step, s.setup.plugins.round_steps, run.role.mesh,
                                               s.setup.data.client_slots);
-  const std::optional<checkpoint::LoadedCheckpoint>& resume = checkpoints.resume;
-  // A strategy with state of its clients keeps it between their rounds.
-  const sdk::Strategy& strategy = *s.setup.replicas.strategies[static_cast<size_t>(run.role.block.first)];
-  if (run.m.participation && dynamic_cast<const sdk::ClientState*>(&strategy)) {
+  std::optional<checkpoint::LoadedCheckpoint>& resume = checkpoints.resume;
+  // A strategy with state of its clients keeps it between their rounds
+  // (read and checked with the checkpoint).
+  if (keeps_client_states(run.m, s.setup)) {
     s.membership->keep_client_states();
-    if (resume)
-      s.membership->client_store()->restore(checkpoint::read_client_states(resume->folder, resume->index.step));
+    if (resume) s.membership->client_store()->restore(std::move(resume->clients));
   }
   if (!resume || !resume->index.sections.contains("faults")) return;
   try {

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "exogym/runtime/output/json_numbers.h"
 #include "exogym/runtime/util/regular_file.h"
 #include "exogym/sdk/error.h"
 
@@ -42,8 +43,11 @@ std::vector<std::string> metric_names(const fs::path& run_dir, const json& final
 
 output::EvalValues eval_values(const json& record, const std::string& side, const std::vector<std::string>& names) {
   output::EvalValues values;
-  values.loss = record.at(side + "_loss").get<double>();
-  for (const auto& name : names) values.metrics.push_back(record.value(side + "_" + name, NAN));
+  values.loss = output::json_number(record.at(side + "_loss"));
+  for (const auto& name : names) {
+    const std::string key = side + "_" + name;
+    values.metrics.push_back(record.contains(key) ? output::json_number(record.at(key)) : NAN);
+  }
   return values;
 }
 
@@ -64,48 +68,54 @@ TrainingResult parse_summary(const fs::path& run_dir, const json& summary) {
   r.nodes = summary.at("nodes").get<int>();
   r.steps = summary.at("steps").get<int64_t>();
   r.examples_trained = summary.at("examples_trained").get<int64_t>();
-  r.last_train_loss = summary.at("last_train_loss").get<double>();
-  r.wall_seconds = summary.at("wall_seconds").get<double>();
+  r.last_train_loss = output::json_number(summary.at("last_train_loss"));
+  r.wall_seconds = output::json_number(summary.at("wall_seconds"));
   if (const json& t = summary.value("timing", json::object()); t.is_object()) {
     r.dataset_seconds = t.value("datasets_s", 0.0);
   }
   const json& final_record = summary.at("final");
   r.metric_names = metric_names(run_dir, final_record);
   if (!final_record.is_null()) {
-    r.final_eval =
-        EvalRecord{final_record.at("step").get<int64_t>(), eval_values(final_record, "local", r.metric_names),
-                   eval_values(final_record, "global", r.metric_names), final_record.at("bytes_sent").get<double>(),
-                   final_record.at("sim_time_s").get<double>()};
+    r.final_eval = EvalRecord{
+        final_record.at("step").get<int64_t>(), eval_values(final_record, "local", r.metric_names),
+        eval_values(final_record, "global", r.metric_names), output::json_number(final_record.at("bytes_sent")),
+        output::json_number(final_record.at("sim_time_s"))};
   }
   r.label_skew = optional_number<double>(summary.value("data", json()), "label_skew");
   const json& comm = summary.at("communication");
   const json& sim = summary.at("simulated");
-  r.simulated.bytes_sent_per_node = comm.at("bytes_sent_per_node").get<double>();
-  r.simulated.bytes_sent_total = comm.at("bytes_sent_total").get<double>();
-  r.simulated.runtime_bytes_sent_total = comm.at("runtime_bytes_sent_total").get<double>();
-  r.simulated.ddp_bytes_sent_per_node = comm.at("ddp_bytes_sent_per_node").get<double>();
-  r.simulated.time_s = sim.at("time_s").get<double>();
-  r.simulated.compute_s = sim.at("compute_s").get<double>();
-  r.simulated.communication_s = sim.at("communication_s").get<double>();
-  r.simulated.waiting_s = sim.at("waiting_s").get<double>();
+  r.simulated.bytes_sent_per_node = output::json_number(comm.at("bytes_sent_per_node"));
+  r.simulated.bytes_sent_total = output::json_number(comm.at("bytes_sent_total"));
+  r.simulated.runtime_bytes_sent_total = output::json_number(comm.at("runtime_bytes_sent_total"));
+  r.simulated.ddp_bytes_sent_per_node = output::json_number(comm.at("ddp_bytes_sent_per_node"));
+  r.simulated.time_s = output::json_number(sim.at("time_s"));
+  r.simulated.compute_s = output::json_number(sim.at("compute_s"));
+  r.simulated.communication_s = output::json_number(sim.at("communication_s"));
+  r.simulated.waiting_s = output::json_number(sim.at("waiting_s"));
   r.simulated.hidden_s = sim.value("hidden_s", 0.0);  // absent before non-blocking collectives
   if (const json& f = summary.value("faults", json()); f.is_object()) {
-    r.faults = FaultTotals{f.at("failures").get<int64_t>(),      f.at("rejoins").get<int64_t>(),
-                           f.at("late_joins").get<int64_t>(),    f.at("node_steps_lost").get<int64_t>(),
-                           f.at("recovery_bytes").get<double>(), f.at("recovery_time_s").get<double>()};
+    r.faults = FaultTotals{f.at("failures").get<int64_t>(),
+                           f.at("rejoins").get<int64_t>(),
+                           f.at("late_joins").get<int64_t>(),
+                           f.at("node_steps_lost").get<int64_t>(),
+                           output::json_number(f.at("recovery_bytes")),
+                           output::json_number(f.at("recovery_time_s"))};
   }
   if (const json& p = summary.value("participation", json()); p.is_object()) {
-    r.participation =
-        ParticipationTotals{p.at("round_steps").get<int64_t>(),    p.at("node_steps_sat_out").get<int64_t>(),
-                            p.at("returns").get<int64_t>(),        p.at("transfer_bytes").get<double>(),
-                            p.at("transfer_time_s").get<double>(), p.value("clients_with_state", int64_t{0}),
-                            p.value("client_state_bytes", 0.0)};
+    r.participation = ParticipationTotals{p.at("round_steps").get<int64_t>(),
+                                          p.at("node_steps_sat_out").get<int64_t>(),
+                                          p.at("returns").get<int64_t>(),
+                                          output::json_number(p.at("transfer_bytes")),
+                                          output::json_number(p.at("transfer_time_s")),
+                                          p.value("clients_with_state", int64_t{0}),
+                                          p.value("client_state_bytes", 0.0)};
   }
   if (const json& target = summary.value("target", json()); target.is_object()) {
-    r.target_loss = target.at("loss").get<double>();
+    r.target_loss = output::json_number(target.at("loss"));
     if (target.at("reached").get<bool>()) {
-      r.target_hit = TargetHit{target.at("step").get<int64_t>(), target.at("sim_time_s").get<double>(),
-                               target.at("bytes_sent_per_node").get<double>(), target.at("wall_seconds").get<double>()};
+      r.target_hit = TargetHit{target.at("step").get<int64_t>(), output::json_number(target.at("sim_time_s")),
+                               output::json_number(target.at("bytes_sent_per_node")),
+                               output::json_number(target.at("wall_seconds"))};
     }
   }
   return r;

@@ -38,7 +38,7 @@ PathKind path_kind(const fs::path& path) {
   return S_ISDIR(st.st_mode) ? PathKind::Directory : PathKind::Other;
 }
 
-std::string read_regular_file(const fs::path& file, uintmax_t max_bytes) {
+int open_regular_file(const fs::path& file) {
   // O_NONBLOCK: opening a FIFO returns at once instead of waiting for a
   // writer; what is opened is then checked before a byte is read.
   const int fd = ::open(file.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
@@ -49,6 +49,20 @@ std::string read_regular_file(const fs::path& file, uintmax_t max_bytes) {
     problem = std::string("cannot read: ") + std::strerror(errno);
   } else if (!S_ISREG(st.st_mode)) {
     problem = kind_of(st.st_mode) + ", not a regular file";
+  }
+  if (!problem.empty()) {
+    ::close(fd);
+    throw sdk::DataError(file.string() + ": " + problem);
+  }
+  return fd;
+}
+
+std::string read_regular_file(const fs::path& file, uintmax_t max_bytes) {
+  const int fd = open_regular_file(file);
+  struct stat st {};
+  std::string problem;
+  if (::fstat(fd, &st) != 0) {
+    problem = std::string("cannot read: ") + std::strerror(errno);
   } else if (static_cast<uintmax_t>(st.st_size) > max_bytes) {
     problem = "too large (" + std::to_string(st.st_size) + " bytes, at most " + std::to_string(max_bytes) + ")";
   }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -48,8 +49,16 @@ std::string unit_list(const std::vector<Unit>& units) {
   return out;
 }
 
+// The range a quantity must lie in, in bytes/s or seconds, with the bound
+// in words for messages.
+struct Range {
+  double least, most;
+  const char* least_text;
+  const char* most_text;
+};
+
 double parse_quantity(const std::string& text, const std::string& path, const std::vector<Unit>& units,
-                      const char* what, const char* example, bool allow_zero) {
+                      const char* what, const char* example, bool allow_zero, const Range& range) {
   const std::string quoted = sdk::json_excerpt(text);
   const std::string bad = std::string("expected a ") + what + " such as \"" + example + "\", got " + quoted;
   double number = 0;
@@ -74,8 +83,27 @@ double parse_quantity(const std::string& text, const std::string& path, const st
     throw sdk::ConfigError(
         path, std::string("expected a ") + (allow_zero ? "non-negative " : "positive ") + what + ", got " + quoted);
   }
-  return number * found->factor;
+  const double value = number * found->factor;
+  // A simulated time adds these up, step after step: a latency of 1e308h
+  // (infinite in seconds) or a bandwidth of 1e-308bit/s (a byte then takes
+  // longer than a double can say) would make it infinite, and every time
+  // and rate of the summary with it.
+  if (value > 0 && value < range.least) {
+    throw sdk::ConfigError(path,
+                           std::string("expected a ") + what + " of at least " + range.least_text + ", got " + quoted);
+  }
+  if (!(value <= range.most))
+    throw sdk::ConfigError(path,
+                           std::string("expected a ") + what + " of at most " + range.most_text + ", got " + quoted);
+  return value;
 }
+
+// 1 bit/s: no link is slower; bandwidths above it may be as large as a
+// double holds (a transfer then takes no time).
+const Range kBandwidthRange = {1.0 / 8, std::numeric_limits<double>::max(), "1 bit/s", "1.8e308 B/s"};
+// 1e12 s, about 31,700 years: longer than any simulated run, short enough
+// that a run's sum of them stays finite.
+const Range kDurationRange = {0, 1e12, "0s", "1e12 s (about 31,700 years)"};
 
 std::string with_prefix(double value, const std::vector<std::pair<double, const char*>>& scales) {
   char buffer[48];
@@ -97,11 +125,11 @@ std::string with_prefix(double value, const std::vector<std::pair<double, const 
 }  // namespace
 
 double parse_bandwidth(const std::string& text, const std::string& path) {
-  return parse_quantity(text, path, kRateUnits, "bandwidth", "1Gbit/s", /*allow_zero=*/false);
+  return parse_quantity(text, path, kRateUnits, "bandwidth", "1Gbit/s", /*allow_zero=*/false, kBandwidthRange);
 }
 
 double parse_duration(const std::string& text, const std::string& path) {
-  return parse_quantity(text, path, kTimeUnits, "duration", "10ms", /*allow_zero=*/true);
+  return parse_quantity(text, path, kTimeUnits, "duration", "10ms", /*allow_zero=*/true, kDurationRange);
 }
 
 bool counts_steps(const std::string& text) {

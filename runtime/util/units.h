@@ -8,12 +8,14 @@ namespace exogym::runtime::util {
 // A data rate such as "1Gbit/s", "100 Mbit/s", "1.5GB/s" or "10Gbps", in
 // bytes per second. Decimal prefixes (k = 1000), as network links are sold;
 // "bit" units divide by 8. Throws sdk::ConfigError at `path` for anything
-// else: no unit, a unit that is not a rate ("1 Gbit"), zero or negative.
+// else: no unit, a unit that is not a rate ("1 Gbit"), zero or negative,
+// below 1 bit/s, or beyond a double's range.
 double parse_bandwidth(const std::string& text, const std::string& path);
 
 // A duration such as "10ms", "0.5 s", "250us", "2min" or "1h", in seconds.
-// Zero is allowed ("0ms"); negative values, bare numbers and unknown units
-// are ConfigErrors at `path`.
+// Zero is allowed ("0ms"); negative values, more than 1e12 s (about 31,700
+// years: a simulated clock adds durations up and must stay finite), bare
+// numbers and unknown units are ConfigErrors at `path`.
 double parse_duration(const std::string& text, const std::string& path);
 
 // A number of steps such as "500 steps" (or "1 step"), > 0 and possibly

@@ -123,6 +123,12 @@ TEST_CASE("muon's spec writes out its defaults and checks each hyper-parameter",
   CHECK(what({{"ns_steps", 0}}) == "strategy.options.optimizer.ns_steps: expected a positive integer, got 0");
   CHECK(what({{"ns_steps", 2.5}}) == "strategy.options.optimizer.ns_steps: expected a positive integer, got 2.5");
   CHECK(what({{"ns_steps", "5"}}) == "strategy.options.optimizer.ns_steps: expected a positive integer, got \"5\"");
+  // A step is not interrupted: 1e9 iterations would be a step that never ends, deaf to SIGTERM.
+  CHECK(what({{"ns_steps", 1000000000}}) ==
+        "strategy.options.optimizer.ns_steps: expected a positive integer no larger than 100, got 1000000000");
+  CHECK(what({{"ns_steps", 101}}) ==
+        "strategy.options.optimizer.ns_steps: expected a positive integer no larger than 100, got 101");
+  CHECK(OptimizerSpec::from_json({{"name", "muon"}, {"ns_steps", 100}}, "o").params.at("ns_steps") == 100);
   CHECK(what({{"momentum", -0.1}}) == "strategy.options.optimizer.momentum: expected a non-negative number, got -0.1");
   CHECK(what({{"adamw_lr", 0}}) == "strategy.options.optimizer.adamw_lr: expected a positive number, got 0");
   CHECK(what({{"adamw_betas", {0.9}}}) ==

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "exogym/runtime/output/json_numbers.h"
 #include "exogym/runtime/output/report/line_chart.h"
 
 namespace exogym::runtime::output::report {
@@ -23,7 +24,10 @@ double number_at(const std::optional<json>& doc, const std::string& path) {
   const json::json_pointer pointer(path);
   if (!doc->contains(pointer)) return NAN;
   const json& value = doc->at(pointer);
-  return value.is_number() ? value.get<double>() : NAN;
+  if (value.is_number()) return value.get<double>();
+  // A non-finite number as summary.json writes it (json_numbers.h); other text is none.
+  const bool written = value.is_string() && (value == "inf" || value == "-inf" || value == "nan");
+  return written ? json_number(value) : NAN;
 }
 
 // summary.json's value at `path` (a JSON pointer), or NaN.

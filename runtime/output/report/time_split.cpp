@@ -1,8 +1,10 @@
 #include "exogym/runtime/output/report/time_split.h"
 
 #include <algorithm>
+#include <cmath>
 #include <sstream>
 
+#include "exogym/runtime/output/json_numbers.h"
 #include "exogym/runtime/output/report/line_chart.h"
 
 namespace exogym::runtime::output::report {
@@ -22,7 +24,11 @@ const json* per_node(const FinishedRun& run) {
   return &run.summary->at(pointer);
 }
 
-double part(const json& node, const char* name) { return node.contains(name) ? node[name].get<double>() : 0.0; }
+// An infinite time (a simulated clock that overflowed) draws no bar.
+double part(const json& node, const char* name) {
+  const double seconds = node.contains(name) ? json_number(node[name]) : 0.0;
+  return std::isfinite(seconds) ? seconds : 0.0;
+}
 
 }  // namespace
 

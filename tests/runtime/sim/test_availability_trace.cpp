@@ -143,7 +143,7 @@ TEST_CASE("availability trace: bad files are refused naming the file and line", 
         at + ": client 1 has no row; the trace must name every client of the run (0 to 1)");
   CHECK(error_for("") == at + ": the trace is empty; it needs a header line");
   CHECK(parse_error(fedavg_manifest(2, 1, "absent.csv"), dir.path()) ==
-        "participation.trace: " + (dir / "absent.csv").string() + ": cannot read the trace file");
+        "participation.trace: " + (dir / "absent.csv").string() + ": missing");
   // Availability on the clock needs a clock that does not depend on the machine.
   write_file(dir / "t.csv", head + "0,0,1,,\n1,0,1,,\n");
   json measured = fedavg_manifest(2, 1, "t.csv");
