@@ -33,9 +33,8 @@ struct NodeContext {
   // membership_epoch counts its changes. The runtime owns the list.
   const std::vector<int>* live = nullptr;
   int64_t membership_epoch = 0;
-  // Every live_count() a step can have, sorted, as fixed before training by nodes, participation and faults
-  // in steps (churn on the clock and traces decide as the run goes), for init() to check an option that needs
-  // some number of nodes against (docs/plugins.md#the-runs-size). Null without a runtime: num_nodes only.
+  // Every live_count() a step can have, sorted, as nodes, participation and faults in steps fix it before
+  // training, for init() to check options against (docs/plugins.md#the-runs-size). Null: num_nodes only.
   const std::vector<int>* live_counts = nullptr;
   c10::Device device = c10::Device(c10::kCPU);
   Communicator* comm = nullptr;

@@ -49,7 +49,6 @@ const char* to_string(OptionType type) {
     case OptionType::LrSchedule:
       return "learning-rate schedule";
     case OptionType::Object:
-      return "object";
     case OptionType::Section:
       return "object";
     case OptionType::Table:
@@ -110,9 +109,8 @@ std::string expected_value(const OptionSpec& spec) {
 constexpr uint64_t kInt64Max = std::numeric_limits<int64_t>::max();
 constexpr double kFloatMax = std::numeric_limits<float>::max();
 
-// JSON numbers that are integers, including 20.0 (some tools write every
-// number as a float), as int64 or, above INT64_MAX, as uint64. Booleans are
-// not numbers in nlohmann::json.
+// JSON numbers that are integers, including 20.0 (some tools write every number as a
+// float), as int64 or, above INT64_MAX, as uint64. Booleans are not numbers in nlohmann::json.
 std::optional<json> as_integer(const json& value) {
   if (value.is_number_unsigned()) {
     const auto x = value.get<uint64_t>();
@@ -157,20 +155,18 @@ json check_number(const OptionSpec& spec, const json& value, const std::string& 
   if (spec.type == OptionType::NonNegativeNumber) ok = ok && x >= 0;
   if (spec.type == OptionType::Fraction) ok = ok && x > 0 && x <= 1;
   if (!ok) type_error(path, expected_value(spec), value);
-  // LibTorch converts a plugin's hyperparameter to the parameters' type: beyond a float's range (a
-  // server_lr of 1e300) it failed at the first step, naming no option. No option means such a number.
-  if (std::fabs(x) > kFloatMax) {
+  // LibTorch converts a hyperparameter to the parameters' type: beyond a float's range (a server_lr of
+  // 1e300) it failed at the first step, naming no option. No option means such a number.
+  if (std::fabs(x) > kFloatMax)
     throw ConfigError(path, "beyond a float's range (about 3.4e38), which the parameters' type cannot hold, got " +
                                 json_excerpt(value));
-  }
   return value;  // integers stay integers: 1 and 1.0 read the same via get<double>()
 }
 
 json check_string(const OptionSpec& spec, const json& value, const std::string& path) {
   if (!value.is_string()) type_error(path, expected_value(spec), value);
   const auto& text = value.get_ref<const std::string&>();
-  if ((spec.type == OptionType::NonEmptyString || spec.type == OptionType::Path) && text.empty())
-    type_error(path, expected_value(spec), value);
+  if (spec.type != OptionType::String && text.empty()) type_error(path, expected_value(spec), value);
   if (!spec.choices.empty() && std::find(spec.choices.begin(), spec.choices.end(), text) == spec.choices.end()) {
     std::string quoted;
     for (const auto& choice : spec.choices) quoted += (quoted.empty() ? "\"" : ", \"") + choice + "\"";

@@ -23,9 +23,7 @@ enum class OptionType {
   Boolean,
   String,          // see OptionSpec::choices
   NonEmptyString,  // a name or a path, where "" is always a mistake
-  Path,            // a file or folder: a non-empty string that the runtime makes
-                   // absolute against the manifest's folder (a plugin sees an
-                   // absolute path, as config.json records it)
+  Path,            // a file or folder, made absolute against the manifest's folder
   IntegerList,     // list of positive integers
   List,            // a JSON array whose items follow OptionSpec::fields[0]
   ChoiceSet,       // some of OptionSpec::choices: a list of them (each at most

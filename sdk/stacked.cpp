@@ -82,9 +82,10 @@ std::vector<at::Tensor> rows_of(const at::Tensor& stack, int64_t K) {
 // it, another order of the same sums, and so other bits than per node. On
 // the CPU every product is node k's at::addmm or at::mm, the very calls of
 // the unstacked layer; elsewhere one batched product over all nodes.
-// Whether autocast is on for the CPU: its casts apply to functional calls,
-// not to the out= forms, which then run in the inputs' precision.
-bool cpu_autocast() { return c10::impl::tls_is_dispatch_key_included(c10::DispatchKey::AutocastCPU); }
+// Whether autocast is on for the CPU (LibTorch turns it on by taking its
+// key off the excluded set): its casts apply to functional calls, not to
+// the out= forms, which then run in the inputs' precision.
+bool cpu_autocast() { return !c10::impl::tls_is_dispatch_key_excluded(c10::DispatchKey::AutocastCPU); }
 
 at::Tensor linear_forward(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias) {
   if (!input.is_cpu()) {
@@ -179,7 +180,8 @@ at::Tensor stacked_linear(const at::Tensor& input, const at::Tensor& weight, con
   std::vector<int64_t> out_shape = input.sizes().vec();
   out_shape.back() = weight.size(1);
   const at::Tensor rows = input.reshape({input.size(0), -1, input.size(-1)});
-  const at::Tensor out = bias.defined() ? StackedLinear::apply(rows, weight, bias) : StackedProduct::apply(rows, weight);
+  const at::Tensor out =
+      bias.defined() ? StackedLinear::apply(rows, weight, bias) : StackedProduct::apply(rows, weight);
   return out.view(out_shape);
 }
 
@@ -245,10 +247,11 @@ at::Tensor stacked_conv2d(const at::Tensor& grouped, const at::Tensor& weight, c
     // images made contiguous as the convolution would make them).
     const auto xs = grouped.split(C, 1);
     const auto ws = rows_of(weight, K), bs = rows_of(bias, K);
-    return at::cat(per_node(K, [&](int64_t k) {
-                     const auto i = static_cast<size_t>(k);
-                     return at::conv2d(xs[i].contiguous(), ws[i], bs[i], {stride, stride}, {padding, padding});
-                   }),
+    return at::cat(per_node(K,
+                            [&](int64_t k) {
+                              const auto i = static_cast<size_t>(k);
+                              return at::conv2d(xs[i].contiguous(), ws[i], bs[i], {stride, stride}, {padding, padding});
+                            }),
                    1);
   }
   const at::Tensor flat_bias = bias.defined() ? bias.reshape({K * O}) : at::Tensor();
@@ -269,11 +272,12 @@ at::Tensor stacked_batch_norm(const at::Tensor& grouped, const at::Tensor& weigh
     // statistics updated in their rows of the stacks.
     const auto xs = grouped.split(C, 1);
     const auto ws = rows_of(weight, K), bs = rows_of(bias, K);
-    return at::cat(per_node(K, [&](int64_t k) {
-                     const auto i = static_cast<size_t>(k);
-                     return at::batch_norm(xs[i].contiguous(), ws[i], bs[i], running_mean[k], running_var[k], training,
-                                           momentum, eps, /*cudnn_enabled=*/true);
-                   }),
+    return at::cat(per_node(K,
+                            [&](int64_t k) {
+                              const auto i = static_cast<size_t>(k);
+                              return at::batch_norm(xs[i].contiguous(), ws[i], bs[i], running_mean[k], running_var[k],
+                                                    training, momentum, eps, /*cudnn_enabled=*/true);
+                            }),
                    1);
   }
   // Views of the stacks: the running statistics are updated where they live.
@@ -281,8 +285,8 @@ at::Tensor stacked_batch_norm(const at::Tensor& grouped, const at::Tensor& weigh
                         running_var.view({channels}), training, momentum, eps, /*cudnn_enabled=*/true);
 }
 
-at::Tensor stacked_dropout(const at::Tensor& input, double p, bool training, const std::vector<at::Generator>& generators,
-                           bool channelwise) {
+at::Tensor stacked_dropout(const at::Tensor& input, double p, bool training,
+                           const std::vector<at::Generator>& generators, bool channelwise) {
   if (!(p >= 0.0 && p < 1.0)) throw Error("dropout: probability must be in [0, 1), got " + std::to_string(p));
   if (!training || p == 0.0) return input;
   if (input.dim() < 1 || input.size(0) != static_cast<int64_t>(generators.size()))
@@ -308,8 +312,8 @@ at::Tensor stacked_cross_entropy(const at::Tensor& logits, const at::Tensor& tar
   if (logits.dim() < 2 || target.dim() != logits.dim() - 1 || target.size(0) != logits.size(0))
     throw Error("stacked_cross_entropy: logits " + shape_of(logits) + " do not fit target " + shape_of(target));
   const int64_t K = logits.size(0);
-  const at::Tensor each = at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}), target.reshape({-1}).to(at::kLong),
-                                                 {}, at::Reduction::None);
+  const at::Tensor each = at::cross_entropy_loss(logits.reshape({-1, logits.size(-1)}),
+                                                 target.reshape({-1}).to(at::kLong), {}, at::Reduction::None);
   return each.view({K, -1}).mean(1);
 }
 

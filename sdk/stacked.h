@@ -80,8 +80,8 @@ at::Tensor stacked_batch_norm(const at::Tensor& grouped, const at::Tensor& weigh
 // sdk::dropout (model.h) of each node's rows of input [K, ...] with its own
 // generator: the masks K unstacked calls would draw, in the same order.
 // `channelwise`: input is [K, N, C, ...] and whole channels drop.
-at::Tensor stacked_dropout(const at::Tensor& input, double p, bool training, const std::vector<at::Generator>& generators,
-                           bool channelwise = false);
+at::Tensor stacked_dropout(const at::Tensor& input, double p, bool training,
+                           const std::vector<at::Generator>& generators, bool channelwise = false);
 
 // fn(k) for every node k of `nodes`, stacked ([K, ...]): on the CPU the
 // nodes are shared out among LibTorch's intra-op threads, one node's fn on

@@ -147,8 +147,8 @@ class CnnModel : public sdk::Classifier {
         // normalise with its statistics and update the running ones.
         stack.buffer(bn + "num_batches_tracked").add_(1);
         x = at::relu(sdk::stacked_batch_norm(x, stack.parameter(bn + "weight"), stack.parameter(bn + "bias"),
-                                             stack.buffer(bn + "running_mean"), stack.buffer(bn + "running_var"),
-                                             true, norm.momentum().value(), norm.eps()));
+                                             stack.buffer(bn + "running_mean"), stack.buffer(bn + "running_var"), true,
+                                             norm.momentum().value(), norm.eps()));
       }
       x = at::max_pool2d(x, {2, 2});
       x = sdk::to_grouped(

@@ -103,10 +103,9 @@ struct CausalSelfAttention : torch::nn::Module {
     const auto qkv = c_attn->forward(x).split(C, 2);
     // [B, T, C] -> [B, heads, T, D]
     const auto heads = [&](const at::Tensor& t) { return t.view({B, T, n_head, D}).transpose(1, 2); };
-    const at::Tensor y = causal_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), future,
-                                          f.training && f.dropout > 0.0, [&](const at::Tensor& att) {
-                                            return sdk::dropout(att, f.dropout, f.training, f.generator);
-                                          });
+    const at::Tensor y =
+        causal_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), future, f.training && f.dropout > 0.0,
+                         [&](const at::Tensor& att) { return sdk::dropout(att, f.dropout, f.training, f.generator); });
     return sdk::dropout(c_proj->forward(y.transpose(1, 2).contiguous().view({B, T, C})), f.dropout, f.training,
                         f.generator);
   }

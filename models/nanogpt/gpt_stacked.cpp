@@ -23,10 +23,10 @@ struct StackedForward {
   const GptConfig& config;
 
   const at::Tensor& param(const std::string& name) const { return stack.parameter(name); }
-  at::Tensor maybe(const std::string& name) const {
-    return config.bias ? stack.parameter(name) : at::Tensor();
+  at::Tensor maybe(const std::string& name) const { return config.bias ? stack.parameter(name) : at::Tensor(); }
+  at::Tensor dropout(const at::Tensor& x) const {
+    return sdk::stacked_dropout(x, config.dropout, true, stack.generators);
   }
-  at::Tensor dropout(const at::Tensor& x) const { return sdk::stacked_dropout(x, config.dropout, true, stack.generators); }
   at::Tensor linear(const at::Tensor& x, const std::string& layer) const {
     return sdk::stacked_linear(x, param(layer + ".weight"), maybe(layer + ".bias"));
   }
@@ -75,8 +75,8 @@ struct StackedForward {
 
 at::Tensor Gpt::stacked_hidden(const sdk::Stack& stack, const at::Tensor& tokens) {
   if (tokens.dim() != 3 || tokens.size(0) != stack.size()) {
-    throw sdk::Error("nanogpt: expected stacked token ids of shape [" + std::to_string(stack.size()) +
-                     ", B, T], got " + sdk::shape_of(tokens));
+    throw sdk::Error("nanogpt: expected stacked token ids of shape [" + std::to_string(stack.size()) + ", B, T], got " +
+                     sdk::shape_of(tokens));
   }
   const int64_t K = tokens.size(0), T = tokens.size(2);
   const at::Tensor future = future_mask(T, tokens.device());

@@ -1,5 +1,6 @@
 #include "script_network.h"
 
+#include <ATen/core/grad_mode.h>
 #include <caffe2/serialize/inline_container.h>
 #include <caffe2/serialize/versions.h>
 #include <torch/csrc/jit/runtime/graph_executor.h>
@@ -28,19 +29,20 @@ std::string libtorch_version() { return TORCH_VERSION; }
 void check_archive(const fs::path& file) {
   std::error_code ec;
   if (!fs::is_regular_file(file, ec))
-    throw sdk::ConfigError("path", file.string() + ": " + (fs::exists(file, ec) ? "not a regular file" : "no such file"));
+    throw sdk::ConfigError("path",
+                           file.string() + ": " + (fs::exists(file, ec) ? "not a regular file" : "no such file"));
   try {
     caffe2::serialize::PyTorchStreamReader reader(file.string());
     (void)reader.version();
   } catch (const c10::Error& e) {
     const std::string message = first_line(e.what_without_backtrace());
     if (message.find("version") != std::string::npos)
-      throw sdk::ConfigError(
-          "path", file.string() + ": saved by a newer PyTorch than the LibTorch " + libtorch_version() +
-                      " ExoGym was built with, which reads TorchScript files of format versions up to " +
-                      std::to_string(caffe2::serialize::kMaxSupportedFileFormatVersion) + " (" + message +
-                      "); save it with PyTorch " + libtorch_version() +
-                      " or build ExoGym against a newer LibTorch (docs/from-pytorch.md#versions)");
+      throw sdk::ConfigError("path",
+                             file.string() + ": saved by a newer PyTorch than the LibTorch " + libtorch_version() +
+                                 " ExoGym was built with, which reads TorchScript files of format versions up to " +
+                                 std::to_string(caffe2::serialize::kMaxSupportedFileFormatVersion) + " (" + message +
+                                 "); save it with PyTorch " + libtorch_version() +
+                                 " or build ExoGym against a newer LibTorch (docs/from-pytorch.md#versions)");
     throw sdk::ConfigError("path", file.string() + ": not a TorchScript file (what torch.jit.save writes): " + message);
   }
 }
@@ -60,13 +62,25 @@ torch::jit::Module load_copy(const fs::path& file) {
     try {
       it = loaded.emplace(file.string(), torch::jit::load(file.string(), c10::Device(c10::kCPU))).first;
     } catch (const c10::Error& e) {
-      throw sdk::ConfigError("path", file.string() + ": LibTorch " + libtorch_version() + " cannot load it: " +
-                                         first_line(e.what_without_backtrace()) +
+      throw sdk::ConfigError("path", file.string() + ": LibTorch " + libtorch_version() +
+                                         " cannot load it: " + first_line(e.what_without_backtrace()) +
                                          " (a file saved by a newer PyTorch may use operators this LibTorch does "
                                          "not have: docs/from-pytorch.md#versions)");
     }
   }
-  return it->second.clone();
+  // Cloned without recording autograd (a clone that records it is not a
+  // leaf, which no optimizer takes), then trainable where the file's are.
+  const torch::jit::Module& source = it->second;
+  torch::jit::Module copy;
+  {
+    at::NoGradGuard no_grad;
+    copy = source.clone();
+  }
+  const auto from = source.named_parameters(/*recurse=*/true);
+  auto to = copy.named_parameters(/*recurse=*/true);
+  auto mine = to.begin();
+  for (const auto& p : from) (*mine++).value.requires_grad_(p.value.requires_grad());
+  return copy;
 }
 
 // Registers `from`'s parameters, buffers and submodules in `into`, the same

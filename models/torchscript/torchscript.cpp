@@ -33,13 +33,22 @@ using sdk::OptionType;
 
 sdk::OptionSpecs torchscript_options() {
   return {
-      {"path", OptionType::Path, nullptr,
+      {"path",
+       OptionType::Path,
+       nullptr,
        "the TorchScript file (torch.jit.script(model).save(path) or torch.jit.trace), relative to the manifest's "
        "folder",
        {},
        /*required=*/true},
-      {"inputs", OptionType::List, json::array({"input"}), "the batch fields forward() takes, in order", {}, false,
-       std::numeric_limits<int64_t>::max(), "", {OptionSpec{"<field>", OptionType::NonEmptyString}}},
+      {"inputs",
+       OptionType::List,
+       json::array({"input"}),
+       "the batch fields forward() takes, in order",
+       {},
+       false,
+       std::numeric_limits<int64_t>::max(),
+       "",
+       {OptionSpec{"<field>", OptionType::NonEmptyString, nullptr, "a batch field"}}},
       {"target", OptionType::NonEmptyString, "target", "the batch field the loss compares forward()'s output with"},
       {"loss",
        OptionType::String,
@@ -47,7 +56,9 @@ sdk::OptionSpecs torchscript_options() {
        "\"cross_entropy\" (forward returns logits [N, C]; target holds class indices), \"mse\" (against target), or "
        "\"returned\" (forward returns the loss itself, a scalar)",
        {"cross_entropy", "mse", "returned"}},
-      {"metrics", OptionType::ChoiceSet, nullptr,
+      {"metrics",
+       OptionType::ChoiceSet,
+       nullptr,
        "metrics evaluations report: [\"accuracy\"] (with cross_entropy only); default: accuracy with cross_entropy, "
        "none otherwise",
        {"accuracy"}},
@@ -73,8 +84,7 @@ class TorchScriptModel : public sdk::Model {
     if (accuracy_ && loss_ != "cross_entropy")
       throw sdk::ConfigError("metrics", "\"accuracy\" needs loss \"cross_entropy\" (logits against class indices)");
     check_signature(file);
-    if (net_->parameters().empty())
-      throw sdk::ConfigError("path", file + ": the module has no parameters to train");
+    if (net_->parameters().empty()) throw sdk::ConfigError("path", file + ": the module has no parameters to train");
   }
 
   torch::nn::Module& network() override { return *net_; }
@@ -100,13 +110,11 @@ class TorchScriptModel : public sdk::Model {
     if (inputs_.size() < net_->required_arguments() || inputs_.size() > names.size()) {
       std::string list;
       for (const auto& name : names) list += (list.empty() ? "" : ", ") + name;
-      throw sdk::ConfigError("inputs", file + ": forward(" + list + ") takes " +
-                                           std::to_string(net_->required_arguments()) +
-                                           (names.size() > net_->required_arguments()
-                                                ? " to " + std::to_string(names.size())
-                                                : std::string()) +
-                                           " arguments, but inputs names " + std::to_string(inputs_.size()) + ": " +
-                                           sdk::json_excerpt(inputs_));
+      throw sdk::ConfigError(
+          "inputs",
+          file + ": forward(" + list + ") takes " + std::to_string(net_->required_arguments()) +
+              (names.size() > net_->required_arguments() ? " to " + std::to_string(names.size()) : std::string()) +
+              " arguments, but inputs names " + std::to_string(inputs_.size()) + ": " + sdk::json_excerpt(inputs_));
     }
     if (!net_->returns_tensor())
       throw sdk::ConfigError("loss", file + ": forward() returns " + net_->return_type() + "; loss \"" + loss_ +
@@ -130,8 +138,8 @@ class TorchScriptModel : public sdk::Model {
   at::Tensor scored(const sdk::Batch& batch, const at::Tensor& output) const {
     if (loss_ == "returned") {
       if (output.numel() != 1)
-        throw sdk::ConfigError("loss", "\"returned\": forward() returned shape " + sdk::shape_of(output) +
-                                           ", not the scalar loss");
+        throw sdk::ConfigError(
+            "loss", "\"returned\": forward() returned shape " + sdk::shape_of(output) + ", not the scalar loss");
       return output.reshape({});
     }
     if (loss_ == "mse") return at::mse_loss(output, target(batch).to(output.scalar_type()));

@@ -10,7 +10,6 @@ namespace exogym::runtime::comm {
 
 namespace {
 
-
 using Wait = CrossProcessWaits::Wait;
 using Group = std::vector<int>;
 

@@ -152,7 +152,8 @@ void find_recorded_plugins(const fs::path& folder, plugin::PluginLoader& loader)
       throw sdk::ConfigError("--resume", "the run loaded its " + kind + " plugin \"" + plugin.first + "\" from " +
                                              plugin.second.string() +
                                              ", which is gone; build it there again, or give the folder it is in "
-                                             "now with --plugin-path (" + e.what() + ")");
+                                             "now with --plugin-path (" +
+                                             e.what() + ")");
     }
   }
 }

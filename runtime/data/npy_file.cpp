@@ -19,9 +19,9 @@ struct Dtype {
 };
 
 // What LibTorch can hold; unsigned types beyond uint8 it cannot.
-constexpr Dtype kDtypes[] = {{"b1", at::kBool},  {"u1", at::kByte},  {"i1", at::kChar},  {"i2", at::kShort},
-                             {"i4", at::kInt},   {"i8", at::kLong},  {"f2", at::kHalf},  {"f4", at::kFloat},
-                             {"f8", at::kDouble}};
+constexpr Dtype kDtypes[] = {{"b1", at::kBool},  {"u1", at::kByte},  {"i1", at::kChar},
+                             {"i2", at::kShort}, {"i4", at::kInt},   {"i8", at::kLong},
+                             {"f2", at::kHalf},  {"f4", at::kFloat}, {"f8", at::kDouble}};
 
 class HeaderReader {
  public:
@@ -104,7 +104,8 @@ std::vector<int64_t> shape_of(const std::string& tuple, const std::filesystem::p
       digits += c;
     } else if (c == ',' || c == ')') {
       if (!digits.empty()) {
-        if (digits.size() > 18) throw sdk::DataError(file.string() + ": a dimension of shape " + tuple + " is too large");
+        if (digits.size() > 18)
+          throw sdk::DataError(file.string() + ": a dimension of shape " + tuple + " is too large");
         shape.push_back(std::stoll(digits));
       }
       digits.clear();
@@ -131,9 +132,8 @@ NpyArray read_npy(const std::filesystem::path& file) {
   const uint64_t header_length = little_endian(bytes + 8, length_bytes);
   const uint64_t data_offset = 8 + length_bytes + header_length;
   if (data_offset > size) throw sdk::DataError(file.string() + ": the .npy header is longer than the file");
-  auto entries = HeaderReader(std::string(reinterpret_cast<const char*>(bytes) + 8 + length_bytes, header_length),
-                              file)
-                     .entries();
+  auto entries =
+      HeaderReader(std::string(reinterpret_cast<const char*>(bytes) + 8 + length_bytes, header_length), file).entries();
   for (const char* key : {"descr", "fortran_order", "shape"}) {
     if (!entries.count(key))
       throw sdk::DataError(file.string() + ": not a .npy file numpy.save writes: its header has no '" + key + "'");
@@ -157,8 +157,7 @@ NpyArray read_npy(const std::filesystem::path& file) {
   }
   if (size - data_offset != expected)
     throw sdk::DataError(file.string() + ": holds " + std::to_string(size - data_offset) + " bytes of data, shape " +
-                         entries["shape"] + " of '" + descr + "' needs " + std::to_string(expected) +
-                         " (truncated?)");
+                         entries["shape"] + " of '" + descr + "' needs " + std::to_string(expected) + " (truncated?)");
   NpyArray array;
   array.file = mapped;
   array.descr = descr;

@@ -119,9 +119,9 @@ TensorsDataset::TensorsDataset(const fs::path& path, const std::string& split, c
   }
   count_ = end - begin;
   if (count_ <= 0)
-    throw sdk::DataError(path.string() + ": split \"" + split + "\" has no examples" +
-                         (options.split_fraction ? " (split_fraction " + std::to_string(*options.split_fraction) + ")"
-                                                 : std::string()));
+    throw sdk::DataError(
+        path.string() + ": split \"" + split + "\" has no examples" +
+        (options.split_fraction ? " (split_fraction " + std::to_string(*options.split_fraction) + ")" : std::string()));
   for (auto& [field, tensor] : fields_) {
     tensor = tensor.narrow(0, begin, count_);
     // One pass over the data, once: NaN would only show as a NaN loss, late.

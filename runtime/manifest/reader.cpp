@@ -297,7 +297,9 @@ Manifest read_run(const json& doc, const fs::path& base_dir, const std::string& 
   if (auto problem = device_problem(m.device)) throw ConfigError("device", *problem);
   m.precision = top.at("precision") == "bf16" ? Precision::Bf16 : Precision::Fp32;
   const std::string execution = top.at("execution");
-  m.execution = execution == "stacked" ? Execution::Stacked : execution == "per_node" ? Execution::PerNode : Execution::Auto;
+  m.execution = execution == "stacked"    ? Execution::Stacked
+                : execution == "per_node" ? Execution::PerNode
+                                          : Execution::Auto;
   m.parallelism = top.at("parallelism");
   // More compute slots than nodes are never used; a huge number is a typo.
   if (m.parallelism > m.nodes) {

@@ -270,7 +270,8 @@ OptionSpec execution() {
           "auto",
           "how the nodes of a process compute: \"stacked\" (one forward and backward over [K, ...] stacks of the "
           "nodes' parameters for all of them, for models that support it), \"per_node\" (each node its own), or "
-          "\"auto\" (stacked where the model and the strategy allow it)",
+          "\"auto\" (stacked on a GPU where the model and the strategy allow it, per node on the CPU, where that is "
+          "faster)",
           {"auto", "stacked", "per_node"}};
 }
 

@@ -110,7 +110,6 @@ json switched_section(const json& base, const json& patch, const char* section) 
   return json();
 }
 
-
 // Whether a patch sets the value at a dotted JSON path (or deletes it with
 // null, or replaces a named object holding it), i.e. whether an error there
 // is the variant's doing.

@@ -5,7 +5,6 @@
 #include <algorithm>
 
 #include "exogym/runtime/output/progress.h"
-
 #include "exogym/runtime/train/stack_group.h"
 #include "exogym/sdk/error.h"
 
@@ -13,36 +12,46 @@ namespace exogym::runtime::train {
 
 namespace {
 
+struct DeviceNodes {
+  c10::Device device;
+  std::vector<int> ranks;
+};
+
 // The nodes of `block` by device, in the order devices first appear
 // (host::device_for_node's round-robin).
-std::vector<std::vector<int>> nodes_by_device(const std::vector<c10::Device>& devices, const dist::NodeBlock& block) {
-  std::vector<std::vector<int>> groups;
-  std::vector<c10::Device> seen;
+std::vector<DeviceNodes> nodes_by_device(const std::vector<c10::Device>& devices, const dist::NodeBlock& block) {
+  std::vector<DeviceNodes> groups;
   for (int rank = block.first; rank < block.first + block.count; ++rank) {
     const c10::Device device =
         devices.empty() ? c10::Device(c10::kCPU) : devices[static_cast<size_t>(rank) % devices.size()];
-    const auto it = std::find(seen.begin(), seen.end(), device);
-    const size_t index = static_cast<size_t>(it - seen.begin());
-    if (it == seen.end()) {
-      seen.push_back(device);
-      groups.emplace_back();
-    }
-    groups[index].push_back(rank);
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const DeviceNodes& g) { return g.device == device; });
+    if (it == groups.end()) it = groups.insert(groups.end(), DeviceNodes{device, {}});
+    it->ranks.push_back(rank);
   }
   return groups;
 }
 
+// Whether "auto" stacks a device's nodes: two or more, on a GPU. On the CPU
+// the nodes computing side by side, one per core, are faster: each node's
+// step keeps its own tensors in cache from its forward to its optimizer
+// step, where a stack's forward passes over every node's before any steps
+// (docs/performance.md#stacked-execution measures it).
+bool auto_stacks(const DeviceNodes& g) { return g.ranks.size() >= 2 && !g.device.is_cpu(); }
+
 // Why `m`'s nodes in `block` cannot compute stacked, or "".
 std::string why_not(const manifest::Manifest& m, const Replicas& replicas, const dist::NodeBlock& block,
-                    const std::vector<std::vector<int>>& by_device, const std::string& model_name) {
+                    const std::vector<DeviceNodes>& by_device, const std::string& model_name) {
   const sdk::Model& first = *replicas.models[static_cast<size_t>(block.first)];
   if (!first.supports_stacking())
     return "the " + model_name + " has no stacked forward (docs/plugins.md#stacked-execution)";
-  if (m.execution == manifest::Execution::Auto &&
-      std::all_of(by_device.begin(), by_device.end(), [](const auto& ranks) { return ranks.size() < 2; }))
-    return block.count == 1 ? "one node in this process" : "one node per device";
-  for (const auto& ranks : by_device) {
-    if (auto difference = replicas_differ(replicas, ranks)) return *difference;
+  if (m.execution == manifest::Execution::Auto && std::none_of(by_device.begin(), by_device.end(), auto_stacks)) {
+    if (std::all_of(by_device.begin(), by_device.end(), [](const DeviceNodes& g) { return g.ranks.size() < 2; }))
+      return block.count == 1 ? "one node in this process" : "one node per device";
+    return "on the CPU, nodes computing side by side are faster than one stacked computation "
+           "(docs/performance.md#stacked-execution; \"execution\": \"stacked\" stacks them anyway)";
+  }
+  for (const auto& g : by_device) {
+    if (auto difference = replicas_differ(replicas, g.ranks)) return *difference;
   }
   return "";
 }
@@ -64,12 +73,12 @@ NodeStacks::NodeStacks(const manifest::Manifest& m, Replicas& replicas, const st
     return;
   }
   choice_.stacked = true;
-  for (const auto& ranks : by_device) {
-    // Under "auto" a node alone on its device computes on its own.
-    if (ranks.size() < 2 && m.execution == manifest::Execution::Auto) continue;
-    for (int rank : ranks) group_of_[static_cast<size_t>(rank - block.first)] = static_cast<int>(groups_.size());
-    choice_.stacks.push_back(static_cast<int>(ranks.size()));
-    groups_.push_back(std::make_unique<StackGroup>(replicas, ranks));
+  for (const auto& g : by_device) {
+    // Under "auto" the nodes of the CPU, or alone on a device, compute on their own.
+    if (m.execution == manifest::Execution::Auto && !auto_stacks(g)) continue;
+    for (int rank : g.ranks) group_of_[static_cast<size_t>(rank - block.first)] = static_cast<int>(groups_.size());
+    choice_.stacks.push_back(static_cast<int>(g.ranks.size()));
+    groups_.push_back(std::make_unique<StackGroup>(replicas, g.ranks));
   }
 }
 

@@ -45,8 +45,8 @@ class StackGroup;
 // How a process's nodes compute, and why not stacked where they do not.
 struct ExecutionChoice {
   bool stacked = false;
-  std::string reason;         // why per node: "" when stacked
-  std::vector<int> stacks;    // the nodes of each stack, in device order
+  std::string reason;       // why per node: "" when stacked
+  std::vector<int> stacks;  // the nodes of each stack, in device order
 };
 
 class NodeStacks {

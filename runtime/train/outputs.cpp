@@ -1,13 +1,12 @@
 #include "exogym/runtime/train/outputs.h"
 
-#include "exogym/runtime/plugin/plugin_loader.h"
-
 #include <torch/version.h>
 
 #include <string>
 
 #include "exogym/runtime/output/report/report.h"
 #include "exogym/runtime/output/run_folder.h"
+#include "exogym/runtime/plugin/plugin_loader.h"
 #include "exogym/runtime/train/checkpoint_state.h"
 #include "exogym/runtime/train/checkpointing.h"
 #include "exogym/runtime/train/run_context.h"

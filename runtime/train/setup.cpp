@@ -242,8 +242,7 @@ TrainingPlugins load_plugins(const manifest::Manifest& m, plugin::PluginLoader& 
   plugins.model = loader.load("model", m.model.plugin, m.model.path + ".plugin", m.base_dir);
   plugins.model_options = plugins.model->validate(m.model.options, m.model.path + ".options", m.base_dir);
   plugins.strategy = loader.load("strategy", m.strategy.plugin, m.strategy.path + ".plugin", m.base_dir);
-  plugins.strategy_options =
-      plugins.strategy->validate(m.strategy.options, m.strategy.path + ".options", m.base_dir);
+  plugins.strategy_options = plugins.strategy->validate(m.strategy.options, m.strategy.path + ".options", m.base_dir);
   if (auto warning = uninherited_options(m.model, *plugins.model)) plugins.warnings.push_back(*warning);
   if (auto warning = uninherited_options(m.strategy, *plugins.strategy)) plugins.warnings.push_back(*warning);
   plugins.round_steps = participation_round(m, plugins.strategy_options);

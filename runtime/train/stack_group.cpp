@@ -115,26 +115,24 @@ void StackGroup::connect(Cluster& cluster, manifest::Precision precision, int in
   live_.clear();
   for (int i = 0; i < members; ++i) live_.push_back(i);
   worker_ = std::make_unique<threads::WorkerThread>(intra_op_threads);
-  meeting_ = std::make_unique<comm::MeetingPoint>(members, ranks_.front(), cluster.abort_signal(),
-                                                  [this](const comm::MeetingPoint::Calls&) {
-                                                    const auto start = std::chrono::steady_clock::now();
-                                                    // The model's errors go to a node, not to the
-                                                    // meeting, which would make them all internal.
-                                                    worker_->run([this] {
-                                                      try {
-                                                        compute();
-                                                      } catch (...) {
-                                                        error_ = std::current_exception();
-                                                      }
-                                                    });
-                                                    seconds_each_ = std::chrono::duration<double>(
-                                                                        std::chrono::steady_clock::now() - start)
-                                                                        .count() /
-                                                                    static_cast<double>(live_.size());
-                                                    std::vector<int> ranks;
-                                                    for (int i : live_) ranks.push_back(ranks_[i]);
-                                                    cluster_->leave_all_elsewhere(ranks);
-                                                  });
+  meeting_ = std::make_unique<comm::MeetingPoint>(
+      members, ranks_.front(), cluster.abort_signal(), [this](const comm::MeetingPoint::Calls&) {
+        const auto start = std::chrono::steady_clock::now();
+        // The model's errors go to a node, not to the
+        // meeting, which would make them all internal.
+        worker_->run([this] {
+          try {
+            compute();
+          } catch (...) {
+            error_ = std::current_exception();
+          }
+        });
+        seconds_each_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
+                        static_cast<double>(live_.size());
+        std::vector<int> ranks;
+        for (int i : live_) ranks.push_back(ranks_[i]);
+        cluster_->leave_all_elsewhere(ranks);
+      });
   cluster.add_members_listener([this](const std::vector<int>& live) { set_live(live); });
 }
 
@@ -164,8 +162,7 @@ double StackGroup::forward_backward(int rank, const std::vector<sdk::Batch>& mic
     // The model's error, once: the node that hands it on ends the run (and
     // aborts it); the others stop as if aborted.
     if (!error_taken_.exchange(true)) std::rethrow_exception(error_);
-    throw sdk::AbortedError("run aborted: the forward or backward of node " + std::to_string(rank) +
-                            "'s stack failed");
+    throw sdk::AbortedError("run aborted: the forward or backward of node " + std::to_string(rank) + "'s stack failed");
   }
   meter.resume_compute(seconds_each_);
   return losses_[static_cast<size_t>(index)];
@@ -270,8 +267,7 @@ void StackGroup::compute() {
 void StackGroup::compute_apart(const std::vector<int>& members) {
   for (int i : members) {
     sdk::Model& model = *models_[static_cast<size_t>(i)];
-    const c10::Device device =
-        parameters_.empty() ? c10::Device(c10::kCPU) : parameters_.front().stack.device();
+    const c10::Device device = parameters_.empty() ? c10::Device(c10::kCPU) : parameters_.front().stack.device();
     double sum = 0;
     for (const sdk::Batch& batch : *batches_[static_cast<size_t>(i)]) {
       at::Tensor loss;

@@ -152,9 +152,9 @@ TrainingResult train_run(const manifest::Manifest& m, plugin::PluginLoader& load
 
   const threads::ThreadPlan plan = prepare_cores(run, options.cores);
   setup.replicas = build_replicas(m, setup.plugins, setup.devices, run.role.block, plan.cores, memory_budget(options));
-  setup.stacks = std::make_unique<NodeStacks>(m, setup.replicas, setup.devices, run.role.block,
-                                              "model plugin \"" + m.model.plugin + "\" (" +
-                                                  setup.plugins.model->description().file.string() + ")");
+  setup.stacks = std::make_unique<NodeStacks>(
+      m, setup.replicas, setup.devices, run.role.block,
+      "model plugin \"" + m.model.plugin + "\" (" + setup.plugins.model->description().file.string() + ")");
   sdk::Model& first_model = *setup.replicas.models[run.role.block.first];
   setup.metric_names = first_model.metric_names();
   setup.parameters = parameter_count(first_model);

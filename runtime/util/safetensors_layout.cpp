@@ -23,7 +23,8 @@ SafetensorsLayout parse_safetensors(const unsigned char* bytes, size_t size, con
   if (size < 8) throw bad("shorter than its 8-byte header length");
   const uint64_t header_size = get_u64_le(bytes);
   if (header_size > size - 8) throw bad("the header length exceeds the file");
-  nlohmann::json header = nlohmann::json::parse(bytes + 8, bytes + 8 + header_size, nullptr, /*allow_exceptions=*/false);
+  nlohmann::json header =
+      nlohmann::json::parse(bytes + 8, bytes + 8 + header_size, nullptr, /*allow_exceptions=*/false);
   if (!header.is_object()) throw bad("the header is not a JSON object");
   SafetensorsLayout layout;
   layout.data_offset = 8 + header_size;

@@ -46,7 +46,7 @@ class CNN(torch.nn.Module):
         super().__init__()
         self.conv = torch.nn.Conv2d(1, 4, 3, padding=1)
         self.bn = torch.nn.BatchNorm2d(4)
-        self.head = torch.nn.Linear(4 * 16, 4)
+        self.head = torch.nn.Linear(4 * 2 * 4, 4)
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         x = torch.relu(self.bn(self.conv(input.reshape(input.shape[0], 1, 4, 8))))

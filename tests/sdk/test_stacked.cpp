@@ -100,7 +100,8 @@ TEST_CASE("stacked layer norm, convolution and batch norm match each node's with
   SECTION("layer norm") {
     const at::Tensor x = at::randn({K, 2, 3, 8}), w = at::randn({K, 8}), b = at::randn({K, 8});
     const at::Tensor out = sdk::stacked_layer_norm(x, w, b, 1e-5);
-    for (int64_t k = 0; k < K; ++k) CHECK(at::allclose(out[k], at::layer_norm(x[k], {8}, w[k], b[k], 1e-5), 1e-5, 1e-6));
+    for (int64_t k = 0; k < K; ++k)
+      CHECK(at::allclose(out[k], at::layer_norm(x[k], {8}, w[k], b[k], 1e-5), 1e-5, 1e-6));
   }
   SECTION("convolution and batch norm in the grouped layout") {
     const at::Tensor images = at::randn({K, 4, 2, 6, 6});
@@ -111,7 +112,8 @@ TEST_CASE("stacked layer norm, convolution and batch norm match each node's with
     REQUIRE(grouped.sizes() == at::IntArrayRef({4, K * 2, 6, 6}));
     CHECK(same(sdk::from_grouped(grouped, K), images));
     const at::Tensor conv = sdk::stacked_conv2d(grouped, w, bias, 1, 1);
-    const at::Tensor norm = sdk::from_grouped(sdk::stacked_batch_norm(conv, gamma, beta, mean, var, true, 0.1, 1e-5), K);
+    const at::Tensor norm =
+        sdk::from_grouped(sdk::stacked_batch_norm(conv, gamma, beta, mean, var, true, 0.1, 1e-5), K);
     for (int64_t k = 0; k < K; ++k) {
       const at::Tensor ck = at::conv2d(images[k], w[k], bias[k], {1, 1}, {1, 1});
       CHECK(at::allclose(sdk::from_grouped(conv, K)[k], ck, 1e-5, 1e-5));

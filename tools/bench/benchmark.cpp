@@ -35,6 +35,7 @@ int run_benchmark(const BenchOptions& o) {
   if (o.wants("nonfinite")) report["nonfinite"] = nonfinite_section(o);
   if (o.wants("population")) report["population"] = population_section(o);
   if (o.wants("stacked")) report["stacked"] = stacked_section(o);
+  if (o.wants("torchscript")) report["torchscript"] = torchscript_section(o);
   report["targets"] = check_targets(o, report, dataset);
   if (!o.json_file.empty()) {
     runtime::util::write_file_atomically(o.json_file, report.dump(2) + "\n");

@@ -34,12 +34,12 @@ void add_options(CLI::App& app, BenchOptions& o) {
       ->group(what);
   app.add_option("--sections", o.sections,
                  "comma-separated subset of startup,overhead,sweep,parallelism,memory,report,checkpoint,precision,"
-                 "nanogpt16,demo,nonfinite,population,stacked "
+                 "nanogpt16,demo,nonfinite,population,stacked,torchscript "
                  "(default: all but population)")
       ->type_name("LIST")
       ->delimiter(',')
       ->check(CLI::IsMember({"startup", "overhead", "sweep", "parallelism", "memory", "report", "checkpoint",
-                             "precision", "nanogpt16", "demo", "nonfinite", "population", "stacked"}))
+                             "precision", "nanogpt16", "demo", "nonfinite", "population", "stacked", "torchscript"}))
       ->group(what);
   app.add_option("--nodes", o.nodes, "node counts of the overhead table (default 1,4,16); repeatable")
       ->type_name("LIST")

@@ -51,6 +51,10 @@ nlohmann::json population_section(const BenchOptions& options);
 // training K times the batch, MLP and nanoGPT (stacked_cost.cpp).
 nlohmann::json stacked_section(const BenchOptions& options);
 
+// TorchScript models (the MLP and the CNN) against the built-in ones,
+// per node (torchscript_cost.cpp).
+nlohmann::json torchscript_section(const BenchOptions& options);
+
 // The non-finite check: one pass over a replica's parameters (what checking
 // them every step would add per node), against a step of one node.
 nlohmann::json nonfinite_section(const BenchOptions& options);

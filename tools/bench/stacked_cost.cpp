@@ -86,8 +86,7 @@ json stacked_section(const BenchOptions& o) {
     table.push_back({c.model.name, std::to_string(c.nodes), std::to_string(c.batch_size), fmt(per_node, 1),
                      fmt(stacked, 1), fmt(one_replica, 1), fmt(stacked / per_node, 2), fmt(stacked / one_replica, 2)});
   }
-  print_table({"model", "K", "batch", "per_node", "stacked", "one replica", "stacked/per_node", "stacked/one"},
-              table);
+  print_table({"model", "K", "batch", "per_node", "stacked", "one replica", "stacked/per_node", "stacked/one"}, table);
   return out;
 }
 

@@ -9,9 +9,9 @@
 #include <chrono>
 #include <thread>
 
+#include "exogym/runtime/comm/collective_call.h"
 #include "exogym/sdk/comm.h"
 #include "exogym/sdk/error.h"
-#include "exogym/runtime/comm/collective_call.h"
 #include "helpers.h"
 #include "locked_assertions.h"
 #include "testing.h"

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "exogym/runtime/comm/collective_call.h"
 #include "exogym/runtime/dist/process_mesh.h"
 #include "exogym/runtime/dist/tcp_ports.h"
 #include "exogym/runtime/dist/world.h"
@@ -23,7 +24,6 @@
 #include "exogym/runtime/train/cluster.h"
 #include "exogym/sdk/comm.h"
 #include "exogym/sdk/error.h"
-#include "exogym/runtime/comm/collective_call.h"
 #include "helpers.h"
 #include "locked_assertions.h"
 #include "testing.h"

@@ -142,8 +142,8 @@ TEST_CASE("a run with a plugin from --plugin-path resumes by the command its Ctr
   const fs::path run = run_folder(dir, "stopped");
   const fs::path marker = run / "checkpoints" / "step-500" / "index.json";
   const auto started = Clock::now();
-  const pid_t pid = spawn({write_manifest(dir, "stopped", m).string(), plugin_path, "--progress=none"}, no_env,
-                          dir / "stopped.log");
+  const pid_t pid =
+      spawn({write_manifest(dir, "stopped", m).string(), plugin_path, "--progress=none"}, no_env, dir / "stopped.log");
   while (!fs::exists(marker) && Clock::now() - started < std::chrono::seconds(120))
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   ::kill(pid, SIGINT);
@@ -165,7 +165,8 @@ TEST_CASE("a run with a plugin from --plugin-path resumes by the command its Ctr
                                   dir / "missing.log", 120, no_env);
   CHECK(missing.code == 2);
   CHECK_THAT(missing.output, Catch::Contains("--resume: the run loaded its strategy plugin \"quantized_sgd\" from " +
-                                             (dir / "moved").string() + "/exogym_strategy_quantized_sgd.so, which is "
+                                             (dir / "moved").string() +
+                                             "/exogym_strategy_quantized_sgd.so, which is "
                                              "gone; build it there again, or give the folder it is in now with "
                                              "--plugin-path"));
 }

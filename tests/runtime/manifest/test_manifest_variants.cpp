@@ -150,7 +150,8 @@ TEST_CASE("a variant that switches plugin is warned of the base's options the ne
 TEST_CASE("a --set that switches plugin is warned of the manifest's options the new plugin declares too",
           "[manifest]") {
   json m = minimal();
-  m["strategy"] = json::parse(R"({"plugin": "diloco", "options": {"H": 20, "optimizer": {"name": "sgd", "lr": 0.05}}})");
+  m["strategy"] =
+      json::parse(R"({"plugin": "diloco", "options": {"H": 20, "optimizer": {"name": "sgd", "lr": 0.05}}})");
   auto& loader = exogym::test::test_loader();
   const Manifest one = parse(m, {"strategy.plugin=allreduce"}).runs[0];
   CHECK(one.strategy.base_plugin == "diloco");
@@ -162,10 +163,8 @@ TEST_CASE("a --set that switches plugin is warned of the manifest's options the 
             "manifest's values)"});
   // Setting the option too leaves nothing behind worth a word; and a --set
   // that keeps the plugin switches nothing.
-  CHECK(exogym::runtime::train::check_run(parse(m, {"strategy.plugin=allreduce",
-                                                    "strategy.options.optimizer=adamw"})
-                                              .runs[0],
-                                          loader)
+  CHECK(exogym::runtime::train::check_run(
+            parse(m, {"strategy.plugin=allreduce", "strategy.options.optimizer=adamw"}).runs[0], loader)
             .empty());
   CHECK(parse(m, {"strategy.options.H=5"}).runs[0].strategy.base_plugin.empty());
   // In a comparison, over every variant it switches.

@@ -170,15 +170,17 @@ TEST_CASE("cuda: model.pt of a CUDA run loads in PyTorch on a machine without a 
 
 namespace exogym::test {
 
-TEST_CASE("cuda: stacked nanoGPT and CNN on CUDA reproduce bit for bit and follow the per-node runs", "[cuda][stacked]") {
+TEST_CASE("cuda: stacked nanoGPT and CNN on CUDA reproduce bit for bit and follow the per-node runs",
+          "[cuda][stacked]") {
   if (!cuda_or_skip()) return;
   TempDir dir("cuda-stacked");
   json gpt = gpt_on_cuda(24);
   gpt["nodes"] = 4;
   json cnn = small_manifest(4);
   cnn["device"] = "cuda";
-  cnn["model"] = {{"plugin", "cnn"}, {"options", {{"image_size", 8}, {"channels", {4}}, {"hidden", 16},
-                                                  {"num_classes", 4}, {"in_channels", 1}}}};
+  cnn["model"] = {
+      {"plugin", "cnn"},
+      {"options", {{"image_size", 8}, {"channels", {4}}, {"hidden", 16}, {"num_classes", 4}, {"in_channels", 1}}}};
   cnn["data"]["train"]["options"]["features"] = 64;
   cnn["data"]["val"]["options"]["features"] = 64;
   for (const auto& [name, base] : {std::pair<std::string, json>{"nanogpt", gpt}, {"cnn", cnn}}) {
@@ -197,6 +199,11 @@ TEST_CASE("cuda: stacked nanoGPT and CNN on CUDA reproduce bit for bit and follo
           0.01 * final_loss(results["per_node"]));
     CHECK(results["stacked"].simulated.bytes_sent_total == results["per_node"].simulated.bytes_sent_total);
   }
+  // On a GPU, "auto" stacks.
+  fs::create_directories(dir / "auto");
+  run_json(gpt, dir / "auto");
+  const json summary = json::parse(read_text(dir / "auto" / "run" / "summary.json"));
+  CHECK(summary["execution"] == json({{"mode", "stacked"}, {"stacks", {4}}}));
 }
 
 }  // namespace exogym::test

@@ -5,12 +5,12 @@
 // participation, churn); the runs fall back, or refuse "stacked", where it
 // cannot apply, and say so; checkpoints move between the two.
 #include <cmath>
-#include <fstream>
-#include <sstream>
-#include <vector>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "checkpoint_fixtures.h"
 #include "cli_helpers.h"
@@ -110,7 +110,8 @@ TEST_CASE("stacked MLP runs are the per-node runs bit for bit, with every built-
 
 TEST_CASE("stacked runs where only some nodes compute are the per-node runs bit for bit", "[stacked]") {
   TempDir dir("stacked");
-  json diloco = timed(exogym::test::with_strategy(6, "diloco", {{"H", 3}, {"optimizer", {{"name", "adamw"}, {"lr", 0.01}}}}));
+  json diloco =
+      timed(exogym::test::with_strategy(6, "diloco", {{"H", 3}, {"optimizer", {{"name", "adamw"}, {"lr", 0.01}}}}));
   SECTION("a node fails and rejoins") {
     json m = diloco;
     m["faults"] = json::array({{{"node", 2}, {"fail_at", 4}, {"rejoin_at", 10}}});
@@ -118,7 +119,8 @@ TEST_CASE("stacked runs where only some nodes compute are the per-node runs bit 
     require_same_training(per_node, stacked);
   }
   SECTION("partial participation, SCAFFOLD's client state included") {
-    json m = timed(exogym::test::with_strategy(6, "scaffold", {{"H", 3}, {"optimizer", {{"name", "sgd"}, {"lr", 0.05}}}}));
+    json m =
+        timed(exogym::test::with_strategy(6, "scaffold", {{"H", 3}, {"optimizer", {{"name", "sgd"}, {"lr", 0.05}}}}));
     m["participation"] = {{"per_round", 3}};
     const auto [per_node, stacked] = both_ways(m, dir, "participation");
     require_same_training(per_node, stacked);
@@ -156,8 +158,14 @@ TEST_CASE("a checkpoint written stacked resumes per node, and back, as the run t
 TEST_CASE("auto stacks where it can and says why not where it cannot, stacked refuses at start-up", "[stacked]") {
   TempDir dir("stacked");
   json m = exogym::test::small_manifest(4);
-  SECTION("the MLP stacks") {
-    CHECK(summary_of(exogym::test::train_in(m, dir, "mlp"))["execution"] == json({{"mode", "stacked"}, {"stacks", {4}}}));
+  SECTION("on the CPU the MLP's nodes compute on their own, as they are faster so") {
+    const json execution = summary_of(exogym::test::train_in(m, dir, "mlp"))["execution"];
+    CHECK(execution["mode"] == "per_node");
+    CHECK_THAT(execution["reason"].get<std::string>(),
+               Catch::StartsWith("on the CPU, nodes computing side by side are faster than one stacked computation"));
+    // "stacked" stacks them anyway.
+    CHECK(summary_of(exogym::test::train_in(with_execution(m, "stacked"), dir, "mlp-stacked"))["execution"] ==
+          json({{"mode", "stacked"}, {"stacks", {4}}}));
   }
   SECTION("one node computes on its own") {
     const json execution = summary_of(exogym::test::train_in(exogym::test::small_manifest(1), dir, "one"))["execution"];
@@ -208,7 +216,8 @@ TEST_CASE("stacked nanoGPT follows the per-node run within 1e-5 over 200 steps, 
 
 TEST_CASE("stacked runs over two processes give the one-process run", "[stacked][slow]") {
   TempDir dir("stacked");
-  json m = timed(exogym::test::with_strategy(4, "diloco", {{"H", 3}, {"optimizer", {{"name", "adamw"}, {"lr", 0.01}}}}));
+  json m =
+      timed(exogym::test::with_strategy(4, "diloco", {{"H", 3}, {"optimizer", {{"name", "adamw"}, {"lr", 0.01}}}}));
   m["execution"] = "stacked";
   const fs::path one = exogym::test::run_layout(dir, m, "one", {});
   const fs::path two = exogym::test::run_layout(dir, m, "two", {"--nproc", "2"});
