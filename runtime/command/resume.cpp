@@ -148,7 +148,8 @@ void find_recorded_plugins(const fs::path& folder, plugin::PluginLoader& loader)
   for (const auto& [kind, plugin] : missing) {
     try {
       loader.load(kind, plugin.first, std::string(kind) + ".plugin", folder);
-    } catch (const sdk::PluginError& e) {
+    } catch (const sdk::Error& e) {
+      // Not found (a ConfigError) or found but unloadable (a PluginError).
       throw sdk::ConfigError("--resume", "the run loaded its " + kind + " plugin \"" + plugin.first + "\" from " +
                                              plugin.second.string() +
                                              ", which is gone; build it there again, or give the folder it is in "
