@@ -9,6 +9,8 @@ source_dir=$1
 build_dir=$2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# A failure says where, with the logs of the step that failed.
+trap 'status=$?; echo "FAIL: $0 line $LINENO exited with $status"; tail -n 40 "$work"/*.log 2>/dev/null' ERR
 cmake --install "$build_dir" --prefix "$work/installed" > "$work/install.log"
 mv "$work/installed" "$work/prefix"
 # The package names no library by an absolute path (LibTorch comes through
@@ -19,7 +21,8 @@ fi
 # The libraries carry the plugin ABI version as their SOVERSION.
 abi=$(sed -n 's/^#define EXOGYM_ABI_VERSION \([0-9]*\)$/\1/p' "$source_dir/sdk/plugin_abi.h")
 for lib in exogym_sdk exogym_modules; do
-  objdump -p "$work/prefix/lib/lib$lib.so" | grep -q "SONAME *lib$lib.so.$abi\$" ||
+  objdump -p "$work/prefix/lib/lib$lib.so" > "$work/objdump.txt"
+  grep -q "SONAME *lib$lib.so.$abi\$" "$work/objdump.txt" ||
     { echo "FAIL: lib$lib.so has no SONAME lib$lib.so.$abi"; exit 1; }
 done
 # The installed SDK is its contract: every header of sdk/ and nothing else
@@ -78,5 +81,9 @@ print("rotated-mnist global loss", loss)
 assert loss < 2.0, loss
 PY
 # The installed exogym-generate and exogym-bench find their libraries.
-"$work/prefix/bin/exogym-generate" --help | grep -q "Usage: exogym-generate"
-"$work/prefix/bin/exogym-bench" --help | grep -q "exogym-bench"
+# (Read whole before matching: under pipefail, `grep -q` leaving early would
+# fail the writer with SIGPIPE.)
+"$work/prefix/bin/exogym-generate" --help > "$work/generate-help.txt"
+grep -q "Usage: exogym-generate" "$work/generate-help.txt"
+"$work/prefix/bin/exogym-bench" --help > "$work/bench-help.txt"
+grep -q "exogym-bench" "$work/bench-help.txt"
