@@ -63,6 +63,51 @@ Fragments fragments_by_size(const std::vector<int64_t>& numels, int64_t P, const
   return fragments;
 }
 
+int64_t layer_index(const std::string& name) {
+  size_t begin = 0;
+  while (begin <= name.size()) {
+    size_t end = name.find('.', begin);
+    if (end == std::string::npos) end = name.size();
+    const std::string part = name.substr(begin, end - begin);
+    if (!part.empty() && part.size() <= 9 &&
+        std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      return std::stoll(part);
+    }
+    begin = end + 1;
+  }
+  return -1;
+}
+
+Fragments fragments_by_layer_stride(const std::vector<std::string>& names, int64_t P, const std::string& json_path) {
+  std::vector<int64_t> layers;  // each tensor's layer index, or -1
+  for (const auto& name : names) layers.push_back(layer_index(name));
+  std::vector<int64_t> distinct;
+  for (int64_t l : layers) {
+    if (l >= 0) distinct.push_back(l);
+  }
+  std::sort(distinct.begin(), distinct.end());
+  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+  if (P < 1 || P > static_cast<int64_t>(distinct.size())) {
+    throw sdk::ConfigError(json_path, std::to_string(P) + " strided fragments, but the parameter names show " +
+                                          std::to_string(distinct.size()) +
+                                          " numbered layers (a number in the name, as in \"h.3.attn.weight\"): a "
+                                          "fragment holds at least one layer; ask for fewer, or for \"contiguous\"");
+  }
+  const auto fragment_of_layer = [&](int64_t layer) {
+    const auto rank = std::lower_bound(distinct.begin(), distinct.end(), layer) - distinct.begin();
+    return static_cast<size_t>(rank % P);
+  };
+  // Before the first layered tensor: the first layer's fragment.
+  const auto first = std::find_if(layers.begin(), layers.end(), [](int64_t l) { return l >= 0; });
+  size_t current = fragment_of_layer(*first);
+  Fragments fragments(static_cast<size_t>(P));
+  for (size_t t = 0; t < names.size(); ++t) {
+    if (layers[t] >= 0) current = fragment_of_layer(layers[t]);
+    fragments[current].push_back(t);
+  }
+  return fragments;
+}
+
 bool glob_match(const std::string& pattern, const std::string& name) {
   // Iterative matching with one backtracking point: the last '*' seen.
   size_t p = 0, n = 0, star = std::string::npos, resume = 0;
@@ -111,8 +156,26 @@ Fragments fragments_by_pattern(const std::vector<std::string>& names, const std:
 
 void check_fragments_option(const nlohmann::json& option, const std::string& json_path) {
   const std::string expected =
-      "expected a positive integer (the number of fragments) or a non-empty list of "
-      "parameter name patterns, got ";
+      "expected a positive integer (the number of fragments), {\"count\": P, \"pattern\": \"contiguous\" or "
+      "\"strided\"}, or a non-empty list of parameter name patterns, got ";
+  if (option.is_object()) {
+    for (const auto& [key, value] : option.items()) {
+      if (key != "count" && key != "pattern") {
+        throw sdk::ConfigError(json_path + "." + key, "unknown key; expected \"count\" and \"pattern\"");
+      }
+    }
+    if (!option.contains("count") || !option["count"].is_number_integer() || option["count"].get<int64_t>() < 1) {
+      throw sdk::ConfigError(json_path + ".count",
+                             "expected a positive integer (the number of fragments), got " +
+                                 (option.contains("count") ? sdk::json_excerpt(option["count"]) : "nothing"));
+    }
+    const nlohmann::json pattern = option.value("pattern", nlohmann::json("contiguous"));
+    if (pattern != "contiguous" && pattern != "strided") {
+      throw sdk::ConfigError(json_path + ".pattern",
+                             "expected \"contiguous\" or \"strided\", got " + sdk::json_excerpt(pattern));
+    }
+    return;
+  }
   if (option.is_number_integer()) {
     if (option.get<int64_t>() < 1) throw sdk::ConfigError(json_path, expected + sdk::json_excerpt(option));
     return;
@@ -131,6 +194,11 @@ Fragments make_fragments(const nlohmann::json& option, const std::vector<std::st
                          const std::vector<int64_t>& numels, const std::string& json_path) {
   check_fragments_option(option, json_path);
   if (option.is_number_integer()) return fragments_by_size(numels, option.get<int64_t>(), json_path);
+  if (option.is_object()) {
+    const int64_t count = option["count"].get<int64_t>();
+    if (option.value("pattern", "contiguous") == "strided") return fragments_by_layer_stride(names, count, json_path);
+    return fragments_by_size(numels, count, json_path);
+  }
   return fragments_by_pattern(names, option.get<std::vector<std::string>>(), json_path);
 }
 

@@ -27,8 +27,10 @@ sdk::ModuleSpecs StreamingDiLoCoModule::specs() {
                  "t = o_p + kH, o_p = floor(p H / P)"},
       OptionSpec{"fragments", OptionType::Any, 4,
                  "the fragments: a number P (contiguous groups of parameter tensors in model order, as equal in "
-                 "elements as possible) or a list of parameter name patterns, one fragment each ('*' matches "
-                 "anything; a tensor joins the first pattern it matches)"},
+                 "elements as possible); {\"count\": P, \"pattern\": \"strided\"} (layer l of the model's "
+                 "numbered layers in fragment l mod P, as the paper prefers) or \"contiguous\"; or a list of "
+                 "parameter name patterns, one fragment each ('*' matches anything; a tensor joins the first "
+                 "pattern it matches)"},
       OptionSpec{"tau", OptionType::NonNegativeInteger, 0,
                  "overlap: what a fragment sends after step s is applied after step s + tau (0 <= tau < H)"},
       OptionSpec{"alpha", OptionType::Number, 0.0,

@@ -101,6 +101,53 @@ TEST_CASE("fragments: P contiguous groups with the smallest largest group, or on
 // ---------------------------------------------------------------------------
 // The schedule, overlap and mixing
 
+TEST_CASE("fragments: strided by numbered layer, as the paper prefers, the rest with the layer before them",
+          "[strategies][streaming]") {
+  using modules::Fragments;
+  CHECK(modules::layer_index("transformer.h.3.attn.c_attn.weight") == 3);
+  CHECK(modules::layer_index("layers.12.bias") == 12);
+  CHECK(modules::layer_index("transformer.wte.weight") == -1);
+  CHECK(modules::layer_index("h3.weight") == -1);
+  // nanoGPT's order: embeddings, the blocks, the final norm.
+  const std::vector<std::string> gpt = {"transformer.wte.weight",      "transformer.wpe.weight",
+                                        "transformer.h.0.ln_1.weight", "transformer.h.0.attn.c_attn.weight",
+                                        "transformer.h.1.ln_1.weight", "transformer.h.1.attn.c_attn.weight",
+                                        "transformer.h.2.ln_1.weight", "transformer.h.2.attn.c_attn.weight",
+                                        "transformer.h.3.ln_1.weight", "transformer.h.3.attn.c_attn.weight",
+                                        "transformer.ln_f.weight"};
+  // Layers 0 and 2 (with the embeddings before them), layers 1 and 3 (with
+  // the final norm after layer 3).
+  CHECK(modules::fragments_by_layer_stride(gpt, 2, "f") == Fragments{{0, 1, 2, 3, 6, 7}, {4, 5, 8, 9, 10}});
+  CHECK(modules::fragments_by_layer_stride(gpt, 4, "f") == Fragments{{0, 1, 2, 3}, {4, 5}, {6, 7}, {8, 9, 10}});
+  // Contiguous groups of the same model keep neighbouring layers together.
+  CHECK(modules::make_fragments(json{{"count", 2}, {"pattern", "contiguous"}}, gpt, std::vector<int64_t>(11, 1), "f") ==
+        modules::fragments_by_size(std::vector<int64_t>(11, 1), 2, "f"));
+  CHECK(modules::make_fragments(json{{"count", 2}, {"pattern", "strided"}}, gpt, std::vector<int64_t>(11, 1), "f") ==
+        modules::fragments_by_layer_stride(gpt, 2, "f"));
+  // Layer numbers need not start at 0 or be consecutive: their order counts.
+  CHECK(modules::fragments_by_layer_stride({"layers.0.w", "layers.2.w", "layers.4.w"}, 2, "f") ==
+        Fragments{{0, 2}, {1}});
+  REQUIRE_THROWS_WITH(modules::fragments_by_layer_stride(gpt, 5, "strategy.options.fragments"),
+                      Catch::StartsWith("strategy.options.fragments: 5 strided fragments, but the parameter names show "
+                                        "4 numbered layers"));
+  REQUIRE_THROWS_WITH(modules::fragments_by_layer_stride({"wte.weight", "ln_f.weight"}, 1, "f"),
+                      Catch::StartsWith("f: 1 strided fragments, but the parameter names show 0 numbered layers"));
+}
+
+TEST_CASE("streaming_diloco with strided fragments syncs each fragment's layers together, as the same cut by patterns",
+          "[strategies][streaming]") {
+  TempDir dir("streaming-strided");
+  const json adam = {{"name", "adam"}, {"lr", 1e-2}};
+  // small_manifest's MLP: layers.0.{weight,bias}, layers.1.{weight,bias}.
+  json strided = {{"H", 4}, {"fragments", {{"count", 2}, {"pattern", "strided"}}}, {"optimizer", adam}};
+  json patterns = strided;
+  patterns["fragments"] = {"layers.0.*", "*"};
+  const fs::path a = train_in(with_strategy(4, "streaming_diloco", strided), dir, "strided");
+  const fs::path b = train_in(with_strategy(4, "streaming_diloco", patterns), dir, "patterns");
+  CHECK(bit_identical(load_model_pt(a / "model.pt"), load_model_pt(b / "model.pt")));
+  CHECK(read_text(a / "comm.csv") == read_text(b / "comm.csv"));
+}
+
 TEST_CASE("streaming_diloco: fragment p sends after steps o_p + kH - 1 and mixes the result tau steps later",
           "[strategies][streaming]") {
   // K = 2, H = 4, P = 2: "a" is fragment 0 (offset 0: sends after step 3),
@@ -432,6 +479,14 @@ TEST_CASE("streaming_diloco refuses tau >= H, alpha outside 0..1, an unknown for
   REQUIRE_THROWS_WITH(create({{"fragments", json::array()}}), Catch::StartsWith("fragments: expected a positive"));
   REQUIRE_THROWS_WITH(create({{"fragments", {"*", 3}}}),
                       "fragments[1]: expected a parameter name pattern (a non-empty string), got 3");
+  REQUIRE_THROWS_WITH(create({{"fragments", {{"count", 0}}}}),
+                      Catch::StartsWith("fragments.count: expected a positive integer"));
+  REQUIRE_THROWS_WITH(create({{"fragments", {{"pattern", "strided"}}}}),
+                      "fragments.count: expected a positive integer (the number of fragments), got nothing");
+  REQUIRE_THROWS_WITH(create({{"fragments", {{"count", 2}, {"pattern", "interleaved"}}}}),
+                      "fragments.pattern: expected \"contiguous\" or \"strided\", got \"interleaved\"");
+  REQUIRE_THROWS_WITH(create({{"fragments", {{"count", 2}, {"stride", 2}}}}),
+                      Catch::StartsWith("fragments.stride: unknown key"));
 
   // In a run: the errors are at the option's JSON path, exit status 2's kind.
   TempDir dir("streaming-errors");
@@ -450,6 +505,9 @@ TEST_CASE("streaming_diloco refuses tau >= H, alpha outside 0..1, an unknown for
   CHECK_THAT(run_error({{"H", 10}, {"tau", 12}}), Catch::Contains("strategy.options.tau: expected an overlap below H"));
   CHECK_THAT(run_error({{"alpha", 2}}), Catch::Contains("strategy.options.alpha: expected a mixing factor"));
   CHECK_THAT(run_error({{"quantize", "int3"}}), Catch::Contains("strategy.options.quantize: expected one of"));
+  CHECK_THAT(run_error({{"fragments", {{"count", 3}, {"pattern", "strided"}}}}),
+             Catch::Contains("strategy.options.fragments: 3 strided fragments, but the parameter names show 2 "
+                             "numbered layers"));
   CHECK_THAT(run_error({{"fragments", {"layers.0.*"}}}),
              Catch::Contains("strategy.options.fragments: the parameter \"layers.1.weight\" matches no pattern"));
 }
