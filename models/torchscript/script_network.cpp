@@ -55,10 +55,6 @@ torch::jit::Module load_copy(const fs::path& file) {
   auto it = loaded.find(file.string());
   if (it == loaded.end()) {
     check_archive(file);
-    // The graph as written, op by op, as eager PyTorch runs it: the
-    // optimising executor would fuse ops after a few profiled runs, changing
-    // the arithmetic (and so the bits) from one step to the next.
-    torch::jit::setGraphExecutorOptimize(false);
     try {
       it = loaded.emplace(file.string(), torch::jit::load(file.string(), c10::Device(c10::kCPU))).first;
     } catch (const c10::Error& e) {
@@ -114,6 +110,13 @@ c10::IValue ScriptNetwork::forward(std::vector<c10::IValue> inputs) {
     script_.train(is_training());
     script_training_ = is_training();
   }
+  // The graph as written, op by op, as eager PyTorch runs it: the
+  // optimising executor would profile the first runs, then fuse ops
+  // (LibTorch 2.x compiles fused CPU kernels with LLVM, seconds each, per
+  // shape), changing the arithmetic (and so the bits) from one step to the
+  // next. The switch is the calling thread's own, so it is set on every
+  // thread that runs a node's forward.
+  torch::jit::setGraphExecutorOptimize(false);
   return script_.forward(std::move(inputs));
 }
 
