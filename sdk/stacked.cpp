@@ -29,6 +29,7 @@
 #include <c10/util/Optional.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -95,6 +96,32 @@ std::vector<at::Tensor> rows_of(const at::Tensor& stack, int64_t K) {
 // the out= forms, which then run in the inputs' precision.
 bool cpu_autocast() { return !c10::impl::tls_is_dispatch_key_excluded(c10::DispatchKey::AutocastCPU); }
 
+// MKL's products (pip's LibTorch) round by the address an operand starts
+// at: a node's own tensors start on LibTorch's 64-byte boundary, a node's
+// rows in a stack wherever the rows before them end. So an operand off the
+// boundary goes to the product as a copy on it, and a product whose rows
+// are off it is written to a fresh tensor first: the bits of the node's own
+// tensors. Stacks whose rows fill whole 64 bytes are never copied.
+constexpr std::uintptr_t kAllocatorAlignment = 64;
+
+bool on_boundary(const at::Tensor& t) {
+  return reinterpret_cast<std::uintptr_t>(t.data_ptr()) % kAllocatorAlignment == 0;
+}
+
+at::Tensor on_boundary_copy(const at::Tensor& t) { return on_boundary(t) ? t : t.clone(); }
+
+// write(dest), through a fresh tensor when dest is off the boundary.
+template <class Write>
+void write_rows(at::Tensor dest, const Write& write) {
+  if (on_boundary(dest)) {
+    write(dest);
+    return;
+  }
+  at::Tensor fresh = at::empty(dest.sizes(), dest.options());
+  write(fresh);
+  dest.copy_(fresh);
+}
+
 at::Tensor linear_forward(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias) {
   if (!input.is_cpu()) {
     const at::Tensor transposed = weight.transpose(1, 2);
@@ -102,18 +129,21 @@ at::Tensor linear_forward(const at::Tensor& input, const at::Tensor& weight, con
   }
   const int64_t K = input.size(0);
   const auto product = [&](int64_t k) {
-    return bias.defined() ? at::addmm(bias[k], input[k], weight[k].t()) : at::mm(input[k], weight[k].t());
+    const at::Tensor x = on_boundary_copy(input[k]), w = on_boundary_copy(weight[k]).t();
+    return bias.defined() ? at::addmm(bias[k], x, w) : at::mm(x, w);
   };
   if (cpu_autocast()) return at::stack(per_node(K, product));
   // Each node's product straight into its rows: no copy of them.
   at::Tensor out = at::empty({K, input.size(1), weight.size(1)}, input.options());
   for_each_node(K, [&](int64_t k) {
-    at::Tensor rows = out[k];
-    if (bias.defined()) {
-      at::addmm_out(rows, bias[k], input[k], weight[k].t());
-    } else {
-      at::mm_out(rows, input[k], weight[k].t());
-    }
+    const at::Tensor x = on_boundary_copy(input[k]), w = on_boundary_copy(weight[k]).t();
+    write_rows(out[k], [&](at::Tensor rows) {
+      if (bias.defined()) {
+        at::addmm_out(rows, bias[k], x, w);
+      } else {
+        at::mm_out(rows, x, w);
+      }
+    });
   });
   return out;
 }
@@ -137,10 +167,15 @@ variable_list linear_backward(const at::Tensor& grad, const at::Tensor& saved_in
   if (for_weight) grad_weight = at::empty(weight.sizes(), grad.options());
   if (for_bias) grad_bias = at::empty({K, grad.size(2)}, grad.options());
   for_each_node(K, [&](int64_t k) {
-    at::Tensor gi, gw, gb;
-    if (for_input) at::mm_out(gi = grad_input[k], grad[k], weight[k]);
-    if (for_weight) at::mm_out(gw = grad_weight[k], grad[k].t(), input[k]);
-    if (for_bias) at::sum_out(gb = grad_bias[k], grad[k], 0);
+    const at::Tensor g = on_boundary_copy(grad[k]);
+    if (for_input)
+      write_rows(grad_input[k], [&](at::Tensor rows) { at::mm_out(rows, g, on_boundary_copy(weight[k])); });
+    if (for_weight)
+      write_rows(grad_weight[k], [&](at::Tensor rows) { at::mm_out(rows, g.t(), on_boundary_copy(input[k])); });
+    if (for_bias) {
+      at::Tensor rows = grad_bias[k];
+      at::sum_out(rows, g, 0);
+    }
   });
   return {grad_input, grad_weight, grad_bias};
 }
