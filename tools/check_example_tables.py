@@ -17,9 +17,11 @@ ATEN_CPU_CAPABILITY=avx2) so that any x86-64 machine with AVX2 computes the
 same bits as the machine that wrote the docs; without them a machine with
 other kernels (AVX-512) may differ in the last digits.
 
-usage: check_example_tables.py [--exogym-run BIN] [--update] MANIFEST...
+usage: check_example_tables.py [--exogym-run BIN] [--update] [--keep DIR] MANIFEST...
   --update   rewrite the documented tables with what the runs print now
              (the prose around them is yours to check)
+  --keep DIR keep the runs' folders in DIR (the CSVs the prose's figures
+             come from); without it they go to a temporary folder
 exit status: 0 when every table matches, 1 when one differs, 2 for a
 manifest with no documented table or a run that fails.
 """
@@ -134,10 +136,12 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--exogym-run", default=str(ROOT / "build" / "bin" / "exogym-run"))
     parser.add_argument("--update", action="store_true")
+    parser.add_argument("--keep", type=Path, help="keep the runs' folders here")
     parser.add_argument("manifests", nargs="+", type=Path)
     args = parser.parse_args()
     failures = []
-    with tempfile.TemporaryDirectory(prefix="exogym-example-tables-") as out_dir:
+    with tempfile.TemporaryDirectory(prefix="exogym-example-tables-") as temporary:
+        out_dir = args.keep.resolve() if args.keep else temporary
         for manifest in args.manifests:
             name = manifest_name(manifest)
             places = documented(name)
