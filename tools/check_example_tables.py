@@ -5,9 +5,11 @@ the docs show for them (README.md and docs/*.md).
 A documented table is a fenced block whose first line is the manifest's
 name and whose second line is the header exogym-run prints ("variant
 strategy nodes ..."); a single run's result is the line
-"NAME: final local loss ..., global loss ..., global accuracy ...". Every
-column is compared exactly as printed, except `wall_s` (the machine's
-speed) and `sim_time` where the manifest leaves `compute.step_time` to be
+"NAME: final local loss ..., global loss ..., global accuracy ...". Where the
+docs show the command above the table with `--set` options
+(`exogym-run examples/X.json --set compute.step_time=50ms`), the run takes
+them too. Every column is compared exactly as printed, except `wall_s` (the
+machine's speed) and `sim_time` where `compute.step_time` is left to be
 measured. Runs are bit-for-bit reproducible, so a difference means a change
 of results: one a commit meant (then regenerate the docs with --update and
 say why in its message) or a defect.
@@ -67,9 +69,24 @@ def parse_table(lines):
     return columns, rows
 
 
-def documented(name):
+def command_sets(lines, index, manifest):
+    """The `--set` options of the command the docs show for `manifest` in
+    the code block just above line `index` (none when there is none)."""
+    start = index - 1
+    while start >= 0 and lines[start] != "```":
+        start -= 1  # the closing fence of the block above
+    for line in reversed(lines[max(0, start - 5):start]):
+        if line.startswith("```"):
+            break
+        if f"exogym-run {manifest.resolve().relative_to(ROOT).as_posix()}" in line:
+            return tuple(re.findall(r"--set (\S+)", line))
+    return ()
+
+
+def documented(name, manifest):
     """Where the docs show NAME's results: [(file, first line index, kind,
-    lines)], kind "table" (lines from NAME to the last row) or "single"."""
+    lines, sets)], kind "table" (lines from NAME to the last row) or
+    "single", sets the --set options of the command shown above a table."""
     found = []
     for doc in [ROOT / "README.md"] + sorted((ROOT / "docs").glob("*.md")):
         lines = doc.read_text().split("\n")
@@ -79,15 +96,16 @@ def documented(name):
                 end = i + 3
                 while end < len(lines) and lines[end].strip() and not lines[end].startswith(("```", "outputs:")):
                     end += 1
-                found.append((doc, i, "table", lines[i:end]))
+                found.append((doc, i, "table", lines[i:end], command_sets(lines, i - 1, manifest)))
             elif line.startswith(name + ": final local loss"):
-                found.append((doc, i, "single", [line]))
+                found.append((doc, i, "single", [line], ()))
     return found
 
 
-def run(exogym_run, manifest, out_dir):
+def run(exogym_run, manifest, out_dir, sets):
     env = dict(os.environ, **PINNED)
-    result = subprocess.run([exogym_run, str(manifest), "--progress=none", "--set", f"output.dir={out_dir}"],
+    options = [arg for value in sets for arg in ("--set", value)]
+    result = subprocess.run([exogym_run, str(manifest), "--progress=none", *options, "--set", f"output.dir={out_dir}"],
                             capture_output=True, text=True, env=env)
     if result.returncode != 0:
         print(f"FAIL: {manifest}: exogym-run exited with {result.returncode}:\n{result.stdout}{result.stderr}")
@@ -144,14 +162,17 @@ def main():
         out_dir = args.keep.resolve() if args.keep else temporary
         for manifest in args.manifests:
             name = manifest_name(manifest)
-            places = documented(name)
+            places = documented(name, manifest)
             if not places:
                 print(f"FAIL: {manifest}: no documented table or result line for \"{name}\" in README.md or docs/")
                 sys.exit(2)
-            output = run(args.exogym_run, manifest, out_dir)
-            step_time_fixed = "step_time" in manifest.read_text()
+            outputs = {}  # one run per set of --set options the docs show
             before = len(failures)
-            for doc, index, kind, doc_lines in places:
+            for doc, index, kind, doc_lines, sets in places:
+                if sets not in outputs:
+                    outputs[sets] = run(args.exogym_run, manifest, out_dir, sets)
+                output = outputs[sets]
+                step_time_fixed = "step_time" in manifest.read_text() or any("step_time" in s for s in sets)
                 where = f"{doc.relative_to(ROOT)}:{index + 1}"
                 if kind == "table":
                     now_lines = printed_table(output, name)
