@@ -17,7 +17,7 @@
 // continue bit for bit. A node's residual is its own: a node that rejoins
 // after a failure starts from none (clear()), as a restarted machine would.
 // Any other compressor uses the same residuals through compensate() and
-// keep() (exogym/modules/compressor.h's compress_with_feedback).
+// keep() (exogym/modules/compression/compressor.h's compress_with_feedback).
 // Used by one node's thread (the residuals are per node).
 #include <ATen/core/Tensor.h>
 

@@ -37,7 +37,7 @@
 //
 // int2 has no zero: its levels are ±0.5 and ±1.5 times the scale (absmax /
 // 1.5), code bit 1 the sign and bit 0 the magnitude (0: 0.5, 1: 1.5). It is
-// made for values that survived a top-k (SparseLoCo, exogym/modules/topk_compressor.h), which
+// made for values that survived a top-k (SparseLoCo, exogym/modules/compression/topk_compressor.h), which
 // are the largest of their chunk, so a zero level would waste one of four
 // codes. A magnitude up to 1 (times the scale) rounds to 0.5, above it to
 // 1.5 (the tie at 1 goes to 0.5, the even one of m + 1/2); a zero becomes

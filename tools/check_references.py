@@ -36,7 +36,7 @@ writes).
 How a reference resolves, first match wins: relative to the commenting file's
 folder; relative to the repository root; with an include path's `exogym/`
 dropped, as the tail of exactly one tracked path (`cluster/thread_plan.h`,
-`exogym/modules/diloco.h`); a bare name as the basename of exactly one
+`exogym/modules/outer/diloco.h`); a bare name as the basename of exactly one
 tracked file (two `run_folder.h`: write which). A generated file resolves
 through its template (`X` through a tracked `X.in`). Folders count where they
 hold tracked files. A `#anchor` on a .md must name one of its headings,

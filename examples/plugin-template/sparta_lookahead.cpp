@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "exogym/modules/sparta.h"
+#include "exogym/modules/aggregation/sparta.h"
 #include "exogym/sdk/compose.h"
 #include "exogym/sdk/error.h"
 

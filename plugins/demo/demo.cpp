@@ -26,7 +26,7 @@
 #include <mutex>
 #include <string>
 
-#include "exogym/modules/dct.h"
+#include "demo/dct.h"
 #include "exogym/sdk/client_state.h"
 #include "exogym/sdk/comm.h"
 #include "exogym/sdk/error.h"

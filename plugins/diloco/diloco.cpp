@@ -2,6 +2,6 @@
 // optimizer steps on its own data; then the nodes average their parameters
 // and an outer optimizer (default Nesterov SGD) steps the shared master
 // parameters along master - average, which every node then continues from.
-#include "exogym/modules/diloco.h"
+#include "exogym/modules/outer/diloco.h"
 
 EXOGYM_MODULE_STRATEGY_PLUGIN("diloco", "1.0.0", exogym::modules::DiLoCoModule)

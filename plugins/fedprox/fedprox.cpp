@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "exogym/modules/fedavg.h"
+#include "exogym/modules/outer/fedavg.h"
 #include "exogym/sdk/compose.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/model.h"

@@ -1,10 +1,10 @@
 // Strategy "sparseloco": SparseLoCo (Sarfi et al. 2025). DiLoCo whose
 // pseudo-gradient travels as its chunk-wise top-k, quantised to 2 bits,
 // with an error buffer per node in place of the outer momentum
-// (exogym/modules/sparseloco.h). The error buffers are the client's
+// (exogym/modules/outer/sparseloco.h). The error buffers are the client's
 // (sdk/client_state.h): with participation a client finds its own when it
 // trains again, on whichever node.
-#include "exogym/modules/sparseloco.h"
+#include "exogym/modules/outer/sparseloco.h"
 
 #include <memory>
 #include <vector>

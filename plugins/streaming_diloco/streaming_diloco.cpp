@@ -2,7 +2,7 @@
 // parameters are cut into fragments that each sync as DiLoCo does every H
 // inner steps, on staggered steps, optionally overlapped with tau inner
 // steps, mixed in with alpha and sent in a low-bit format
-// (exogym/modules/streaming_diloco.h).
-#include "exogym/modules/streaming_diloco.h"
+// (exogym/modules/outer/streaming_diloco.h).
+#include "exogym/modules/outer/streaming_diloco.h"
 
 EXOGYM_MODULE_STRATEGY_PLUGIN("streaming_diloco", "1.0.0", exogym::modules::StreamingDiLoCoModule)

@@ -26,7 +26,7 @@ namespace exogym::runtime::checkpoint {
 std::string node_file_name(int rank);
 
 // The runtime's part of an asynchronous strategy's node state
-// (sim/async_schedule.h): tensors stored as "async.<key>", and metadata
+// (async/async_schedule.h): tensors stored as "async.<key>", and metadata
 // "async" (absent when `meta` is null).
 struct AsyncPart {
   std::map<std::string, at::Tensor> tensors;

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <csignal>
 
-#include "exogym/runtime/dist/store_client.h"
+#include "exogym/runtime/dist/store_connection.h"
 #include "exogym/runtime/dist/store_keys.h"
 #include "exogym/sdk/error.h"
 
@@ -23,8 +23,8 @@ ProcessMesh::ProcessMesh(const WorldSpec& world, const std::string& fingerprint)
   // this process.
   ::signal(SIGPIPE, SIG_IGN);
   period_ = std::clamp(world_.timeout / 4, std::chrono::milliseconds(20), std::chrono::milliseconds(1000));
-  store_ = std::make_unique<StoreClient>(world_.master_addr, world_.master_port, world_.rank == 0, world_.secret,
-                                         world_.timeout);
+  store_ = std::make_unique<StoreConnection>(world_.master_addr, world_.master_port, world_.rank == 0, world_.secret,
+                                             world_.timeout);
   try {
     rendezvous(fingerprint);
     connect_gloo();

@@ -38,7 +38,7 @@ class UnboundBuffer;
 
 namespace exogym::runtime::dist {
 
-class StoreClient;
+class StoreConnection;
 
 class ProcessMesh {
  public:
@@ -164,7 +164,7 @@ class ProcessMesh {
   [[noreturn]] void throw_failure();
 
   WorldSpec world_;
-  std::unique_ptr<StoreClient> store_;
+  std::unique_ptr<StoreConnection> store_;
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::Context> context_;
   struct Peer {

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "exogym/runtime/dist/process_mesh.h"
-#include "exogym/runtime/dist/store_client.h"
+#include "exogym/runtime/dist/store_connection.h"
 #include "exogym/runtime/dist/store_keys.h"
 #include "exogym/runtime/util/duration_text.h"
 #include "exogym/sdk/error.h"

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "exogym/runtime/dist/process_mesh.h"
-#include "exogym/runtime/dist/store_client.h"
+#include "exogym/runtime/dist/store_connection.h"
 #include "exogym/runtime/dist/store_keys.h"
 
 namespace exogym::runtime::dist {

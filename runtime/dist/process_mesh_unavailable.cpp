@@ -1,7 +1,7 @@
 // ProcessMesh for builds without Gloo (EXOGYM_WITH_GLOO=OFF, or libgloo-dev
 // missing): a run that asks for several processes gets a clear error.
 #include "exogym/runtime/dist/process_mesh.h"
-#include "exogym/runtime/dist/store_client.h"
+#include "exogym/runtime/dist/store_connection.h"
 #include "exogym/sdk/error.h"
 
 namespace exogym::runtime::dist {

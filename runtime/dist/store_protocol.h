@@ -1,6 +1,6 @@
 #pragma once
 // The rendezvous store's wire protocol (dist/store_server.h is the server,
-// dist/store_client.h the client). Every message is a frame: a 4-byte
+// dist/store_connection.h the client). Every message is a frame: a 4-byte
 // little-endian length, then that many bytes.
 //
 // Handshake, before anything else: the server sends a fresh random nonce; the

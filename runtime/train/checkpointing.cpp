@@ -8,11 +8,11 @@
 #include <string>
 
 #include "exogym/build_config.h"
+#include "exogym/runtime/async/async_schedule.h"
 #include "exogym/runtime/checkpoint/client_states.h"
 #include "exogym/runtime/checkpoint/resume_rules.h"
 #include "exogym/runtime/dist/process_mesh.h"
 #include "exogym/runtime/plugin/plugin_loader.h"
-#include "exogym/runtime/sim/async_schedule.h"
 #include "exogym/runtime/sim/clock_exchange.h"
 #include "exogym/runtime/sim/node_meter.h"
 #include "exogym/runtime/train/checkpoint_state.h"
@@ -205,7 +205,7 @@ void check_fits(const RunContext& run, const TrainingSetup& setup, ReportedResul
     }
     if (state.async.meta.is_null()) continue;
     try {
-      sim::AsyncSchedule::check_node_state(state.async.tensors, state.async.meta);
+      async::AsyncSchedule::check_node_state(state.async.tensors, state.async.meta);
     } catch (const std::invalid_argument& e) {
       throw sdk::DataError(file + ": metadata \"async\": " + e.what());
     }

@@ -95,7 +95,7 @@ std::optional<EvalRecord> evaluate(const manifest::Manifest& m, const TrainingSe
   const int local_rank = live[0];
   const int global_rank = K > 1 ? live[1] : local_rank;
   const size_t M = setup.metric_names.size();
-  NamedTensors state = float_state(model.network());
+  FloatState state = float_state(model.network());
   const std::vector<at::Tensor> averaged = averaged_over_nodes(state.tensors, comm);
 
   // [local loss, local metrics, global loss, global metrics]

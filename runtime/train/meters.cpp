@@ -17,10 +17,10 @@ sim::ComputeModel compute_model(const manifest::Manifest& m) {
 }
 
 // What rules out an asynchronous strategy in this run (sdk/async.h).
-std::optional<sim::AsyncRefusal> async_refusal(const manifest::Manifest& m) {
+std::optional<async::AsyncRefusal> async_refusal(const manifest::Manifest& m) {
   if (m.participation) {
-    return sim::AsyncRefusal{"participation",
-                             "an asynchronous strategy has no partial participation: every node works at its own pace"};
+    return async::AsyncRefusal{
+        "participation", "an asynchronous strategy has no partial participation: every node works at its own pace"};
   }
   return std::nullopt;
 }
@@ -49,7 +49,8 @@ Meters::Meters(const manifest::Manifest& m, const dist::NodeBlock& block)
     meters_[rank] =
         std::make_unique<sim::NodeMeter>(rank, network_, compute_, clocks_, rank == 0 || m.varies_membership());
   }
-  async_ = std::make_unique<sim::AsyncSchedule>(compute_.step_time, compute_.speed, network_, async_refusal(m), block);
+  async_ =
+      std::make_unique<async::AsyncSchedule>(compute_.step_time, compute_.speed, network_, async_refusal(m), block);
 }
 
 void Meters::apply_clients(const std::vector<int>* client_of_node, const sim::AvailabilityTrace* trace, double time,

@@ -9,9 +9,9 @@
 #include <optional>
 #include <vector>
 
+#include "exogym/runtime/async/async_schedule.h"
 #include "exogym/runtime/dist/world.h"
 #include "exogym/runtime/manifest/manifest.h"
-#include "exogym/runtime/sim/async_schedule.h"
 #include "exogym/runtime/sim/availability_trace.h"
 #include "exogym/runtime/sim/clock_exchange.h"
 #include "exogym/runtime/sim/compute_model.h"
@@ -40,7 +40,7 @@ class Meters {
   }
 
   // The time of an asynchronous strategy (sdk/async.h), if it connects.
-  sim::AsyncSchedule& async() { return *async_; }
+  async::AsyncSchedule& async() { return *async_; }
   // Each node's speed and bandwidth for a round, and the collectives paced
   // by the slowest link of `live`; called between steps while every node
   // waits (train/membership.h). `client_of_node` (a population; null: node
@@ -60,7 +60,7 @@ class Meters {
   sim::ComputeModel compute_;
   sim::ClockExchange clocks_;
   std::vector<std::unique_ptr<sim::NodeMeter>> meters_;  // by global rank
-  std::unique_ptr<sim::AsyncSchedule> async_;
+  std::unique_ptr<async::AsyncSchedule> async_;
   // The manifest's speeds and links, which a trace's empty fields keep.
   std::vector<double> manifest_speed_;
   std::vector<sim::Link> manifest_links_;

@@ -5,8 +5,8 @@
 
 namespace exogym::runtime::train {
 
-NamedTensors float_state(torch::nn::Module& module) {
-  NamedTensors out;
+FloatState float_state(torch::nn::Module& module) {
+  FloatState out;
   for (auto& item : module.named_parameters(/*recurse=*/true)) {
     out.names.push_back(item.key());
     out.tensors.push_back(item.value());
@@ -52,7 +52,7 @@ void overwrite(std::vector<at::Tensor>& state, const std::vector<at::Tensor>& va
   for (size_t i = 0; i < state.size(); ++i) state[i].detach().copy_(values[i]);
 }
 
-std::vector<std::pair<std::string, at::Tensor>> saved_model(const NamedTensors& state,
+std::vector<std::pair<std::string, at::Tensor>> saved_model(const FloatState& state,
                                                             const std::vector<at::Tensor>& averaged,
                                                             torch::nn::Module& module) {
   std::vector<std::pair<std::string, at::Tensor>> named;

@@ -14,7 +14,7 @@ class Module;
 
 namespace exogym::runtime::train {
 
-struct NamedTensors {
+struct FloatState {
   std::vector<std::string> names;
   std::vector<at::Tensor> tensors;
 };
@@ -22,7 +22,7 @@ struct NamedTensors {
 // Parameters, then floating-point buffers (e.g. BatchNorm statistics): the
 // state that training changes and that averaging makes sense for. The
 // tensors are the module's own.
-NamedTensors float_state(torch::nn::Module& module);
+FloatState float_state(torch::nn::Module& module);
 
 // Detached copies.
 std::vector<at::Tensor> clones(const std::vector<at::Tensor>& tensors);
@@ -48,7 +48,7 @@ void overwrite(std::vector<at::Tensor>& state, const std::vector<at::Tensor>& va
 // averaged over the nodes) under float_state's names, then the integer
 // buffers (e.g. BatchNorm's num_batches_tracked) of `module`, which has them
 // as node 0's.
-std::vector<std::pair<std::string, at::Tensor>> saved_model(const NamedTensors& state,
+std::vector<std::pair<std::string, at::Tensor>> saved_model(const FloatState& state,
                                                             const std::vector<at::Tensor>& averaged,
                                                             torch::nn::Module& module);
 

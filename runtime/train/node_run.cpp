@@ -8,13 +8,13 @@
 #include <string>
 #include <vector>
 
+#include "exogym/runtime/async/async_checkpoint.h"
 #include "exogym/runtime/checkpoint/client_states.h"
 #include "exogym/runtime/checkpoint/node_state.h"
 #include "exogym/runtime/dist/process_mesh.h"
 #include "exogym/runtime/host/devices.h"
 #include "exogym/runtime/host/interrupt.h"
 #include "exogym/runtime/plugin/plugin_loader.h"
-#include "exogym/runtime/train/async_checkpoint.h"
 #include "exogym/runtime/train/autocast_scope.h"
 #include "exogym/runtime/train/checkpointing.h"
 #include "exogym/runtime/train/divergence.h"
@@ -163,8 +163,8 @@ void NodeRun::restore() {
   phase_ = "restoring the state of " + strategy_name_ + " from " + file;
   meter_.restore(node->second.meter);  // first: load_state takes its collectives in flight back
   checkpoint::restore_strategy(strategy_, node->second);
-  restore_async_state(s_.simulation->async(), rank_, rank_ == s_.run.role.block.first, node->second.async, file,
-                      resume.folder, s_.checkpoints.first_step);
+  async::restore_async_state(s_.simulation->async(), rank_, rank_ == s_.run.role.block.first, node->second.async, file,
+                             resume.folder, s_.checkpoints.first_step);
   // Only this thread touches its node's entry.
   node->second = checkpoint::NodeState();
 }
@@ -224,8 +224,9 @@ void NodeRun::write_checkpoint(int64_t step) {
   const auto started = std::chrono::steady_clock::now();
   CheckpointState& checkpoints = s_.checkpoints;
   meet_every_node();
-  checkpoint::write_node_state(checkpoints.writer->partial_folder(step), rank_, step, model_, strategy_, meter_.state(),
-                               save_async_state(s_.simulation->async(), rank_, rank_ == s_.run.role.block.first));
+  checkpoint::write_node_state(
+      checkpoints.writer->partial_folder(step), rank_, step, model_, strategy_, meter_.state(),
+      async::save_async_state(s_.simulation->async(), rank_, rank_ == s_.run.role.block.first));
   // Every process's store holds every client: node 0 writes it.
   if (rank_ == 0 && membership_.client_store())
     checkpoint::write_client_states(checkpoints.writer->partial_folder(step), step,
@@ -378,7 +379,7 @@ void NodeRun::finish() {
       report_evaluation(s_.run, s_.outputs, s_.reported, *r);
   }
   phase_ = "averaging the final model";
-  const NamedTensors state = float_state(model_.network());
+  const FloatState state = float_state(model_.network());
   const std::vector<at::Tensor> averaged = average_in_place(state.tensors, runtime_comm_);
   if (rank_ != membership_.reporter()) return;
   if (m_.stop_on_nonfinite && first_nonfinite(averaged) >= 0) {

@@ -48,7 +48,7 @@ class NodeRun {
   double compute_step(int64_t t);
   // The reporting node's rows of step t (report_step); the others drop theirs.
   void report_or_drop(int64_t t, double loss);
-  // Slot t of an asynchronous strategy (sim/async_schedule.h): the reply
+  // Slot t of an asynchronous strategy (async/async_schedule.h): the reply
   // if it has come, the evaluation, the step if the node is free, then the
   // meeting where the updates travel.
   void async_slot(int64_t t);
@@ -92,7 +92,7 @@ class NodeRun {
   const std::string strategy_name_, model_name_;
   std::string phase_ = "initial broadcast";
   double last_loss_ = NAN;  // this node's, for the warning when it turns non-finite
-  // An asynchronous strategy connected (sim/async_schedule.h): the run goes
+  // An asynchronous strategy connected (async/async_schedule.h): the run goes
   // by slots.
   bool asynchronous_ = false;
   bool stacked_ = false;  // computes its forward and backward in a stack (node_stacks.h)

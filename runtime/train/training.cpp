@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "exogym/runtime/async/async_processes.h"
 #include "exogym/runtime/checkpoint/client_states.h"
 #include "exogym/runtime/host/block_cache.h"
 #include "exogym/runtime/host/cores.h"
@@ -14,7 +15,6 @@
 #include "exogym/runtime/output/folder_lock.h"
 #include "exogym/runtime/plugin/plugin_loader.h"
 #include "exogym/runtime/threads/thread_plan.h"
-#include "exogym/runtime/train/async_processes.h"
 #include "exogym/runtime/train/checkpointing.h"
 #include "exogym/runtime/train/cluster.h"
 #include "exogym/runtime/train/divergence.h"
@@ -160,7 +160,7 @@ TrainingResult train_run(const manifest::Manifest& m, plugin::PluginLoader& load
   setup.parameters = parameter_count(first_model);
 
   s.simulation = std::make_unique<Meters>(m, run.role.block);
-  if (run.role.mesh) s.simulation->async().share_with(share_async_news(*run.role.mesh));
+  if (run.role.mesh) s.simulation->async().share_with(async::share_async_news(*run.role.mesh));
   choose_run_folder(run, setup, outputs, plan, options);
   // Before the folder is read for a resume: a second exogym-run on it stops
   // here, with nothing changed.

@@ -2,8 +2,10 @@
 # A third party's view: install ExoGym, move the install elsewhere (an
 # install must be relocatable: no absolute paths in its CMake package),
 # build examples/plugin-template against it with find_package(ExoGym), and
-# train with both of its strategies: one written from scratch, one composed
-# with a built-in module (ExoGym::modules), and with its per-node dataset.
+# train with each of its strategies: one written from scratch, one composed
+# with a built-in module (ExoGym::modules), one of exchanges between ring
+# neighbours (peer to peer, 5 nodes: an odd ring), and with its per-node
+# dataset.
 set -euo pipefail
 source_dir=$1
 build_dir=$2
@@ -65,6 +67,18 @@ PY
 }
 train signum
 train sparta_lookahead
+train ring_gossip
+# D-PSGD's bytes, in closed form: each node sends its parameters (MLP
+# 784-128-10: 101,770 floats) to each of its two neighbours every step.
+python3 - "$work/runs/ring_gossip/summary.json" <<'PY'
+import json, sys
+nodes = json.load(open(sys.argv[1]))["communication"]["per_node"]
+assert len(nodes) == 5, nodes
+for n in nodes:
+    expected = 60 * 2 * 101770 * 4
+    assert n["bytes_sent"] == n["group_bytes_sent"] == n["bytes_received"] == expected, n
+print("ring_gossip: every node sent 2 x 60 exchanges of 407,080 bytes")
+PY
 # The per-node dataset: listed as such, one instance per node, each node's
 # 60,000 rotated digits in data.csv, and it trains.
 grep -q "dataset  rotated-mnist .*(one per node)" "$work/list.txt"

@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "cli_helpers.h"
-#include "exogym/modules/diloco.h"
-#include "exogym/modules/fedavg.h"
-#include "exogym/modules/sparta.h"
+#include "exogym/modules/aggregation/sparta.h"
+#include "exogym/modules/outer/diloco.h"
+#include "exogym/modules/outer/fedavg.h"
 #include "exogym/runtime/plugin/plugin_loader.h"
 #include "exogym/sdk/compose.h"
 #include "exogym/sdk/error.h"

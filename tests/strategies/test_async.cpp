@@ -1,4 +1,4 @@
-// Asynchronous strategies (sdk/async.h, runtime/sim/async_schedule.h,
+// Asynchronous strategies (sdk/async.h, runtime/async/async_schedule.h,
 // plugins async_diloco and fedbuff): the slots a node computes in follow
 // its speed, the server takes updates in order of arrival with the
 // staleness that follows in closed form, runs reproduce bit for bit,

@@ -1,4 +1,4 @@
-// The compression library (plugins/modules/compressor.h and the
+// The compression library (plugins/modules/compression/compressor.h and the
 // compressors): Elias-Fano offsets against their closed form and bad codes,
 // random-k's shared positions, scaled sign and the low-bit formats against
 // hand-computed values, every compressor's bytes against its closed form,
@@ -12,13 +12,13 @@
 #include <set>
 #include <vector>
 
-#include "exogym/modules/chunk_topk.h"
-#include "exogym/modules/elias_fano.h"
-#include "exogym/modules/make_compressor.h"
-#include "exogym/modules/quantize_compressor.h"
-#include "exogym/modules/random_k.h"
-#include "exogym/modules/sign_compressor.h"
-#include "exogym/modules/topk_compressor.h"
+#include "exogym/modules/compression/chunk_topk.h"
+#include "exogym/modules/compression/elias_fano.h"
+#include "exogym/modules/compression/make_compressor.h"
+#include "exogym/modules/compression/quantize_compressor.h"
+#include "exogym/modules/compression/random_k.h"
+#include "exogym/modules/compression/sign_compressor.h"
+#include "exogym/modules/compression/topk_compressor.h"
 #include "exogym/runtime/sim/clock_exchange.h"
 #include "exogym/runtime/sim/metered_communicator.h"
 #include "exogym/runtime/sim/network_model.h"

@@ -14,7 +14,7 @@
 #include <numeric>
 #include <sstream>
 
-#include "exogym/modules/dct.h"
+#include "demo/dct.h"
 #include "exogym/runtime/train/cluster.h"
 #include "exogym/sdk/comm.h"
 #include "exogym/sdk/model.h"

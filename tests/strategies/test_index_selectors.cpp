@@ -7,7 +7,7 @@
 #include <set>
 #include <vector>
 
-#include "exogym/modules/index_selector.h"
+#include "exogym/modules/aggregation/index_selector.h"
 #include "testing.h"
 
 namespace modules = exogym::modules;

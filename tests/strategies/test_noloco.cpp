@@ -1,4 +1,4 @@
-// The strategy noloco (plugins/modules/noloco.h): its pairings, the outer
+// The strategy noloco (plugins/modules/outer/noloco.h): its pairings, the outer
 // step of a single pair against hand-computed values, its bytes and
 // simulated time against the closed form, and bad options. (Resume bit for
 // bit, failures and several processes: builtin_strategies in
@@ -7,7 +7,7 @@
 
 #include <set>
 
-#include "exogym/modules/noloco.h"
+#include "exogym/modules/outer/noloco.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/model.h"
 #include "exogym/sdk/node.h"

@@ -1,4 +1,4 @@
-// The strategy overlapped_diloco (plugins/modules/overlapped_diloco.h):
+// The strategy overlapped_diloco (plugins/modules/outer/overlapped_diloco.h):
 // the eager and the delayed outer update against hand-computed values, the
 // bytes of DiLoCo with each round's transfer hidden behind the next on the
 // simulated clock, resuming with an average in flight, and bad input.
@@ -7,7 +7,7 @@
 #include <ATen/ATen.h>
 
 #include "checkpoint_fixtures.h"
-#include "exogym/modules/overlapped_diloco.h"
+#include "exogym/modules/outer/overlapped_diloco.h"
 #include "exogym/runtime/checkpoint/node_state.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/model.h"

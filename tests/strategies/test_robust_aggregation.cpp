@@ -1,4 +1,4 @@
-// Robust aggregation (plugins/modules/robust_aggregation.h): the median,
+// Robust aggregation (plugins/modules/aggregation/robust_aggregation.h): the median,
 // the trimmed mean and Krum against hand-computed values, their refusals,
 // a corrupted sender that moves the mean but not them, and fedavg's
 // "aggregator" against a node of the manifest's "adversaries".
@@ -7,8 +7,8 @@
 #include <cmath>
 #include <vector>
 
-#include "exogym/modules/robust_aggregation.h"
-#include "exogym/modules/shared_aggregates.h"
+#include "exogym/modules/aggregation/robust_aggregation.h"
+#include "exogym/modules/aggregation/shared_aggregates.h"
 #include "exogym/sdk/error.h"
 #include "helpers.h"
 #include "strategy_runs.h"

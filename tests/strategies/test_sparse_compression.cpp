@@ -1,17 +1,21 @@
-// SparseLoCo's compression pieces (plugins/modules/chunk_topk.h,
+// SparseLoCo's compression pieces (plugins/modules/compression/chunk_topk.h,
 // topk_compressor.h, compressor.h's compressed_mean): the chunk-wise top-k
-// against hand-picked values (ties, a short last chunk, NaN), the index
+// against hand-picked values (ties, a short last chunk, NaN) and a full
+// sort (select_topk, which DeMo's selection shares), the index
 // widths, the payload's bytes against the closed form, and the average's
 // values and bytes through the comm layer's accounting.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
+#include <utility>
 #include <vector>
 
-#include "exogym/modules/chunk_topk.h"
-#include "exogym/modules/elias_fano.h"
-#include "exogym/modules/topk_compressor.h"
+#include "exogym/modules/compression/chunk_topk.h"
+#include "exogym/modules/compression/elias_fano.h"
+#include "exogym/modules/compression/topk_compressor.h"
 #include "exogym/runtime/sim/clock_exchange.h"
 #include "exogym/runtime/sim/metered_communicator.h"
 #include "exogym/runtime/sim/network_model.h"
@@ -83,6 +87,37 @@ TEST_CASE("chunk_topk keeps each chunk's ceil(density * length) largest magnitud
   const auto all = modules::chunk_topk(y, 128, 1.0);
   CHECK(at::equal(all.values, y));
   CHECK(at::equal(modules::chunk_positions(all.indices, 300, 128, 1.0), at::arange(300, at::kLong)));
+}
+
+TEST_CASE("select_topk, the one top-k (chunk_topk's and DeMo's), is a full sort's on chunks of any length",
+          "[sparseloco][compression]") {
+  // Lengths around the blocks of 16 (a partial last block, fewer blocks
+  // than k, one block), k from 1 to the whole chunk; five magnitudes only,
+  // so ties cross the k-th place, plus infinities and a NaN (the largest).
+  at::Generator gen = at::detail::createCPUGenerator(21);
+  modules::TopkScratch scratch;
+  for (int64_t length : {1, 5, 16, 17, 100, 4096, 4099}) {
+    for (int64_t k : {int64_t{1}, int64_t{3}, length / 2 + 1, length}) {
+      if (k > length) continue;
+      INFO("length " << length << ", k " << k);
+      at::Tensor row = (at::randint(0, 9, {length}, gen) - 4).to(at::kFloat) * 0.5;
+      if (length > 4) {
+        row[length / 2] = INFINITY;
+        row[length - 1] = -INFINITY;
+        row[3] = NAN;
+      }
+      const float* v = row.data_ptr<float>();
+      auto rank = [&](int64_t i) { return std::make_pair(std::isnan(v[i]), std::fabs(v[i])); };
+      std::vector<int64_t> expected(length);
+      std::iota(expected.begin(), expected.end(), 0);
+      std::stable_sort(expected.begin(), expected.end(), [&](int64_t a, int64_t b) { return rank(a) > rank(b); });
+      expected.resize(k);
+      std::sort(expected.begin(), expected.end());
+      std::vector<int64_t> offsets(k);
+      modules::select_topk(v, length, k, offsets.data(), scratch);
+      REQUIRE(offsets == expected);
+    }
+  }
 }
 
 TEST_CASE("chunk_topk: the same selection for any number of threads, and bad payloads are errors",

@@ -1,4 +1,4 @@
-// The strategy sparseloco (plugins/modules/sparseloco.h): error feedback
+// The strategy sparseloco (plugins/modules/outer/sparseloco.h): error feedback
 // and the outer step against the same exchange by hand, the equivalences
 // at density 1 (with streaming_diloco's quantised outer gradients bit for
 // bit, with diloco up to rounding), the bytes of whole runs against the
@@ -7,9 +7,9 @@
 #include <ATen/ATen.h>
 
 #include "checkpoint_fixtures.h"
-#include "exogym/modules/chunk_topk.h"
-#include "exogym/modules/sparseloco.h"
-#include "exogym/modules/topk_compressor.h"
+#include "exogym/modules/compression/chunk_topk.h"
+#include "exogym/modules/compression/topk_compressor.h"
+#include "exogym/modules/outer/sparseloco.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/model.h"
 #include "exogym/sdk/node.h"

@@ -13,10 +13,10 @@
 #include <functional>
 #include <set>
 
-#include "exogym/modules/diloco.h"
-#include "exogym/modules/fedavg.h"
-#include "exogym/modules/outer_master.h"
-#include "exogym/modules/sparta.h"
+#include "exogym/modules/aggregation/sparta.h"
+#include "exogym/modules/outer/diloco.h"
+#include "exogym/modules/outer/fedavg.h"
+#include "exogym/modules/outer/outer_master.h"
 #include "exogym/modules/state_tensors.h"
 #include "exogym/runtime/train/shared_objects.h"
 #include "exogym/sdk/comm.h"

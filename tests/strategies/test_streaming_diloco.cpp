@@ -1,4 +1,4 @@
-// The strategy streaming_diloco and its pieces (plugins/modules/
+// The strategy streaming_diloco and its pieces (plugins/modules/outer/
 // streaming_diloco.h, fragments.h): the cut into fragments, the staggered
 // schedule with overlap and mixing against hand-computed values, the
 // quantised outer gradient, the equivalence with diloco, the bytes of the
@@ -7,8 +7,8 @@
 #include <ATen/ATen.h>
 
 #include "checkpoint_fixtures.h"
-#include "exogym/modules/fragments.h"
-#include "exogym/modules/streaming_diloco.h"
+#include "exogym/modules/outer/fragments.h"
+#include "exogym/modules/outer/streaming_diloco.h"
 #include "exogym/runtime/checkpoint/node_state.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/error_feedback.h"

@@ -87,7 +87,7 @@ class BareLoop {
     average_.resize(num_params_);
     if (diloco()) {
       // One master copy and one outer optimizer, as the simulator keeps once
-      // per process; DiLoCo's default outer optimizer (modules/diloco.h).
+      // per process; DiLoCo's default outer optimizer (modules/outer/diloco.h).
       for (auto& p : replicas_[0].params) master_.push_back(p.detach().clone().set_requires_grad(true));
       const nlohmann::json outer_default = {{"name", "sgd"}, {"lr", 0.7}, {"momentum", 0.9}, {"nesterov", true}};
       outer_ = sdk::OptimizerSpec::from_json(c.outer_optimizer, "outer_optimizer", outer_default).build(master_);

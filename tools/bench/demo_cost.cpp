@@ -1,6 +1,6 @@
 // The "demo" measurement (child.h): one node training the model alone with
 // DeMo's local half, timing per step its forward and backward passes and
-// the compression of its gradients (modules/dct.h: the momentum's update
+// the compression of its gradients (plugins/demo/dct.h: the momentum's update
 // in the DCT domain and the selection of what to send), which is what each
 // node adds to a step under the "demo" strategy. The node steps along the
 // sign of its own decoded message, untimed, so that its gradients and
@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "bench/child.h"
-#include "exogym/modules/dct.h"
+#include "demo/dct.h"
 #include "exogym/runtime/data/sampler.h"
 #include "exogym/runtime/host/block_cache.h"
 #include "exogym/runtime/host/cores.h"

@@ -1,7 +1,7 @@
 // The rendezvous store's security: it listens only on MASTER_ADDR (under
 // --nproc nothing of a run is reachable from another machine), and only
 // processes holding the run's secret may read or write it
-// (runtime/dist/store_server.h, store_client.h, util/sha256.h).
+// (runtime/dist/store_server.h, store_connection.h, util/sha256.h).
 #include <dirent.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -23,7 +23,7 @@
 #include "exogym/runtime/util/sha256.h"
 #include "testing.h"
 #if EXOGYM_HAVE_GLOO
-#include "exogym/runtime/dist/store_client.h"
+#include "exogym/runtime/dist/store_connection.h"
 #endif
 
 namespace fs = std::filesystem;
@@ -144,10 +144,10 @@ TEST_CASE("SHA-256 and HMAC-SHA256 match FIPS 180-4 and RFC 4231", "[dist]") {
 
 TEST_CASE("the rendezvous store listens on MASTER_ADDR only and serves only holders of the secret", "[dist]") {
   namespace protocol = exogym::runtime::dist::store_protocol;
-  using exogym::runtime::dist::StoreClient;
+  using exogym::runtime::dist::StoreConnection;
   const int port = exogym::runtime::dist::pick_free_port();
   const auto timeout = std::chrono::seconds(5);
-  StoreClient host("127.0.0.1", port, /*host=*/true, "the secret", timeout);
+  StoreConnection host("127.0.0.1", port, /*host=*/true, "the secret", timeout);
   host.set("hello/0", "fingerprint, host and pid");
 
   std::vector<Listener> bound;
@@ -157,12 +157,12 @@ TEST_CASE("the rendezvous store listens on MASTER_ADDR only and serves only hold
   REQUIRE(bound.size() == 1);
   CHECK(bound[0].address == "0100007F");
 
-  StoreClient member("127.0.0.1", port, false, "the secret", timeout);
+  StoreConnection member("127.0.0.1", port, false, "the secret", timeout);
   CHECK(member.get("hello/0") == "fingerprint, host and pid");
   CHECK(member.add("aborts", 0) == 0);
 
   // A client with another secret is refused, naming the variables to set.
-  CHECK_THROWS_WITH(StoreClient("127.0.0.1", port, false, "a guess", timeout),
+  CHECK_THROWS_WITH(StoreConnection("127.0.0.1", port, false, "a guess", timeout),
                     Catch::Contains("refused this process") && Catch::Contains("EXOGYM_RUN_SECRET"));
   // A plain client that skips the handshake can neither write nor read.
   const int fd = raw_connect(port);

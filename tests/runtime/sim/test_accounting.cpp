@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "exogym/modules/dct.h"
-#include "exogym/modules/index_selector.h"
+#include "demo/dct.h"
+#include "exogym/modules/aggregation/index_selector.h"
 #include "exogym/runtime/command/comparison.h"
 #include "exogym/runtime/manifest/manifest.h"
 #include "exogym/runtime/sim/network_model.h"
