@@ -30,11 +30,11 @@ class BackendCommunicator final : public sdk::Communicator {
   int size() const override { return backend_.live_count(); }
 
   void all_reduce(std::vector<at::Tensor>& tensors, sdk::ReduceOp op) override {
-    run_in_place(CollectiveKind::AllReduce, tensors, op, 0);
+    run_in_place(CallKind::AllReduce, tensors, op, 0);
   }
   sdk::SharedTensors all_reduce_shared(const std::vector<at::Tensor>& tensors, sdk::ReduceOp op) override {
     CollectiveCall call;
-    call.kind = CollectiveKind::AllReduce;
+    call.kind = CallKind::AllReduce;
     call.op = op;
     call.shared_result = true;
     call.tensors = contiguous_payload(tensors);
@@ -45,14 +45,14 @@ class BackendCommunicator final : public sdk::Communicator {
       throw sdk::Error("broadcast: root " + std::to_string(root) + " is not a rank of " +
                        std::to_string(backend_.size()));
     }
-    run_in_place(CollectiveKind::Broadcast, tensors, sdk::ReduceOp::Sum, root);
+    run_in_place(CallKind::Broadcast, tensors, sdk::ReduceOp::Sum, root);
   }
   std::vector<std::vector<at::Tensor>> all_gather(const std::vector<at::Tensor>& tensors) override {
     return gather_in({}, tensors, false);
   }
   void group_all_reduce(const std::vector<int>& members, std::vector<at::Tensor>& tensors, sdk::ReduceOp op) override {
     check_group("group_all_reduce", rank_, members, backend_.live_ranks());
-    run_in_place(CollectiveKind::AllReduce, tensors, op, 0, members);
+    run_in_place(CallKind::AllReduce, tensors, op, 0, members);
   }
   std::vector<std::vector<at::Tensor>> group_all_gather(const std::vector<int>& members,
                                                         const std::vector<at::Tensor>& tensors) override {
@@ -70,7 +70,7 @@ class BackendCommunicator final : public sdk::Communicator {
   }
   void barrier() override {
     CollectiveCall call;
-    call.kind = CollectiveKind::Barrier;
+    call.kind = CallKind::Barrier;
     backend_.run(rank_, std::move(call), slot_);
   }
 
@@ -80,7 +80,7 @@ class BackendCommunicator final : public sdk::Communicator {
                                                  const std::vector<at::Tensor>& tensors, bool exchange) {
     std::vector<std::vector<at::Tensor>> gathered;
     CollectiveCall call;
-    call.kind = CollectiveKind::AllGather;
+    call.kind = CallKind::AllGather;
     call.members = members;
     call.exchange = exchange;
     call.tensors = contiguous_payload(tensors);
@@ -88,7 +88,7 @@ class BackendCommunicator final : public sdk::Communicator {
     backend_.run(rank_, std::move(call), slot_);
     return gathered;
   }
-  void run_in_place(CollectiveKind kind, std::vector<at::Tensor>& tensors, sdk::ReduceOp op, int root,
+  void run_in_place(CallKind kind, std::vector<at::Tensor>& tensors, sdk::ReduceOp op, int root,
                     const std::vector<int>& members = {}) {
     CollectiveCall call;
     call.kind = kind;

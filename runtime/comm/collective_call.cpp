@@ -21,7 +21,7 @@ const char* collective_name(int32_t kind) {
 
 const char* collective_name(const CollectiveCall& call) {
   if (call.exchange) return "exchange";
-  if (!call.members.empty()) return call.kind == CollectiveKind::AllReduce ? "group_all_reduce" : "group_all_gather";
+  if (!call.members.empty()) return call.kind == CallKind::AllReduce ? "group_all_reduce" : "group_all_gather";
   return call.shared_result ? "all_reduce_shared" : collective_name(call.kind);
 }
 
@@ -76,7 +76,7 @@ void check_same_collective(const CollectiveCall& call, int rank, const Collectiv
     throw sdk::Error(where() + " with " + std::to_string(call.tensors.size()) + " tensors instead of " +
                      std::to_string(reference.tensors.size()));
   }
-  if (call.kind == CollectiveKind::AllGather || call.kind == CollectiveKind::Barrier) return;
+  if (call.kind == CallKind::AllGather || call.kind == CallKind::Barrier) return;
   if (call.op != reference.op || call.root != reference.root)
     throw sdk::Error(where() + " with a different op or root");
   for (size_t i = 0; i < call.tensors.size(); ++i) {

@@ -12,16 +12,18 @@
 
 namespace exogym::runtime::comm {
 
-// Fixed values: the hierarchical backend sends them between processes.
-enum class CollectiveKind : int32_t { AllReduce, Broadcast, AllGather, Barrier };
+// What a node called (sim::CollectiveKind is what the network model
+// meters). Fixed values: the hierarchical backend sends them between
+// processes.
+enum class CallKind : int32_t { AllReduce, Broadcast, AllGather, Barrier };
 
 // "all_reduce", "broadcast", ...; a value from another process may be none
 // of them: "an unknown collective".
 const char* collective_name(int32_t kind);
-inline const char* collective_name(CollectiveKind kind) { return collective_name(static_cast<int32_t>(kind)); }
+inline const char* collective_name(CallKind kind) { return collective_name(static_cast<int32_t>(kind)); }
 
 struct CollectiveCall {
-  CollectiveKind kind = CollectiveKind::Barrier;
+  CallKind kind = CallKind::Barrier;
   sdk::ReduceOp op = sdk::ReduceOp::Sum;  // all_reduce
   // all_reduce_shared: the node takes a result its process's nodes share
   // (CollectiveBackend::run returns it) and its tensors are only read.

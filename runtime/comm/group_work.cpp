@@ -11,7 +11,7 @@ namespace exogym::runtime::comm {
 void complete_group(const std::vector<CollectiveCall*>& local,
                     const std::vector<const std::vector<at::Tensor>*>& parts) {
   const CollectiveCall& first = *local.front();
-  if (first.kind == CollectiveKind::AllReduce) {
+  if (first.kind == CallKind::AllReduce) {
     for (size_t i = 0; i < first.tensors.size(); ++i) {
       at::Tensor acc = (*parts[0])[i].clone();
       for (size_t j = 1; j < parts.size(); ++j) combine(acc, (*parts[j])[i].to(acc.device()), first.op);

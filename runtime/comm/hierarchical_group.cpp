@@ -91,8 +91,8 @@ sdk::SharedTensors HierarchicalGroup::run(int rank, CollectiveCall call, threads
   }
   const std::vector<at::Tensor> mine = call.tensors;
   auto* gathered = call.gathered;
-  const CollectiveKind kind = call.kind;
-  const bool receives = kind != CollectiveKind::Broadcast || rank != call.root;
+  const CallKind kind = call.kind;
+  const bool receives = kind != CallKind::Broadcast || rank != call.root;
   const bool shared = call.shared_result;
   // A group that waits for this node never completes (group_meetings.h).
   groups_.enter_elsewhere(rank, "waits in " + describe_call(call));
@@ -105,13 +105,13 @@ sdk::SharedTensors HierarchicalGroup::run(int rank, CollectiveCall call, threads
   // The leader left the results in result_, shared_result_ or gathered_.
   if (shared) return shared_result_;
   switch (kind) {
-    case CollectiveKind::AllReduce:
-    case CollectiveKind::Broadcast:
+    case CallKind::AllReduce:
+    case CallKind::Broadcast:
       if (receives) {
         for (size_t i = 0; i < mine.size(); ++i) mine[i].copy_(result_[i]);
       }
       break;
-    case CollectiveKind::AllGather:
+    case CallKind::AllGather:
       gathered->assign(gathered_.size(), {});  // one entry per live node
       for (size_t r = 0; r < gathered_.size(); ++r) {
         for (size_t i = 0; i < gathered_[r].size(); ++i) {
@@ -122,7 +122,7 @@ sdk::SharedTensors HierarchicalGroup::run(int rank, CollectiveCall call, threads
         }
       }
       break;
-    case CollectiveKind::Barrier:
+    case CallKind::Barrier:
       break;
   }
   return nullptr;
@@ -133,10 +133,10 @@ void HierarchicalGroup::lead(const Calls& calls) {
   Header mine;
   mine.sequence = sequence_++;
   mine.kind = static_cast<int32_t>(first.kind);
-  mine.op = first.kind == CollectiveKind::AllReduce ? static_cast<int32_t>(first.op) : 0;
-  mine.root = first.kind == CollectiveKind::Broadcast ? first.root : 0;
+  mine.op = first.kind == CallKind::AllReduce ? static_cast<int32_t>(first.op) : 0;
+  mine.root = first.kind == CallKind::Broadcast ? first.root : 0;
   mine.count = static_cast<int32_t>(first.tensors.size());
-  if (first.kind == CollectiveKind::AllReduce || first.kind == CollectiveKind::Broadcast) {
+  if (first.kind == CallKind::AllReduce || first.kind == CallKind::Broadcast) {
     mine.signature = signature(first.tensors);
   }
   if (clocks_) {
@@ -153,7 +153,7 @@ void HierarchicalGroup::lead(const Calls& calls) {
   gathered_.clear();
   buffers_.clear();
   switch (first.kind) {
-    case CollectiveKind::AllReduce:
+    case CallKind::AllReduce:
       lead_all_reduce(calls, mine);
       if (first.shared_result) {
         // Fresh tensors (the fold's), on the nodes' device: CUDA tensors
@@ -163,13 +163,13 @@ void HierarchicalGroup::lead(const Calls& calls) {
         shared_result_ = std::move(shared);
       }
       break;
-    case CollectiveKind::Broadcast:
+    case CallKind::Broadcast:
       lead_broadcast(calls, mine);
       break;
-    case CollectiveKind::AllGather:
+    case CallKind::AllGather:
       lead_all_gather(calls, mine);
       break;
-    case CollectiveKind::Barrier:
+    case CallKind::Barrier:
       exchange_headers(mine);
       break;
   }

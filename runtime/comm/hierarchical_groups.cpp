@@ -99,7 +99,7 @@ void HierarchicalGroup::run_group(int rank, CollectiveCall call, threads::NodeSl
 void HierarchicalGroup::exchange_group(const std::vector<int>& members, const std::vector<int>& local,
                                        const std::vector<CollectiveCall*>& calls, uint64_t meeting) {
   const CollectiveCall& first = *calls.front();
-  const bool reduce = first.kind == CollectiveKind::AllReduce;
+  const bool reduce = first.kind == CallKind::AllReduce;
   const int P = mesh_.size(), me = mesh_.rank();
   std::vector<int> peers;  // the other processes that host members, ascending
   for (int m : members) {
@@ -125,7 +125,7 @@ void HierarchicalGroup::exchange_group(const std::vector<int>& members, const st
   mine.arrival = latest_group_arrival(clocks_, local);
 
   std::vector<GroupHeader> headers(P);
-  std::vector<dist::ProcessMesh::Transfer> transfers;
+  std::vector<dist::ProcessMesh::PeerMessage> transfers;
   for (int q : peers) {
     transfers.push_back({q, &headers[q], sizeof(GroupHeader), true});
     transfers.push_back({q, &mine, sizeof(GroupHeader), false});

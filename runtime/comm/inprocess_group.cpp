@@ -62,10 +62,10 @@ sdk::SharedTensors InProcessGroup::run(int rank, CollectiveCall call, threads::N
   if (members_.size() == 1) {
     // Nothing to exchange: all_gather and all_reduce_shared still return
     // fresh tensors.
-    if (call.kind == CollectiveKind::Broadcast && call.root != rank) {
+    if (call.kind == CallKind::Broadcast && call.root != rank) {
       throw sdk::Error("broadcast: root " + std::to_string(call.root) + " is down");
     }
-    if (call.kind == CollectiveKind::AllGather) {
+    if (call.kind == CallKind::AllGather) {
       call.gathered->assign(1, {});
       for (const auto& t : call.tensors) call.gathered->front().push_back(t.clone());
     }
@@ -165,7 +165,7 @@ void InProcessGroup::execute(const MeetingPoint::Calls& calls) {
   };
   shared_result_ = nullptr;  // every node took the last one
   switch (first.kind) {
-    case CollectiveKind::AllReduce: {
+    case CallKind::AllReduce: {
       // all_reduce_shared: one result for all, in fresh tensors.
       std::vector<at::Tensor> out(first.tensors.size());
       if (first.shared_result) {
@@ -189,7 +189,7 @@ void InProcessGroup::execute(const MeetingPoint::Calls& calls) {
       if (first.shared_result) shared_result_ = std::make_shared<const std::vector<at::Tensor>>(std::move(out));
       break;
     }
-    case CollectiveKind::Broadcast: {
+    case CallKind::Broadcast: {
       const int root = first.root;
       if (!std::binary_search(members_.begin(), members_.end(), root)) {
         throw sdk::Error("broadcast: root " + std::to_string(root) + " is down");
@@ -202,7 +202,7 @@ void InProcessGroup::execute(const MeetingPoint::Calls& calls) {
       });
       break;
     }
-    case CollectiveKind::AllGather:
+    case CallKind::AllGather:
       // Every node gets its own copies: strategies may write into them.
       run_items(count_members, [&](int64_t d) {
         auto& gathered = *calls[members_[static_cast<size_t>(d)]].gathered;
@@ -212,7 +212,7 @@ void InProcessGroup::execute(const MeetingPoint::Calls& calls) {
         }
       });
       break;
-    case CollectiveKind::Barrier:
+    case CallKind::Barrier:
       break;
   }
 }

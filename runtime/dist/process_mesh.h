@@ -84,13 +84,13 @@ class ProcessMesh {
   // nodes, whose processes meet in no fixed order). Several may run at once
   // from different threads, with different tags; each ends when its own
   // messages are through, or throws sdk::Error when a peer fails.
-  struct Transfer {
+  struct PeerMessage {
     int peer;
     void* data;
     size_t bytes;
     bool receive;
   };
-  void exchange_tagged(const std::vector<Transfer>& transfers, uint64_t tag);
+  void exchange_tagged(const std::vector<PeerMessage>& transfers, uint64_t tag);
   // The processes Scope::Members exchanges among (ascending; every process
   // until the first call), this one among them unless it takes part in no
   // exchange of that scope until the next call. Every process calls it at
@@ -146,8 +146,8 @@ class ProcessMesh {
   void check_hello(int process, const std::string& fingerprint);
   void connect_gloo();
   // Moving bytes (process_mesh_transfer.cpp).
-  void exchange(const std::vector<Transfer>& transfers, Scope scope);
-  void transfer(const std::vector<Transfer>& transfers, uint64_t slot);
+  void exchange(const std::vector<PeerMessage>& transfers, Scope scope);
+  void transfer(const std::vector<PeerMessage>& transfers, uint64_t slot);
   const std::vector<int>& processes(Scope scope) const { return scope == Scope::All ? everyone_ : members_; }
   // Noticing lost peers (process_mesh_heartbeat.cpp).
   void start_heartbeat();

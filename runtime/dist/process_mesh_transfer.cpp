@@ -17,7 +17,7 @@ constexpr auto kForever = std::chrono::hours(24 * 365);
 
 }  // namespace
 
-void ProcessMesh::exchange(const std::vector<Transfer>& transfers, Scope scope) {
+void ProcessMesh::exchange(const std::vector<PeerMessage>& transfers, Scope scope) {
   std::lock_guard<std::mutex> exclusive(exchange_mutex_);
   if (failed_) throw_failure();
   // Even slots for exchanges among every process, odd ones among members.
@@ -26,13 +26,13 @@ void ProcessMesh::exchange(const std::vector<Transfer>& transfers, Scope scope) 
   transfer(transfers, slot);
 }
 
-void ProcessMesh::exchange_tagged(const std::vector<Transfer>& transfers, uint64_t tag) {
+void ProcessMesh::exchange_tagged(const std::vector<PeerMessage>& transfers, uint64_t tag) {
   if (failed_) throw_failure();
   // Slots with the top bit set: never one of exchange()'s counted ones.
   transfer(transfers, tag | (uint64_t{1} << 63));
 }
 
-void ProcessMesh::transfer(const std::vector<Transfer>& transfers, uint64_t slot) {
+void ProcessMesh::transfer(const std::vector<PeerMessage>& transfers, uint64_t slot) {
   std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> buffers;
   buffers.reserve(transfers.size());
   for (const auto& t : transfers) buffers.push_back(context_->createUnboundBuffer(t.data, t.bytes));
@@ -85,7 +85,7 @@ void ProcessMesh::transfer(const std::vector<Transfer>& transfers, uint64_t slot
 
 void ProcessMesh::all_gather(const void* mine, size_t bytes, const std::vector<void*>& out,
                              const std::vector<size_t>& sizes, Scope scope) {
-  std::vector<Transfer> transfers;
+  std::vector<PeerMessage> transfers;
   for (int q : processes(scope)) {
     if (q == rank()) continue;
     if (sizes.at(q) > 0) transfers.push_back({q, out.at(q), sizes[q], true});
@@ -96,7 +96,7 @@ void ProcessMesh::all_gather(const void* mine, size_t bytes, const std::vector<v
 
 void ProcessMesh::broadcast(void* data, size_t bytes, int root, Scope scope) {
   if (bytes == 0) return;
-  std::vector<Transfer> transfers;
+  std::vector<PeerMessage> transfers;
   if (rank() == root) {
     for (int q : processes(scope)) {
       if (q != root) transfers.push_back({q, data, bytes, false});

@@ -16,7 +16,7 @@ void ProcessMesh::set_nodes(int) {}
 std::string ProcessMesh::describe(int process) const { return "process " + std::to_string(process); }
 void ProcessMesh::all_gather(const void*, size_t, const std::vector<void*>&, const std::vector<size_t>&, Scope) {}
 void ProcessMesh::broadcast(void*, size_t, int, Scope) {}
-void ProcessMesh::exchange_tagged(const std::vector<Transfer>&, uint64_t) {}
+void ProcessMesh::exchange_tagged(const std::vector<PeerMessage>&, uint64_t) {}
 void ProcessMesh::set_members(std::vector<int>) {}
 std::vector<std::string> ProcessMesh::all_gather_text(const std::string& mine) { return {mine}; }
 void ProcessMesh::barrier() {}

@@ -81,7 +81,7 @@ void Cluster::meet_all(int rank, threads::NodeSlot* slot, std::function<void()> 
   const int index = rank - block_.first;
   meeting_work_[static_cast<size_t>(index)] = std::move(work);
   comm::CollectiveCall call;
-  call.kind = comm::CollectiveKind::Barrier;
+  call.kind = comm::CallKind::Barrier;
   // A subgroup that waits for this node never completes.
   backend().enter_elsewhere(rank, "waits in a meeting of every node between steps");
   everyone_->meet(index, std::move(call), slot);

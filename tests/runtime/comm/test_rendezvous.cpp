@@ -20,9 +20,9 @@
 #include "exogym/sdk/error.h"
 #include "testing.h"
 
+using exogym::runtime::comm::CallKind;
 using exogym::runtime::comm::check_same_collective;
 using exogym::runtime::comm::CollectiveCall;
-using exogym::runtime::comm::CollectiveKind;
 using exogym::runtime::comm::MeetingPoint;
 using exogym::runtime::threads::AbortSignal;
 using exogym::runtime::threads::ComputeSlots;
@@ -68,7 +68,7 @@ std::vector<Ending> run_members(int members, int capacity, AbortSignal& abort,
 
 CollectiveCall all_reduce_of(at::Tensor t) {
   CollectiveCall call;
-  call.kind = CollectiveKind::AllReduce;
+  call.kind = CallKind::AllReduce;
   call.tensors = {std::move(t)};
   return call;
 }
@@ -135,7 +135,7 @@ TEST_CASE("a collective mismatch at the rendezvous names the nodes and the colle
   const auto endings = run_members(3, 3, abort, [&](int index, NodeSlot& slot) {
     slot.acquire();
     CollectiveCall call = all_reduce_of(at::ones({4}));
-    if (index == 1) call.kind = CollectiveKind::Broadcast;
+    if (index == 1) call.kind = CallKind::Broadcast;
     rendezvous.meet(index, std::move(call), &slot);
   });
   REQUIRE_FALSE(worked);
@@ -220,9 +220,9 @@ TEST_CASE("collective calls match only with the same collective, op, root and te
 
   // all_gather: shapes may differ, the number of tensors may not.
   CollectiveCall gather = all_reduce_of(at::ones({4}));
-  gather.kind = CollectiveKind::AllGather;
+  gather.kind = CallKind::AllGather;
   CollectiveCall other_gather = all_reduce_of(at::ones({7, 2}, at::kLong));
-  other_gather.kind = CollectiveKind::AllGather;
+  other_gather.kind = CallKind::AllGather;
   check_same_collective(other_gather, 1, gather, 0);
   other_gather.tensors.clear();
   REQUIRE_THROWS_WITH(check_same_collective(other_gather, 1, gather, 0),
