@@ -6,6 +6,7 @@
 #include "bench/report_cost.h"
 #include "bench/sections.h"
 #include "bench/targets.h"
+#include "bench/topk_cost.h"
 #include "bench/workloads.h"
 #include "exogym/runtime/host/cores.h"
 #include "exogym/runtime/train/cluster.h"
@@ -36,6 +37,7 @@ int run_benchmark(const BenchOptions& o) {
   if (o.wants("population")) report["population"] = population_section(o);
   if (o.wants("stacked")) report["stacked"] = stacked_section(o);
   if (o.wants("torchscript")) report["torchscript"] = torchscript_section(o);
+  if (o.wants("topk")) report["topk"] = topk_section(o);
   report["targets"] = check_targets(o, report, dataset);
   if (!o.json_file.empty()) {
     runtime::util::write_file_atomically(o.json_file, report.dump(2) + "\n");

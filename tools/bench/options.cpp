@@ -16,7 +16,7 @@ const char* const kDescription =
     "doing the same work, for the models mlp, cnn and nanogpt "
     "(small, block 128) at K = 1, 4 and 16 nodes, plus a node-count sweep (MLP DiLoCo), a parallelism sweep, the cost "
     "of reports, of checkpoints and of the non-finite check, bf16 against fp32, 16 nanoGPT-small DiLoCo nodes against "
-    "a bare loop, DeMo's compression against the MLP's step, "
+    "a bare loop, DeMo's compression against the MLP's step, chunk-wise top-k's selection, "
     "then checks the performance targets. Every measurement runs in a fresh child process.";
 
 bool BenchOptions::wants(const std::string& section) const {
@@ -37,7 +37,7 @@ void add_options(CLI::App& app, BenchOptions& o) {
   // The sections in the order benchmark.cpp runs them: the help text and the check.
   const std::vector<std::string> sections = {"startup",   "overhead",   "sweep",     "parallelism", "memory",
                                              "report",    "checkpoint", "precision", "nanogpt16",   "demo",
-                                             "nonfinite", "population", "stacked",   "torchscript"};
+                                             "nonfinite", "population", "stacked",   "torchscript", "topk"};
   std::string names;
   for (const auto& name : sections) names += (names.empty() ? "" : ",") + name;
   app.add_option("--sections", o.sections, "comma-separated subset of " + names + " (default: all but population)")

@@ -17,9 +17,9 @@ struct BenchOptions {
   bool quick = false;
   int repeat = 1;          // runs of each overhead measurement
   std::vector<int> nodes;  // the overhead table's node counts; empty: the default
-  std::vector<std::string> sections = {"startup",   "overhead",   "sweep",      "parallelism", "memory",
-                                       "report",    "checkpoint", "precision",  "nanogpt16",   "demo",
-                                       "nonfinite", "stacked",    "torchscript"};
+  std::vector<std::string> sections = {"startup",   "overhead",   "sweep",       "parallelism", "memory",
+                                       "report",    "checkpoint", "precision",   "nanogpt16",   "demo",
+                                       "nonfinite", "stacked",    "torchscript", "topk"};
   std::vector<std::string> models = {"mlp", "cnn", "nanogpt"};
   int max_nodes = 4096;  // the node-count sweep's largest K
   std::filesystem::path data_dir;
