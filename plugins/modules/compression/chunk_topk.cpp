@@ -174,14 +174,14 @@ ChunkTopK chunk_topk(const at::Tensor& tensor, int64_t chunk, double density) {
   float* out_value = values.data_ptr<float>();
   at::parallel_for(0, chunks, chunk_grain(chunk), [&](int64_t begin, int64_t end) {
     TopkScratch scratch;
-    std::vector<int64_t> order(static_cast<size_t>(k));
+    std::vector<int64_t> kept_offsets(static_cast<size_t>(k));
     for (int64_t c = begin; c < end; ++c) {
       const int64_t first = c * chunk, length = std::min(chunk, n - first), kept = topk_per_chunk(length, density);
-      select_topk(in + first, length, kept, order.data(), scratch);
+      select_topk(in + first, length, kept, kept_offsets.data(), scratch);
       // Every chunk before c is full and kept k.
       for (int64_t j = 0; j < kept; ++j) {
-        out_index[c * k + j] = static_cast<int32_t>(order[j]);
-        out_value[c * k + j] = in[first + order[j]];
+        out_index[c * k + j] = static_cast<int32_t>(kept_offsets[j]);
+        out_value[c * k + j] = in[first + kept_offsets[j]];
       }
     }
   });
