@@ -22,12 +22,8 @@ const char* to_string(ReduceOp op);
 // A result the nodes of a process may hold in common: read only.
 using SharedTensors = std::shared_ptr<const std::vector<at::Tensor>>;
 
-class Work;  // the non-blocking collectives' handles (pending.h)
-template <class Result>
+class InFlight;  // the non-blocking collectives' handle (pending.h)
 class Pending;
-using PendingTensors = Pending<std::vector<at::Tensor>>;
-using PendingShared = Pending<SharedTensors>;
-using PendingGather = Pending<std::vector<std::vector<at::Tensor>>>;
 
 class Communicator {
  public:
@@ -53,13 +49,15 @@ class Communicator {
 
   virtual void barrier() = 0;  // returns once every node has called it
 
-  // The same collectives, started (pending.h; the defaults block).
-  virtual PendingTensors all_reduce_async(std::vector<at::Tensor> tensors, ReduceOp op = ReduceOp::Sum);
-  virtual PendingShared all_reduce_shared_async(const std::vector<at::Tensor>& tensors, ReduceOp op = ReduceOp::Sum);
-  virtual PendingTensors broadcast_async(std::vector<at::Tensor> tensors, int root = 0);
-  virtual PendingGather all_gather_async(const std::vector<at::Tensor>& tensors);
-  // A handle's Work::record from a checkpoint, back in flight (Pending::load).
-  virtual std::unique_ptr<Work> resume_work(const at::Tensor& record);
+  // Non-blocking (pending.h): the collective starts now, Pending::wait()
+  // returns its result. all_reduce_async's is all_reduce_shared's (read
+  // only); all_gather_async's is every rank's tensors in one list, rank by
+  // rank (rank r's tensors[i] at r * tensors.size() + i). The defaults block.
+  virtual Pending all_reduce_async(const std::vector<at::Tensor>& tensors, ReduceOp op = ReduceOp::Sum);
+  virtual Pending all_gather_async(const std::vector<at::Tensor>& tensors);
+  // A handle's InFlight::record from a checkpoint, back in flight
+  // (Pending::load).
+  virtual std::unique_ptr<InFlight> resume(const at::Tensor& record);
 
   // Only `members` (ascending live ranks, this one among them) or this node
   // and `peer` take part; docs/plugins.md#subgroups-and-peers.

@@ -2,7 +2,6 @@
 
 #include <ATen/ATen.h>
 #include <torch/nn/module.h>
-#include <torch/optim/optimizer.h>
 
 #include <map>
 #include <string>
@@ -10,29 +9,8 @@
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/model.h"
 #include "exogym/sdk/node.h"
-#include "exogym/sdk/optim_state.h"
 
 namespace exogym::sdk {
-
-ModuleSpecs LocalStepOptions::specs() {
-  return {"LocalStepOptions",
-          {
-              OptionSpec{"optimizer", OptionType::Optimizer, "adamw", "the local (inner) optimizer"},
-              OptionSpec{"lr_schedule", OptionType::LrSchedule, "constant",
-                         "learning-rate schedule of the local optimizer (constant, cosine, linear)"},
-              OptionSpec{"max_norm", OptionType::PositiveNumber, nullptr,
-                         "clip each node's local gradient to this global L2 norm before its step (null: off)"},
-          }};
-}
-
-LocalStepOptions LocalStepOptions::from_json(const nlohmann::json& validated_options) {
-  const ModuleOptions o(validated_options, specs());
-  LocalStepOptions local;
-  local.optimizer = OptimizerSpec::from_json(o.at("optimizer"), "optimizer");
-  local.schedule = LrSchedule::from_json(o.at("lr_schedule"), "lr_schedule");
-  local.max_norm = o.at("max_norm").is_null() ? 0.0 : o.at("max_norm").get<double>();
-  return local;
-}
 
 OptionSpecs compose_specs(const std::vector<ModuleSpecs>& parts) {
   OptionSpecs all;
@@ -69,77 +47,90 @@ const nlohmann::json& ModuleOptions::at(const std::string& name) const {
   return *it;
 }
 
-std::vector<at::Tensor> trainable_parameters(Model& model) {
-  std::vector<at::Tensor> params;
-  for (auto& p : model.network().parameters(/*recurse=*/true)) {
-    if (p.requires_grad()) params.push_back(p);
-  }
-  return params;
-}
+namespace {
+// A module's keys in its strategy's state: after its position's prefix.
+std::string module_prefix(size_t i) { return "module" + std::to_string(i) + "."; }
+}  // namespace
 
-CommunicateOptimizeStrategy::CommunicateOptimizeStrategy(LocalStepOptions local,
-                                                         std::vector<std::unique_ptr<CommunicationModule>> modules)
+namespace detail {
+
+namespace {
+const std::string kLocalPrefix = "local.";
+}  // namespace
+
+Composition::Composition(LocalStepOptions local, std::vector<std::unique_ptr<CommunicationModule>> modules)
     : local_(std::move(local)), modules_(std::move(modules)) {}
 
-CommunicateOptimizeStrategy::~CommunicateOptimizeStrategy() = default;
+Composition::~Composition() = default;
 
-void CommunicateOptimizeStrategy::init(NodeContext& ctx, Model& model) {
+void Composition::init(NodeContext& ctx, Model& model) {
   ctx_ = &ctx;
   model_ = &model;
-  params_ = trainable_parameters(model);
-  optimizer_ = local_.optimizer.build(params_);
-  lr_ = local_.lr_at(0, ctx.max_steps);
+  local_.init(ctx, model);
   for (auto& m : modules_) m->init(ctx, model);
 }
 
-void CommunicateOptimizeStrategy::zero_grad() { optimizer_->zero_grad(); }
+void Composition::zero_grad() { local_.zero_grad(); }
 
-void CommunicateOptimizeStrategy::step() {
-  if (local_.max_norm > 0) ctx_->record("grad_norm", clip_grad_norm(params_, local_.max_norm));
-  lr_ = local_.lr_at(ctx_->step, ctx_->max_steps);
-  set_lr(*optimizer_, lr_);
-  optimizer_->step();
-  // The gradients are spent: released before the modules communicate, so
-  // that nodes waiting in a collective hold none (Strategy::step).
-  for (auto& p : params_) {
-    if (p.grad().defined()) p.mutable_grad().reset();
-  }
+void Composition::step() {
+  // The gradients are released by the local step, before the modules
+  // communicate, so that nodes waiting in a collective hold none.
+  local_.step();
   for (auto& m : modules_) m->communicate(*ctx_, *model_, ctx_->step);
 }
 
-void CommunicateOptimizeStrategy::save_state(StateDict& out) const {
-  save_optimizer_state(*optimizer_, params_, out, "local.");
-  for (size_t i = 0; i < modules_.size(); ++i) modules_[i]->save_state(out, "module" + std::to_string(i) + ".");
+void Composition::save_state(StateDict& out) const {
+  local_.save_state(out, kLocalPrefix);
+  for (size_t i = 0; i < modules_.size(); ++i) modules_[i]->save_state(out, module_prefix(i));
 }
 
-void CommunicateOptimizeStrategy::load_state(const StateDict& in) {
-  load_optimizer_state(*optimizer_, params_, in, "local.");
-  for (size_t i = 0; i < modules_.size(); ++i) modules_[i]->load_state(in, "module" + std::to_string(i) + ".");
+void Composition::load_state(const StateDict& in) {
+  local_.load_state(in, kLocalPrefix);
+  for (size_t i = 0; i < modules_.size(); ++i) modules_[i]->load_state(in, module_prefix(i));
 }
 
-bool CommunicateOptimizeStrategy::recovers_model() const {
+bool Composition::recovers_model() const {
   for (const auto& m : modules_) {
     if (!m->recovers_model()) return false;
   }
   return true;
 }
 
-void CommunicateOptimizeStrategy::recovery_state(Model& model, StateDict& out) const {
+void Composition::recovery_state(Model& model, StateDict& out) const {
   const bool whole = recovers_model();
   save_model_tensors(model, out, /*parameters=*/whole);
-  if (whole) save_optimizer_state(*optimizer_, params_, out, "local.");
-  for (size_t i = 0; i < modules_.size(); ++i) modules_[i]->recovery_state(out, "module" + std::to_string(i) + ".");
+  if (whole) local_.save_state(out, kLocalPrefix);
+  for (size_t i = 0; i < modules_.size(); ++i) modules_[i]->recovery_state(out, module_prefix(i));
 }
 
-void CommunicateOptimizeStrategy::load_recovery_state(Model& model, const StateDict& in) {
+void Composition::load_recovery_state(Model& model, const StateDict& in) {
   const bool whole = recovers_model();
   load_model_tensors(model, in, /*parameters=*/whole);
   // The restarted node's own optimizer state is gone: either the donor's, or
   // none (a fresh optimizer, as at step 0).
-  optimizer_->state().clear();
-  if (whole) load_optimizer_state(*optimizer_, params_, in, "local.");
-  for (size_t i = 0; i < modules_.size(); ++i)
-    modules_[i]->load_recovery_state(model, in, "module" + std::to_string(i) + ".");
+  if (whole) {
+    local_.load_state(in, kLocalPrefix);
+  } else {
+    local_.reset();
+  }
+  for (size_t i = 0; i < modules_.size(); ++i) modules_[i]->load_recovery_state(model, in, module_prefix(i));
 }
+
+bool Composition::has_client_state() const {
+  for (const auto& m : modules_) {
+    if (m->has_client_state()) return true;
+  }
+  return false;
+}
+
+void Composition::save_client_state(StateDict& out) const {
+  for (size_t i = 0; i < modules_.size(); ++i) modules_[i]->save_client_state(out, module_prefix(i));
+}
+
+void Composition::load_client_state(const StateDict& in) {
+  for (size_t i = 0; i < modules_.size(); ++i) modules_[i]->load_client_state(in, module_prefix(i));
+}
+
+}  // namespace detail
 
 }  // namespace exogym::sdk

@@ -1,7 +1,7 @@
 #pragma once
-// The communicate-then-optimize pattern: each node takes a local optimizer
-// step (with optional clipping and an LR schedule), then communication
-// modules run in order, each deciding when it acts. FedAvg, DiLoCo, SPARTA
+// Composing a strategy: each node takes a local optimizer step (with
+// optional clipping and an LR schedule), then communication modules run in
+// order, each deciding when it acts. FedAvg, DiLoCo, SPARTA
 // and SPARTA+DiLoCo are such compositions, and a third party can write only
 // a module (a CommunicationModule with a static specs() returning its
 // ModuleSpecs and a constructor taking ModuleOptions):
@@ -11,7 +11,9 @@
 //
 // exports ComposedStrategy<Modules...>: the local step, then the modules in
 // that order; its options are theirs and the local step's (optimizer,
-// lr_schedule, max_norm).
+// lr_schedule, max_norm). Every strategy derives from Strategy
+// (strategy.h); one that needs more than modules holds a LocalStep, and
+// modules, itself.
 #include <ATen/core/Tensor.h>
 
 #include <memory>
@@ -19,14 +21,10 @@
 #include <string>
 #include <vector>
 
-#include "exogym/sdk/optim.h"
+#include "exogym/sdk/local_step.h"
 #include "exogym/sdk/options.h"
 #include "exogym/sdk/plugin.h"
 #include "exogym/sdk/strategy.h"
-
-namespace torch::optim {
-class Optimizer;
-}
 
 namespace exogym::sdk {
 
@@ -67,6 +65,13 @@ class CommunicationModule {
   // with a fresh local optimizer (false: DiLoCo, whose node restarts from
   // the master copy). If any module says false, neither is sent.
   virtual bool recovers_model() const { return true; }
+
+  // State that is the client's (Strategy::has_client_state), under the same
+  // prefix. A composed strategy has client state when one of its modules
+  // has. Optional (default: none).
+  virtual bool has_client_state() const { return false; }
+  virtual void save_client_state(StateDict& /*out*/, const std::string& /*prefix*/) const {}
+  virtual void load_client_state(const StateDict& /*in*/, const std::string& /*prefix*/) {}
 };
 
 // The options one part of a composed strategy declares, with the part's
@@ -96,60 +101,44 @@ class ModuleOptions {
   nlohmann::json options_;  // the declared options only
 };
 
-// The local step's settings, shared by every composed strategy.
-struct LocalStepOptions {
-  OptimizerSpec optimizer;
-  LrSchedule schedule;
-  double max_norm = 0;  // 0: no clipping
-
-  // "LocalStepOptions": options "optimizer" (default AdamW), "lr_schedule"
-  // and "max_norm".
-  static ModuleSpecs specs();
-  static LocalStepOptions from_json(const nlohmann::json& validated_options);
-
-  // The scheduled learning rate of 0-based step `step` in a run of
-  // `run_max_steps` (what the schedule's max_steps defaults to).
-  double lr_at(int64_t step, int64_t run_max_steps) const {
-    return optimizer.lr() * schedule.factor(step, run_max_steps);
-  }
-};
-
-class CommunicateOptimizeStrategy : public Strategy {
+namespace detail {
+// What ComposedStrategy does, for any list of modules.
+class Composition : public Strategy {
  public:
-  CommunicateOptimizeStrategy(LocalStepOptions local, std::vector<std::unique_ptr<CommunicationModule>> modules);
-  ~CommunicateOptimizeStrategy() override;
+  Composition(LocalStepOptions local, std::vector<std::unique_ptr<CommunicationModule>> modules);
+  ~Composition() override;
 
-  void init(NodeContext& ctx, Model& model) override;
-  void zero_grad() override;
-  // clip local gradients -> set LR -> optimizer step -> release the gradients
-  // -> each module communicates.
-  void step() override;
-  double lr() const override { return lr_; }
-  void save_state(StateDict& out) const override;
-  void load_state(const StateDict& in) override;
-  void recovery_state(Model& model, StateDict& out) const override;
-  void load_recovery_state(Model& model, const StateDict& in) override;
-
-  torch::optim::Optimizer& optimizer() { return *optimizer_; }
+  void init(NodeContext& ctx, Model& model) final;
+  void zero_grad() final;
+  // The local step, then each module communicates.
+  void step() final;
+  double lr() const final { return local_.lr(); }
+  // The local optimizer's state as "local.<...>", module i's under
+  // "module<i>.".
+  void save_state(StateDict& out) const final;
+  void load_state(const StateDict& in) final;
+  void recovery_state(Model& model, StateDict& out) const final;
+  void load_recovery_state(Model& model, const StateDict& in) final;
+  bool has_client_state() const final;
+  void save_client_state(StateDict& out) const final;
+  void load_client_state(const StateDict& in) final;
 
  private:
   bool recovers_model() const;
-  LocalStepOptions local_;
+  LocalStep local_;
   std::vector<std::unique_ptr<CommunicationModule>> modules_;
   NodeContext* ctx_ = nullptr;
   Model* model_ = nullptr;
-  std::vector<at::Tensor> params_;
-  std::unique_ptr<torch::optim::Optimizer> optimizer_;
-  double lr_ = 0;
 };
+}  // namespace detail
 
 // The local step, then each of Modules... made from its own options,
 // Module(ModuleOptions(options, Module::specs())).
 template <class... Modules>
-class ComposedStrategy final : public CommunicateOptimizeStrategy {
+class ComposedStrategy final : public detail::Composition {
  public:
   explicit ComposedStrategy(const nlohmann::json& options)
-      : CommunicateOptimizeStrategy(LocalStepOptions::from_json(options), make(options)) {}
+      : Composition(LocalStepOptions::from_json(options), make(options)) {}
   static OptionSpecs specs() { return compose_specs({Modules::specs()..., LocalStepOptions::specs()}); }
 
  private:
@@ -159,10 +148,6 @@ class ComposedStrategy final : public CommunicateOptimizeStrategy {
     return list;
   }
 };
-
-// The parameters a module synchronises: every trainable parameter, in the module's registration order
-// (the same on every node). With their names: named_trainable_parameters (model.h), in the same order.
-std::vector<at::Tensor> trainable_parameters(Model& model);
 
 }  // namespace exogym::sdk
 

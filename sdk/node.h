@@ -40,7 +40,8 @@ struct NodeContext {
   Communicator* comm = nullptr;
   // The 0-based step being taken (of max_steps); the runtime advances it.
   int64_t step = 0, max_steps = 0;
-  // The client trained this round, of `clients`; without a population, the node's rank of K (client_state.h).
+  // The client trained this round, of `clients`; without a population, the node's rank of K
+  // (Strategy::has_client_state).
   int client = 0, clients = 1;
   // The run's seed, the same on every node: derive any randomness from it.
   uint64_t seed = 0;

@@ -1,5 +1,5 @@
-// The handles of non-blocking collectives (pending.h), and Communicator's
-// defaults for them, which need the handles' complete types.
+// The handle of non-blocking collectives (pending.h), and Communicator's
+// defaults for them, which need its complete type.
 #include "exogym/sdk/pending.h"
 
 #include <ATen/ATen.h>
@@ -12,24 +12,15 @@ namespace exogym::sdk {
 
 namespace {
 
-class CompletedWork final : public Work {
+class Completed final : public InFlight {
  public:
   void wait() override {}
   at::Tensor record() const override { return at::empty({0}, at::kDouble); }
 };
 
 const std::string kRecord = "work";
-const std::string kLayout = "layout";
-const std::string kResult = "result.";
-
-// The result's tensors in order and, for all_gather, how many each rank
-// sent: a Pending's result as flat keys.
-void save_flat(StateDict& out, const std::string& prefix, const Work& work, const std::vector<at::Tensor>& flat,
-               const std::vector<int64_t>& layout) {
-  out[prefix + kRecord] = work.record();
-  out[prefix + kLayout] = at::tensor(layout, at::kLong);
-  for (size_t i = 0; i < flat.size(); ++i) out[prefix + kResult + std::to_string(i)] = flat[i];
-}
+const std::string kCount = "layout";
+const std::string kArrived = "result.";
 
 const at::Tensor& saved(const StateDict& in, const std::string& key) {
   auto it = in.find(key);
@@ -37,108 +28,68 @@ const at::Tensor& saved(const StateDict& in, const std::string& key) {
   return it->second;
 }
 
-// The saved record's Work (nullptr when `in` holds no pending collective
-// under `prefix`), the layout, and the result's tensors in order, on `device`.
-std::unique_ptr<Work> load_flat(const StateDict& in, const std::string& prefix, Communicator& comm, c10::Device device,
-                                std::vector<int64_t>& layout, std::vector<at::Tensor>& flat) {
-  if (in.find(prefix + kRecord) == in.end()) return nullptr;
-  const at::Tensor& shape = saved(in, prefix + kLayout);
-  if (shape.scalar_type() != at::kLong || shape.dim() != 1)
-    throw Error("\"" + prefix + kLayout + "\" is not a list of counts");
-  const at::Tensor counts = shape.contiguous();
-  layout.assign(counts.data_ptr<int64_t>(), counts.data_ptr<int64_t>() + counts.numel());
-  int64_t total = 0;
-  for (int64_t n : layout) {
-    if (n < 0) throw Error("\"" + prefix + kLayout + "\" holds a negative count");
-    total += n;
-  }
-  flat.clear();
-  for (int64_t i = 0; i < total; ++i)
-    flat.push_back(saved(in, prefix + kResult + std::to_string(i)).to(device, /*non_blocking=*/false, /*copy=*/true));
-  return comm.resume_work(saved(in, prefix + kRecord));
-}
-
 }  // namespace
 
-std::unique_ptr<Work> completed_work() { return std::make_unique<CompletedWork>(); }
+std::unique_ptr<InFlight> completed() { return std::make_unique<Completed>(); }
 
-namespace detail {
-
-void save_pending(StateDict& out, const std::string& prefix, const Work& work, const std::vector<at::Tensor>& result) {
-  save_flat(out, prefix, work, result, {static_cast<int64_t>(result.size())});
+Pending::Pending() = default;
+Pending::Pending(std::unique_ptr<InFlight> in_flight, std::vector<at::Tensor> arrived,
+                 std::shared_ptr<const detail::Decoding> decoding)
+    : in_flight_(std::move(in_flight)), arrived_(std::move(arrived)), decoding_(std::move(decoding)) {}
+Pending Pending::decoded_by(std::shared_ptr<const detail::Decoding> decoding) && {
+  decoding_ = std::move(decoding);
+  return std::move(*this);
 }
+Pending::Pending(Pending&&) noexcept = default;
+Pending& Pending::operator=(Pending&&) noexcept = default;
+Pending::~Pending() = default;
 
-void save_pending(StateDict& out, const std::string& prefix, const Work& work, const SharedTensors& result) {
-  static const std::vector<at::Tensor> none;
-  save_pending(out, prefix, work, result ? *result : none);
-}
-
-void save_pending(StateDict& out, const std::string& prefix, const Work& work,
-                  const std::vector<std::vector<at::Tensor>>& result) {
-  std::vector<at::Tensor> flat;
-  std::vector<int64_t> layout;
-  for (const auto& from_rank : result) {
-    layout.push_back(static_cast<int64_t>(from_rank.size()));
-    flat.insert(flat.end(), from_rank.begin(), from_rank.end());
+std::vector<at::Tensor> Pending::wait() {
+  if (!in_flight_) {
+    throw Error("wait() on a Pending that holds no collective (never started, or waited for already)");
   }
-  save_flat(out, prefix, work, flat, layout);
+  in_flight_->wait();
+  in_flight_.reset();
+  std::vector<at::Tensor> arrived = std::move(arrived_);
+  arrived_.clear();
+  auto decoding = std::move(decoding_);
+  return decoding ? decoding->decode(arrived) : arrived;
 }
 
-std::unique_ptr<Work> load_pending(const StateDict& in, const std::string& prefix, Communicator& comm,
-                                   c10::Device device, std::vector<at::Tensor>& result) {
-  std::vector<int64_t> layout;
-  auto work = load_flat(in, prefix, comm, device, layout, result);
-  if (work && layout.size() != 1) throw Error("\"" + prefix + kLayout + "\" is not one count");
-  return work;
+void Pending::save(StateDict& out, const std::string& prefix) const {
+  if (!in_flight_) return;
+  out[prefix + kRecord] = in_flight_->record();
+  out[prefix + kCount] = at::tensor({static_cast<int64_t>(arrived_.size())}, at::kLong);
+  for (size_t i = 0; i < arrived_.size(); ++i) out[prefix + kArrived + std::to_string(i)] = arrived_[i];
+  if (decoding_) decoding_->save(out, prefix);
 }
 
-std::unique_ptr<Work> load_pending(const StateDict& in, const std::string& prefix, Communicator& comm,
-                                   c10::Device device, SharedTensors& result) {
-  std::vector<at::Tensor> tensors;
-  auto work = load_pending(in, prefix, comm, device, tensors);
-  if (work) result = std::make_shared<const std::vector<at::Tensor>>(std::move(tensors));
-  return work;
+Pending Pending::load(const StateDict& in, const std::string& prefix, Communicator& comm, c10::Device device) {
+  if (in.find(prefix + kRecord) == in.end()) return {};
+  const at::Tensor& count = saved(in, prefix + kCount);
+  if (count.scalar_type() != at::kLong || count.dim() != 1 || count.numel() != 1 || count.item<int64_t>() < 0)
+    throw Error("\"" + prefix + kCount + "\" is not one count");
+  auto decoding = detail::load_decoding(in, prefix, device);
+  // What a decoding takes (a quantized mean's codes and scales) stays on
+  // the CPU; `device` is where its result goes.
+  const c10::Device arrived_on = decoding ? c10::Device(c10::kCPU) : device;
+  std::vector<at::Tensor> arrived;
+  for (int64_t i = 0; i < count.item<int64_t>(); ++i)
+    arrived.push_back(
+        saved(in, prefix + kArrived + std::to_string(i)).to(arrived_on, /*non_blocking=*/false, /*copy=*/true));
+  return {comm.resume(saved(in, prefix + kRecord)), std::move(arrived), std::move(decoding)};
 }
 
-std::unique_ptr<Work> load_pending(const StateDict& in, const std::string& prefix, Communicator& comm,
-                                   c10::Device device, std::vector<std::vector<at::Tensor>>& result) {
-  std::vector<int64_t> layout;
+Pending Communicator::all_reduce_async(const std::vector<at::Tensor>& tensors, ReduceOp op) {
+  return {completed(), *all_reduce_shared(tensors, op)};
+}
+
+Pending Communicator::all_gather_async(const std::vector<at::Tensor>& tensors) {
   std::vector<at::Tensor> flat;
-  auto work = load_flat(in, prefix, comm, device, layout, flat);
-  result.clear();
-  size_t next = 0;
-  for (int64_t n : layout) {
-    result.emplace_back(flat.begin() + static_cast<std::ptrdiff_t>(next),
-                        flat.begin() + static_cast<std::ptrdiff_t>(next + static_cast<size_t>(n)));
-    next += static_cast<size_t>(n);
-  }
-  return work;
+  for (auto& from_rank : all_gather(tensors)) flat.insert(flat.end(), from_rank.begin(), from_rank.end());
+  return {completed(), std::move(flat)};
 }
 
-void throw_nothing_pending() {
-  throw Error("wait() on a Pending that holds no collective (never started, or waited for already)");
-}
-
-}  // namespace detail
-
-PendingTensors Communicator::all_reduce_async(std::vector<at::Tensor> tensors, ReduceOp op) {
-  all_reduce(tensors, op);
-  return {completed_work(), std::move(tensors)};
-}
-
-PendingShared Communicator::all_reduce_shared_async(const std::vector<at::Tensor>& tensors, ReduceOp op) {
-  return {completed_work(), all_reduce_shared(tensors, op)};
-}
-
-PendingTensors Communicator::broadcast_async(std::vector<at::Tensor> tensors, int root) {
-  broadcast(tensors, root);
-  return {completed_work(), std::move(tensors)};
-}
-
-PendingGather Communicator::all_gather_async(const std::vector<at::Tensor>& tensors) {
-  return {completed_work(), all_gather(tensors)};
-}
-
-std::unique_ptr<Work> Communicator::resume_work(const at::Tensor& /*record*/) { return completed_work(); }
+std::unique_ptr<InFlight> Communicator::resume(const at::Tensor& /*record*/) { return completed(); }
 
 }  // namespace exogym::sdk

@@ -1,10 +1,12 @@
 #pragma once
-// Non-blocking collectives: Communicator's all_reduce_async,
-// all_reduce_shared_async, broadcast_async and all_gather_async (comm.h)
+// Non-blocking collectives: Communicator's all_reduce_async and
+// all_gather_async (comm.h) and quantized_comm.h's quantized_mean_async
 // start a collective and return a handle, a Pending, at once; its wait()
-// returns the result. A strategy that calls them includes this header.
+// returns the result. One handle for every one of them: it holds tensors on
+// their way, waits, and saves and loads itself. A strategy that calls them
+// includes this header.
 //
-//   pending_ = ctx.comm->all_reduce_async(deltas, sdk::ReduceOp::Avg);
+//   pending_ = ctx.communicator().all_reduce_async(deltas, sdk::ReduceOp::Avg);
 //   ... k steps later:
 //   std::vector<at::Tensor> mean = pending_.wait();
 //
@@ -24,20 +26,19 @@
 //   - The result is the blocking call's, bit for bit. The runtime moves the
 //     data at the start: the start waits, in wall time, for every node to
 //     call it, and throws AbortedError on an abort, as a blocking
-//     collective does; wait() never waits for another node. Still, between
-//     the start and wait() a strategy neither reads nor writes the tensors
-//     a handle holds (all_reduce_async's and broadcast_async's arguments,
-//     which they update in place): on a backend that overlaps for real the
-//     transfer would still be using them, and reading them early would read
-//     the future. Use what wait() returns.
+//     collective does; wait() never waits for another node. The tensors
+//     passed are read at the start: the strategy may change them after it.
+//     What wait() returns may be shared by the nodes of a process
+//     (all_reduce_async's is all_reduce_shared's): read it, copy what you
+//     change.
 //   - A handle may stay in flight across steps and across a checkpoint:
 //     save_state saves it with save(), load_state takes it back with load(),
 //     and a resume in the middle of the overlap is exact. save_state is
 //     const, so it cannot wait(). The default recovery state (strategy.h)
 //     carries the handles to a node that rejoins; a node that fails loses
 //     its own (waiting for one of those is an sdk::Error).
-//   - Communicators that do not override them (test doubles) make the
-//     blocking call and return a handle that is complete (completed_work).
+//   - Communicators that do not override the non-blocking calls (test
+//     doubles) make the blocking call and return a handle that is complete.
 //   - A handle destroyed or assigned over without wait() stops the run at
 //     the end of the step it was dropped in, naming the node, the step, the
 //     strategy and the collective (no hang).
@@ -49,88 +50,81 @@
 //     Such a handle may then be destroyed without wait().
 #include <ATen/core/Tensor.h>
 
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "exogym/sdk/comm.h"
+#include "exogym/sdk/state_dict.h"
 
 namespace exogym::sdk {
 
-// The same as strategy.h's: named tensors of a checkpoint.
-using StateDict = std::map<std::string, at::Tensor>;
-
-// The runtime's side of a collective started and not yet waited for
-// (LibTorch's c10d::Work). A strategy holds it through a Pending.
-class Work {
+// The runtime's side of a collective started and not yet waited for (what
+// c10d calls its Work): a Communicator makes one, a Pending holds it.
+class InFlight {
  public:
-  virtual ~Work() = default;
+  virtual ~InFlight() = default;
   // Completes the collective for this node; called once, by Pending::wait.
   virtual void wait() = 0;
-  // What a checkpoint keeps of it (opaque: Communicator::resume_work takes
-  // it back).
+  // What a checkpoint keeps of it (opaque: Communicator::resume takes it
+  // back).
   virtual at::Tensor record() const = 0;
 };
 
-// A Work that is complete already: what the default *_async functions
-// return (for communicators without overlap, test doubles included).
-std::unique_ptr<Work> completed_work();
+// An InFlight that is complete already: what the default non-blocking
+// calls return (communicators without overlap, test doubles included).
+std::unique_ptr<InFlight> completed();
 
 namespace detail {
-// Pending's checkpoint helpers, one per kind of result.
-void save_pending(StateDict& out, const std::string& prefix, const Work& work, const std::vector<at::Tensor>& result);
-void save_pending(StateDict& out, const std::string& prefix, const Work& work, const SharedTensors& result);
-void save_pending(StateDict& out, const std::string& prefix, const Work& work,
-                  const std::vector<std::vector<at::Tensor>>& result);
-std::unique_ptr<Work> load_pending(const StateDict& in, const std::string& prefix, Communicator& comm,
-                                   c10::Device device, std::vector<at::Tensor>& result);
-std::unique_ptr<Work> load_pending(const StateDict& in, const std::string& prefix, Communicator& comm,
-                                   c10::Device device, SharedTensors& result);
-std::unique_ptr<Work> load_pending(const StateDict& in, const std::string& prefix, Communicator& comm,
-                                   c10::Device device, std::vector<std::vector<at::Tensor>>& result);
-[[noreturn]] void throw_nothing_pending();
+// What wait() makes of the tensors that arrived: a quantized mean
+// dequantizes and averages them (quantized_comm.h). Saved with the handle.
+class Decoding {
+ public:
+  virtual ~Decoding() = default;
+  virtual std::vector<at::Tensor> decode(const std::vector<at::Tensor>& arrived) const = 0;
+  virtual void save(StateDict& out, const std::string& prefix) const = 0;
+};
+// The Decoding saved under `prefix`, or null when none was.
+std::shared_ptr<const Decoding> load_decoding(const StateDict& in, const std::string& prefix, c10::Device device);
 }  // namespace detail
 
 // A non-blocking collective's handle: movable, not copyable.
-template <class Result>
 class Pending {
  public:
-  Pending() = default;  // holds nothing: valid() is false
-  Pending(std::unique_ptr<Work> work, Result result) : work_(std::move(work)), result_(std::move(result)) {}
+  Pending();  // holds nothing: valid() is false
+  // For communicators and the SDK: `arrived` becomes the result when
+  // `in_flight` completes (through `decoding`, when given).
+  Pending(std::unique_ptr<InFlight> in_flight, std::vector<at::Tensor> arrived,
+          std::shared_ptr<const detail::Decoding> decoding = nullptr);
+  // The same handle, whose wait() returns what `decoding` makes of what
+  // arrives (for the SDK: quantized_mean_async).
+  Pending decoded_by(std::shared_ptr<const detail::Decoding> decoding) &&;
+  Pending(Pending&&) noexcept;
+  Pending& operator=(Pending&&) noexcept;
+  ~Pending();
 
   // Whether it holds a collective not yet waited for.
-  bool valid() const { return work_ != nullptr; }
+  bool valid() const { return in_flight_ != nullptr; }
 
   // Completes the collective (the node's clock moves to the transfer's end
   // if it is later) and returns its result; afterwards valid() is false.
   // sdk::Error when it holds nothing.
-  Result wait() {
-    if (!work_) detail::throw_nothing_pending();
-    work_->wait();
-    work_.reset();
-    return std::move(result_);
-  }
+  std::vector<at::Tensor> wait();
 
-  // Checkpoints, from save_state and load_state: the result and the
-  // runtime's record under keys that start with `prefix` (nothing when
-  // !valid()). load() gives back what save() saved, the result's tensors
-  // on `device`, or a Pending that holds nothing when `in` has no such keys;
-  // after a resume, wait() returns these restored tensors, not the ones
-  // the collective was started with.
-  void save(StateDict& out, const std::string& prefix) const {
-    if (work_) detail::save_pending(out, prefix, *work_, result_);
-  }
+  // Checkpoints, from save_state and load_state: what is on its way, what
+  // wait() needs to make the result of it, and the runtime's record, under
+  // keys that start with `prefix` (nothing when !valid()). load() gives
+  // back what save() saved, the result to come on `device`, or a Pending
+  // that holds nothing when `in` has no such keys; after a resume, wait()
+  // returns what these restored tensors make.
+  void save(StateDict& out, const std::string& prefix) const;
   static Pending load(const StateDict& in, const std::string& prefix, Communicator& comm,
-                      c10::Device device = c10::Device(c10::kCPU)) {
-    Pending pending;
-    pending.work_ = detail::load_pending(in, prefix, comm, device, pending.result_);
-    return pending;
-  }
+                      c10::Device device = c10::Device(c10::kCPU));
 
  private:
-  std::unique_ptr<Work> work_;
-  Result result_;
+  std::unique_ptr<InFlight> in_flight_;
+  std::vector<at::Tensor> arrived_;
+  std::shared_ptr<const detail::Decoding> decoding_;
 };
 
 }  // namespace exogym::sdk

@@ -1,6 +1,6 @@
 #pragma once
 // Averaging low-bit payloads (quantize.h) across nodes, on comm.h's
-// collectives, blocking or not (pending.h)
+// non-blocking all_gather (pending.h)
 // (docs/compression.md#averaging-quantised-tensors).
 //
 // A sum of quantised values is not a quantised value, so the payloads are
@@ -28,58 +28,19 @@
 
 namespace exogym::sdk {
 
-// result[r][i] = rank r's payloads[i] (the metadata is this node's; the
-// codes and scales are rank r's). One all_gather of every codes and scales
-// tensor.
-std::vector<std::vector<QuantizedPayload>> all_gather_payloads(Communicator& comm,
-                                                               const std::vector<QuantizedPayload>& payloads);
+// The mean over nodes of `tensors` as sent in `format`, started at once and
+// completed by wait(), which returns one mean per tensor, with the tensors'
+// dtypes and devices: each tensor is quantised now (through `feedback`,
+// slot i for tensors[i], when given), the payloads all-gathered, and the
+// rank-ordered mean of every node's payload taken per tensor
+// (mean_of_payloads). The all_gather overlaps what the node computes until
+// wait() (pending.h); quantized_mean_async(...).wait() is the blocking
+// form. The handle saves and loads itself (Pending::save, Pending::load).
+Pending quantized_mean_async(Communicator& comm, const std::vector<at::Tensor>& tensors, QuantFormat format,
+                             int64_t block_size = kDefaultQuantBlock, ErrorFeedback* feedback = nullptr);
 
 // The rank-ordered fp32 mean of the payloads' values, as by_rank[0]'s dtype
 // and device: (v_0 + v_1 + ... + v_{K-1}) / K.
 at::Tensor mean_of_payloads(const std::vector<QuantizedPayload>& by_rank);
-
-// The mean over nodes of `tensors` as sent in `format`: each tensor is
-// quantised (through `feedback`, slot i for tensors[i], when given), the
-// payloads all-gathered, and mean_of_payloads taken per tensor. The results
-// have the tensors' dtypes and devices.
-std::vector<at::Tensor> quantized_mean(Communicator& comm, const std::vector<at::Tensor>& tensors, QuantFormat format,
-                                       int64_t block_size = kDefaultQuantBlock, ErrorFeedback* feedback = nullptr);
-at::Tensor quantized_mean(Communicator& comm, const at::Tensor& tensor, QuantFormat format,
-                          int64_t block_size = kDefaultQuantBlock, ErrorFeedback* feedback = nullptr);
-
-// A quantized_mean started by quantized_mean_async and not yet waited for:
-// the all_gather's handle (pending.h, whose rules hold) and what every node
-// knows of the payloads without sending it. Movable, not copyable.
-class PendingQuantizedMean {
- public:
-  PendingQuantizedMean() = default;  // holds nothing: valid() is false
-
-  bool valid() const { return gathered_.valid(); }
-  // What quantized_mean would have returned, bit for bit; the node's clock
-  // moves as Pending::wait's does. sdk::Error when it holds nothing.
-  std::vector<at::Tensor> wait();
-
-  // Checkpoints: the gathered payloads and the runtime's record under keys
-  // that start with `prefix` (Pending::save). load() needs what the payloads'
-  // metadata came from: the tensors the mean was started with (or any of
-  // their shapes, dtypes and devices), the format and the block size.
-  void save(StateDict& out, const std::string& prefix) const;
-  static PendingQuantizedMean load(const StateDict& in, const std::string& prefix, Communicator& comm,
-                                   const std::vector<at::Tensor>& like, QuantFormat format,
-                                   int64_t block_size = kDefaultQuantBlock);
-
- private:
-  friend PendingQuantizedMean quantized_mean_async(Communicator&, const std::vector<at::Tensor>&, QuantFormat, int64_t,
-                                                   ErrorFeedback*);
-  PendingGather gathered_;
-  std::vector<QuantizedPayload> layout_;  // the metadata only: codes and scales are in gathered_
-};
-
-// quantized_mean, started at once (quantised, through `feedback`, now) and
-// completed by wait(): the all_gather overlaps what the node computes in
-// between (pending.h). The same bytes and the same result as quantized_mean.
-PendingQuantizedMean quantized_mean_async(Communicator& comm, const std::vector<at::Tensor>& tensors,
-                                          QuantFormat format, int64_t block_size = kDefaultQuantBlock,
-                                          ErrorFeedback* feedback = nullptr);
 
 }  // namespace exogym::sdk

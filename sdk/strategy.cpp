@@ -2,7 +2,6 @@
 
 #include <torch/nn/module.h>
 
-#include "exogym/sdk/client_state.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/model.h"
 
@@ -50,9 +49,5 @@ void Strategy::load_recovery_state(Model& model, const StateDict& in) {
   }
   load_state(state);
 }
-
-// Out of line: its type information lives in this library alone, so that
-// the runtime finds the interface on a plugin's strategy (dynamic_cast).
-ClientState::~ClientState() = default;
 
 }  // namespace exogym::sdk

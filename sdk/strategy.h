@@ -20,17 +20,12 @@
 // and the plugin.
 #include <ATen/core/Tensor.h>
 
-#include <map>
-#include <string>
+#include "exogym/sdk/state_dict.h"
 
 namespace exogym::sdk {
 
 class Model;
 struct NodeContext;
-
-// Named tensors a strategy saves and restores (optimizer moments, DiLoCo's
-// master copy, ...). Keys are the strategy's own.
-using StateDict = std::map<std::string, at::Tensor>;
 
 class Strategy {
  public:
@@ -90,6 +85,25 @@ class Strategy {
   // and outer state and the node restarts its inner steps from the master.
   virtual void recovery_state(Model& model, StateDict& out) const;
   virtual void load_recovery_state(Model& model, const StateDict& in);
+
+  // State that is the client's rather than the node's: an error-feedback
+  // residual, SCAFFOLD's control variate
+  // (docs/plugins.md#state-that-belongs-to-a-client). With participation a
+  // node takes on a client after load_recovery_state gave it the run's
+  // state; a strategy whose
+  // has_client_state() is true then has the client's own part kept between
+  // its rounds, on the client's side (no bytes on the network):
+  // save_client_state on a node whose client leaves it (at the round's
+  // start, before the membership changes; the tensors are copied to the
+  // CPU), load_client_state on a node that takes a client on, after
+  // load_recovery_state, with what that client's last save stored (empty
+  // for a client that has not trained yet: start it from none). On the
+  // node's thread, no collectives; sdk::Error for a state that does not
+  // fit. The store is part of checkpoints. Without participation nothing
+  // is called: every node is its own client all run long.
+  virtual bool has_client_state() const { return false; }
+  virtual void save_client_state(StateDict& /*out*/) const {}
+  virtual void load_client_state(const StateDict& /*in*/) {}
 };
 
 // The model's part of a recovery state, for overrides of the functions

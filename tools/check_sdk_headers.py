@@ -5,7 +5,7 @@ docs/plugins.md, under "### The SDK's headers", lists every header of sdk/
 in one of two tables: the common case of writing a strategy (first column
 "common case") and the others (first column "other header"). That page is
 the only list: this check reads it and fails when the common-case headers
-total more than 700 lines, or when a header of sdk/ is in neither table,
+total more than 660 lines, or when a header of sdk/ is in neither table,
 in both, or listed but gone.
 
 Usage: check_sdk_headers.py SOURCE_DIR"""
@@ -13,7 +13,7 @@ import pathlib
 import re
 import sys
 
-LIMIT = 700
+LIMIT = 660
 HEADING = "### The SDK's headers"
 
 

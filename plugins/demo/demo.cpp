@@ -11,7 +11,7 @@
 // then encodes only its gradient each step and never decodes: the one
 // decode left, of the nodes' average, is done once per process.
 //
-// With participation δ is the client's own (sdk/client_state.h).
+// With participation δ is the client's own (Strategy::has_client_state).
 //
 // Fixes over the reference: lr is an option (it was stuck at 1e-3), max_norm
 // clips the local gradient (it was ignored), convolution kernels and 0-D
@@ -27,7 +27,6 @@
 #include <string>
 
 #include "demo/dct.h"
-#include "exogym/sdk/client_state.h"
 #include "exogym/sdk/comm.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/model.h"
@@ -64,7 +63,7 @@ static sdk::OptionSpecs demo_options() {
   };
 }
 
-class DemoStrategy final : public sdk::Strategy, public sdk::ClientState {
+class DemoStrategy final : public sdk::Strategy {
  public:
   explicit DemoStrategy(const nlohmann::json& options)
       : decay_(options.at("compression_decay").get<double>()),
@@ -181,8 +180,9 @@ class DemoStrategy final : public sdk::Strategy, public sdk::ClientState {
     for (auto& delta : deltas_) delta.zero_();
   }
 
-  // With participation δ is the client's (sdk/client_state.h): a client
-  // drawn again finds the residual of its own gradients, on any node.
+  // With participation δ is the client's (Strategy::has_client_state): a
+  // client drawn again finds the residual of its own gradients, on any node.
+  bool has_client_state() const override { return true; }
   void save_client_state(sdk::StateDict& out) const override { save_state(out); }
   void load_client_state(const sdk::StateDict& in) override {
     at::NoGradGuard no_grad;

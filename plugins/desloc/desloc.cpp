@@ -70,10 +70,10 @@ static sdk::ModuleSpecs desloc_specs() {
           }};
 }
 
-class DesLocStrategy final : public sdk::CommunicateOptimizeStrategy {
+class DesLocStrategy final : public sdk::Strategy {
  public:
   explicit DesLocStrategy(const nlohmann::json& options)
-      : CommunicateOptimizeStrategy(with_adam(sdk::LocalStepOptions::from_json(options)), {}),
+      : local_(with_adam(sdk::LocalStepOptions::from_json(options))),
         Kx_(options.at("Kx").get<int64_t>()),
         Ku_(options.at("Ku").is_null() ? 3 * Kx_ : options.at("Ku").get<int64_t>()),
         Kv_(options.at("Kv").is_null() ? 6 * Kx_ : options.at("Kv").get<int64_t>()) {}
@@ -82,13 +82,20 @@ class DesLocStrategy final : public sdk::CommunicateOptimizeStrategy {
 
   void init(sdk::NodeContext& ctx, sdk::Model& model) override {
     ctx_ = &ctx;
-    CommunicateOptimizeStrategy::init(ctx, model);
+    local_.init(ctx, model);
     // The optimizer's state is keyed by the parameters themselves.
     params_ = sdk::trainable_parameters(model);
   }
 
+  void zero_grad() override { local_.zero_grad(); }
+  double lr() const override { return local_.lr(); }
+  // The local optimizer's state (Adam's moments); a node that comes back
+  // after a failure receives it with the parameters (Strategy's default).
+  void save_state(sdk::StateDict& out) const override { local_.save_state(out, "local."); }
+  void load_state(const sdk::StateDict& in) override { local_.load_state(in, "local."); }
+
   void step() override {
-    CommunicateOptimizeStrategy::step();
+    local_.step();
     const int64_t t = ctx_->step + 1;
     // Over the live nodes (all of them unless the run simulates failures):
     // one has nobody to average with.
@@ -105,8 +112,8 @@ class DesLocStrategy final : public sdk::CommunicateOptimizeStrategy {
     if (t % Kx_ == 0) {
       for (const auto& p : params_) due.push_back(p.detach());
     }
-    if (t % Ku_ == 0) add(sdk::optimizer_state_tensors(optimizer(), params_, "exp_avg"));
-    if (t % Kv_ == 0) add(sdk::optimizer_state_tensors(optimizer(), params_, "exp_avg_sq"));
+    if (t % Ku_ == 0) add(sdk::optimizer_state_tensors(local_.optimizer(), params_, "exp_avg"));
+    if (t % Kv_ == 0) add(sdk::optimizer_state_tensors(local_.optimizer(), params_, "exp_avg_sq"));
     if (due.empty()) return;
     at::NoGradGuard no_grad;
     ctx_->communicator().all_reduce(due, sdk::ReduceOp::Avg);
@@ -123,6 +130,7 @@ class DesLocStrategy final : public sdk::CommunicateOptimizeStrategy {
     return local;
   }
 
+  sdk::LocalStep local_;
   int64_t Kx_, Ku_, Kv_;
   sdk::NodeContext* ctx_ = nullptr;
   std::vector<at::Tensor> params_;

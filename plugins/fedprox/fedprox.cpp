@@ -38,10 +38,11 @@ static sdk::ModuleSpecs fedprox_specs() {
           }};
 }
 
-class FedProxStrategy final : public sdk::CommunicateOptimizeStrategy {
+class FedProxStrategy final : public sdk::Strategy {
  public:
   explicit FedProxStrategy(const nlohmann::json& options)
-      : CommunicateOptimizeStrategy(sdk::LocalStepOptions::from_json(options), make_modules(options)),
+      : local_(sdk::LocalStepOptions::from_json(options)),
+        fedavg_(sdk::ModuleOptions(options, modules::FedAvgModule::specs())),
         H_(options.at("H").get<int64_t>()),
         mu_(options.at("mu").get<double>()) {}
 
@@ -51,11 +52,16 @@ class FedProxStrategy final : public sdk::CommunicateOptimizeStrategy {
 
   void init(sdk::NodeContext& ctx, sdk::Model& model) override {
     ctx_ = &ctx;
-    CommunicateOptimizeStrategy::init(ctx, model);
+    model_ = &model;
+    local_.init(ctx, model);
+    fedavg_.init(ctx, model);
     params_ = sdk::trainable_parameters(model);
     anchor_.clear();
     for (const auto& p : params_) anchor_.push_back(p.detach().clone());
   }
+
+  void zero_grad() override { local_.zero_grad(); }
+  double lr() const override { return local_.lr(); }
 
   void step() override {
     if (mu_ > 0) {
@@ -72,57 +78,53 @@ class FedProxStrategy final : public sdk::CommunicateOptimizeStrategy {
         }
       }
     }
-    CommunicateOptimizeStrategy::step();
+    local_.step();
+    fedavg_.communicate(*ctx_, *model_, ctx_->step);
     // The round is over: its average is the next round's w_t.
     if ((ctx_->step + 1) % H_ == 0) refresh_anchor();
   }
 
   void save_state(sdk::StateDict& out) const override {
-    CommunicateOptimizeStrategy::save_state(out);
+    local_.save_state(out, "local.");
+    fedavg_.save_state(out, kFedAvg);
     save_anchor(out);
   }
   void load_state(const sdk::StateDict& in) override {
-    CommunicateOptimizeStrategy::load_state(in);
+    local_.load_state(in, "local.");
+    fedavg_.load_state(in, kFedAvg);
     load_anchor(in);
   }
   void recovery_state(sdk::Model& model, sdk::StateDict& out) const override {
-    CommunicateOptimizeStrategy::recovery_state(model, out);
+    // The donor's parameters, local optimizer state and anchor: the node
+    // continues the round as the donor does.
+    sdk::save_model_tensors(model, out);
+    local_.save_state(out, "local.");
+    fedavg_.recovery_state(out, kFedAvg);
     save_anchor(out);
   }
   void load_recovery_state(sdk::Model& model, const sdk::StateDict& in) override {
-    CommunicateOptimizeStrategy::load_recovery_state(model, in);
+    sdk::load_model_tensors(model, in);
+    local_.load_state(in, "local.");
+    fedavg_.load_recovery_state(model, in, kFedAvg);
     load_anchor(in);
   }
 
  private:
-  static std::vector<std::unique_ptr<sdk::CommunicationModule>> make_modules(const nlohmann::json& options) {
-    std::vector<std::unique_ptr<sdk::CommunicationModule>> list;
-    list.push_back(
-        std::make_unique<modules::FedAvgModule>(sdk::ModuleOptions(options, modules::FedAvgModule::specs())));
-    return list;
-  }
+  // The FedAvg module's keys, where a composed strategy would put them.
+  static constexpr const char* kFedAvg = "module0.";
 
   void refresh_anchor() {
     for (size_t i = 0; i < params_.size(); ++i) anchor_[i].copy_(params_[i].detach());
   }
-  void save_anchor(sdk::StateDict& out) const {
-    for (size_t i = 0; i < anchor_.size(); ++i) out["anchor." + std::to_string(i)] = anchor_[i];
-  }
-  void load_anchor(const sdk::StateDict& in) {
-    for (size_t i = 0; i < anchor_.size(); ++i) {
-      const std::string key = "anchor." + std::to_string(i);
-      auto it = in.find(key);
-      if (it == in.end()) throw sdk::Error("fedprox state: missing " + key);
-      if (!it->second.sizes().equals(anchor_[i].sizes())) {
-        throw sdk::Error("fedprox state: " + key + " has another shape than parameter " + std::to_string(i));
-      }
-      anchor_[i].copy_(it->second);
-    }
-  }
+  void save_anchor(sdk::StateDict& out) const { sdk::save_tensors(out, "anchor.", anchor_); }
+  void load_anchor(const sdk::StateDict& in) { sdk::load_tensors(in, "anchor.", anchor_); }
 
+  sdk::LocalStep local_;
+  modules::FedAvgModule fedavg_;
   int64_t H_;
   double mu_;
   sdk::NodeContext* ctx_ = nullptr;
+  sdk::Model* model_ = nullptr;
   std::vector<at::Tensor> params_, anchor_;
 };
 

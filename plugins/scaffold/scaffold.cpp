@@ -13,7 +13,7 @@
 // client's c_i (those not trained yet count as zero), the property the
 // tests check.
 //
-// c_i is the client's own (sdk/client_state.h): with participation the
+// c_i is the client's own (Strategy::has_client_state): with participation the
 // runtime keeps it between the client's rounds, and a node that comes back
 // from a failure starts from none. The local step is plain SGD: option II
 // estimates c_i from it.
@@ -29,14 +29,13 @@
 #include <string>
 #include <vector>
 
-#include "exogym/modules/state_tensors.h"
-#include "exogym/sdk/client_state.h"
 #include "exogym/sdk/comm.h"
 #include "exogym/sdk/compose.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/model.h"
 #include "exogym/sdk/node.h"
 #include "exogym/sdk/plugin.h"
+#include "exogym/sdk/state_dict.h"
 
 namespace exogym::plugins {
 
@@ -63,10 +62,10 @@ static sdk::ModuleSpecs local_specs() {
   return local;
 }
 
-class ScaffoldStrategy final : public sdk::CommunicateOptimizeStrategy, public sdk::ClientState {
+class ScaffoldStrategy final : public sdk::Strategy {
  public:
   explicit ScaffoldStrategy(const nlohmann::json& options)
-      : CommunicateOptimizeStrategy(sdk::LocalStepOptions::from_json(options), {}),
+      : local_(sdk::LocalStepOptions::from_json(options)),
         H_(options.at("H").get<int64_t>()),
         server_lr_(options.at("server_lr").get<double>()) {
     const sdk::OptimizerSpec optimizer = sdk::LocalStepOptions::from_json(options).optimizer;
@@ -84,7 +83,7 @@ class ScaffoldStrategy final : public sdk::CommunicateOptimizeStrategy, public s
 
   void init(sdk::NodeContext& ctx, sdk::Model& model) override {
     ctx_ = &ctx;
-    CommunicateOptimizeStrategy::init(ctx, model);
+    local_.init(ctx, model);
     params_ = sdk::trainable_parameters(model);
     master_.clear();
     server_c_.clear();
@@ -99,6 +98,9 @@ class ScaffoldStrategy final : public sdk::CommunicateOptimizeStrategy, public s
     lr_sum_ = 0;
   }
 
+  void zero_grad() override { local_.zero_grad(); }
+  double lr() const override { return local_.lr(); }
+
   void step() override {
     {
       at::NoGradGuard no_grad;
@@ -112,24 +114,24 @@ class ScaffoldStrategy final : public sdk::CommunicateOptimizeStrategy, public s
         }
       }
     }
-    CommunicateOptimizeStrategy::step();
+    local_.step();
     lr_sum_ += lr();
     if ((ctx_->step + 1) % H_ == 0) end_round();
   }
 
   void save_state(sdk::StateDict& out) const override {
-    CommunicateOptimizeStrategy::save_state(out);
-    modules::save_tensors(out, "master.", master_);
-    modules::save_tensors(out, "server_c.", server_c_);
-    modules::save_tensors(out, "client_c.", client_c_);
+    local_.save_state(out, "local.");
+    sdk::save_tensors(out, "master.", master_);
+    sdk::save_tensors(out, "server_c.", server_c_);
+    sdk::save_tensors(out, "client_c.", client_c_);
     out["lr_sum"] = at::scalar_tensor(lr_sum_, at::kDouble);
   }
   void load_state(const sdk::StateDict& in) override {
-    CommunicateOptimizeStrategy::load_state(in);
-    modules::load_tensors(in, "master.", master_);
-    modules::load_tensors(in, "server_c.", server_c_);
-    modules::load_tensors(in, "client_c.", client_c_);
-    lr_sum_ = modules::state_tensor(in, "lr_sum").item<double>();
+    local_.load_state(in, "local.");
+    sdk::load_tensors(in, "master.", master_);
+    sdk::load_tensors(in, "server_c.", server_c_);
+    sdk::load_tensors(in, "client_c.", client_c_);
+    lr_sum_ = sdk::state_tensor(in, "lr_sum").item<double>();
     update_correction();
   }
   // A node that comes back receives x, c and the model's buffers, and
@@ -139,28 +141,27 @@ class ScaffoldStrategy final : public sdk::CommunicateOptimizeStrategy, public s
   // (load_client_state).
   void recovery_state(sdk::Model& model, sdk::StateDict& out) const override {
     sdk::save_model_tensors(model, out, /*parameters=*/false);
-    modules::save_tensors(out, "master.", master_);
-    modules::save_tensors(out, "server_c.", server_c_);
+    sdk::save_tensors(out, "master.", master_);
+    sdk::save_tensors(out, "server_c.", server_c_);
   }
   void load_recovery_state(sdk::Model& model, const sdk::StateDict& in) override {
     at::NoGradGuard no_grad;
     sdk::load_model_tensors(model, in, /*parameters=*/false);
-    modules::load_tensors(in, "master.", master_);
-    modules::load_tensors(in, "server_c.", server_c_);
+    sdk::load_tensors(in, "master.", master_);
+    sdk::load_tensors(in, "server_c.", server_c_);
     for (size_t i = 0; i < params_.size(); ++i) params_[i].detach().copy_(master_[i]);
     for (auto& c : client_c_) c.zero_();
     lr_sum_ = 0;
     update_correction();
   }
 
-  void save_client_state(sdk::StateDict& out) const override {
-    modules::save_tensors(out, "control_variate.", client_c_);
-  }
+  bool has_client_state() const override { return true; }
+  void save_client_state(sdk::StateDict& out) const override { sdk::save_tensors(out, "control_variate.", client_c_); }
   void load_client_state(const sdk::StateDict& in) override {
     if (in.empty()) {
       for (auto& c : client_c_) c.zero_();
     } else {
-      modules::load_tensors(in, "control_variate.", client_c_);
+      sdk::load_tensors(in, "control_variate.", client_c_);
     }
     update_correction();
   }
@@ -200,6 +201,8 @@ class ScaffoldStrategy final : public sdk::CommunicateOptimizeStrategy, public s
   void update_correction() {
     for (size_t i = 0; i < params_.size(); ++i) correction_[i] = server_c_[i] - client_c_[i];
   }
+
+  sdk::LocalStep local_;
   int64_t H_;
   double server_lr_;
   sdk::NodeContext* ctx_ = nullptr;

@@ -1,6 +1,6 @@
 #pragma once
 // The clients' part of a checkpoint (train/client_store.h): the state each
-// client keeps between its rounds (sdk/client_state.h), in one safetensors
+// client keeps between its rounds (Strategy::has_client_state), in one safetensors
 // file, "clients.safetensors", with tensors "client.<client>.<key>" and in
 // the metadata the step and a digest (state_digest.h). Written by node 0
 // only: every process's store holds every client's state.

@@ -113,21 +113,11 @@ std::vector<std::vector<at::Tensor>> AdversarialCommunicator::all_gather(const s
   return inner_.all_gather(outgoing(tensors));
 }
 
-sdk::PendingTensors AdversarialCommunicator::all_reduce_async(std::vector<at::Tensor> tensors, sdk::ReduceOp op) {
+sdk::Pending AdversarialCommunicator::all_reduce_async(const std::vector<at::Tensor>& tensors, sdk::ReduceOp op) {
   return inner_.all_reduce_async(outgoing(tensors), op);
 }
 
-sdk::PendingShared AdversarialCommunicator::all_reduce_shared_async(const std::vector<at::Tensor>& tensors,
-                                                                    sdk::ReduceOp op) {
-  return inner_.all_reduce_shared_async(outgoing(tensors), op);
-}
-
-sdk::PendingTensors AdversarialCommunicator::broadcast_async(std::vector<at::Tensor> tensors, int root) {
-  if (root != rank()) return inner_.broadcast_async(std::move(tensors), root);
-  return inner_.broadcast_async(outgoing(tensors), root);
-}
-
-sdk::PendingGather AdversarialCommunicator::all_gather_async(const std::vector<at::Tensor>& tensors) {
+sdk::Pending AdversarialCommunicator::all_gather_async(const std::vector<at::Tensor>& tensors) {
   return inner_.all_gather_async(outgoing(tensors));
 }
 

@@ -17,7 +17,7 @@ namespace exogym::runtime::sim {
 // Node `rank`'s communicator with its entries of `adversaries` applied
 // (wraps `inner`, which must outlive it). `step` is the node's current step
 // (its NodeContext's), read at each call. A corrupted root of a
-// broadcast keeps its own values (broadcast_async's result is what it sent).
+// broadcast keeps its own values.
 class AdversarialCommunicator final : public sdk::Communicator {
  public:
   AdversarialCommunicator(sdk::Communicator& inner, std::vector<AdversarySpec> mine, uint64_t run_seed,
@@ -30,11 +30,9 @@ class AdversarialCommunicator final : public sdk::Communicator {
   void broadcast(std::vector<at::Tensor>& tensors, int root) override;
   std::vector<std::vector<at::Tensor>> all_gather(const std::vector<at::Tensor>& tensors) override;
   void barrier() override { inner_.barrier(); }
-  sdk::PendingTensors all_reduce_async(std::vector<at::Tensor> tensors, sdk::ReduceOp op) override;
-  sdk::PendingShared all_reduce_shared_async(const std::vector<at::Tensor>& tensors, sdk::ReduceOp op) override;
-  sdk::PendingTensors broadcast_async(std::vector<at::Tensor> tensors, int root) override;
-  sdk::PendingGather all_gather_async(const std::vector<at::Tensor>& tensors) override;
-  std::unique_ptr<sdk::Work> resume_work(const at::Tensor& record) override { return inner_.resume_work(record); }
+  sdk::Pending all_reduce_async(const std::vector<at::Tensor>& tensors, sdk::ReduceOp op) override;
+  sdk::Pending all_gather_async(const std::vector<at::Tensor>& tensors) override;
+  std::unique_ptr<sdk::InFlight> resume(const at::Tensor& record) override { return inner_.resume(record); }
   void group_all_reduce(const std::vector<int>& members, std::vector<at::Tensor>& tensors, sdk::ReduceOp op) override;
   std::vector<std::vector<at::Tensor>> group_all_gather(const std::vector<int>& members,
                                                         const std::vector<at::Tensor>& tensors) override;

@@ -12,7 +12,7 @@ namespace exogym::runtime::sim {
 
 namespace {
 
-// A transfer as a handle's record (sdk::Work::record): its fields as
+// A transfer as a handle's record (sdk::InFlight::record): its fields as
 // float64, which hold every id and step a run reaches exactly.
 constexpr int64_t kRecordFields = 7;
 
@@ -44,10 +44,10 @@ Transfer decode(const at::Tensor& record) {
 // A strategy collective in flight on the simulated clock. wait() is called
 // on the node's thread during the run; the destructor may run after the
 // node's meter is gone, so it touches only the shared list.
-class MeteredWork final : public sdk::Work {
+class MeteredInFlight final : public sdk::InFlight {
  public:
-  MeteredWork(NodeMeter& meter, uint64_t ticket) : meter_(meter), in_flight_(meter.in_flight()), ticket_(ticket) {}
-  ~MeteredWork() override {
+  MeteredInFlight(NodeMeter& meter, uint64_t ticket) : meter_(meter), in_flight_(meter.in_flight()), ticket_(ticket) {}
+  ~MeteredInFlight() override {
     if (!waited_) in_flight_->abandon(ticket_);
   }
   void wait() override {
@@ -110,13 +110,13 @@ void MeteredCommunicator::finish(const Cost& cost) {
   meter_.after_collective(source_, cost.kind, cost.mine, cost.cluster_sent, cost.seconds);
 }
 
-std::unique_ptr<sdk::Work> MeteredCommunicator::start(const Cost& cost) {
+std::unique_ptr<sdk::InFlight> MeteredCommunicator::start(const Cost& cost) {
   if (source_ != TrafficSource::Strategy) {
     finish(cost);
-    return sdk::completed_work();
+    return sdk::completed();
   }
   const uint64_t ticket = meter_.start_transfer(cost.kind, cost.mine, cost.cluster_sent, cost.seconds);
-  return std::make_unique<MeteredWork>(meter_, ticket);
+  return std::make_unique<MeteredInFlight>(meter_, ticket);
 }
 
 void MeteredCommunicator::all_reduce(std::vector<at::Tensor>& tensors, sdk::ReduceOp op) {
@@ -156,38 +156,26 @@ void MeteredCommunicator::barrier() {
   finish({CollectiveKind::Barrier, Traffic{}, 0.0, meter_.network().barrier_time(size())});
 }
 
-sdk::PendingTensors MeteredCommunicator::all_reduce_async(std::vector<at::Tensor> tensors, sdk::ReduceOp op) {
-  const Cost cost = all_reduce_cost(tensors);
-  meter_.before_collective(source_);
-  inner_.all_reduce(tensors, op);
-  return {start(cost), std::move(tensors)};
-}
-
-sdk::PendingShared MeteredCommunicator::all_reduce_shared_async(const std::vector<at::Tensor>& tensors,
-                                                                sdk::ReduceOp op) {
+sdk::Pending MeteredCommunicator::all_reduce_async(const std::vector<at::Tensor>& tensors, sdk::ReduceOp op) {
   const Cost cost = all_reduce_cost(tensors);
   meter_.before_collective(source_);
   sdk::SharedTensors result = inner_.all_reduce_shared(tensors, op);
-  return {start(cost), std::move(result)};
+  return {start(cost), *result};
 }
 
-sdk::PendingTensors MeteredCommunicator::broadcast_async(std::vector<at::Tensor> tensors, int root) {
-  const Cost cost = broadcast_cost(tensors, root);
-  meter_.before_collective(source_);
-  inner_.broadcast(tensors, root);
-  return {start(cost), std::move(tensors)};
-}
-
-sdk::PendingGather MeteredCommunicator::all_gather_async(const std::vector<at::Tensor>& tensors) {
+sdk::Pending MeteredCommunicator::all_gather_async(const std::vector<at::Tensor>& tensors) {
   meter_.before_collective(source_);
   auto gathered = inner_.all_gather(tensors);
-  return {start(all_gather_cost(gathered)), std::move(gathered)};
+  std::unique_ptr<sdk::InFlight> in_flight = start(all_gather_cost(gathered));
+  std::vector<at::Tensor> flat;
+  for (auto& from_rank : gathered) flat.insert(flat.end(), from_rank.begin(), from_rank.end());
+  return {std::move(in_flight), std::move(flat)};
 }
 
-std::unique_ptr<sdk::Work> MeteredCommunicator::resume_work(const at::Tensor& record) {
-  // A handle that was complete when it was saved (sdk::completed_work).
-  if (record.numel() == 0 || source_ != TrafficSource::Strategy) return sdk::completed_work();
-  return std::make_unique<MeteredWork>(meter_, meter_.resume_transfer(decode(record)));
+std::unique_ptr<sdk::InFlight> MeteredCommunicator::resume(const at::Tensor& record) {
+  // A handle that was complete when it was saved (sdk::completed).
+  if (record.numel() == 0 || source_ != TrafficSource::Strategy) return sdk::completed();
+  return std::make_unique<MeteredInFlight>(meter_, meter_.resume_transfer(decode(record)));
 }
 
 void MeteredCommunicator::finish_group(const Cost& cost, size_t members) {

@@ -35,11 +35,9 @@ class MeteredCommunicator final : public sdk::Communicator {
   std::vector<std::vector<at::Tensor>> all_gather(const std::vector<at::Tensor>& tensors) override;
   void barrier() override;
 
-  sdk::PendingTensors all_reduce_async(std::vector<at::Tensor> tensors, sdk::ReduceOp op) override;
-  sdk::PendingShared all_reduce_shared_async(const std::vector<at::Tensor>& tensors, sdk::ReduceOp op) override;
-  sdk::PendingTensors broadcast_async(std::vector<at::Tensor> tensors, int root) override;
-  sdk::PendingGather all_gather_async(const std::vector<at::Tensor>& tensors) override;
-  std::unique_ptr<sdk::Work> resume_work(const at::Tensor& record) override;
+  sdk::Pending all_reduce_async(const std::vector<at::Tensor>& tensors, sdk::ReduceOp op) override;
+  sdk::Pending all_gather_async(const std::vector<at::Tensor>& tensors) override;
+  std::unique_ptr<sdk::InFlight> resume(const at::Tensor& record) override;
 
   // Only the members pay, over their slowest link (network_model.h); the
   // node's view of the cluster's bytes adds the group's total times the
@@ -70,7 +68,7 @@ class MeteredCommunicator final : public sdk::Communicator {
   void finish(const Cost& cost);
   // A subgroup's collective over `members` (cost.cluster_sent: the group's).
   void finish_group(const Cost& cost, size_t members);
-  std::unique_ptr<sdk::Work> start(const Cost& cost);
+  std::unique_ptr<sdk::InFlight> start(const Cost& cost);
   // A rank's place among the live nodes (the rank itself when all are).
   int position(int rank) const;
 

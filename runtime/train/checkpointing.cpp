@@ -25,10 +25,10 @@
 #include "exogym/runtime/train/training_setup.h"
 #include "exogym/runtime/util/atomic_file.h"
 #include "exogym/runtime/util/exception_text.h"
-#include "exogym/sdk/client_state.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/options.h"
 #include "exogym/sdk/plugin.h"
+#include "exogym/sdk/strategy.h"
 
 namespace exogym::runtime::train {
 
@@ -179,7 +179,7 @@ void check_csvs(const fs::path& run_dir, const checkpoint::CheckpointIndex& inde
 bool keeps_client_states(const manifest::Manifest& m, const TrainingSetup& setup) {
   // Every node's strategy is of one plugin: any of this process's says.
   for (const auto& strategy : setup.replicas.strategies) {
-    if (strategy) return m.participation && dynamic_cast<const sdk::ClientState*>(strategy.get()) != nullptr;
+    if (strategy) return m.participation && strategy->has_client_state();
   }
   return false;
 }

@@ -50,7 +50,7 @@ void load_resume_point(const RunContext& run, const TrainingSetup& setup, const 
 
 // Whether the run keeps its clients' states between rounds, and its
 // checkpoints hold them (clients.safetensors): participation and a strategy
-// with state of its clients (sdk/client_state.h).
+// with state of its clients (Strategy::has_client_state).
 bool keeps_client_states(const manifest::Manifest& m, const TrainingSetup& setup);
 
 // Process 0 of a resumed run, once it is checked: cuts train.csv,

@@ -1,5 +1,5 @@
 #pragma once
-// What each client keeps between its rounds (sdk/client_state.h,
+// What each client keeps between its rounds (Strategy::has_client_state,
 // docs/simulation.md#state-that-belongs-to-a-client), for a strategy that
 // has such state in a run with participation.
 //

@@ -120,7 +120,7 @@ class Membership {
   void loaded();
 
   // With participation, for a strategy with state of its clients
-  // (sdk/client_state.h): from now on, each meeting settles the store
+  // (Strategy::has_client_state): from now on, each meeting settles the store
   // (client_store.h). Null until then.
   void keep_client_states();
   ClientStore* client_store() const { return store_.get(); }

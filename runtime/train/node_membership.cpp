@@ -6,8 +6,8 @@
 
 #include "exogym/runtime/train/node_run.h"
 #include "exogym/runtime/train/reports.h"
-#include "exogym/sdk/client_state.h"
 #include "exogym/sdk/error.h"
+#include "exogym/sdk/strategy.h"
 
 namespace exogym::runtime::train {
 

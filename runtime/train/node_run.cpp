@@ -69,7 +69,7 @@ NodeRun::NodeRun(TrainingState& s, train::Cluster& cluster, int rank, threads::N
   ctx_.async = &s.simulation->async().link(rank);
   ctx_.client = membership_.client_of(rank);
   ctx_.clients = m_.has_population() ? *m_.participation->clients : m_.nodes;
-  client_state_ = membership_.client_store() ? dynamic_cast<sdk::ClientState*>(&strategy_) : nullptr;
+  client_state_ = membership_.client_store() && strategy_.has_client_state() ? &strategy_ : nullptr;
   std::vector<sim::AdversarySpec> mine;
   for (const auto& a : m_.adversaries) {
     if (a.node == rank) mine.push_back(a);

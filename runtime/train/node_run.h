@@ -19,7 +19,6 @@
 #include "exogym/runtime/train/cluster.h"
 #include "exogym/runtime/train/shared_objects.h"
 #include "exogym/runtime/train/training_state.h"
-#include "exogym/sdk/client_state.h"
 #include "exogym/sdk/comm.h"
 #include "exogym/sdk/node.h"
 
@@ -96,9 +95,9 @@ class NodeRun {
   // by slots.
   bool asynchronous_ = false;
   bool stacked_ = false;  // computes its forward and backward in a stack (node_stacks.h)
-  // The strategy's state of its clients (sdk/client_state.h), when the run
-  // keeps it (with participation); null otherwise.
-  sdk::ClientState* client_state_ = nullptr;
+  // The strategy, when the run keeps its clients' state
+  // (Strategy::has_client_state, with participation); null otherwise.
+  sdk::Strategy* client_state_ = nullptr;
 };
 
 }  // namespace exogym::runtime::train

@@ -24,7 +24,7 @@
 #include "exogym/runtime/train/summary.h"
 #include "exogym/runtime/train/training_state.h"
 #include "exogym/runtime/util/exception_text.h"
-#include "exogym/sdk/client_state.h"
+#include "exogym/sdk/strategy.h"
 
 namespace exogym::runtime::train {
 

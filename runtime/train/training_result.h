@@ -52,7 +52,7 @@ struct ParticipationTotals {
   int64_t returns = 0;             // nodes drawn again after sitting out, each given the state
   double transfer_bytes = 0;       // that state
   double transfer_time_s = 0;      // the simulated time of those transfers
-  // The state clients keep between rounds (sdk/client_state.h) at the end:
+  // The state clients keep between rounds (Strategy::has_client_state) at the end:
   // the clients that hold some, and its bytes.
   int64_t clients_with_state = 0;
   double client_state_bytes = 0;

@@ -30,11 +30,8 @@ sdk::OptionSpecs delayed_sgd_options() {
   return {OptionSpec{"delay", OptionType::NonNegativeInteger, 1, "steps between an average's start and its use"},
           OptionSpec{"every", OptionType::PositiveInteger, 1, "start an average every this many steps"},
           OptionSpec{"blocking", OptionType::Boolean, false, "blocking collectives instead, results held"},
-          OptionSpec{"collective",
-                     OptionType::String,
-                     "all_reduce",
-                     "how the average is taken",
-                     {"all_reduce", "all_reduce_shared", "all_gather"}},
+          OptionSpec{
+              "collective", OptionType::String, "all_reduce", "how the average is taken", {"all_reduce", "all_gather"}},
           OptionSpec{"leak",
                      OptionType::String,
                      "none",
@@ -48,20 +45,27 @@ sdk::OptionSpecs delayed_sgd_options() {
 // One average on its way: the handle of the collective that takes it, or
 // (blocking) its result already.
 struct Average {
-  sdk::PendingTensors reduced;
-  sdk::PendingShared shared;
-  sdk::PendingGather gathered;
+  sdk::Pending pending;
   std::vector<at::Tensor> held;
 };
 
-std::vector<at::Tensor> mean_of(const std::vector<std::vector<at::Tensor>>& by_rank) {
+// The mean over ranks of `n` tensors each, given rank by rank
+// (all_gather_async's list).
+std::vector<at::Tensor> mean_of(const std::vector<at::Tensor>& by_rank, size_t n) {
+  const size_t ranks = by_rank.size() / n;
   std::vector<at::Tensor> mean;
-  for (size_t i = 0; i < by_rank.at(0).size(); ++i) {
-    at::Tensor sum = by_rank[0][i].clone();
-    for (size_t r = 1; r < by_rank.size(); ++r) sum.add_(by_rank[r][i]);
-    mean.push_back(sum.div_(static_cast<double>(by_rank.size())));
+  for (size_t i = 0; i < n; ++i) {
+    at::Tensor sum = by_rank[i].clone();
+    for (size_t r = 1; r < ranks; ++r) sum.add_(by_rank[r * n + i]);
+    mean.push_back(sum.div_(static_cast<double>(ranks)));
   }
   return mean;
+}
+
+std::vector<at::Tensor> flat(const std::vector<std::vector<at::Tensor>>& by_rank) {
+  std::vector<at::Tensor> all;
+  for (const auto& tensors : by_rank) all.insert(all.end(), tensors.begin(), tensors.end());
+  return all;
 }
 
 class DelayedSgd final : public sdk::Strategy {
@@ -108,10 +112,8 @@ class DelayedSgd final : public sdk::Strategy {
   void save_state(sdk::StateDict& out) const override {
     for (const auto& [start, average] : averages_) {
       const std::string prefix = "average." + std::to_string(start) + ".";
-      average.reduced.save(out, prefix);
-      average.shared.save(out, prefix);
-      average.gathered.save(out, prefix);
-      for (size_t i = 0; i < average.held.size(); ++i) out[prefix + "held." + std::to_string(i)] = average.held[i];
+      average.pending.save(out, prefix);
+      sdk::save_tensors(out, prefix + "held.", average.held);
     }
   }
   void load_state(const sdk::StateDict& in) override {
@@ -124,9 +126,7 @@ class DelayedSgd final : public sdk::Strategy {
       const std::string prefix = key.substr(0, dot + 1);
       Average& average = averages_[start];
       sdk::Communicator& comm = ctx_->communicator();
-      if (collective_ == "all_reduce") average.reduced = sdk::PendingTensors::load(in, prefix, comm);
-      if (collective_ == "all_reduce_shared") average.shared = sdk::PendingShared::load(in, prefix, comm);
-      if (collective_ == "all_gather") average.gathered = sdk::PendingGather::load(in, prefix, comm);
+      average.pending = sdk::Pending::load(in, prefix, comm);
       for (size_t i = 0; in.count(prefix + "held." + std::to_string(i)); ++i)
         average.held.push_back(in.at(prefix + "held." + std::to_string(i)).clone());
     }
@@ -139,23 +139,19 @@ class DelayedSgd final : public sdk::Strategy {
     sdk::Communicator& comm = ctx_->communicator();
     Average average;
     if (collective_ == "all_reduce") {
-      if (!blocking_) return Average{comm.all_reduce_async(grads, sdk::ReduceOp::Avg), {}, {}, {}};
+      if (!blocking_) return Average{comm.all_reduce_async(grads, sdk::ReduceOp::Avg), {}};
       comm.all_reduce(grads, sdk::ReduceOp::Avg);
       average.held = grads;
-    } else if (collective_ == "all_reduce_shared") {
-      if (!blocking_) return Average{{}, comm.all_reduce_shared_async(grads, sdk::ReduceOp::Avg), {}, {}};
-      average.held = *comm.all_reduce_shared(grads, sdk::ReduceOp::Avg);
     } else {
-      if (!blocking_) return Average{{}, {}, comm.all_gather_async(grads), {}};
-      average.held = mean_of(comm.all_gather(grads));
+      // Held as they arrived: the mean is taken when the average is used.
+      if (!blocking_) return Average{comm.all_gather_async(grads), {}};
+      average.held = flat(comm.all_gather(grads));
     }
     return average;
   }
-  static std::vector<at::Tensor> result(Average& average) {
-    if (average.reduced.valid()) return average.reduced.wait();
-    if (average.shared.valid()) return *average.shared.wait();
-    if (average.gathered.valid()) return mean_of(average.gathered.wait());
-    return average.held;
+  std::vector<at::Tensor> result(Average& average) const {
+    std::vector<at::Tensor> arrived = average.pending.valid() ? average.pending.wait() : average.held;
+    return collective_ == "all_gather" ? mean_of(arrived, params_.size()) : arrived;
   }
   void apply(const std::vector<at::Tensor>& mean) {
     at::NoGradGuard no_grad;

@@ -47,7 +47,8 @@ class QuantizedSgd final : public sdk::Strategy {
     std::vector<at::Tensor> grads;
     for (auto& p : params_) grads.push_back(p.grad().defined() ? p.grad() : at::zeros_like(p));
     const auto means =
-        sdk::quantized_mean(ctx_->communicator(), grads, format_, block_, error_feedback_ ? &feedback_ : nullptr);
+        sdk::quantized_mean_async(ctx_->communicator(), grads, format_, block_, error_feedback_ ? &feedback_ : nullptr)
+            .wait();
     at::NoGradGuard no_grad;
     for (size_t i = 0; i < params_.size(); ++i) params_[i].sub_(means[i] * lr_);
   }

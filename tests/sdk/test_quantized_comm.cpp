@@ -43,14 +43,14 @@ bool same_payload(const sdk::QuantizedPayload& a, const sdk::QuantizedPayload& b
 
 }  // namespace
 
-TEST_CASE("quantized_mean is the rank-ordered mean of the dequantised inputs, the same bits on every node",
+TEST_CASE("quantized_mean_async is the rank-ordered mean of the dequantised inputs, the same bits on every node",
           "[quantize][collectives]") {
   const int K = 4;
   for (QuantFormat f : kFormats) {
     INFO(sdk::to_string(f));
     std::vector<std::vector<at::Tensor>> results(K);
     run_nodes(K, 2, [&](int rank, sdk::Communicator& comm) {
-      results[rank] = sdk::quantized_mean(comm, node_tensors(rank), f, 8);
+      results[rank] = sdk::quantized_mean_async(comm, node_tensors(rank), f, 8).wait();
     });
     // What every node sent, dequantised, summed in rank order in fp32 and
     // divided by K.
@@ -71,8 +71,9 @@ TEST_CASE("quantized_mean is the rank-ordered mean of the dequantised inputs, th
   }
 }
 
-TEST_CASE("quantized_mean with error feedback: every node the same bits, what was sent plus the residual is the input",
-          "[quantize][collectives]") {
+TEST_CASE(
+    "quantized_mean_async with error feedback: every node the same bits, what was sent plus the residual is the input",
+    "[quantize][collectives]") {
   const int K = 3, rounds = 4;
   // Not int2: it has no zero, so a value far below its level (0.5 of the
   // scale) loses low bits in value - level, and sent + residual is the
@@ -91,7 +92,7 @@ TEST_CASE("quantized_mean with error feedback: every node the same bits, what wa
           const at::Tensor r = feedback.residual(i);
           before.push_back(r.defined() ? r.clone() : at::zeros(inputs[i].sizes()));
         }
-        for (auto& m : sdk::quantized_mean(comm, inputs, f, 16, &feedback)) results[rank].push_back(m);
+        for (auto& m : sdk::quantized_mean_async(comm, inputs, f, 16, &feedback).wait()) results[rank].push_back(m);
         // Re-quantising input + residual gives what was sent; sent + new
         // residual is input + old residual, exactly.
         for (size_t i = 0; i < inputs.size(); ++i) {
@@ -109,14 +110,16 @@ TEST_CASE("quantized_mean with error feedback: every node the same bits, what wa
   }
 }
 
-TEST_CASE("quantized_mean_async gives quantized_mean's bits, and a saved handle loads back to the same mean",
-          "[quantize][collectives][overlap]") {
+TEST_CASE(
+    "quantized_mean_async started and waited for later gives the same bits, and a saved handle loads back "
+    "to the same mean by itself",
+    "[quantize][collectives][overlap]") {
   const int K = 3;
   for (QuantFormat f : {QuantFormat::Fp4E2M1, QuantFormat::Int8}) {
     INFO(sdk::to_string(f));
     std::vector<std::vector<at::Tensor>> blocking(K), async(K), reloaded(K);
     run_nodes(K, 2, [&](int rank, sdk::Communicator& comm) {
-      blocking[rank] = sdk::quantized_mean(comm, node_tensors(rank), f, 8);
+      blocking[rank] = sdk::quantized_mean_async(comm, node_tensors(rank), f, 8).wait();
       auto pending = sdk::quantized_mean_async(comm, node_tensors(rank), f, 8);
       LOCKED(CHECK(pending.valid()));
       // What a checkpoint keeps, taken back by a fresh handle (test doubles
@@ -124,13 +127,18 @@ TEST_CASE("quantized_mean_async gives quantized_mean's bits, and a saved handle 
       sdk::StateDict saved;
       pending.save(saved, "q.");
       LOCKED(CHECK(saved.count("q.work") == 1));
-      auto back = sdk::PendingQuantizedMean::load(saved, "q.", comm, node_tensors(rank), f, 8);
+      // The handle saves what the mean needs (format, block, shapes, dtypes).
+      auto back = sdk::Pending::load(saved, "q.", comm);
+      sdk::StateDict damaged = saved;
+      damaged["q.quantized_mean"] = damaged["q.quantized_mean"].slice(0, 0, 4);
+      LOCKED(CHECK_THROWS_WITH(sdk::Pending::load(damaged, "q.", comm),
+                               Catch::Contains("\"q.quantized_mean\" is not a quantized mean's layout")));
       async[rank] = pending.wait();
       LOCKED(CHECK_FALSE(pending.valid()));
       reloaded[rank] = back.wait();
       LOCKED(CHECK_THROWS_AS(pending.wait(), sdk::Error));
       // Nothing saved under the prefix: a handle that holds nothing.
-      LOCKED(CHECK_FALSE(sdk::PendingQuantizedMean::load(saved, "other.", comm, node_tensors(rank), f, 8).valid()));
+      LOCKED(CHECK_FALSE(sdk::Pending::load(saved, "other.", comm).valid()));
     });
     for (int r = 0; r < K; ++r) {
       for (size_t i = 0; i < 3; ++i) {
@@ -143,7 +151,7 @@ TEST_CASE("quantized_mean_async gives quantized_mean's bits, and a saved handle 
   }
 }
 
-TEST_CASE("quantized_mean sends exactly the packed codes and scales through the comm layer's accounting",
+TEST_CASE("quantized_mean_async sends exactly the packed codes and scales through the comm layer's accounting",
           "[quantize][accounting]") {
   const int K = 3;
   const sim::NetworkModel network(K, sim::Link{1e6, 0.01});
@@ -156,8 +164,8 @@ TEST_CASE("quantized_mean sends exactly the packed codes and scales through the 
     sim::NodeMeter meter(rank, network, compute, clocks);
     sim::MeteredCommunicator metered(comm, meter, sim::TrafficSource::Strategy);
     // 1000 values as fp4 in blocks of 32, 10 as int8 in blocks of 4.
-    sdk::quantized_mean(metered, at::randn({1000}), QuantFormat::Fp4E2M1, 32);
-    sdk::quantized_mean(metered, at::randn({10}), QuantFormat::Int8, 4);
+    sdk::quantized_mean_async(metered, {at::randn({1000})}, QuantFormat::Fp4E2M1, 32).wait();
+    sdk::quantized_mean_async(metered, {at::randn({10})}, QuantFormat::Int8, 4).wait();
     traffic[rank] = meter.traffic(sim::TrafficSource::Strategy);
     cluster[rank] = meter.cluster_sent(sim::TrafficSource::Strategy);
     calls[rank] = meter.collectives(sim::TrafficSource::Strategy);

@@ -1,4 +1,4 @@
-// State that belongs to a client (sdk/client_state.h,
+// State that belongs to a client (Strategy::has_client_state,
 // runtime/train/client_store.h) and SCAFFOLD, whose control variates are
 // such state (plugins/scaffold/scaffold.cpp): the store's rules; a client's
 // state follows it to whichever node trains it next, for SCAFFOLD,
@@ -126,7 +126,7 @@ TEST_CASE(
       {"scaffold", {{{"H", 2}, {"optimizer", sgd}}, {"strategy.client_c.", "control_variate."}}},
       {"sparseloco",
        {{{"H", 2}, {"chunk", 64}, {"density", 0.1}, {"optimizer", {{"name", "adam"}, {"lr", 0.01}}}},
-        {"strategy.module0.error.", "error."}}},
+        {"strategy.module0.error.", "module0.error."}}},
       // No H: rounds of 2 steps come from participation.round.
       {"demo",
        {{{"compression_topk", 4}, {"compression_chunk", 8}, {"lr", 0.01}}, {"strategy.delta_dct.", "delta_dct."}}},

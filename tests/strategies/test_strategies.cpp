@@ -17,7 +17,6 @@
 #include "exogym/modules/outer/diloco.h"
 #include "exogym/modules/outer/fedavg.h"
 #include "exogym/modules/outer/outer_master.h"
-#include "exogym/modules/state_tensors.h"
 #include "exogym/runtime/train/shared_objects.h"
 #include "exogym/sdk/comm.h"
 #include "exogym/sdk/compose.h"
@@ -25,6 +24,7 @@
 #include "exogym/sdk/model.h"
 #include "exogym/sdk/node.h"
 #include "exogym/sdk/optim.h"
+#include "exogym/sdk/state_dict.h"
 #include "exogym/sdk/strategy.h"
 #include "helpers.h"
 #include "strategy_runs.h"
@@ -561,14 +561,14 @@ TEST_CASE("state tensors load back into their places, and a missing or reshaped 
           "[strategies]") {
   std::vector<at::Tensor> saved{at::arange(6.0).reshape({2, 3}), at::ones({4})};
   exogym::sdk::StateDict state;
-  exogym::modules::save_tensors(state, "x.", saved);
+  exogym::sdk::save_tensors(state, "x.", saved);
   std::vector<at::Tensor> into{at::zeros({2, 3}), at::zeros({4})};
-  exogym::modules::load_tensors(state, "x.", into);
+  exogym::sdk::load_tensors(state, "x.", into);
   CHECK(at::equal(into[0], saved[0]));
   CHECK(at::equal(into[1], saved[1]));
   // A (4)-shaped zeros would take a broadcast scalar silently with copy_.
   state["x.1"] = at::full({1}, 5.0);
-  REQUIRE_THROWS_WITH(exogym::modules::load_tensors(state, "x.", into),
+  REQUIRE_THROWS_WITH(exogym::sdk::load_tensors(state, "x.", into),
                       "strategy state: x.1 has the shape [1], expected [4]");
-  REQUIRE_THROWS_WITH(exogym::modules::load_tensors(state, "y.", into), "strategy state: missing y.0");
+  REQUIRE_THROWS_WITH(exogym::sdk::load_tensors(state, "y.", into), "strategy state: missing y.0");
 }

@@ -206,7 +206,8 @@ TEST_CASE("streaming_diloco with a low-bit format steps the master by the quanti
     module.communicate(ctx, model, 1);
     after[rank] = at::cat({model.value(0), model.value(1)});
     // The same exchange by hand: outer lr 1 steps by the whole mean.
-    const auto mean = sdk::quantized_mean(comm, {doubles({1, 2}) - a, doubles({3, 4}) - b}, sdk::QuantFormat::Fp8E4M3);
+    const auto mean =
+        sdk::quantized_mean_async(comm, {doubles({1, 2}) - a, doubles({3, 4}) - b}, sdk::QuantFormat::Fp8E4M3).wait();
     expected[rank] = at::cat({doubles({1, 2}) - mean[0], doubles({3, 4}) - mean[1]});
   });
   CHECK(at::equal(after[0], expected[0]));
@@ -240,8 +241,9 @@ TEST_CASE("streaming_diloco with error feedback sends master - local plus what t
       model.set({a, b});
       module.communicate(ctx, model, t);
       // The same exchange by hand (outer SGD with lr 1 steps by the mean).
-      const auto mean = sdk::quantized_mean(comm, {master_a - a, master_b - b}, sdk::QuantFormat::Int4,
-                                            sdk::kDefaultQuantBlock, &by_hand);
+      const auto mean = sdk::quantized_mean_async(comm, {master_a - a, master_b - b}, sdk::QuantFormat::Int4,
+                                                  sdk::kDefaultQuantBlock, &by_hand)
+                            .wait();
       master_a = master_a - mean[0];
       master_b = master_b - mean[1];
     }

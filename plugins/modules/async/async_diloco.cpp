@@ -50,16 +50,16 @@ class DelayedNesterovServer final : public sdk::AsyncServer {
   std::vector<at::Tensor> reply(int /*rank*/) override { return clones(model_); }
   int64_t version() const override { return version_; }
   void save_state(sdk::StateDict& out) const override {
-    save_tensors(out, "model.", model_);
-    save_tensors(out, "momentum.", momentum_buffer_);
-    save_tensors(out, "pending.", pending_);
+    sdk::save_tensors(out, "model.", model_);
+    sdk::save_tensors(out, "momentum.", momentum_buffer_);
+    sdk::save_tensors(out, "pending.", pending_);
     out["version"] = at::scalar_tensor(version_, at::kLong);
   }
   void load_state(const sdk::StateDict& in) override {
-    load_tensors(in, "model.", model_);
-    load_tensors(in, "momentum.", momentum_buffer_);
-    load_tensors(in, "pending.", pending_);
-    version_ = state_tensor(in, "version").item<int64_t>();
+    sdk::load_tensors(in, "model.", model_);
+    sdk::load_tensors(in, "momentum.", momentum_buffer_);
+    sdk::load_tensors(in, "pending.", pending_);
+    version_ = sdk::state_tensor(in, "version").item<int64_t>();
   }
 
  private:

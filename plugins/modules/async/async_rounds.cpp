@@ -70,12 +70,12 @@ void AsyncRounds::take(const sdk::AsyncReply& reply) {
 
 void AsyncRounds::save_state(sdk::StateDict& out, const std::string& prefix) const {
   out[prefix + "taken"] = at::scalar_tensor(taken_, at::kLong);
-  save_tensors(out, prefix + "base.", base_);
+  sdk::save_tensors(out, prefix + "base.", base_);
 }
 
 void AsyncRounds::load_state(const sdk::StateDict& in, const std::string& prefix) {
-  taken_ = state_tensor(in, prefix + "taken").item<int64_t>();
-  load_tensors(in, prefix + "base.", base_);
+  taken_ = sdk::state_tensor(in, prefix + "taken").item<int64_t>();
+  sdk::load_tensors(in, prefix + "base.", base_);
 }
 
 std::vector<at::Tensor> clones(const std::vector<at::Tensor>& tensors) {

@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "exogym/modules/state_tensors.h"
 #include "exogym/sdk/async.h"
 #include "exogym/sdk/compose.h"
+#include "exogym/sdk/state_dict.h"
 
 namespace exogym::modules {
 

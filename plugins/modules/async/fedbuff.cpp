@@ -44,14 +44,14 @@ class BufferServer final : public sdk::AsyncServer {
   int64_t version() const override { return version_; }
   void save_state(sdk::StateDict& out) const override {
     out["version"] = at::scalar_tensor(version_, at::kLong);
-    for (const auto& [v, model] : models_) save_tensors(out, "model." + std::to_string(v) + ".", model);
+    for (const auto& [v, model] : models_) sdk::save_tensors(out, "model." + std::to_string(v) + ".", model);
     std::vector<int64_t> bases;
     for (const auto& [rank, v] : bases_) bases.insert(bases.end(), {rank, v});
     out["bases"] = at::tensor(bases, at::kLong);
     std::vector<int64_t> held_bases;
     std::vector<double> held_weights;
     for (size_t k = 0; k < held_.size(); ++k) {
-      save_tensors(out, "held." + std::to_string(k) + ".", held_[k].params);
+      sdk::save_tensors(out, "held." + std::to_string(k) + ".", held_[k].params);
       held_bases.push_back(held_[k].base_version);
       held_weights.push_back(held_[k].weight);
     }
@@ -60,23 +60,24 @@ class BufferServer final : public sdk::AsyncServer {
   }
   void load_state(const sdk::StateDict& in) override {
     const std::vector<at::Tensor> like = current();  // shapes and dtypes
-    version_ = state_tensor(in, "version").item<int64_t>();
-    const at::Tensor bases = state_tensor(in, "bases").contiguous();
+    version_ = sdk::state_tensor(in, "version").item<int64_t>();
+    const at::Tensor bases = sdk::state_tensor(in, "bases").contiguous();
     bases_.clear();
     for (int64_t i = 0; i + 1 < bases.numel(); i += 2)
       bases_[static_cast<int>(bases[i].item<int64_t>())] = bases[i + 1].item<int64_t>();
-    const at::Tensor held_bases = state_tensor(in, "held_bases"), held_weights = state_tensor(in, "held_weights");
+    const at::Tensor held_bases = sdk::state_tensor(in, "held_bases"),
+                     held_weights = sdk::state_tensor(in, "held_weights");
     held_.clear();
     for (int64_t k = 0; k < held_bases.numel(); ++k) {
       Held h{clones(like), held_bases[k].item<int64_t>(), held_weights[k].item<double>()};
-      load_tensors(in, "held." + std::to_string(k) + ".", h.params);
+      sdk::load_tensors(in, "held." + std::to_string(k) + ".", h.params);
       held_.push_back(std::move(h));
     }
     models_.clear();
     for (const auto& [rank, v] : bases_) models_.emplace(v, clones(like));
     for (const auto& h : held_) models_.emplace(h.base_version, clones(like));
     models_.emplace(version_, clones(like));
-    for (auto& [v, model] : models_) load_tensors(in, "model." + std::to_string(v) + ".", model);
+    for (auto& [v, model] : models_) sdk::load_tensors(in, "model." + std::to_string(v) + ".", model);
   }
 
  private:

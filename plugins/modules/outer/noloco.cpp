@@ -103,23 +103,13 @@ void NoLoCoModule::communicate(sdk::NodeContext& ctx, sdk::Model& /*model*/, int
 }
 
 void NoLoCoModule::save_state(sdk::StateDict& out, const std::string& prefix) const {
-  for (size_t i = 0; i < slow_.size(); ++i) {
-    out[prefix + "slow." + std::to_string(i)] = slow_[i];
-    out[prefix + "momentum." + std::to_string(i)] = momentum_[i];
-  }
+  sdk::save_tensors(out, prefix + "slow.", slow_);
+  sdk::save_tensors(out, prefix + "momentum.", momentum_);
 }
 
 void NoLoCoModule::load_state(const sdk::StateDict& in, const std::string& prefix) {
-  auto take = [&](const std::string& key, at::Tensor& into) {
-    auto it = in.find(key);
-    if (it == in.end()) throw sdk::Error("NoLoCo state: missing " + key);
-    if (it->second.sizes() != into.sizes()) throw sdk::Error("NoLoCo state: " + key + " has another shape");
-    into.copy_(it->second);
-  };
-  for (size_t i = 0; i < slow_.size(); ++i) {
-    take(prefix + "slow." + std::to_string(i), slow_[i]);
-    take(prefix + "momentum." + std::to_string(i), momentum_[i]);
-  }
+  sdk::load_tensors(in, prefix + "slow.", slow_);
+  sdk::load_tensors(in, prefix + "momentum.", momentum_);
 }
 
 }  // namespace exogym::modules

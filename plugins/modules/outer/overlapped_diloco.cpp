@@ -66,7 +66,10 @@ std::vector<at::Tensor> OverlappedDiLoCoModule::outer_gradient(const sdk::Shared
   return g;
 }
 
-sdk::SharedTensors OverlappedDiLoCoModule::receive() { return in_flight_.valid() ? in_flight_.wait() : nullptr; }
+sdk::SharedTensors OverlappedDiLoCoModule::receive() {
+  if (!in_flight_.valid()) return nullptr;
+  return std::make_shared<const std::vector<at::Tensor>>(in_flight_.wait());
+}
 
 void OverlappedDiLoCoModule::communicate(sdk::NodeContext& ctx, sdk::Model& /*model*/, int64_t step) {
   // As DiLoCo: one node has nobody to average with.
@@ -77,7 +80,7 @@ void OverlappedDiLoCoModule::communicate(sdk::NodeContext& ctx, sdk::Model& /*mo
     const auto& master = outer_->master();
     for (size_t i = 0; i < params_.size(); ++i) own.push_back(master[i].detach() - params_[i]);
     const sdk::SharedTensors late = receive();
-    in_flight_ = ctx.communicator().all_reduce_shared_async(own, sdk::ReduceOp::Avg);
+    in_flight_ = ctx.communicator().all_reduce_async(own, sdk::ReduceOp::Avg);
     // Before the second round the delayed update has nothing to step along:
     // the first round's work enters the master with the second's.
     if (late || update_ == Update::Eager) {
@@ -112,7 +115,7 @@ void OverlappedDiLoCoModule::load(const sdk::StateDict& in, const std::string& p
   // node back after a failure lost its transfers with it (pending.h).
   sdk::Communicator& comm = ctx_->communicator();
   const c10::Device device = params_.front().device();
-  in_flight_ = sdk::PendingShared::load(in, prefix + "pending.", comm, device);
+  in_flight_ = sdk::Pending::load(in, prefix + "pending.", comm, device);
 }
 
 void OverlappedDiLoCoModule::load_state(const sdk::StateDict& in, const std::string& prefix) {

@@ -84,7 +84,7 @@ class OverlappedDiLoCoModule final : public sdk::CommunicationModule {
   std::vector<at::Tensor> params_;      // this node's
   std::shared_ptr<OuterMaster> outer_;  // the process's (delayed) or this node's (eager)
   std::vector<at::Tensor> own_;         // eager: this node's outer gradient of the last round (empty before)
-  sdk::PendingShared in_flight_;        // the average of the last round's outer gradients
+  sdk::Pending in_flight_;              // the average of the last round's outer gradients
 };
 
 }  // namespace exogym::modules

@@ -179,9 +179,13 @@ void SparseLoCoModule::load_errors(const sdk::StateDict& in, const std::string& 
   }
 }
 
-void SparseLoCoModule::save_client_state(sdk::StateDict& out) const { errors_.save_state(out, "error."); }
+void SparseLoCoModule::save_client_state(sdk::StateDict& out, const std::string& prefix) const {
+  errors_.save_state(out, prefix + "error.");
+}
 
-void SparseLoCoModule::load_client_state(const sdk::StateDict& in) { load_errors(in, ""); }
+void SparseLoCoModule::load_client_state(const sdk::StateDict& in, const std::string& prefix) {
+  load_errors(in, prefix);
+}
 
 void SparseLoCoModule::recovery_state(sdk::StateDict& out, const std::string& prefix) const {
   // What a real cluster would send: θ. The step it stands at follows from

@@ -28,8 +28,8 @@
 // prefix (the global θ as "master.<i>", "outer_step") and the node's error buffers as "error.<i>". A node that comes
 // back after a failure receives θ (not the buffers: it starts with empty ones, as a restarted machine would) and
 // restarts its inner steps from it. With participation the buffers are the
-// client's (sdk/client_state.h): save_client_state/load_client_state carry
-// them between the client's rounds.
+// client's (Strategy::has_client_state): save_client_state/load_client_state
+// carry them between the client's rounds.
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
@@ -68,11 +68,12 @@ class SparseLoCoModule final : public sdk::CommunicationModule {
   void recovery_state(sdk::StateDict& out, const std::string& prefix) const override;
   void load_recovery_state(sdk::Model& model, const sdk::StateDict& in, const std::string& prefix) override;
 
-  // The error buffers as a client's state ("error.<i>"); an empty `in`
-  // (a client new to training) clears them. sdk::Error for a buffer of
+  // The error buffers as a client's state ("<prefix>error.<i>"); no such
+  // keys (a client new to training) clears them. sdk::Error for a buffer of
   // another shape than its parameter.
-  void save_client_state(sdk::StateDict& out) const;
-  void load_client_state(const sdk::StateDict& in);
+  bool has_client_state() const override { return true; }
+  void save_client_state(sdk::StateDict& out, const std::string& prefix) const override;
+  void load_client_state(const sdk::StateDict& in, const std::string& prefix) override;
 
   const Compressor& compressor() const { return *compressor_; }
   // The shared seed tensor i is compressed with at 0-based outer step t.

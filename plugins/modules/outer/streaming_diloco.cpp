@@ -133,27 +133,24 @@ void StreamingDiLoCoModule::send(sdk::NodeContext& ctx, Fragment& f, int64_t ste
   if (!format_) {
     // The average, once for the process: only the outer step reads it. The
     // parameters train on meanwhile: the collective took their values now.
-    f.average = ctx.communicator().all_reduce_shared_async(f.params, sdk::ReduceOp::Avg);
+    f.sync = ctx.communicator().all_reduce_async(f.params, sdk::ReduceOp::Avg);
   } else {
     // A low-bit average of parameters would lose their leading digits: the
     // outer gradient (old global minus local) is what is quantised.
     std::vector<at::Tensor> outer_grads;
     const auto& master = f.outer->master();
     for (size_t i = 0; i < f.params.size(); ++i) outer_grads.push_back(master[i].detach() - f.params[i]);
-    f.gradient =
+    f.sync =
         sdk::quantized_mean_async(ctx.communicator(), outer_grads, *format_, sdk::kDefaultQuantBlock, f.feedback.get());
   }
   f.pending_step = step;
 }
 
-sdk::SharedTensors StreamingDiLoCoModule::receive(Fragment& f) {
-  if (!format_) return f.average.wait();
-  return std::make_shared<const std::vector<at::Tensor>>(f.gradient.wait());
-}
+std::vector<at::Tensor> StreamingDiLoCoModule::receive(Fragment& f) { return f.sync.wait(); }
 
 void StreamingDiLoCoModule::apply(sdk::NodeContext& ctx, Fragment& f, size_t p, int64_t step) {
-  const sdk::SharedTensors received = receive(f);
-  f.outer->step(step, *received, format_ ? OuterMaster::Received::PseudoGradient : OuterMaster::Received::Average);
+  const std::vector<at::Tensor> received = receive(f);
+  f.outer->step(step, received, format_ ? OuterMaster::Received::PseudoGradient : OuterMaster::Received::Average);
   ctx.record("fragment", static_cast<double>(p));
   ctx.record("pseudo_grad_norm", f.outer->pseudo_grad_norm());
   ctx.record("outer_lr", f.outer->outer_lr());
@@ -169,8 +166,7 @@ void StreamingDiLoCoModule::save_state(sdk::StateDict& out, const std::string& p
     if (f.feedback) f.feedback->save_state(out, at_fragment + "residual.");
     if (f.pending_step < 0) continue;
     out[at_fragment + "pending_step"] = at::full({}, f.pending_step, at::kLong);
-    f.average.save(out, at_fragment + "pending.");
-    f.gradient.save(out, at_fragment + "pending.");
+    f.sync.save(out, at_fragment + "pending.");
   }
 }
 
@@ -184,18 +180,13 @@ void StreamingDiLoCoModule::load_fragments(const sdk::StateDict& in, const std::
     f.pending_step = pending_steps[p];
     // A handle the node holds is dropped: at a resume it holds none, and a
     // node back after a failure lost its transfers with it (pending.h).
-    f.average = {};
-    f.gradient = {};
+    f.sync = {};
     if (f.pending_step < 0) continue;
     const std::string at_pending = at_fragment + "pending.";
     sdk::Communicator& comm = ctx_->communicator();
     const c10::Device device = f.params.front().device();
-    if (!format_) {
-      f.average = sdk::PendingShared::load(in, at_pending, comm, device);
-    } else {
-      f.gradient = sdk::PendingQuantizedMean::load(in, at_pending, comm, f.params, *format_);
-    }
-    if (!f.average.valid() && !f.gradient.valid()) {
+    f.sync = sdk::Pending::load(in, at_pending, comm, device);
+    if (!f.sync.valid()) {
       throw sdk::Error("Streaming DiLoCo state: a sync is in flight at step " + std::to_string(f.pending_step) +
                        " but " + at_pending + "* is missing");
     }

@@ -102,8 +102,7 @@ class StreamingDiLoCoModule final : public sdk::CommunicationModule {
     int64_t pending_step = -1;  // the step of the sync in flight, -1 for none
     // The sync in flight: the average of the parameters (quantize "none")
     // or the low-bit mean of the outer gradients.
-    sdk::PendingShared average;
-    sdk::PendingQuantizedMean gradient;
+    sdk::Pending sync;
     // What quantising this node's outer gradients lost (error_feedback > 0).
     std::unique_ptr<sdk::ErrorFeedback> feedback;
   };
@@ -111,7 +110,7 @@ class StreamingDiLoCoModule final : public sdk::CommunicationModule {
   void apply(sdk::NodeContext& ctx, Fragment& f, size_t p, int64_t step);
   // What the sync in flight brought (waiting for it), as OuterMaster::step
   // takes it.
-  sdk::SharedTensors receive(Fragment& f);
+  std::vector<at::Tensor> receive(Fragment& f);
   // The steps that follow from the step a node comes back at (recovery):
   // fragment p's last outer step before `step`, and the send whose result
   // is still in flight at `step` (-1 for none).

@@ -87,18 +87,22 @@ void every_collective(int rank, sdk::Communicator& comm, bool async, std::vector
   const auto x = rank_tensors(rank);
   auto reduced = clones(x), broadcast = clones(x);
   if (async) {
-    results.push_back(comm.all_reduce_async(clones(x), sdk::ReduceOp::Avg).wait());
-    results.push_back(*comm.all_reduce_shared_async(x, sdk::ReduceOp::Max).wait());
-    results.push_back(comm.broadcast_async(clones(x), 1).wait());
-    for (auto& from_rank : comm.all_gather_async(x).wait()) results.push_back(from_rank);
+    results.push_back(comm.all_reduce_async(x, sdk::ReduceOp::Avg).wait());
+    results.push_back(comm.all_reduce_async(x, sdk::ReduceOp::Max).wait());
+    // all_gather_async's list holds every rank's tensors, rank by rank.
+    const auto gathered = comm.all_gather_async(x).wait();
+    for (size_t r = 0; r * x.size() < gathered.size(); ++r)
+      results.emplace_back(gathered.begin() + r * x.size(), gathered.begin() + (r + 1) * x.size());
   } else {
     comm.all_reduce(reduced, sdk::ReduceOp::Avg);
     results.push_back(reduced);
     results.push_back(*comm.all_reduce_shared(x, sdk::ReduceOp::Max));
-    comm.broadcast(broadcast, 1);
-    results.push_back(broadcast);
     for (auto& from_rank : comm.all_gather(x)) results.push_back(from_rank);
   }
+  // Broadcast has no non-blocking form: blocking in both, in the same place
+  // in the order of collectives.
+  comm.broadcast(broadcast, 1);
+  results.push_back(broadcast);
 }
 
 json summary_of(const fs::path& run) { return json::parse(read_text(run / "summary.json")); }
@@ -131,7 +135,7 @@ TEST_CASE("non-blocking collectives waited for at once give the blocking calls' 
     CHECK(a.hidden_seconds() == Approx(0).margin(1e-12));
   }
   const auto rows_b = blocking.meters[0]->take_rows(), rows_a = async.meters[0]->take_rows();
-  REQUIRE(rows_a.size() == 3);  // all_reduce (twice), broadcast, all_gather
+  REQUIRE(rows_a.size() == 3);  // all_reduce (twice), all_gather, broadcast
   REQUIRE(rows_a.size() == rows_b.size());
   for (size_t i = 0; i < rows_a.size(); ++i) {
     CHECK(rows_a[i].kind == rows_b[i].kind);
@@ -275,16 +279,16 @@ TEST_CASE("a handle dropped is an error naming its collective, not a hang, and o
   }
   SECTION("in flight at the end of the run: it lands, the clock moving to its end") {
     // Two transfers started after the step's 100 ms of compute, one after
-    // the other on the link: T each (the broadcast's time).
-    std::vector<sdk::PendingTensors> kept(2), also(2);
+    // the other on the link: T each (the all-reduce's time).
+    std::vector<sdk::Pending> kept(2), also(2);
     cluster.run([&](int rank, sdk::Communicator& comm, sim::NodeMeter& meter) {
       meter.begin_step(5);
-      kept[rank] = comm.broadcast_async({kPayload.clone()});
-      also[rank] = comm.broadcast_async({kPayload.clone()});
+      kept[rank] = comm.all_reduce_async({kPayload.clone()});
+      also[rank] = comm.all_reduce_async({kPayload.clone()});
       meter.end_step();
       meter.land_transfers();
     });
-    const double T = cluster.network.broadcast_time(kBytes, 2);
+    const double T = cluster.network.all_reduce_time(kBytes, 2);
     for (const auto& meter : cluster.meters) {
       CHECK(meter->clock() == Approx(kStep + 2 * T));
       CHECK(meter->communication_seconds() == Approx(2 * T));
@@ -366,27 +370,27 @@ TEST_CASE("a handle saved with its node's meter resumes in flight, and one not t
   SimCluster resumed(2, k100Mbit, kStep);
   sim::NodeMeter& meter = *resumed.meters[0];
   meter.restore(meter_state);
-  std::vector<std::vector<at::Tensor>> gathered;
+  std::vector<at::Tensor> gathered;
   bool nothing_under_q = false;
   std::string twice;
   run_nodes(1, 1, [&](int, sdk::Communicator& inner) {
     sim::MeteredCommunicator comm(inner, meter, sim::TrafficSource::Strategy);
-    auto pending = sdk::PendingGather::load(saved, "p.", comm);
+    auto pending = sdk::Pending::load(saved, "p.", comm);
     try {
-      sdk::PendingGather::load(saved, "p.", comm);
+      sdk::Pending::load(saved, "p.", comm);
     } catch (const sdk::Error& e) {
       twice = e.what();
     }
     // Nothing saved under another prefix: a Pending that holds nothing.
-    nothing_under_q = !sdk::PendingTensors::load(saved, "q.", comm).valid();
+    nothing_under_q = !sdk::Pending::load(saved, "q.", comm).valid();
     meter.begin_step(1);
     gathered = pending.wait();
     meter.end_step();
   });
   CHECK_THAT(twice, Catch::Contains("held by another handle"));
   CHECK(nothing_under_q);
-  REQUIRE(gathered.size() == 2);
-  CHECK(at::equal(gathered[1][0], kPayload));
+  REQUIRE(gathered.size() == 2);  // one tensor from each rank
+  CHECK(at::equal(gathered[1], kPayload));
   CHECK(meter.clock() == finish);
   // A strategy that does not take its handle back.
   sim::NodeMeter& forgetful = *resumed.meters[1];
@@ -454,7 +458,7 @@ TEST_CASE("delayed SGD on non-blocking all-reduces: the blocking run's model and
 
 TEST_CASE("a run resumed while its handles are in flight is the uninterrupted run, bit for bit",
           "[overlap][checkpoint]") {
-  const std::string collective = GENERATE("all_reduce", "all_reduce_shared", "all_gather");
+  const std::string collective = GENERATE("all_reduce", "all_gather");
   INFO(collective);
   TempDir dir("overlap-resume");
   json m = exogym::test::checkpointed_manifest(3, 4);

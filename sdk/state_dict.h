@@ -1,0 +1,27 @@
+#pragma once
+// Named tensors of a state: what a strategy saves for a checkpoint, sends a
+// recovering node, keeps for a client (strategy.h), and what a handle in
+// flight saves of itself (pending.h). Keys are the strategy's own; a module
+// puts the prefix it is given before its keys.
+#include <ATen/core/Tensor.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace exogym::sdk {
+
+using StateDict = std::map<std::string, at::Tensor>;
+
+// in[key]; sdk::Error naming the key when it is missing.
+const at::Tensor& state_tensor(const StateDict& in, const std::string& key);
+
+// A list of tensors (one per parameter, say) as "<prefix>0", "<prefix>1",
+// ...; the entries alias the tensors (a checkpoint writes them out before
+// the next step).
+void save_tensors(StateDict& out, const std::string& prefix, const std::vector<at::Tensor>& tensors);
+// Copies "<prefix><i>" into tensors[i]; sdk::Error naming the key when one
+// is missing or has another shape than tensors[i].
+void load_tensors(const StateDict& in, const std::string& prefix, std::vector<at::Tensor>& tensors);
+
+}  // namespace exogym::sdk
