@@ -83,8 +83,8 @@ class DesLocStrategy final : public sdk::Strategy {
   void init(sdk::NodeContext& ctx, sdk::Model& model) override {
     ctx_ = &ctx;
     local_.init(ctx, model);
-    // The optimizer's state is keyed by the parameters themselves.
-    params_ = sdk::trainable_parameters(model);
+    // The optimizer's state is keyed by the parameters the local step steps.
+    params_ = local_.parameters();
   }
 
   void zero_grad() override { local_.zero_grad(); }

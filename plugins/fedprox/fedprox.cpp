@@ -55,7 +55,7 @@ class FedProxStrategy final : public sdk::Strategy {
     model_ = &model;
     local_.init(ctx, model);
     fedavg_.init(ctx, model);
-    params_ = sdk::trainable_parameters(model);
+    params_ = local_.parameters();
     anchor_.clear();
     for (const auto& p : params_) anchor_.push_back(p.detach().clone());
   }

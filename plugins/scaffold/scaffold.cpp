@@ -84,7 +84,7 @@ class ScaffoldStrategy final : public sdk::Strategy {
   void init(sdk::NodeContext& ctx, sdk::Model& model) override {
     ctx_ = &ctx;
     local_.init(ctx, model);
-    params_ = sdk::trainable_parameters(model);
+    params_ = local_.parameters();
     master_.clear();
     server_c_.clear();
     client_c_.clear();
