@@ -29,9 +29,11 @@ class Communicator {
  public:
   virtual ~Communicator() = default;
 
-  // This node's rank and the number of live nodes.
+  // This node's rank, the number of live nodes, and its place among them
+  // (0 ... size() - 1 in rank order: its rank while all are up).
   virtual int rank() const = 0;
   virtual int size() const = 0;
+  virtual int place() const { return rank(); }
 
   // In place: every rank gets op(rank 0's, ..., rank K-1's); Avg = sum / K.
   virtual void all_reduce(std::vector<at::Tensor>& tensors, ReduceOp op = ReduceOp::Sum) = 0;
@@ -52,9 +54,13 @@ class Communicator {
   // Non-blocking (pending.h): the collective starts now, Pending::wait()
   // returns its result. all_reduce_async's is all_reduce_shared's (read
   // only); all_gather_async's is every rank's tensors in one list, rank by
-  // rank (rank r's tensors[i] at r * tensors.size() + i). The defaults block.
+  // rank (rank r's tensors[i] at r * tensors.size() + i); all_to_all_async
+  // sends part p of `tensors` (size() parts of m) to the node at place p
+  // alone and returns the parts sent to this node, in place order. The
+  // defaults block.
   virtual Pending all_reduce_async(const std::vector<at::Tensor>& tensors, ReduceOp op = ReduceOp::Sum);
   virtual Pending all_gather_async(const std::vector<at::Tensor>& tensors);
+  virtual Pending all_to_all_async(const std::vector<at::Tensor>& tensors);
   // A handle's InFlight::record from a checkpoint, back in flight
   // (Pending::load).
   virtual std::unique_ptr<InFlight> resume(const at::Tensor& record);

@@ -19,6 +19,7 @@ class Completed final : public InFlight {
 };
 
 const std::string kRecord = "work";
+const std::string kRecordBefore = "work.before";
 const std::string kCount = "layout";
 const std::string kArrived = "result.";
 
@@ -40,6 +41,18 @@ Pending Pending::decoded_by(std::shared_ptr<const detail::Decoding> decoding) &&
   decoding_ = std::move(decoding);
   return std::move(*this);
 }
+Pending Pending::and_then(const std::function<Pending(std::vector<at::Tensor>)>& next) && {
+  if (!in_flight_) throw Error("and_then() on a Pending that holds no collective");
+  EXOGYM_CHECK_INTERNAL(!before_, "and_then() chains two collectives, not three");
+  std::vector<at::Tensor> arrived = std::move(arrived_);
+  arrived_.clear();
+  auto decoding = std::move(decoding_);
+  Pending second = next(decoding ? decoding->decode(arrived) : std::move(arrived));
+  EXOGYM_CHECK_INTERNAL(second.valid() && !second.before_, "and_then()'s next collective holds no transfer");
+  second.before_ = std::move(in_flight_);
+  return second;
+}
+
 Pending::Pending(Pending&&) noexcept = default;
 Pending& Pending::operator=(Pending&&) noexcept = default;
 Pending::~Pending() = default;
@@ -48,6 +61,8 @@ std::vector<at::Tensor> Pending::wait() {
   if (!in_flight_) {
     throw Error("wait() on a Pending that holds no collective (never started, or waited for already)");
   }
+  if (before_) before_->wait();
+  before_.reset();
   in_flight_->wait();
   in_flight_.reset();
   std::vector<at::Tensor> arrived = std::move(arrived_);
@@ -59,6 +74,7 @@ std::vector<at::Tensor> Pending::wait() {
 void Pending::save(StateDict& out, const std::string& prefix) const {
   if (!in_flight_) return;
   out[prefix + kRecord] = in_flight_->record();
+  if (before_) out[prefix + kRecordBefore] = before_->record();
   out[prefix + kCount] = at::tensor({static_cast<int64_t>(arrived_.size())}, at::kLong);
   for (size_t i = 0; i < arrived_.size(); ++i) out[prefix + kArrived + std::to_string(i)] = arrived_[i];
   if (decoding_) decoding_->save(out, prefix);
@@ -77,7 +93,10 @@ Pending Pending::load(const StateDict& in, const std::string& prefix, Communicat
   for (int64_t i = 0; i < count.item<int64_t>(); ++i)
     arrived.push_back(
         saved(in, prefix + kArrived + std::to_string(i)).to(arrived_on, /*non_blocking=*/false, /*copy=*/true));
-  return {comm.resume(saved(in, prefix + kRecord)), std::move(arrived), std::move(decoding)};
+  Pending loaded(comm.resume(saved(in, prefix + kRecord)), std::move(arrived), std::move(decoding));
+  auto before = in.find(prefix + kRecordBefore);
+  if (before != in.end()) loaded.before_ = comm.resume(before->second);
+  return loaded;
 }
 
 Pending Communicator::all_reduce_async(const std::vector<at::Tensor>& tensors, ReduceOp op) {
@@ -88,6 +107,22 @@ Pending Communicator::all_gather_async(const std::vector<at::Tensor>& tensors) {
   std::vector<at::Tensor> flat;
   for (auto& from_rank : all_gather(tensors)) flat.insert(flat.end(), from_rank.begin(), from_rank.end());
   return {completed(), std::move(flat)};
+}
+
+Pending Communicator::all_to_all_async(const std::vector<at::Tensor>& tensors) {
+  const int nodes = size(), me = place();
+  if (nodes <= 0 || tensors.size() % static_cast<size_t>(nodes) != 0)
+    throw Error("all_to_all_async: " + std::to_string(tensors.size()) + " tensors are not " + std::to_string(nodes) +
+                " equal parts, one per node");
+  EXOGYM_CHECK_INTERNAL(me >= 0 && me < nodes, "a communicator's place is not among its nodes");
+  const size_t m = tensors.size() / static_cast<size_t>(nodes);
+  std::vector<at::Tensor> mine;
+  for (auto& from_rank : all_gather(tensors)) {
+    EXOGYM_CHECK_INTERNAL(from_rank.size() == tensors.size(), "all_gather returned another tensor count");
+    mine.insert(mine.end(), from_rank.begin() + static_cast<std::ptrdiff_t>(me * m),
+                from_rank.begin() + static_cast<std::ptrdiff_t>((me + 1) * m));
+  }
+  return {completed(), std::move(mine)};
 }
 
 std::unique_ptr<InFlight> Communicator::resume(const at::Tensor& /*record*/) { return completed(); }

@@ -1,8 +1,8 @@
 #pragma once
-// Non-blocking collectives: Communicator's all_reduce_async and
-// all_gather_async (comm.h) and quantized_comm.h's quantized_mean_async
-// start a collective and return a handle, a Pending, at once; its wait()
-// returns the result. One handle for every one of them: it holds tensors on
+// Non-blocking collectives: Communicator's all_reduce_async,
+// all_gather_async and all_to_all_async (comm.h) and quantized_comm.h's
+// quantized_mean_async start a collective and return a handle, a Pending,
+// at once; its wait() returns the result. One handle for every one of them: it holds tensors on
 // their way, waits, and saves and loads itself. A strategy that calls them
 // includes this header.
 //
@@ -50,6 +50,7 @@
 //     Such a handle may then be destroyed without wait().
 #include <ATen/core/Tensor.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -99,6 +100,11 @@ class Pending {
   // The same handle, whose wait() returns what `decoding` makes of what
   // arrives (for the SDK: quantized_mean_async).
   Pending decoded_by(std::shared_ptr<const detail::Decoding> decoding) &&;
+  // For the SDK (quantized_comm.h's reduce-scatter): the next collective,
+  // started at once by `next` from this one's result (the runtime moved
+  // the data at the start, above); the handle returned is next's, whose
+  // wait() waits for both transfers, and which saves and loads both.
+  Pending and_then(const std::function<Pending(std::vector<at::Tensor>)>& next) &&;
   Pending(Pending&&) noexcept;
   Pending& operator=(Pending&&) noexcept;
   ~Pending();
@@ -123,6 +129,7 @@ class Pending {
 
  private:
   std::unique_ptr<InFlight> in_flight_;
+  std::unique_ptr<InFlight> before_;  // and_then's first transfer, if any
   std::vector<at::Tensor> arrived_;
   std::shared_ptr<const detail::Decoding> decoding_;
 };

@@ -28,6 +28,10 @@ class BackendCommunicator final : public sdk::Communicator {
       : backend_(backend), rank_(rank), slot_(slot) {}
   int rank() const override { return rank_; }
   int size() const override { return backend_.live_count(); }
+  int place() const override {
+    const auto& live = backend_.live_ranks();
+    return static_cast<int>(std::lower_bound(live.begin(), live.end(), rank_) - live.begin());
+  }
 
   void all_reduce(std::vector<at::Tensor>& tensors, sdk::ReduceOp op) override {
     run_in_place(CallKind::AllReduce, tensors, op, 0);

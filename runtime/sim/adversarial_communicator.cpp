@@ -121,4 +121,8 @@ sdk::Pending AdversarialCommunicator::all_gather_async(const std::vector<at::Ten
   return inner_.all_gather_async(outgoing(tensors));
 }
 
+sdk::Pending AdversarialCommunicator::all_to_all_async(const std::vector<at::Tensor>& tensors) {
+  return inner_.all_to_all_async(outgoing(tensors));
+}
+
 }  // namespace exogym::runtime::sim

@@ -25,6 +25,7 @@ class AdversarialCommunicator final : public sdk::Communicator {
 
   int rank() const override { return inner_.rank(); }
   int size() const override { return inner_.size(); }
+  int place() const override { return inner_.place(); }
   void all_reduce(std::vector<at::Tensor>& tensors, sdk::ReduceOp op) override;
   sdk::SharedTensors all_reduce_shared(const std::vector<at::Tensor>& tensors, sdk::ReduceOp op) override;
   void broadcast(std::vector<at::Tensor>& tensors, int root) override;
@@ -32,6 +33,7 @@ class AdversarialCommunicator final : public sdk::Communicator {
   void barrier() override { inner_.barrier(); }
   sdk::Pending all_reduce_async(const std::vector<at::Tensor>& tensors, sdk::ReduceOp op) override;
   sdk::Pending all_gather_async(const std::vector<at::Tensor>& tensors) override;
+  sdk::Pending all_to_all_async(const std::vector<at::Tensor>& tensors) override;
   std::unique_ptr<sdk::InFlight> resume(const at::Tensor& record) override { return inner_.resume(record); }
   void group_all_reduce(const std::vector<int>& members, std::vector<at::Tensor>& tensors, sdk::ReduceOp op) override;
   std::vector<std::vector<at::Tensor>> group_all_gather(const std::vector<int>& members,

@@ -28,7 +28,9 @@ Transfer decode(const at::Tensor& record) {
   const at::Tensor r = record.cpu().contiguous();
   const double* v = r.data_ptr<double>();
   const double kind = v[1];
-  if (v[0] < 0 || kind < 0 || kind > static_cast<int>(CollectiveKind::Barrier) || v[2] < -1)
+  const bool strategy_kind = kind >= 0 && (kind <= static_cast<int>(CollectiveKind::Barrier) ||
+                                           kind == static_cast<int>(CollectiveKind::AllToAll));
+  if (v[0] < 0 || !strategy_kind || v[2] < -1)
     throw sdk::Error("a saved collective handle's record holds no collective");
   Transfer t;
   t.id = static_cast<uint64_t>(v[0]);
@@ -170,6 +172,45 @@ sdk::Pending MeteredCommunicator::all_gather_async(const std::vector<at::Tensor>
   std::vector<at::Tensor> flat;
   for (auto& from_rank : gathered) flat.insert(flat.end(), from_rank.begin(), from_rank.end());
   return {std::move(in_flight), std::move(flat)};
+}
+
+sdk::Pending MeteredCommunicator::all_to_all_async(const std::vector<at::Tensor>& tensors) {
+  const int K = size();
+  if (K <= 0 || tensors.size() % static_cast<size_t>(K) != 0) return sdk::Communicator::all_to_all_async(tensors);
+  meter_.before_collective(source_);
+  // The data moves as an all_gather (every node's parts reach every node of
+  // the process, which costs nothing here); the cost is the all-to-all's:
+  // part p of node q travels from q to p alone.
+  auto gathered = inner_.all_gather(tensors);
+  const size_t m = tensors.size() / static_cast<size_t>(K);
+  const auto me = static_cast<size_t>(place());
+  EXOGYM_CHECK_INTERNAL(gathered.size() == static_cast<size_t>(K) && me < gathered.size(),
+                        "an all_to_all's all_gather returned another node count");
+  auto part_bytes = [&](size_t from, size_t to) {
+    const auto first = gathered[from].begin() + static_cast<std::ptrdiff_t>(to * m);
+    return payload_bytes(std::vector<at::Tensor>(first, first + static_cast<std::ptrdiff_t>(m)));
+  };
+  Cost cost{CollectiveKind::AllToAll, Traffic{}, 0.0, 0.0};
+  double max_sent = 0;
+  for (size_t q = 0; q < gathered.size(); ++q) {
+    double sent = 0;
+    for (size_t p = 0; p < gathered.size(); ++p) {
+      if (p != q) sent += part_bytes(q, p);
+    }
+    cost.cluster_sent += sent;
+    max_sent = std::max(max_sent, sent);
+    if (q == me)
+      cost.mine.sent = sent;
+    else
+      cost.mine.received += part_bytes(q, me);
+  }
+  cost.seconds = meter_.network().all_gather_time(max_sent, K);
+  std::vector<at::Tensor> mine;
+  for (auto& from : gathered) {
+    mine.insert(mine.end(), from.begin() + static_cast<std::ptrdiff_t>(me * m),
+                from.begin() + static_cast<std::ptrdiff_t>((me + 1) * m));
+  }
+  return {start(cost), std::move(mine)};
 }
 
 std::unique_ptr<sdk::InFlight> MeteredCommunicator::resume(const at::Tensor& record) {

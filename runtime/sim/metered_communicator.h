@@ -29,6 +29,7 @@ class MeteredCommunicator final : public sdk::Communicator {
 
   int rank() const override { return inner_.rank(); }
   int size() const override { return inner_.size(); }
+  int place() const override { return position(rank()); }
   void all_reduce(std::vector<at::Tensor>& tensors, sdk::ReduceOp op) override;
   sdk::SharedTensors all_reduce_shared(const std::vector<at::Tensor>& tensors, sdk::ReduceOp op) override;
   void broadcast(std::vector<at::Tensor>& tensors, int root) override;
@@ -37,6 +38,7 @@ class MeteredCommunicator final : public sdk::Communicator {
 
   sdk::Pending all_reduce_async(const std::vector<at::Tensor>& tensors, sdk::ReduceOp op) override;
   sdk::Pending all_gather_async(const std::vector<at::Tensor>& tensors) override;
+  sdk::Pending all_to_all_async(const std::vector<at::Tensor>& tensors) override;
   std::unique_ptr<sdk::InFlight> resume(const at::Tensor& record) override;
 
   // Only the members pay, over their slowest link (network_model.h); the

@@ -29,6 +29,8 @@ const char* to_string(CollectiveKind kind) {
       return "server_update";
     case CollectiveKind::ServerReply:
       return "server_reply";
+    case CollectiveKind::AllToAll:
+      return "all_to_all";
   }
   return "?";
 }

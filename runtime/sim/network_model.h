@@ -19,6 +19,10 @@
 //    costs ceil(log2 K) * latency.
 //  - exchange (two nodes): one message each way at once: each sends its
 //    payload and receives the peer's; time latency + larger payload / bandwidth.
+//  - all_to_all: each node sends each other node its part directly, K-1
+//    messages: it sends the parts for the others and receives theirs for it;
+//    time (K-1) * latency + (largest amount a node sends) / bandwidth, as
+//    the ring all_gather's.
 // A collective over every node runs at the pace of the slowest link: the
 // model uses the smallest bandwidth and the largest latency among the nodes.
 // One over a subgroup (group_all_reduce, group_all_gather: the ring over its
@@ -39,7 +43,9 @@ enum class CollectiveKind {
   Exchange,
   // An asynchronous strategy's update to its server, and the server's reply.
   ServerUpdate,
-  ServerReply
+  ServerReply,
+  // Last, so that the saved numbers of the others stay.
+  AllToAll
 };
 
 const char* to_string(CollectiveKind kind);

@@ -16,7 +16,7 @@ std::string started(const Transfer& t) {
 }
 
 const CollectiveKind kKinds[] = {CollectiveKind::AllReduce, CollectiveKind::Broadcast, CollectiveKind::AllGather,
-                                 CollectiveKind::Barrier};
+                                 CollectiveKind::Barrier, CollectiveKind::AllToAll};
 
 }  // namespace
 

@@ -184,6 +184,29 @@ TEST_CASE("the quantize compressor is sdk::quantize, and every compressor's payl
                       Catch::Contains("strategy.options.quantize") && Catch::Contains("not none"));
 }
 
+TEST_CASE(
+    "compressed_mean of the quantize compressor's payloads is the SDK's low-bit reduce-scatter, or its gather when "
+    "asked",
+    "[compression][quantize]") {
+  const int K = 3;
+  const modules::QuantizeCompressor fp4(QuantFormat::Fp4E2M1, 64);
+  std::vector<int> mismatches(K, 0), differs(K, 0);
+  run_nodes(K, K, [&](int rank, sdk::Communicator& comm) {
+    at::Generator gen = at::detail::createCPUGenerator(30 + rank);
+    const at::Tensor x = at::randn({3, 333}, gen);
+    const auto rs = modules::compressed_mean(comm, fp4, {{fp4.compress(x), {3, 333}, 0}});
+    const auto rs_sdk = sdk::quantized_mean_async(comm, {x}, QuantFormat::Fp4E2M1, 64).wait();
+    const auto g = modules::compressed_mean(comm, fp4, {{fp4.compress(x), {3, 333}, 0}}, sdk::QuantCollective::Gather);
+    const auto g_sdk =
+        sdk::quantized_mean_async(comm, {x}, QuantFormat::Fp4E2M1, 64, nullptr, sdk::QuantCollective::Gather).wait();
+    if (!at::equal(rs.at(0), rs_sdk.at(0)) || !at::equal(g.at(0), g_sdk.at(0))) ++mismatches[rank];
+    // The reduce-scatter rounds the mean once more.
+    if (!at::equal(rs.at(0), g.at(0))) ++differs[rank];
+  });
+  CHECK(mismatches == std::vector<int>(K, 0));
+  CHECK(differs == std::vector<int>(K, 1));
+}
+
 TEST_CASE("error feedback around any compressor: what was sent plus what is kept is what was to be sent",
           "[compression]") {
   at::Generator gen = at::detail::createCPUGenerator(11);

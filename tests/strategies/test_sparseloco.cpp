@@ -41,7 +41,7 @@ namespace {
 sdk::ModuleOptions options(json given) {
   json o = {{"H", 2},         {"compressor", "topk"}, {"chunk", 4},
             {"density", 0.5}, {"quantize", "int2"},   {"offsets", "elias_fano"},
-            {"decay", 0.5},   {"outer_lr", 0.5}};
+            {"decay", 0.5},   {"outer_lr", 0.5},      {"collective", "reduce_scatter"}};
   for (auto& [key, value] : given.items()) o[key] = value;
   return sdk::ModuleOptions(o, modules::SparseLoCoModule::specs());
 }
@@ -114,8 +114,10 @@ TEST_CASE("sparseloco: what a node sends plus its new error buffer is decay * ol
   for (int r = 0; r < K; ++r) CHECK(largest_error[r] > 0.1);  // half of every chunk stayed behind
 }
 
-TEST_CASE("sparseloco at density 1 with int8 and decay 0 is streaming_diloco's int8 outer SGD, bit for bit",
-          "[strategies][sparseloco]") {
+TEST_CASE(
+    "sparseloco at density 1 with int8 and decay 0 is streaming_diloco's int8 outer SGD, bit for bit, "
+    "gathered or reduce-scattered",
+    "[strategies][sparseloco]") {
   // Both send every value of master - local quantised to int8 in blocks of
   // 128 (sparseloco: a chunk of 128 keeps all 128, one scale per chunk),
   // average the dequantised values in rank order and step θ by outer SGD
@@ -124,14 +126,24 @@ TEST_CASE("sparseloco at density 1 with int8 and decay 0 is streaming_diloco's i
   const json adam = {{"name", "adam"}, {"lr", 1e-2}};
   const json sparse = {{"H", 5},       {"chunk", 128},    {"density", 1.0},   {"quantize", "int8"},
                        {"decay", 0.0}, {"outer_lr", 0.7}, {"optimizer", adam}};
-  const json streaming = {{"H", 5},
-                          {"fragments", 1},
-                          {"quantize", "int8"},
-                          {"outer_optimizer", {{"name", "sgd"}, {"lr", 0.7}, {"momentum", 0.0}, {"nesterov", false}}},
-                          {"optimizer", adam}};
+  json streaming = {{"H", 5},
+                    {"fragments", 1},
+                    {"quantize", "int8"},
+                    {"collective", "gather"},
+                    {"outer_optimizer", {{"name", "sgd"}, {"lr", 0.7}, {"momentum", 0.0}, {"nesterov", false}}},
+                    {"optimizer", adam}};
   const fs::path a = train_in(with_strategy(4, "sparseloco", sparse), dir, "sparseloco");
   const fs::path b = train_in(with_strategy(4, "streaming_diloco", streaming), dir, "streaming");
   CHECK(bit_identical(load_model_pt(a / "model.pt"), load_model_pt(b / "model.pt")));
+  // The quantize compressor's dense payloads go through the same low-bit
+  // reduce-scatter as streaming_diloco's default, and give its bits.
+  json dense = sparse;
+  dense["compressor"] = "quantize";
+  streaming.erase("collective");
+  const fs::path rs_sparse = train_in(with_strategy(4, "sparseloco", dense), dir, "sparseloco-rs");
+  const fs::path rs_streaming = train_in(with_strategy(4, "streaming_diloco", streaming), dir, "streaming-rs");
+  CHECK(bit_identical(load_model_pt(rs_sparse / "model.pt"), load_model_pt(rs_streaming / "model.pt")));
+  CHECK_FALSE(bit_identical(load_model_pt(a / "model.pt"), load_model_pt(rs_sparse / "model.pt")));
   // The error buffer at decay 0.95 carries what int8 lost, and more.
   json with_memory = sparse;
   with_memory["decay"] = 0.95;

@@ -6,6 +6,8 @@
 // (Resuming in the middle of an overlap window: test_checkpoints.cpp.)
 #include <ATen/ATen.h>
 
+#include <map>
+
 #include "checkpoint_fixtures.h"
 #include "exogym/modules/outer/fragments.h"
 #include "exogym/modules/outer/streaming_diloco.h"
@@ -24,6 +26,7 @@
 namespace fs = std::filesystem;
 using exogym::test::bit_identical;
 using exogym::test::load_model_pt;
+using exogym::test::read_csv;
 using exogym::test::read_text;
 using exogym::test::run_json;
 using exogym::test::small_manifest;
@@ -56,6 +59,7 @@ sdk::ModuleOptions options(json given) {
             {"tau", 0},
             {"alpha", 0.0},
             {"quantize", "none"},
+            {"collective", "reduce_scatter"},
             {"error_feedback", 0.0},
             {"outer_optimizer", {{"name", "sgd"}, {"lr", 1.0}}}};
   for (auto& [key, value] : given.items()) o[key] = value;
@@ -325,19 +329,30 @@ TEST_CASE("streaming_diloco's peak step sends one fragment: DiLoCo's bytes per s
     CHECK(streaming.mean == diloco.mean);
   }
   CHECK(ring(params / 2) == diloco.peak / 2);
-  // fp4 gathers codes and scales: ceil(n/2) + 4 ceil(n/128) bytes per tensor
-  // of n values, (K-1) times per node. Per fragment (1024 + 32 values):
-  // 512 + 4*8 and 16 + 4*1 bytes.
-  const Bytes fp4 = bytes_of(
-      train_in(even_manifest("streaming_diloco", {{"H", H}, {"fragments", 2}, {"quantize", "fp4"}}), dir, "fp4"));
+  // fp4 payloads: ceil(n/2) + 4 ceil(n/128) bytes per tensor of n values.
+  // Per fragment (1024 + 32 values): 512 + 4*8 and 16 + 4*1 bytes.
   const double fragment = (512 + 4 * 8) + (16 + 4 * 1);
   CHECK(fragment ==
         sdk::quantized_bytes(sdk::QuantFormat::Fp4E2M1, 1024) + sdk::quantized_bytes(sdk::QuantFormat::Fp4E2M1, 32));
-  CHECK(fp4.peak == (K - 1) * fragment);
-  CHECK(fp4.total == 2 * steps / H * (K - 1) * fragment);
+  // Gathered: the payload (K-1) times per node.
+  const Bytes gathered = bytes_of(train_in(
+      even_manifest("streaming_diloco", {{"H", H}, {"fragments", 2}, {"quantize", "fp4"}, {"collective", "gather"}}),
+      dir, "fp4-gather"));
+  CHECK(gathered.peak == (K - 1) * fragment);
+  CHECK(gathered.total == 2 * steps / H * (K - 1) * fragment);
   // About 7.5x below fp32 on the wire per value; against the ring all-reduce
   // of 4 nodes, (K-1) * 564 / (1.5 * 4 * 1056).
-  CHECK(diloco.peak / 2 / fp4.peak == Approx(6336.0 / 1692.0));
+  CHECK(diloco.peak / 2 / gathered.peak == Approx(6336.0 / 1692.0));
+  // Reduce-scattered (the default): the 1024 values in chunks of 256
+  // (136 bytes each), the 32 in node 0's chunk alone (20 bytes). Node p
+  // sends every chunk but its own, then every mean chunk but its
+  // successor's: 408 + 428 bytes for nodes 0 and 3, 428 + 428 for 1 and 2,
+  // a ring all-reduce's 2 (K-1)/K times the payload on average.
+  const Bytes fp4 = bytes_of(
+      train_in(even_manifest("streaming_diloco", {{"H", H}, {"fragments", 2}, {"quantize", "fp4"}}), dir, "fp4"));
+  CHECK(fp4.peak == 856);
+  CHECK(fp4.total == 2 * steps / H * 2.0 * (K - 1) / K * fragment);
+  CHECK(diloco.peak / 2 / fp4.peak == Approx(6336.0 / 856.0));
 }
 
 TEST_CASE("streaming_diloco's overlap hides each sync behind tau inner steps on the simulated clock",
@@ -443,6 +458,36 @@ TEST_CASE("streaming_diloco: a node back inside an overlap window receives what 
     // Fragment 0 synced after step 3 and took 4 inner steps since.
     CHECK_FALSE(at::equal(t.at("model.layers.0.weight"), t.at("strategy.module0.fragment.0.master.0")));
   }
+}
+
+TEST_CASE(
+    "streaming_diloco's low-bit reduce-scatter with a node down: chunks by place among the live nodes, all_to_all "
+    "rows in comm.csv, the cluster's bytes 2 (K-1) times the payload",
+    "[strategies][streaming][faults][quantize]") {
+  TempDir dir("streaming-rs-faults");
+  // The 32 -> 32 -> 32 MLP, H = 2, one fragment: a sync after steps 1, 3,
+  // 5, 7. Node 1 is down for steps 2 to 5, so the syncs after steps 3 and 5
+  // run on 3 nodes, where node 2 has place 1 and node 3 place 2.
+  json m = even_manifest("streaming_diloco", {{"H", 2}, {"fragments", 1}, {"quantize", "fp4"}});
+  m["train"]["max_steps"] = 8;
+  m["faults"] = json::parse(R"([{"node": 1, "fail_at": 2, "rejoin_at": 6}])");
+  const fs::path run = train_in(m, dir, "run");
+  // The payload: 2 * (544 + 20) bytes in fp4 blocks of 128.
+  const double S = 2 * ((512 + 4 * 8) + (16 + 4 * 1));
+  double all_to_all = 0, all_gather = 0;
+  std::map<int64_t, double> by_step;
+  for (const auto& row : read_csv(run / "comm.csv")) {
+    if (row.at("source") != "strategy") continue;
+    const double bytes = std::stod(row.at("bytes_sent"));
+    if (row.at("collective") == "all_to_all") all_to_all += bytes;
+    if (row.at("collective") == "all_gather") all_gather += bytes;
+    by_step[std::stoll(row.at("step"))] += bytes;
+  }
+  // Each half sends (K-1) S over the cluster: K = 4, 3, 3, 4.
+  CHECK(all_to_all == (3 + 2 + 2 + 3) * S);
+  CHECK(all_gather == (3 + 2 + 2 + 3) * S);
+  CHECK(by_step.at(4) == 2 * 2 * S);
+  CHECK(by_step.at(8) == 2 * 3 * S);
 }
 
 // ---------------------------------------------------------------------------

@@ -48,8 +48,24 @@ at::Tensor Compressor::decompress(const CompressedTensor& payload, int64_t numel
 }
 
 std::vector<at::Tensor> compressed_mean(sdk::Communicator& comm, const Compressor& compressor,
-                                        const std::vector<CompressedInput>& inputs) {
+                                        const std::vector<CompressedInput>& inputs, sdk::QuantCollective collective) {
   if (compressor.summable()) return summed_mean(comm, compressor, inputs);
+  // Low-bit payloads of every value: the SDK's one quantized average.
+  const auto dense = compressor.dense_quantization();
+  if (dense) {
+    std::vector<sdk::QuantizedPayload> payloads;
+    for (const auto& in : inputs) {
+      if (in.payload.wire.size() != 2) throw sdk::Error("quantized payload: expected codes and scales");
+      sdk::QuantizedPayload p;
+      p.format = dense->format;
+      p.block_size = dense->block;
+      p.shape = in.shape;
+      p.codes = in.payload.wire[0];
+      p.scales = in.payload.wire[1];
+      payloads.push_back(std::move(p));
+    }
+    return sdk::quantized_mean_async(comm, payloads, collective).wait();
+  }
   std::vector<at::Tensor> wire;
   std::vector<size_t> first;  // where each input's tensors start in `wire`
   for (const auto& in : inputs) {

@@ -23,11 +23,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "exogym/sdk/comm.h"
 #include "exogym/sdk/error_feedback.h"
+#include "exogym/sdk/quantized_comm.h"
 
 namespace exogym::modules {
 
@@ -66,6 +68,16 @@ class Compressor {
   // R - 1 payloads per node.
   virtual bool summable() const { return false; }
 
+  // A compressor that sends every value in one low-bit format, (codes,
+  // scales) as sdk::quantize makes them (QuantizeCompressor), says which:
+  // compressed_mean then averages its payloads as the SDK does
+  // (sdk::quantized_mean_async), by default with its low-bit reduce-scatter.
+  struct DenseQuantization {
+    sdk::QuantFormat format;
+    int64_t block;
+  };
+  virtual std::optional<DenseQuantization> dense_quantization() const { return std::nullopt; }
+
   // A short description for logs and errors: "top-k 3% of chunks of 4096, int2".
   virtual std::string describe() const = 0;
 
@@ -84,16 +96,20 @@ struct CompressedInput {
 // The mean over the nodes of every input: result[i] is fp32 on the CPU,
 // shaped inputs[i].shape. Every node calls it with the same compressor and
 // tensors of the same shapes, as with any collective.
-//   Gathered (every compressor): one all_gather of every input's wire
+//   Gathered (every other compressor): one all_gather of every input's wire
 //   tensors; each node adds rank r's payload into a zero fp32 tensor for
 //   r = 0, 1, ..., R-1 in that order and divides by R, the ranks the
 //   all_gather brought. A ring all_gather sends (R-1) * S bytes per node,
 //   S = Σ bytes(numel) (docs/simulation.md).
 //   Summed (summable()): one all_reduce (Avg) of the payloads' values, then
 //   placed at their positions: the same bits, 2 (R-1)/R * S bytes per node.
+//   Quantized (dense_quantization()): sdk::quantized_mean_async of the
+//   payloads by `collective` (sdk/quantized_comm.h): the low-bit
+//   reduce-scatter, about 2 (R-1)/R * S bytes per node, or the gather.
 // Throws what comm.h's collectives throw.
 std::vector<at::Tensor> compressed_mean(sdk::Communicator& comm, const Compressor& compressor,
-                                        const std::vector<CompressedInput>& inputs);
+                                        const std::vector<CompressedInput>& inputs,
+                                        sdk::QuantCollective collective = sdk::QuantCollective::ReduceScatter);
 
 // Error feedback around any compressor (sdk/error_feedback.h): compresses
 // tensor + decay * residual(slot) and keeps, as the slot's new residual,

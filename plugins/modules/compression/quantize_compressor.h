@@ -8,6 +8,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "exogym/modules/compression/compressor.h"
@@ -24,6 +25,7 @@ class QuantizeCompressor final : public Compressor {
   void add_to(at::Tensor& dense, const CompressedTensor& payload, uint64_t shared_seed = 0) const override;
   int64_t bytes(int64_t numel) const override;
   std::string describe() const override;
+  std::optional<DenseQuantization> dense_quantization() const override { return DenseQuantization{format_, block_}; }
 
  private:
   sdk::QuantFormat format_;

@@ -57,6 +57,13 @@ sdk::ModuleSpecs SparseLoCoModule::specs() {
                          "how topk sends its offsets within each chunk: elias_fano (about 2 + log2(1 / density) bits "
                          "each) or fixed (8, 16 or 32 bits, the narrowest that holds chunk - 1)",
                          {"elias_fano", "fixed"}},
+              OptionSpec{"collective",
+                         OptionType::String,
+                         "reduce_scatter",
+                         "quantize: how the nodes' low-bit payloads are averaged, reduce_scatter (a ring "
+                         "all-reduce's bytes in low bits, the mean rounded twice) or gather (every payload to every "
+                         "node, rounded once; sdk/quantized_comm.h). topk, random_k and sign payloads are gathered",
+                         {"reduce_scatter", "gather"}},
               OptionSpec{"decay", OptionType::Number, 0.95,
                          "beta in [0, 1]: each node's error buffer is beta * buffer + pseudo-gradient before the top-k "
                          "(0: no memory of what was not sent)"},
@@ -90,6 +97,7 @@ SparseLoCoModule::SparseLoCoModule(const sdk::ModuleOptions& o)
   if (quant != "none") choice_.quant = sdk::quant_format_from_name(quant, "quantize");
   choice_.offsets = offset_coding_from_name(o.at("offsets").get<std::string>(), "offsets");
   compressor_ = make_compressor(choice_, "compressor", "quantize");
+  collective_ = sdk::quant_collective_from_name(o.at("collective").get<std::string>(), "collective");
 }
 
 SparseLoCoModule::~SparseLoCoModule() = default;
@@ -147,7 +155,7 @@ void SparseLoCoModule::communicate(sdk::NodeContext& ctx, sdk::Model& /*model*/,
     dense += 4.0 * static_cast<double>(delta.numel());
     inputs.push_back(std::move(in));
   }
-  std::vector<at::Tensor> mean = compressed_mean(ctx.communicator(), *compressor_, inputs);
+  std::vector<at::Tensor> mean = compressed_mean(ctx.communicator(), *compressor_, inputs, collective_);
   for (size_t i = 0; i < mean.size(); ++i) mean[i] = mean[i].to(global[i].device(), global[i].scalar_type());
   outer_->step(step, mean, OuterMaster::Received::PseudoGradient);
   ctx.record("pseudo_grad_norm", outer_->pseudo_grad_norm());

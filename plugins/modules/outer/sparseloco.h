@@ -22,7 +22,8 @@
 // compressor (EF-signSGD's outer step with "sign").
 //
 // Communicates: per outer step, compressed_mean of every trainable tensor
-// (one all_gather, or one all_reduce for random-k in fp32); nothing with one
+// (one all_gather, one all_reduce for random-k in fp32, or the low-bit
+// reduce-scatter for the quantize compressor, "collective"); nothing with one
 // node (local training, as DiLoCo). Random-k's shared seed for tensor i at
 // outer step t is derive_seed(run seed, "SPLOCO", t * tensors + i). Options: specs(). State: outer_master.h's under the
 // prefix (the global θ as "master.<i>", "outer_step") and the node's error buffers as "error.<i>". A node that comes
@@ -48,7 +49,7 @@ namespace exogym::modules {
 class SparseLoCoModule final : public sdk::CommunicationModule {
  public:
   // "SparseLoCoModule": options "H", "compressor", "chunk", "density",
-  // "quantize", "offsets", "decay" and "outer_lr".
+  // "quantize", "offsets", "collective", "decay" and "outer_lr".
   static sdk::ModuleSpecs specs();
   // The values "quantize" takes: "none" and sdk::quant_format_names().
   static std::vector<std::string> quantize_names();
@@ -90,6 +91,7 @@ class SparseLoCoModule final : public sdk::CommunicationModule {
   int64_t H_;
   CompressorChoice choice_;
   std::shared_ptr<const Compressor> compressor_;
+  sdk::QuantCollective collective_ = sdk::QuantCollective::ReduceScatter;
   double outer_lr_;
   const sdk::NodeContext* ctx_ = nullptr;
   std::vector<at::Tensor> params_;      // this node's

@@ -40,6 +40,14 @@ sdk::ModuleSpecs StreamingDiLoCoModule::specs() {
                  "how outer gradients travel: none (an exact all-reduce of the parameters, as DiLoCo) or a low-bit "
                  "format (fp8, fp4, int8, ...: sdk/quantize.h, blocks of 128 values with one fp32 scale)",
                  quantize_names()},
+      OptionSpec{"collective",
+                 OptionType::String,
+                 "reduce_scatter",
+                 "with a low-bit format, how the payloads are averaged: reduce_scatter (each node averages one "
+                 "chunk of every node's payload and sends it back quantised again: a ring all-reduce's bytes in "
+                 "low bits, at any node count) or gather (every payload to every node: (K - 1) payloads per "
+                 "node, rounded once; sdk/quantized_comm.h)",
+                 {"reduce_scatter", "gather"}},
       OptionSpec{"error_feedback", OptionType::Number, 0.0,
                  "with a low-bit format: 0 sends each outer gradient as it is; a decay d in (0, 1] adds d times what "
                  "quantising the fragment's last outer gradient lost (sdk/error_feedback.h; 1: plain error feedback)"},
@@ -67,6 +75,7 @@ StreamingDiLoCoModule::StreamingDiLoCoModule(const sdk::ModuleOptions& o)
   check_fragments_option(fragments_option_, "fragments");
   const std::string format = o.at("quantize").get<std::string>();
   if (format != "none") format_ = sdk::quant_format_from_name(format, "quantize");
+  collective_ = sdk::quant_collective_from_name(o.at("collective").get<std::string>(), "collective");
   const double decay = o.at("error_feedback").get<double>();
   if (!(decay >= 0 && decay <= 1)) {
     throw sdk::ConfigError("error_feedback",
@@ -140,8 +149,8 @@ void StreamingDiLoCoModule::send(sdk::NodeContext& ctx, Fragment& f, int64_t ste
     std::vector<at::Tensor> outer_grads;
     const auto& master = f.outer->master();
     for (size_t i = 0; i < f.params.size(); ++i) outer_grads.push_back(master[i].detach() - f.params[i]);
-    f.sync =
-        sdk::quantized_mean_async(ctx.communicator(), outer_grads, *format_, sdk::kDefaultQuantBlock, f.feedback.get());
+    f.sync = sdk::quantized_mean_async(ctx.communicator(), outer_grads, *format_, sdk::kDefaultQuantBlock,
+                                       f.feedback.get(), collective_);
   }
   f.pending_step = step;
 }

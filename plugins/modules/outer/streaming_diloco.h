@@ -16,7 +16,8 @@
 //   at s          every node sends its fragment: with quantize "none" an
 //                 all_reduce (Avg) of its parameters, as DiLoCo's; with a
 //                 low-bit format the outer gradient master_p - local_p
-//                 through sdk::quantized_mean_async (all-gather of
+//                 through sdk::quantized_mean_async ("collective": a
+//                 low-bit reduce-scatter, or an all-gather of the
 //                 payloads), with error feedback when "error_feedback" > 0.
 //   at s + tau    the outer optimizer steps master_p along the average's
 //                 pseudo-gradient (master_p - average, or the mean outer
@@ -67,7 +68,7 @@ namespace exogym::modules {
 
 class StreamingDiLoCoModule final : public sdk::CommunicationModule {
  public:
-  // Options "H", "fragments", "tau", "alpha", "quantize", "error_feedback"
+  // Options "H", "fragments", "tau", "alpha", "quantize", "collective", "error_feedback"
   // and "outer_optimizer" (DiLoCo's).
   static sdk::ModuleSpecs specs();
   // The values "quantize" takes: "none" and sdk::quant_format_names().
@@ -123,7 +124,8 @@ class StreamingDiLoCoModule final : public sdk::CommunicationModule {
   double alpha_;
   nlohmann::json fragments_option_;
   std::optional<sdk::QuantFormat> format_;  // none: exact all_reduce
-  float feedback_decay_ = 0;                // 0: no error feedback
+  sdk::QuantCollective collective_ = sdk::QuantCollective::ReduceScatter;
+  float feedback_decay_ = 0;  // 0: no error feedback
   sdk::OptimizerSpec outer_spec_;
   const sdk::NodeContext* ctx_ = nullptr;
   Fragments cut_;

@@ -126,6 +126,40 @@ TEST_CASE("exogym-run --nproc 2 and 4 give the single-process model.pt, bytes an
   }
 }
 
+TEST_CASE(
+    "a low-bit reduce-scatter over two processes (empty chunks included) gives the single process's model, bytes and "
+    "clocks",
+    "[multiprocess][cli][quantize]") {
+  TempDir dir("mp-reduce-scatter");
+  // small_manifest's MLP on 4 nodes: its 32-, 128- and 4-value tensors fill
+  // node 0's chunk alone, so the other nodes send empty chunks of them.
+  json m = small_manifest(4);
+  m["train"]["max_steps"] = 6;
+  m["compute"] = {{"step_time", "50ms"}};
+  m["strategy"] = {{"plugin", "streaming_diloco"},
+                   {"options", {{"H", 2}, {"fragments", 2}, {"tau", 1}, {"quantize", "fp4"}}}};
+  std::map<std::string, fs::path> folders;
+  for (const std::string nproc : {"1", "2"}) {
+    m["output"]["dir"] = "out" + nproc;
+    const auto file = write_manifest(dir, "m" + nproc, m);
+    std::vector<std::string> args = {"--quiet", file.string()};
+    if (nproc != "1") args = {"--quiet", "--nproc", nproc, "--timeout", "20", file.string()};
+    const Outcome o = run_cli(args, dir / ("log" + nproc + ".txt"));
+    INFO(o.output);
+    REQUIRE(o.code == 0);
+    folders[nproc] = run_folder(dir, "out" + nproc);
+  }
+  CHECK(
+      exogym::test::bit_identical(load_model_pt(folders["2"] / "model.pt"), load_model_pt(folders["1"] / "model.pt")));
+  const std::string comm = read_text(folders["1"] / "comm.csv");
+  CHECK(comm.find("all_to_all") != std::string::npos);
+  CHECK(read_text(folders["2"] / "comm.csv") == comm);
+  const json one = json::parse(read_text(folders["1"] / "summary.json"));
+  const json two = json::parse(read_text(folders["2"] / "summary.json"));
+  CHECK(two["communication"] == one["communication"]);
+  for (const char* key : {"time_s", "waiting_s", "hidden_s"}) CHECK(two["simulated"][key] == one["simulated"][key]);
+}
+
 TEST_CASE("runs with --partial-reduce over the same process count are bit-identical", "[multiprocess][cli][slow]") {
   TempDir dir("mp-bits");
   json m = diloco_manifest();

@@ -24,6 +24,7 @@
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/pending.h"
 #include "helpers.h"
+#include "sim_cluster.h"
 #include "testing.h"
 
 namespace fs = std::filesystem;
@@ -31,32 +32,11 @@ namespace sdk = exogym::sdk;
 namespace sim = exogym::runtime::sim;
 using exogym::test::read_text;
 using exogym::test::run_nodes;
+using exogym::test::SimCluster;
 using exogym::test::TempDir;
 using nlohmann::json;
 
 namespace {
-
-// K nodes' meters over one network with a fixed step time, and their
-// metered strategy communicators on node threads.
-struct SimCluster {
-  SimCluster(int nodes, sim::Link link, double step_time, std::vector<double> speed = {})
-      : K(nodes), network(nodes, link), clocks(nodes) {
-    compute.step_time = step_time;
-    compute.speed = speed.empty() ? std::vector<double>(static_cast<size_t>(nodes), 1.0) : speed;
-    for (int r = 0; r < K; ++r) meters.push_back(std::make_unique<sim::NodeMeter>(r, network, compute, clocks, true));
-  }
-  void run(const std::function<void(int, sdk::Communicator&, sim::NodeMeter&)>& body) {
-    run_nodes(K, K, [&](int rank, sdk::Communicator& inner) {
-      sim::MeteredCommunicator comm(inner, *meters[rank], sim::TrafficSource::Strategy);
-      body(rank, comm, *meters[rank]);
-    });
-  }
-  const int K;
-  sim::NetworkModel network;
-  sim::ComputeModel compute;
-  sim::ClockExchange clocks;
-  std::vector<std::unique_ptr<sim::NodeMeter>> meters;
-};
 
 const sim::Link k100Mbit{1e8 / 8, 0.010};  // 100 Mbit/s, 10 ms
 constexpr double kStep = 0.1;
