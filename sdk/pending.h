@@ -2,9 +2,9 @@
 // Non-blocking collectives: Communicator's all_reduce_async,
 // all_gather_async and all_to_all_async (comm.h) and quantized_comm.h's
 // quantized_mean_async start a collective and return a handle, a Pending,
-// at once; its wait() returns the result. One handle for every one of them: it holds tensors on
-// their way, waits, and saves and loads itself. A strategy that calls them
-// includes this header.
+// at once; its wait() returns the result. One handle for every one of
+// them: it holds tensors on their way, waits, and saves and loads itself. A
+// strategy that calls them includes this header.
 //
 //   pending_ = ctx.communicator().all_reduce_async(deltas, sdk::ReduceOp::Avg);
 //   ... k steps later:
