@@ -15,6 +15,11 @@
 
 namespace exogym::test {
 
+// The network and step time most of these tests take: 100 Mbit/s, 10 ms of
+// latency, 100 ms of compute per step.
+inline const runtime::sim::Link k100Mbit{1e8 / 8, 0.010};
+inline constexpr double kStep = 0.1;
+
 struct SimCluster {
   SimCluster(int nodes, runtime::sim::Link link, double step_time, std::vector<double> speed = {})
       : K(nodes), network(nodes, link), clocks(nodes) {

@@ -5,8 +5,6 @@
 // saved and resumed.
 #include <ATen/ATen.h>
 
-#include <functional>
-#include <memory>
 #include <vector>
 
 #include "exogym/runtime/sim/clock_exchange.h"
@@ -22,16 +20,11 @@
 
 namespace sdk = exogym::sdk;
 namespace sim = exogym::runtime::sim;
+using exogym::test::k100Mbit;
+using exogym::test::kStep;
 using exogym::test::run_nodes;
 using exogym::test::SimCluster;
 using nlohmann::json;
-
-namespace {
-
-const sim::Link k100Mbit{1e8 / 8, 0.010};  // 100 Mbit/s, 10 ms
-constexpr double kStep = 0.1;
-
-}  // namespace
 
 TEST_CASE("all_to_all_async: part p of every node reaches node p, in place order, metered part by part",
           "[collectives][accounting]") {

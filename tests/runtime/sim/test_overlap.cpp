@@ -30,6 +30,8 @@
 namespace fs = std::filesystem;
 namespace sdk = exogym::sdk;
 namespace sim = exogym::runtime::sim;
+using exogym::test::k100Mbit;
+using exogym::test::kStep;
 using exogym::test::read_text;
 using exogym::test::run_nodes;
 using exogym::test::SimCluster;
@@ -38,8 +40,6 @@ using nlohmann::json;
 
 namespace {
 
-const sim::Link k100Mbit{1e8 / 8, 0.010};  // 100 Mbit/s, 10 ms
-constexpr double kStep = 0.1;
 constexpr int64_t kFloats = 1000000;                  // 4 MB of float32
 constexpr double kBytes = 4.0 * kFloats;              // per node
 const at::Tensor kPayload = at::ones({kFloats}) / 3;  // the values do not matter to the clock
