@@ -8,6 +8,7 @@
 #include "exogym/sdk/model.h"
 #include "exogym/sdk/node.h"
 #include "exogym/sdk/optim_state.h"
+#include "exogym/sdk/stacked.h"
 
 namespace exogym::sdk {
 
@@ -47,17 +48,20 @@ LocalStep& LocalStep::operator=(LocalStep&&) noexcept = default;
 void LocalStep::init(NodeContext& ctx, Model& model) {
   ctx_ = &ctx;
   params_ = trainable_parameters(model);
-  optimizer_ = options_.optimizer.build(params_);
+  optimizer_ = options_.optimizer.build(params_, &model);
   lr_ = options_.lr_at(0, ctx.max_steps);
 }
 
 void LocalStep::zero_grad() { optimizer_->zero_grad(); }
 
 void LocalStep::step() {
-  if (options_.max_norm > 0) ctx_->record("grad_norm", clip_grad_norm(params_, options_.max_norm));
-  lr_ = options_.lr_at(ctx_->step, ctx_->max_steps);
-  set_lr(*optimizer_, lr_);
-  optimizer_->step();
+  // A stacked node's step may be taken with its stack's (step_together).
+  if (!ctx_->stack || !ctx_->stack->take(*this)) {
+    if (options_.max_norm > 0) ctx_->record("grad_norm", clip_grad_norm(params_, options_.max_norm));
+    lr_ = options_.lr_at(ctx_->step, ctx_->max_steps);
+    set_lr(*optimizer_, lr_);
+    optimizer_->step();
+  }
   for (auto& p : params_) {
     if (p.grad().defined()) p.mutable_grad().reset();
   }

@@ -1,8 +1,5 @@
 #pragma once
-// A node's local step: the optimizer over the model's trainable parameters,
-// its LR schedule and gradient clipping, for any strategy to hold. A
-// composed strategy (compose.h) takes it before its modules; a strategy of
-// its own calls it where a plain loop would call optimizer.step().
+// A node's local step (LocalStep below: optimizer, LR schedule, clipping) and its options.
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
@@ -30,8 +27,7 @@ struct LocalStepOptions {
   LrSchedule schedule;
   double max_norm = 0;  // 0: no clipping
 
-  // "LocalStepOptions": options "optimizer" (default AdamW), "lr_schedule"
-  // and "max_norm", as one part of a strategy's options (compose.h).
+  // Options "optimizer" (default AdamW), "lr_schedule", "max_norm": a part of a strategy's (compose.h).
   static ModuleSpecs specs();
   static LocalStepOptions from_json(const nlohmann::json& validated_options);
 
@@ -43,9 +39,10 @@ struct LocalStepOptions {
 };
 
 // A node's local step, for any strategy to hold: its optimizer over the
-// model's trainable parameters, the LR schedule and the clipping. A
-// composed strategy takes it before its modules; a strategy that changes
-// the gradients first (FedProx's proximal term, SCAFFOLD's correction) or
+// model's trainable parameters, the LR schedule and the clipping, called
+// where a plain loop would call optimizer.step(). A composed strategy
+// (compose.h) takes it before its modules; a strategy that changes the
+// gradients first (FedProx's proximal term, SCAFFOLD's correction) or
 // synchronises the optimizer's state (DES-LOC) holds one itself.
 class LocalStep {
  public:
@@ -61,6 +58,9 @@ class LocalStep {
   // steps the optimizer and releases the gradients, so that a node waiting
   // in a collective afterwards holds none (Strategy::step).
   void step();
+  // Stacked execution (stacked.h): step() of every node of `steps`, one stack's in order, at once; "". Where
+  // their options, optimizers or tensors do not allow it (stacked_step.cpp), why not, nothing done.
+  static std::string step_together(const std::vector<LocalStep*>& steps);
   // The last step's learning rate (before the first step: step 0's).
   double lr() const { return lr_; }
   // The model's trainable parameters (trainable_parameters), which it steps.

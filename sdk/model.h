@@ -59,20 +59,22 @@ class Model {
   virtual EvalOutput evaluate(const Batch& batch) { return {loss(batch), {}}; }
 
   // Draws the initial parameters where they differ from what LibTorch's
-  // layers draw in their constructors (nanoGPT's N(0, 0.02), say). The
-  // runtime calls it once, on node 0's replica, on the main thread right
-  // after constructing it with LibTorch's default generator seeded from the
-  // manifest's seed. Every other node starts from node 0's parameters (the
-  // initial broadcast), so their replicas skip it: the draws would be thrown
-  // away (0.15 s of start-up for 16 nanoGPT replicas). Optional: a model
-  // whose constructor initialises everything needs no override.
+  // layers draw (nanoGPT's N(0, 0.02), say): once, on node 0's replica, on
+  // the main thread, with LibTorch's default generator seeded from the
+  // manifest's seed. The other nodes start from node 0's parameters (the
+  // initial broadcast) and skip it. Optional.
   virtual void init_parameters() {}
 
   // The names of the metrics evaluate() reports, read once on the main
-  // thread before training so that the run's CSV header can be written up
-  // front. A name evaluate() then does not report fails the run. Optional
-  // (default: none).
+  // thread before training (the CSV header is written up front). A name
+  // evaluate() then does not report fails the run. Optional (default: none).
   virtual std::vector<std::string> metric_names() const { return {}; }
+
+  // The parameters (names in network()) of 2 or more dimensions that are no
+  // hidden layer's weights: input embeddings, the output head, weights tied
+  // to them. Muon steps them with AdamW, as its reference does (optim.h).
+  // Optional (default: none).
+  virtual std::vector<std::string> embedding_and_head_parameters() const { return {}; }
 
   // Language models: the logits of the token that follows each row of
   // `tokens` ([B, T] int64), as [B, vocabulary]. Called by exogym-generate on
@@ -95,10 +97,9 @@ class Model {
   virtual bool supports_stacking() const { return false; }
   virtual at::Tensor stacked_loss(const Stack& stack, const Batch& batch);
 
-  // Randomness inside the model (dropout, ...) must come from this generator:
-  // the runtime seeds one per node, so runs are bit-for-bit reproducible
-  // whatever the thread scheduling. (LibTorch's default generator is shared
-  // by all threads, so drawing from it would make runs depend on timing.)
+  // Randomness inside the model (dropout, ...) must come from this generator,
+  // seeded per node by the runtime (LibTorch's default one is shared by all
+  // threads: runs would depend on timing).
   void set_generator(at::Generator generator) { generator_ = std::move(generator); }
   const at::Generator& generator() const { return generator_; }
 

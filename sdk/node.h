@@ -17,6 +17,7 @@ namespace exogym::sdk {
 class AsyncLink;
 class Communicator;
 class SharedObjects;
+class StackedSteps;
 
 // Extra per-node metrics (metrics.csv: step,node,name,value). Thread-safe.
 class MetricSink {
@@ -51,6 +52,8 @@ struct NodeContext {
   // process share (sdk/shared.h), the link of asynchronous strategies (async.h).
   SharedObjects* shared = nullptr;
   AsyncLink* async = nullptr;
+  // Where LocalStep::step() takes the node's step with its stack's (sdk/stacked.h); null when it computes alone.
+  StackedSteps* stack = nullptr;
 
   Communicator& communicator() const { return *comm; }
   int live_count() const { return live ? static_cast<int>(live->size()) : num_nodes; }

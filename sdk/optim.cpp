@@ -24,7 +24,7 @@ using nlohmann::json;
 
 namespace {
 
-enum class ParamKind { Positive, NonNegative, Boolean, Betas, PositiveInteger };
+enum class ParamKind { Positive, NonNegative, Boolean, Betas, PositiveInteger, NamePatterns };
 
 struct ParamDef {
   const char* name;
@@ -39,8 +39,7 @@ struct OptimizerDef {
   std::vector<ParamDef> params;
 };
 
-// PyTorch's defaults (torch.optim, 2.x), written out because LibTorch's
-// differ in places (SGD has no default lr).
+// PyTorch's defaults (torch.optim 2.x), written out: LibTorch's differ (SGD has no default lr).
 const std::vector<OptimizerDef>& optimizer_defs() {
   static const std::vector<OptimizerDef> defs = {
       {"adam",
@@ -96,7 +95,9 @@ const std::vector<OptimizerDef>& optimizer_defs() {
         {"adamw_lr", ParamKind::Positive, 3e-4},
         {"adamw_betas", ParamKind::Betas, {0.9, 0.95}},
         {"adamw_eps", ParamKind::NonNegative, 1e-8},
-        {"adamw_weight_decay", ParamKind::NonNegative, 0.0}}},
+        {"adamw_weight_decay", ParamKind::NonNegative, 0.0},
+        // null: the embeddings and head the model declares (model.h), as the reference.
+        {"adamw_params", ParamKind::NamePatterns, nullptr}}},
   };
   return defs;
 }
@@ -169,6 +170,15 @@ json check_param(const ParamDef& def, const json& value, const std::string& path
                                     json_excerpt(value));
       return static_cast<int64_t>(value.get<double>());
     }
+    case ParamKind::NamePatterns: {
+      bool ok = value.is_null() || value.is_array();
+      for (size_t i = 0; ok && value.is_array() && i < value.size(); ++i)
+        ok = value[i].is_string() && !value[i].get<std::string>().empty();
+      if (!ok)
+        throw ConfigError(path,
+                          "expected null or a list of name patterns (\"*\": any run), got " + json_excerpt(value));
+      return value;
+    }
   }
   return value;
 }
@@ -232,8 +242,8 @@ OptimizerSpec OptimizerSpec::from_json(const json& value, const std::string& pat
 
 json describe_optimizers() {
   // In ParamKind's order.
-  static const char* const kTypes[] = {"positive number", "non-negative number", "boolean", "two numbers in [0, 1)",
-                                       "positive integer"};
+  static const char* const kTypes[] = {"positive number",       "non-negative number", "boolean",
+                                       "two numbers in [0, 1)", "positive integer",    "name patterns"};
   json out = json::object();
   for (const auto& def : optimizer_defs()) {
     json params = json::array();
@@ -255,7 +265,8 @@ json OptimizerSpec::to_json() const {
 
 double OptimizerSpec::lr() const { return params.at("lr").get<double>(); }
 
-std::unique_ptr<torch::optim::Optimizer> OptimizerSpec::build(const std::vector<at::Tensor>& tensors) const {
+std::unique_ptr<torch::optim::Optimizer> OptimizerSpec::build(const std::vector<at::Tensor>& tensors,
+                                                              Model* model) const {
   // Re-resolve so that a hand-built spec with missing keys still gets every
   // hyper-parameter set explicitly.
   const json p = from_json(to_json(), "optimizer").params;
@@ -301,7 +312,7 @@ std::unique_ptr<torch::optim::Optimizer> OptimizerSpec::build(const std::vector<
                                                        .initial_accumulator_value(number("initial_accumulator_value"))
                                                        .eps(number("eps")));
   }
-  if (key == "muon") return internal::build_muon(p, tensors);
+  if (key == "muon") return internal::build_muon(p, tensors, model);
   if (key == "yogi") return internal::build_yogi(p, tensors);
   throw ConfigError("optimizer", "unknown optimizer \"" + name + "\"");  // unreachable: from_json checked it
 }

@@ -1,14 +1,7 @@
 #pragma once
 // Optimizer specs from JSON, learning-rate schedules and gradient clipping.
-// Optimizers, with PyTorch's defaults written out (LibTorch's differ: SGD has no default lr):
-//   adam(w)  lr 1e-3, betas [0.9, 0.999], eps 1e-8, weight_decay 0 (adamw: 0.01), amsgrad false
-//   sgd      lr 1e-3, momentum 0, dampening 0, weight_decay 0, nesterov false
-//   rmsprop  lr 1e-2, alpha 0.99, eps 1e-8, weight_decay 0, momentum 0, centered false
-//   adagrad  lr 1e-2, lr_decay 0, weight_decay 0, initial_accumulator_value 0, eps 1e-10
-//   muon     (sdk/internal/muon.h) matrices: lr 0.02, momentum 0.95, nesterov true, ns_steps 5, weight_decay 0;
-//            the rest AdamW: adamw_lr 3e-4, adamw_betas [0.9, 0.95], adamw_eps 1e-8, adamw_weight_decay 0
-//   yogi     (sdk/internal/yogi.h: FedYogi as DiLoCo's outer optimizer) lr 1e-2, betas [0.9, 0.999],
-//            eps 1e-3, initial_accumulator_value 1e-6, weight_decay 0, bias_correction true
+// The optimizers and their defaults (PyTorch's, written out; muon's and yogi's
+// those of their references): describe_optimizers() and docs/plugins.md#strategies.
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
@@ -23,6 +16,8 @@ class Optimizer;
 
 namespace exogym::sdk {
 
+class Model;  // model.h
+
 struct OptimizerSpec {
   std::string name = "adamw";
   nlohmann::json params;  // every hyper-parameter of `name`, defaults filled in
@@ -36,14 +31,18 @@ struct OptimizerSpec {
                                  const nlohmann::json& fallback = nullptr);
   nlohmann::json to_json() const;  // {"name": ..., every hyper-parameter}
   double lr() const;
+  bool operator==(const OptimizerSpec& other) const { return name == other.name && params == other.params; }
+  bool operator!=(const OptimizerSpec& other) const { return !(*this == other); }
 
-  std::unique_ptr<torch::optim::Optimizer> build(const std::vector<at::Tensor>& params) const;
+  // With the model whose parameters `params` are, muon steps the embeddings
+  // and head it declares (or adamw_params picks) with its AdamW.
+  std::unique_ptr<torch::optim::Optimizer> build(const std::vector<at::Tensor>& params, Model* model = nullptr) const;
 };
 
 // The optimizers from_json accepts, for documentation and schemas:
 // {"adamw": [{"name": "lr", "type": "positive number", "default": 0.001}, ...], ...}; types are
 // "positive number", "non-negative number", "boolean", "positive integer" (with its "maximum"),
-// "two numbers in [0, 1)". Names match in any case.
+// "two numbers in [0, 1)", "name patterns" (null or a list). Names match in any case.
 nlohmann::json describe_optimizers();
 
 // Sets / reads the learning rate of every parameter group.

@@ -9,6 +9,7 @@
 #include <torch/optim/rmsprop.h>
 #include <torch/optim/sgd.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <utility>
@@ -52,11 +53,18 @@ Fields fields_of(OptimizerParamState& state) {
       "cannot checkpoint this optimizer's state: only adam, adamw, sgd, rmsprop, adagrad, muon and yogi are supported");
 }
 
+// "exp_avg, exp_avg_sq, ...": the tensors a state keeps, for errors.
+std::string field_names(const Fields& fields) {
+  std::string out;
+  for (const auto& f : fields.tensors) out += (out.empty() ? "" : ", ") + std::string(f.first);
+  return out;
+}
+
 // The state `optimizer` makes for `param` at its first step.
 std::unique_ptr<OptimizerParamState> fresh_state(torch::optim::Optimizer& optimizer, const at::Tensor& param) {
   // Muon's fallback keeps LibTorch's AdamW state (internal/muon.h).
-  if (dynamic_cast<internal::Muon*>(&optimizer)) {
-    if (internal::Muon::is_matrix(param)) return std::make_unique<internal::MuonParamState>();
+  if (auto* muon = dynamic_cast<internal::Muon*>(&optimizer)) {
+    if (muon->orthogonalises(param)) return std::make_unique<internal::MuonParamState>();
     return std::make_unique<torch::optim::AdamWParamState>();
   }
   if (dynamic_cast<torch::optim::Adam*>(&optimizer) || dynamic_cast<internal::Yogi*>(&optimizer))
@@ -102,6 +110,18 @@ void load_optimizer_state(torch::optim::Optimizer& optimizer, const std::vector<
     }
     std::unique_ptr<OptimizerParamState> restored = fresh_state(optimizer, params[i]);
     Fields fields = fields_of(*restored);
+    // A field this parameter's state does not keep: the state of another
+    // optimizer, or of muon with other matrices on its AdamW (adamw_params).
+    for (auto it = in.lower_bound(base); it != in.end() && it->first.compare(0, base.size(), base) == 0; ++it) {
+      const std::string field = it->first.substr(base.size());
+      const bool known =
+          (field == "step" && fields.step) ||
+          std::any_of(fields.tensors.begin(), fields.tensors.end(), [&](const auto& f) { return field == f.first; });
+      if (!known)
+        throw Error("optimizer state " + it->first + ": this optimizer keeps " + field_names(fields) +
+                    " for that parameter, not " + field +
+                    " (was the state written by another optimizer, or by muon with other adamw_params?)");
+    }
     for (const auto& [name, tensor] : fields.tensors) {
       auto it = in.find(base + name);
       if (it == in.end()) continue;
@@ -130,12 +150,10 @@ std::vector<at::Tensor> optimizer_state_tensors(torch::optim::Optimizer& optimiz
     }
     const Fields fields = fields_of(*it->second);
     const at::Tensor* match = nullptr;
-    std::string kept;
-    for (const auto& [name, tensor] : fields.tensors) {
+    for (const auto& [name, tensor] : fields.tensors)
       if (name == field) match = tensor;
-      kept += (kept.empty() ? "" : ", ") + std::string(name);
-    }
-    if (!match) throw Error("optimizer state has no field \"" + field + "\": this optimizer keeps " + kept);
+    if (!match)
+      throw Error("optimizer state has no field \"" + field + "\": this optimizer keeps " + field_names(fields));
     found.push_back(*match);
   }
   return found;

@@ -96,4 +96,26 @@ at::Tensor stacked_map(int64_t nodes, const std::function<at::Tensor(int64_t k)>
 // mean cross-entropy, [K] (gradients as at::cross_entropy_loss's on each).
 at::Tensor stacked_cross_entropy(const at::Tensor& logits, const at::Tensor& target);
 
+// The stack [K, ...] whose rows are `rows`, in order, as stacked execution
+// lays out parameters, gradients and optimizer moments: every row a
+// contiguous tensor of one storage, at equal distances. Undefined when they
+// are not (a gradient a strategy replaced, the gathered rows of a stack
+// with nodes down).
+at::Tensor stack_of_rows(const std::vector<at::Tensor>& rows);
+
+class LocalStep;  // local_step.h
+
+// The local steps of a stack's nodes taken at once: the runtime gives each
+// stacked node one (NodeContext::stack), to which LocalStep::step() hands
+// itself. The stack's live nodes meet there, and one optimizer step over
+// the stacks (LocalStep::step_together) takes all of theirs.
+class StackedSteps {
+ public:
+  virtual ~StackedSteps() = default;
+  // `step`'s step with the other live nodes of the stack. False when the
+  // node must take it on its own (the nodes' optimizers, options or
+  // tensors do not stack, or it stepped already in this step).
+  virtual bool take(LocalStep& step) = 0;
+};
+
 }  // namespace exogym::sdk

@@ -4,11 +4,15 @@
 # Prints one JSON line per run: tokens/s of the training loop (summary.json's
 # timing.loop_s), its seconds, the last training loss and the final evaluation.
 # OUT (default /tmp/exogym-gpu) keeps the manifests, logs and run folders; RUNS="small1 base8"
-# runs only the runs named.
+# runs only the runs named. The runs after the first nine compare per-node and stacked
+# execution (docs/performance.md#stacked-execution-on-a-gpu): RUNS="$(tools/gpu_throughput.sh --stacked-runs)".
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build-torch}
 out=${OUT:-/tmp/exogym-gpu}
+stacked_runs="small8-per-node small8-stacked small8-bf16-stacked small32-per-node small32-stacked small1-512 \
+base8-per-node base8-stacked base8-bf16-per-node base8-bf16-stacked"
+[ "${1:-}" = --stacked-runs ] && { echo "$stacked_runs"; exit 0; }
 mkdir -p "$out"
 # name size steps precision nodes [exogym-run arguments]
 run() {
@@ -54,3 +58,13 @@ run base8-bf16 base 30 bf16 8
 run small32 small 40 fp32 32
 run base1 base 30 fp32 1
 EXOGYM_FUSED_ADAMW=0 run base8-libtorch-adamw base 30 fp32 8
+run small8-per-node small 60 fp32 8 --set execution=per_node
+run small8-stacked small 60 fp32 8 --set execution=stacked
+run small8-bf16-stacked small 60 bf16 8 --set execution=stacked
+run small32-per-node small 40 fp32 32 --set execution=per_node
+run small32-stacked small 40 fp32 32 --set execution=stacked
+run small1-512 small 40 fp32 1 --set train.batch_size=512
+run base8-per-node base 30 fp32 8 --set execution=per_node
+run base8-stacked base 30 fp32 8 --set execution=stacked
+run base8-bf16-per-node base 30 bf16 8 --set execution=per_node
+run base8-bf16-stacked base 30 bf16 8 --set execution=stacked

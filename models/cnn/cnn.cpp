@@ -100,6 +100,9 @@ class CnnModel : public sdk::Classifier {
 
   torch::nn::Module& network() override { return *net_; }
 
+  // The classifier's last layer (Muon's reference steps the head with AdamW).
+  std::vector<std::string> embedding_and_head_parameters() const override { return {"fc2.weight"}; }
+
   at::Tensor logits(const sdk::Batch& batch) override {
     const at::Tensor& input = batch_tensor(batch, "input");
     const int64_t per_example = in_channels_ * image_size_ * image_size_;

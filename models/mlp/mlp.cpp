@@ -71,6 +71,11 @@ class MlpModel : public sdk::Classifier {
 
   torch::nn::Module& network() override { return *net_; }
 
+  // The classifier's last layer (Muon's reference steps the head with AdamW).
+  std::vector<std::string> embedding_and_head_parameters() const override {
+    return {"layers." + std::to_string(net_->layers->size() - 1) + ".weight"};
+  }
+
   at::Tensor logits(const sdk::Batch& batch) override {
     const at::Tensor& input = batch_tensor(batch, "input");
     const int64_t n = input.dim() == 0 ? 1 : input.size(0);

@@ -33,6 +33,12 @@ class NanoGpt : public sdk::Model {
 
   torch::nn::Module& network() override { return *net_; }
 
+  // The token embedding (also the output head: tied) and the positions'
+  // embedding, which Muon's reference steps with AdamW.
+  std::vector<std::string> embedding_and_head_parameters() const override {
+    return {"transformer.wte.weight", "transformer.wpe.weight"};
+  }
+
   void init_parameters() override { net_->init_parameters(); }
 
   at::Tensor loss(const sdk::Batch& batch) override {

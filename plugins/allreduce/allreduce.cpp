@@ -2,15 +2,14 @@
 // gradients are averaged across the nodes, then clipped, then each node takes
 // the same optimizer step, so all replicas stay identical.
 #include <ATen/ATen.h>
-#include <torch/nn/module.h>
-#include <torch/optim/optimizer.h>
+
+#include <vector>
 
 #include "exogym/sdk/comm.h"
 #include "exogym/sdk/compose.h"
+#include "exogym/sdk/local_step.h"
 #include "exogym/sdk/model.h"
 #include "exogym/sdk/node.h"
-#include "exogym/sdk/optim.h"
-#include "exogym/sdk/optim_state.h"
 #include "exogym/sdk/plugin.h"
 #include "exogym/sdk/strategy.h"
 
@@ -33,45 +32,35 @@ class AllReduceStrategy final : public sdk::Strategy {
 
   void init(sdk::NodeContext& ctx, sdk::Model& model) override {
     ctx_ = &ctx;
-    params_ = model.network().parameters();
-    optimizer_ = local_.optimizer.build(params_);
-    lr_ = local_.lr_at(0, ctx.max_steps);
+    local_.init(ctx, model);
   }
 
-  void zero_grad() override { optimizer_->zero_grad(); }
+  void zero_grad() override { local_.zero_grad(); }
 
   void step() override {
     // Every node must hand the same tensors to the collective, so a parameter
     // that got no gradient on this node contributes zeros.
     std::vector<at::Tensor> grads;
-    grads.reserve(params_.size());
-    for (auto& p : params_) {
+    grads.reserve(local_.parameters().size());
+    for (at::Tensor p : local_.parameters()) {  // a handle: its gradient is the parameter's
       if (!p.grad().defined()) p.mutable_grad() = at::zeros_like(p);
       grads.push_back(p.grad());
     }
     ctx_->communicator().all_reduce(grads, sdk::ReduceOp::Avg);
-    if (local_.max_norm > 0) ctx_->record("grad_norm", sdk::clip_grad_norm(params_, local_.max_norm));
-    lr_ = local_.lr_at(ctx_->step, ctx_->max_steps);
-    sdk::set_lr(*optimizer_, lr_);
-    optimizer_->step();
+    // Clips the averaged gradient and steps: under stacked execution one
+    // step over the stack's nodes (sdk::LocalStep::step).
+    local_.step();
   }
 
-  double lr() const override { return lr_; }
+  double lr() const override { return local_.lr(); }
 
   // The optimizer's moments; the LR schedule follows from ctx.step.
-  void save_state(sdk::StateDict& out) const override {
-    sdk::save_optimizer_state(*optimizer_, params_, out, "optimizer.");
-  }
-  void load_state(const sdk::StateDict& in) override {
-    sdk::load_optimizer_state(*optimizer_, params_, in, "optimizer.");
-  }
+  void save_state(sdk::StateDict& out) const override { local_.save_state(out, "optimizer."); }
+  void load_state(const sdk::StateDict& in) override { local_.load_state(in, "optimizer."); }
 
  private:
-  sdk::LocalStepOptions local_;
+  sdk::LocalStep local_;
   sdk::NodeContext* ctx_ = nullptr;
-  std::vector<at::Tensor> params_;
-  std::unique_ptr<torch::optim::Optimizer> optimizer_;
-  double lr_ = 0;
 };
 
 }  // namespace exogym::plugins

@@ -12,6 +12,7 @@
 #include "exogym/runtime/comm/group_work.h"
 #include "exogym/runtime/comm/reduction.h"
 #include "exogym/sdk/error.h"
+#include "exogym/sdk/stacked.h"
 
 namespace exogym::runtime::comm {
 
@@ -140,9 +141,21 @@ void InProcessGroup::reduce_chunk(const MeetingPoint::Calls& calls, size_t tenso
   if (!in_place) acc.copy_(slice(member(0)));
   for (size_t i = 1; i < count; ++i) combine(acc, slice(member(i)), op);
   if (op == sdk::ReduceOp::Avg) average_sum(acc, static_cast<int64_t>(count));
-  if (in_place) {
-    for (size_t i = 1; i < count; ++i) slice(member(i)).copy_(acc);
+  if (!in_place) return;
+  // The whole tensors of the nodes of a stack (stacked execution's
+  // gradients, sdk/stacked.h) are the rows of one: one copy fills the
+  // others' (on a GPU one kernel where there were K - 1).
+  std::vector<at::Tensor> rows;
+  if (start == 0 && end == member(0).numel()) {
+    for (size_t i = 0; i < count; ++i) rows.push_back(member(i));
   }
+  const at::Tensor stack = sdk::stack_of_rows(rows);
+  if (stack.defined()) {
+    at::Tensor others = stack.narrow(0, 1, static_cast<int64_t>(count) - 1);
+    others.copy_(member(0).unsqueeze(0).expand_as(others));
+    return;
+  }
+  for (size_t i = 1; i < count; ++i) slice(member(i)).copy_(acc);
 }
 
 void InProcessGroup::execute(const MeetingPoint::Calls& calls) {

@@ -1,7 +1,9 @@
 #include "exogym/runtime/host/devices.h"
 
+#include <ATen/Context.h>
 #include <torch/cuda.h>
 
+#include <algorithm>
 #include <sstream>
 
 #include "exogym/sdk/error.h"
@@ -47,6 +49,12 @@ std::vector<c10::Device> resolve_devices(const std::string& spec) {
   }
   if (devices.empty()) throw sdk::ConfigError("device", "no GPU listed in \"" + spec + "\"");
   return devices;
+}
+
+void use_reproducible_kernels(const std::vector<c10::Device>& devices) {
+  if (std::none_of(devices.begin(), devices.end(), [](const c10::Device& d) { return d.is_cuda(); })) return;
+  at::globalContext().setDeterministicCuDNN(true);
+  at::globalContext().setBenchmarkCuDNN(false);
 }
 
 sdk::Batch to_device(sdk::Batch batch, const c10::Device& device) {

@@ -17,6 +17,13 @@ inline c10::Device device_for_node(const std::vector<c10::Device>& devices, int 
   return devices[static_cast<size_t>(rank) % devices.size()];
 }
 
+// Makes the kernels of a run on `devices` choose the same algorithms every
+// time, where one is a GPU: cuDNN otherwise picks among convolution
+// algorithms some that sum with atomics, in an order that changes from run to
+// run (a stacked CNN's grouped convolution does), and a run must reproduce bit
+// for bit. Process-wide: every run of the process computes the same way.
+void use_reproducible_kernels(const std::vector<c10::Device>& devices);
+
 // `batch` on `device` (on the CPU, as it is).
 sdk::Batch to_device(sdk::Batch batch, const c10::Device& device);
 

@@ -166,6 +166,10 @@ json param_schema(const json& param) {
          {"minItems", 2},
          {"maxItems", 2}};
   }
+  if (type == "name patterns") {
+    s = {{"anyOf",
+          json::array({{{"type", "null"}}, {{"type", "array"}, {"items", {{"type", "string"}, {"minLength", 1}}}}})}};
+  }
   s["default"] = param.at("default");
   // PyTorch's defaults but muon's, which are its reference implementation's.
   s["description"] = type + ", default " + param.at("default").dump();

@@ -88,6 +88,10 @@ void NodeRun::run() {
     // Before the node counts as started: "stacked" refused here leaves no folder.
     phase_ = "choosing how the nodes compute";
     stacked_ = s_.setup.stacks->start_node(rank_, asynchronous_);
+    if (stacked_) {
+      stacked_steps_ = std::make_unique<StackedStepsOfNode>(*s_.setup.stacks, ctx_, &slot_, meter_);
+      ctx_.stack = stacked_steps_.get();
+    }
     if (rank_ == s_.run.role.block.first) s_.setup.stacks->report(*s_.outputs.progress, *s_.run.log);
     s_.nodes_started.fetch_add(1);
     s_.loop.note_start();
@@ -304,6 +308,7 @@ double NodeRun::compute_step(int64_t t) {
   if (m_.stop_on_nonfinite && !std::isfinite(loss)) throw Diverged(rank_, t, "the training loss");
   phase_ = "step of " + strategy_name_;
   strategy_.step();
+  if (stacked_) s_.setup.stacks->end_step(rank_, t, &slot_, meter_);
   release_gradients(model_.network());
   meter_.end_step();
   return loss;

@@ -17,6 +17,7 @@
 #include "exogym/runtime/sim/metered_communicator.h"
 #include "exogym/runtime/threads/compute_slots.h"
 #include "exogym/runtime/train/cluster.h"
+#include "exogym/runtime/train/node_stacks.h"
 #include "exogym/runtime/train/shared_objects.h"
 #include "exogym/runtime/train/training_state.h"
 #include "exogym/sdk/comm.h"
@@ -94,7 +95,8 @@ class NodeRun {
   // An asynchronous strategy connected (async/async_schedule.h): the run goes
   // by slots.
   bool asynchronous_ = false;
-  bool stacked_ = false;  // computes its forward and backward in a stack (node_stacks.h)
+  bool stacked_ = false;                               // computes its forward and backward in a stack (node_stacks.h)
+  std::unique_ptr<StackedStepsOfNode> stacked_steps_;  // its ctx_.stack when stacked_
   // The strategy, when the run keeps its clients' state
   // (Strategy::has_client_state, with participation); null otherwise.
   sdk::Strategy* client_state_ = nullptr;

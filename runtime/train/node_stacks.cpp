@@ -86,7 +86,14 @@ NodeStacks::~NodeStacks() = default;
 
 ExecutionChoice NodeStacks::choice() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return choice_;
+  ExecutionChoice out = choice_;
+  if (!out.stacked) return out;
+  for (const auto& group : groups_) {
+    out.steps_together += group->steps_together();
+    out.steps_apart += group->steps_apart();
+    if (out.apart_because.empty()) out.apart_because = group->apart_because();
+  }
+  return out;
 }
 
 bool NodeStacks::stacked(int rank) const {
@@ -100,7 +107,8 @@ bool NodeStacks::start_node(int rank, bool asynchronous) {
     if (requested_ == manifest::Execution::Stacked)
       throw sdk::ConfigError("execution", "\"stacked\" cannot apply: " + reason);
     std::lock_guard<std::mutex> lock(mutex_);
-    choice_ = {false, reason, {}};
+    choice_ = ExecutionChoice();
+    choice_.reason = reason;
   }
   return stacked(rank);
 }
@@ -123,11 +131,23 @@ void NodeStacks::disconnect() {
   for (auto& group : groups_) group->disconnect();
 }
 
-double NodeStacks::forward_backward(int rank, const std::vector<sdk::Batch>& micro_batches, threads::NodeSlot* slot,
-                                    sim::NodeMeter& meter) {
+StackGroup& NodeStacks::group(int rank) const {
   const int index = group_of_[static_cast<size_t>(rank - block_.first)];
   EXOGYM_CHECK_INTERNAL(index >= 0, "node " + std::to_string(rank) + " computes in no stack");
-  return groups_[static_cast<size_t>(index)]->forward_backward(rank, micro_batches, slot, meter);
+  return *groups_[static_cast<size_t>(index)];
+}
+
+double NodeStacks::forward_backward(int rank, const std::vector<sdk::Batch>& micro_batches, threads::NodeSlot* slot,
+                                    sim::NodeMeter& meter) {
+  return group(rank).forward_backward(rank, micro_batches, slot, meter);
+}
+
+bool NodeStacks::take_step(int rank, int64_t t, sdk::LocalStep& step, threads::NodeSlot* slot, sim::NodeMeter& meter) {
+  return group(rank).take_step(rank, t, step, slot, meter);
+}
+
+void NodeStacks::end_step(int rank, int64_t t, threads::NodeSlot* slot, sim::NodeMeter& meter) {
+  group(rank).end_step(rank, t, slot, meter);
 }
 
 }  // namespace exogym::runtime::train

@@ -14,6 +14,7 @@
 // buffers scattered back after it).
 #include <c10/core/Device.h>
 
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -23,6 +24,8 @@
 #include "exogym/runtime/manifest/manifest.h"
 #include "exogym/runtime/train/replicas.h"
 #include "exogym/sdk/model.h"
+#include "exogym/sdk/node.h"
+#include "exogym/sdk/stacked.h"
 
 namespace spdlog {
 class logger;
@@ -47,6 +50,10 @@ struct ExecutionChoice {
   bool stacked = false;
   std::string reason;       // why per node: "" when stacked
   std::vector<int> stacks;  // the nodes of each stack, in device order
+  // Stacked: the node-steps whose local step was taken with the stack's
+  // (LocalStep::step_together) and apart, and why the first apart were.
+  int64_t steps_together = 0, steps_apart = 0;
+  std::string apart_because;
 };
 
 class NodeStacks {
@@ -92,13 +99,40 @@ class NodeStacks {
   double forward_backward(int rank, const std::vector<sdk::Batch>& micro_batches, threads::NodeSlot* slot,
                           sim::NodeMeter& meter);
 
+  // Node `rank`'s local step in its step t (LocalStep::step, through its
+  // StackedStepsOfNode): it waits for the other live nodes of its stack,
+  // and their steps are taken at once (LocalStep::step_together). False
+  // when they are not (their optimizers or tensors do not stack, a node
+  // brought none, or this node took one already in step t): the node takes
+  // its own. end_step, after the strategy's step: the node comes to the
+  // meeting without a step if it has not been there in step t.
+  bool take_step(int rank, int64_t t, sdk::LocalStep& step, threads::NodeSlot* slot, sim::NodeMeter& meter);
+  void end_step(int rank, int64_t t, threads::NodeSlot* slot, sim::NodeMeter& meter);
+
  private:
+  StackGroup& group(int rank) const;
+
   mutable std::mutex mutex_;  // guards choice_ (start_node)
   ExecutionChoice choice_;
   manifest::Execution requested_;
   dist::NodeBlock block_;
   std::vector<std::unique_ptr<StackGroup>> groups_;
   std::vector<int> group_of_;  // by rank - block.first: its stack, or -1
+};
+
+// What a stacked node's NodeContext::stack is: its local steps go to its
+// stack (NodeStacks::take_step), in the step its context is at.
+class StackedStepsOfNode final : public sdk::StackedSteps {
+ public:
+  StackedStepsOfNode(NodeStacks& stacks, const sdk::NodeContext& ctx, threads::NodeSlot* slot, sim::NodeMeter& meter)
+      : stacks_(stacks), ctx_(ctx), slot_(slot), meter_(meter) {}
+  bool take(sdk::LocalStep& step) override { return stacks_.take_step(ctx_.rank, ctx_.step, step, slot_, meter_); }
+
+ private:
+  NodeStacks& stacks_;
+  const sdk::NodeContext& ctx_;
+  threads::NodeSlot* slot_;
+  sim::NodeMeter& meter_;
 };
 
 }  // namespace exogym::runtime::train

@@ -14,6 +14,7 @@
 #include "exogym/runtime/train/autocast_scope.h"
 #include "exogym/runtime/train/cluster.h"
 #include "exogym/sdk/error.h"
+#include "exogym/sdk/local_step.h"
 #include "exogym/sdk/stacked.h"
 
 namespace exogym::runtime::train {
@@ -133,10 +134,41 @@ void StackGroup::connect(Cluster& cluster, manifest::Precision precision, int in
         for (int i : live_) ranks.push_back(ranks_[i]);
         cluster_->leave_all_elsewhere(ranks);
       });
+  steps_.assign(static_cast<size_t>(members), nullptr);
+  arrived_in_.assign(static_cast<size_t>(members), -1);
+  step_meeting_ = std::make_unique<comm::MeetingPoint>(
+      members, ranks_.front(), cluster.abort_signal(), [this](const comm::MeetingPoint::Calls&) {
+        const auto start = std::chrono::steady_clock::now();
+        std::vector<sdk::LocalStep*> steps;
+        std::vector<int> ranks;
+        for (int i : live_) {
+          if (steps_[static_cast<size_t>(i)]) steps.push_back(steps_[static_cast<size_t>(i)]);
+          ranks.push_back(ranks_[static_cast<size_t>(i)]);
+        }
+        if (steps.empty()) no_local_steps_ = true;
+        // Only all of them: a node that brought none takes no step.
+        std::string apart = "a node of the stack took no local step";
+        if (!steps.empty() && steps.size() == live_.size()) {
+          worker_->run([&] {
+            try {
+              apart = sdk::LocalStep::step_together(steps);
+            } catch (...) {
+              error_ = std::current_exception();
+            }
+          });
+        }
+        steps_taken_ = apart.empty();
+        (steps_taken_ ? steps_together_ : steps_apart_) += static_cast<int64_t>(steps.size());
+        if (!steps_taken_ && !steps.empty() && apart_because_.empty()) apart_because_ = apart;
+        step_seconds_each_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
+                             static_cast<double>(live_.size());
+        cluster_->leave_all_elsewhere(ranks);
+      });
   cluster.add_members_listener([this](const std::vector<int>& live) { set_live(live); });
 }
 
 void StackGroup::disconnect() {
+  step_meeting_.reset();
   meeting_.reset();
   worker_.reset();
   cluster_ = nullptr;
@@ -147,6 +179,7 @@ void StackGroup::set_live(const std::vector<int>& live) {
   for (size_t i = 0; i < ranks_.size(); ++i)
     if (std::binary_search(live.begin(), live.end(), ranks_[i])) members.push_back(static_cast<int>(i));
   meeting_->set_expected(members);
+  step_meeting_->set_expected(members);
   live_ = std::move(members);
 }
 
@@ -158,14 +191,43 @@ double StackGroup::forward_backward(int rank, const std::vector<sdk::Batch>& mic
   cluster_->enter_elsewhere(rank, "waits for its stack's forward and backward");
   meeting_->meet(index, comm::CollectiveCall(), slot);
   batches_[static_cast<size_t>(index)] = nullptr;
-  if (error_) {
-    // The model's error, once: the node that hands it on ends the run (and
-    // aborts it); the others stop as if aborted.
-    if (!error_taken_.exchange(true)) std::rethrow_exception(error_);
-    throw sdk::AbortedError("run aborted: the forward or backward of node " + std::to_string(rank) + "'s stack failed");
-  }
+  if (error_) throw_error_of(rank, "the forward or backward");
   meter.resume_compute(seconds_each_);
   return losses_[static_cast<size_t>(index)];
+}
+
+void StackGroup::throw_error_of(int rank, const std::string& what) {
+  if (!error_taken_.exchange(true)) std::rethrow_exception(error_);
+  throw sdk::AbortedError("run aborted: " + what + " of node " + std::to_string(rank) + "'s stack failed");
+}
+
+bool StackGroup::take_step(int rank, int64_t t, sdk::LocalStep& step, threads::NodeSlot* slot, sim::NodeMeter& meter) {
+  const int index = member(rank);
+  // A second local step in one step is the node's own.
+  if (no_local_steps_ || arrived_in_[static_cast<size_t>(index)] == t) return false;
+  return meet_for_step(index, t, &step, slot, meter);
+}
+
+void StackGroup::end_step(int rank, int64_t t, threads::NodeSlot* slot, sim::NodeMeter& meter) {
+  const int index = member(rank);
+  // A node whose strategy took no local step still comes, so that the
+  // others are not left waiting for it.
+  if (no_local_steps_ || arrived_in_[static_cast<size_t>(index)] == t) return;
+  meet_for_step(index, t, nullptr, slot, meter);
+}
+
+bool StackGroup::meet_for_step(int index, int64_t t, sdk::LocalStep* step, threads::NodeSlot* slot,
+                               sim::NodeMeter& meter) {
+  const int rank = ranks_[static_cast<size_t>(index)];
+  steps_[static_cast<size_t>(index)] = step;
+  arrived_in_[static_cast<size_t>(index)] = t;
+  meter.pause_compute();
+  cluster_->enter_elsewhere(rank, "waits for its stack's local step");
+  step_meeting_->meet(index, comm::CollectiveCall(), slot);
+  steps_[static_cast<size_t>(index)] = nullptr;
+  if (error_) throw_error_of(rank, "the local step");
+  meter.resume_compute(step_seconds_each_);
+  return steps_taken_;
 }
 
 }  // namespace exogym::runtime::train

@@ -1,11 +1,13 @@
 #pragma once
 // One stack of stacked execution (node_stacks.h): the nodes of one device,
 // their parameters and buffers moved into [K, ...] stacks (each node's
-// tensor a view of its row), and the meeting where its live nodes compute
-// their forward and backward together, on the stack's worker thread.
+// tensor a view of its row), and the meetings where its live nodes compute
+// their forward and backward together, and take their local steps
+// together, on the stack's worker thread.
 #include <ATen/core/Tensor.h>
 
 #include <atomic>
+#include <cstdint>
 #include <exception>
 #include <memory>
 #include <optional>
@@ -21,6 +23,9 @@ class MeetingPoint;
 }
 namespace exogym::runtime::sim {
 class NodeMeter;
+}
+namespace exogym::sdk {
+class LocalStep;
 }
 namespace exogym::runtime::threads {
 class NodeSlot;
@@ -45,6 +50,10 @@ class StackGroup {
   StackGroup& operator=(const StackGroup&) = delete;
 
   const std::vector<int>& ranks() const { return ranks_; }
+  // The local steps so far, once the nodes have stopped (ExecutionChoice).
+  int64_t steps_together() const { return steps_together_; }
+  int64_t steps_apart() const { return steps_apart_; }
+  const std::string& apart_because() const { return apart_because_; }
 
   // node_stacks.h's connect() and disconnect().
   void connect(Cluster& cluster, manifest::Precision precision, int intra_op_threads);
@@ -53,6 +62,11 @@ class StackGroup {
   // NodeStacks::forward_backward for node `rank` of this stack.
   double forward_backward(int rank, const std::vector<sdk::Batch>& micro_batches, threads::NodeSlot* slot,
                           sim::NodeMeter& meter);
+
+  // NodeStacks::take_step and end_step for node `rank` of this stack, in
+  // its step t.
+  bool take_step(int rank, int64_t t, sdk::LocalStep& step, threads::NodeSlot* slot, sim::NodeMeter& meter);
+  void end_step(int rank, int64_t t, threads::NodeSlot* slot, sim::NodeMeter& meter);
 
  private:
   // One stacked tensor: a parameter (`trainable`: it gets gradients) or a
@@ -70,6 +84,12 @@ class StackGroup {
   void compute();
   void compute_apart(const std::vector<int>& members);
   void set_live(const std::vector<int>& live);
+  // Member `index`'s arrival at the meeting of local steps, with its step
+  // or none; whether its step was taken there.
+  bool meet_for_step(int index, int64_t t, sdk::LocalStep* step, threads::NodeSlot* slot, sim::NodeMeter& meter);
+  // After a meeting that failed: the first node to return hands on the
+  // error (and ends the run); the others stop as if aborted.
+  void throw_error_of(int rank, const std::string& what);
 
   std::vector<int> ranks_;
   std::vector<sdk::Model*> models_;        // by member
@@ -90,6 +110,22 @@ class StackGroup {
   double seconds_each_ = 0;
   std::exception_ptr error_;  // what the work threw: the run ends
   std::atomic<bool> error_taken_{false};
+
+  // The meeting of the live members' local steps (LocalStep::step_together),
+  // by member as above: the step each brought (null: none), the last step
+  // index it arrived in, and whether the steps were taken together.
+  std::unique_ptr<comm::MeetingPoint> step_meeting_;
+  std::vector<sdk::LocalStep*> steps_;
+  std::vector<int64_t> arrived_in_;
+  bool steps_taken_ = false;
+  double step_seconds_each_ = 0;
+  // For summary.json: the node-steps taken together and apart, and why the
+  // first ones apart were.
+  int64_t steps_together_ = 0, steps_apart_ = 0;
+  std::string apart_because_;
+  // Set once a meeting found no member with a local step (a strategy that
+  // takes none, as DeMo): the members stop meeting for them.
+  std::atomic<bool> no_local_steps_{false};
 };
 
 }  // namespace exogym::runtime::train

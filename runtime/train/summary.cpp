@@ -237,6 +237,11 @@ void write_summary(const RunContext& run, const TrainingSetup& setup, const Mete
   const ExecutionChoice execution = setup.stacks->choice();
   summary["execution"] = {{"mode", execution.stacked ? "stacked" : "per_node"}, {"stacks", execution.stacks}};
   if (!execution.stacked) summary["execution"]["reason"] = execution.reason;
+  if (execution.stacked) {
+    // The node-steps whose local step (optimizer and clipping) was one over the stacks.
+    summary["execution"]["local_steps"] = {{"together", execution.steps_together}, {"apart", execution.steps_apart}};
+    if (execution.steps_apart > 0) summary["execution"]["local_steps"]["apart_because"] = execution.apart_because;
+  }
   if (r.faults) {
     summary["faults"] = {{"failures", r.faults->failures},
                          {"rejoins", r.faults->rejoins},

@@ -146,6 +146,7 @@ TrainingResult train_run(const manifest::Manifest& m, plugin::PluginLoader& load
 
   // Everything that can be wrong with the manifest is found before training.
   setup.devices = host::resolve_devices(m.device);
+  host::use_reproducible_kernels(setup.devices);
   setup.plugins = load_plugins(m, loader);
   setup.data = load_data(m, loader, run.role, options.dataset_cache, setup.plugins.model_options);
   setup.accumulation = m.batch_size / m.minibatch_size;

@@ -3,16 +3,20 @@
 
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
+#include <torch/nn/module.h>
 #include <torch/optim/adamw.h>
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
 
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/internal/optim_state_key.h"
+#include "exogym/sdk/model.h"
+#include "exogym/sdk/name_pattern.h"
 
 namespace exogym::sdk::internal {
 
@@ -39,13 +43,81 @@ at::Tensor newton_schulz5(const at::Tensor& update, int64_t steps) {
   return tall ? x.t() : x;
 }
 
-std::unique_ptr<torch::optim::Optimizer> build_muon(const nlohmann::json& p, const std::vector<at::Tensor>& params) {
-  if (std::none_of(params.begin(), params.end(), Muon::is_matrix)) {
+namespace {
+
+std::string listed(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& name : names) out += (out.empty() ? "\"" : ", \"") + name + "\"";
+  return out;
+}
+
+// The matrices of `params` that take AdamW's step: those adamw_params'
+// patterns match or, where it is null, those the model declares.
+std::vector<at::Tensor> adamw_matrices(const nlohmann::json& patterns, const std::vector<at::Tensor>& params,
+                                       Model* model) {
+  if (patterns.is_array() && patterns.empty()) return {};
+  if (model == nullptr) {
+    if (patterns.is_null()) return {};
+    throw ConfigError("optimizer.adamw_params",
+                      "this optimizer is built without the model (an outer optimizer, say), so its parameters have "
+                      "no names to match; leave adamw_params out");
+  }
+  // params' names in the network.
+  std::map<const c10::TensorImpl*, std::string> name_of;
+  std::vector<std::string> known;
+  for (const auto& item : model->network().named_parameters(/*recurse=*/true)) {
+    name_of.emplace(item.value().unsafeGetTensorImpl(), item.key());
+    known.push_back(item.key());
+  }
+  const auto is_known = [&](const std::string& pattern) {
+    return std::any_of(known.begin(), known.end(), [&](const std::string& n) { return glob_match(pattern, n); });
+  };
+  // Null: the names the model declares (a name is a pattern matching itself).
+  std::vector<std::string> chosen;
+  if (patterns.is_null()) {
+    chosen = model->embedding_and_head_parameters();
+    for (const auto& name : chosen) {
+      if (!is_known(name))
+        throw Error("the model's embedding_and_head_parameters() names \"" + name +
+                    "\", which its network() has no parameter of; it has " + listed(known));
+    }
+  } else {
+    for (size_t i = 0; i < patterns.size(); ++i) {
+      chosen.push_back(patterns[i]);
+      if (!is_known(chosen.back()))
+        throw ConfigError("optimizer.adamw_params[" + std::to_string(i) + "]",
+                          "the pattern \"" + chosen.back() + "\" matches no parameter; the model has " + listed(known));
+    }
+  }
+  std::vector<at::Tensor> out;
+  for (const auto& p : params) {
+    auto it = name_of.find(p.unsafeGetTensorImpl());
+    if (p.dim() >= 2 && it != name_of.end() &&
+        std::any_of(chosen.begin(), chosen.end(), [&](const std::string& c) { return glob_match(c, it->second); }))
+      out.push_back(p);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::unique_ptr<torch::optim::Optimizer> build_muon(const nlohmann::json& p, const std::vector<at::Tensor>& params,
+                                                    Model* model) {
+  const std::vector<at::Tensor> to_adamw = adamw_matrices(p.at("adamw_params"), params, model);
+  const auto matrices = std::count_if(params.begin(), params.end(), [](const at::Tensor& t) { return t.dim() >= 2; });
+  if (matrices == 0) {
     throw ConfigError("optimizer",
                       "muon needs at least one parameter with 2 or more dimensions (a weight matrix) "
                       "to orthogonalise, but the " +
                           std::to_string(params.size()) +
                           " parameters it is given are all vectors or scalars; use adamw for this model");
+  }
+  if (static_cast<size_t>(matrices) == to_adamw.size()) {
+    const std::string why = p.at("adamw_params").is_null() ? "the model declares them its embeddings or output head"
+                                                           : "adamw_params picks them";
+    throw ConfigError("optimizer", "muon has no matrix left to orthogonalise: all " + std::to_string(matrices) +
+                                       " take AdamW's step, as " + why +
+                                       "; use adamw for this model, or adamw_params [] to orthogonalise every matrix");
   }
   MuonOptions o(p.at("lr").get<double>());
   o.momentum = p.at("momentum").get<double>();
@@ -57,11 +129,14 @@ std::unique_ptr<torch::optim::Optimizer> build_muon(const nlohmann::json& p, con
   o.adamw_beta2 = p.at("adamw_betas")[1].get<double>();
   o.adamw_eps = p.at("adamw_eps").get<double>();
   o.adamw_weight_decay = p.at("adamw_weight_decay").get<double>();
-  return std::make_unique<Muon>(params, o);
+  return std::make_unique<Muon>(params, o, to_adamw);
 }
 
-Muon::Muon(const std::vector<at::Tensor>& params, const MuonOptions& options)
-    : torch::optim::Optimizer(params, std::make_unique<MuonOptions>(options)) {}
+Muon::Muon(const std::vector<at::Tensor>& params, const MuonOptions& options,
+           const std::vector<at::Tensor>& adamw_matrices)
+    : torch::optim::Optimizer(params, std::make_unique<MuonOptions>(options)) {
+  for (const auto& p : adamw_matrices) adamw_matrices_.insert(p.unsafeGetTensorImpl());
+}
 
 at::Tensor Muon::step(LossClosure closure) {
   at::NoGradGuard no_grad;
@@ -74,7 +149,7 @@ at::Tensor Muon::step(LossClosure closure) {
     const auto& options = static_cast<const MuonOptions&>(group.options());
     for (const auto& p : group.params()) {
       if (!p.grad().defined()) continue;
-      if (is_matrix(p))
+      if (orthogonalises(p))
         matrix_step(p, options);
       else
         adamw_step(p, options);

@@ -15,11 +15,14 @@
 // float32 whatever the parameter's type: the reference uses bfloat16 on the
 // GPU, but float32 gives the same bits on every CPU run and resume.
 //
-// Every other parameter (biases, norms' gains: dim < 2) takes an AdamW step
-// with its own hyper-parameters (adamw_lr, adamw_betas, adamw_eps,
-// adamw_weight_decay), the same operations as torch::optim::AdamW's step, so
-// the same bits. The optimizer sees tensors, not names: a 2-D embedding or a
-// tied output head is a matrix and gets Muon.
+// Every other parameter takes an AdamW step with its own hyper-parameters
+// (adamw_lr, adamw_betas, adamw_eps, adamw_weight_decay), the same
+// operations as torch::optim::AdamW's step, so the same bits: the vectors
+// (biases, norms' gains) and the matrices that are no hidden layer's
+// weights, the input embeddings and the output head, which the reference
+// hands to AdamW by name. Which those are the model declares
+// (Model::embedding_and_head_parameters); `adamw_params`, a list of name
+// patterns, overrides it ([] orthogonalises every matrix).
 //
 // Learning-rate schedules: sdk::set_lr writes one "lr" into every param
 // group, and the strategies schedule Muon's lr (OptimizerSpec::lr). So the
@@ -40,7 +43,12 @@
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <unordered_set>
 #include <vector>
+
+namespace exogym::sdk {
+class Model;
+}
 
 namespace exogym::sdk::internal {
 
@@ -71,23 +79,31 @@ struct MuonParamState : public torch::optim::OptimizerCloneableParamState<MuonPa
 
 class Muon : public torch::optim::Optimizer {
  public:
-  Muon(const std::vector<at::Tensor>& params, const MuonOptions& options);
+  // `adamw_matrices`: matrices of `params` that take AdamW's step.
+  Muon(const std::vector<at::Tensor>& params, const MuonOptions& options,
+       const std::vector<at::Tensor>& adamw_matrices = {});
   at::Tensor step(LossClosure closure = nullptr) override;
 
   // Whether `param` takes Muon's step (else AdamW's).
-  static bool is_matrix(const at::Tensor& param) { return param.dim() >= 2; }
+  bool orthogonalises(const at::Tensor& param) const {
+    return param.dim() >= 2 && adamw_matrices_.count(param.unsafeGetTensorImpl()) == 0;
+  }
 
  private:
+  std::unordered_set<const c10::TensorImpl*> adamw_matrices_;
   void matrix_step(const at::Tensor& param, const MuonOptions& o);
   void adamw_step(const at::Tensor& param, const MuonOptions& o);
 };
 
 // OptimizerSpec::build's "muon": from its validated hyper-parameters
-// (optim.cpp's table, every one present). Throws ConfigError at "optimizer"
-// when no parameter is a matrix; the runtime reports it under the plugin's
-// options, "strategy.options.optimizer".
+// (optim.cpp's table, every one present), `model` the one whose parameters
+// `params` are, or null (then only adamw_params' absence or [] is
+// possible). Throws ConfigError at "optimizer" (or "optimizer.adamw_params")
+// when no parameter is left to orthogonalise or a pattern matches no
+// parameter; the runtime reports it under the plugin's options,
+// "strategy.options.optimizer".
 std::unique_ptr<torch::optim::Optimizer> build_muon(const nlohmann::json& hyper_parameters,
-                                                    const std::vector<at::Tensor>& params);
+                                                    const std::vector<at::Tensor>& params, Model* model);
 
 // The reference's quintic Newton-Schulz iteration on a 2-D float tensor:
 // an approximately semi-orthogonal matrix of the same shape (its singular

@@ -36,7 +36,7 @@ std::shared_ptr<exogym::sdk::Model> make_nanogpt(const json& options, uint64_t s
   return model;
 }
 
-int64_t parameter_count(torch::nn::Module& module) {
+int64_t module_parameters(torch::nn::Module& module) {
   int64_t count = 0;
   for (const auto& p : module.parameters()) count += p.numel();
   return count;
@@ -58,7 +58,7 @@ GptConfig tiny_config() {
 TEST_CASE("nanogpt: small with V=66 and block 1024 has 932,864 parameters, the tied head counted once",
           "[lm][models]") {
   auto model = make_nanogpt(json::object());
-  CHECK(parameter_count(model->network()) == 932864);
+  CHECK(module_parameters(model->network()) == 932864);
   CHECK(gpt_parameters(66, 1024, 4, 128) == 932864);
   const auto named = model->network().named_parameters();
   CHECK(named.contains("transformer.wte.weight"));
@@ -72,14 +72,15 @@ TEST_CASE("nanogpt: small with V=66 and block 1024 has 932,864 parameters, the t
   CHECK(named["transformer.wpe.weight"].sizes() == at::IntArrayRef({1024, 128}));
 
   // Presets, and explicit options over them.
-  CHECK(parameter_count(make_nanogpt({{"size", "sbase"}, {"block_size", 64}})->network()) ==
+  CHECK(module_parameters(make_nanogpt({{"size", "sbase"}, {"block_size", 64}})->network()) ==
         gpt_parameters(66, 64, 8, 512));
-  CHECK(parameter_count(make_nanogpt({{"size", "base"}, {"n_layer", 1}, {"vocab_size", 100}})->network()) ==
+  CHECK(module_parameters(make_nanogpt({{"size", "base"}, {"n_layer", 1}, {"vocab_size", 100}})->network()) ==
         gpt_parameters(100, 1024, 1, 768));
-  CHECK(parameter_count(make_nanogpt({{"n_layer", 2}, {"n_head", 2}, {"n_embd", 64}, {"block_size", 32}})->network()) ==
-        gpt_parameters(66, 32, 2, 64));
+  CHECK(
+      module_parameters(make_nanogpt({{"n_layer", 2}, {"n_head", 2}, {"n_embd", 64}, {"block_size", 32}})->network()) ==
+      gpt_parameters(66, 32, 2, 64));
   // Without biases: LayerNorms keep only their weights (L·2C + C), linears lose theirs.
-  CHECK(parameter_count(make_nanogpt({{"bias", false}, {"block_size", 32}})->network()) ==
+  CHECK(module_parameters(make_nanogpt({{"bias", false}, {"block_size", 32}})->network()) ==
         66 * 128 + 32 * 128 + 4 * (12 * 128 * 128 + 2 * 128) + 128);
 
   CHECK(error_of([] {

@@ -13,14 +13,9 @@
 #include "testing.h"
 
 using exogym::sdk::internal::FusedAdamW;
+using exogym::test::same_bits;
 
 namespace {
-
-bool same_bits(const at::Tensor& a, const at::Tensor& b) {
-  if (a.sizes() != b.sizes() || a.scalar_type() != b.scalar_type()) return false;
-  const at::Tensor x = a.contiguous(), y = b.contiguous();
-  return std::memcmp(x.data_ptr(), y.data_ptr(), x.nbytes()) == 0;
-}
 
 std::vector<at::Tensor> leaves(const std::vector<at::Tensor>& values) {
   std::vector<at::Tensor> out;

@@ -22,6 +22,7 @@ using exogym::sdk::OptimizerSpec;
 using exogym::sdk::StateDict;
 using exogym::sdk::internal::Muon;
 using exogym::test::config_error;
+using exogym::test::same_bits;
 using nlohmann::json;
 
 namespace {
@@ -88,12 +89,6 @@ double max_abs_diff(const at::Tensor& ours, const Matrix& reference) {
   return worst;
 }
 
-bool same_bits(const at::Tensor& a, const at::Tensor& b) {
-  if (a.sizes() != b.sizes() || a.scalar_type() != b.scalar_type()) return false;
-  const at::Tensor x = a.contiguous(), y = b.contiguous();
-  return std::memcmp(x.data_ptr(), y.data_ptr(), x.nbytes()) == 0;
-}
-
 // Deterministic values of both signs, from doubles converted to float,
 // without touching a generator.
 at::Tensor wave(const std::vector<int64_t>& shape, double phase) {
@@ -114,7 +109,8 @@ TEST_CASE("muon's spec writes out its defaults and checks each hyper-parameter",
                                                                  {"adamw_lr", 3e-4},
                                                                  {"adamw_betas", {0.9, 0.95}},
                                                                  {"adamw_eps", 1e-8},
-                                                                 {"adamw_weight_decay", 0.0}}));
+                                                                 {"adamw_weight_decay", 0.0},
+                                                                 {"adamw_params", nullptr}}));
   auto what = [](const json& value) {
     json spec = {{"name", "muon"}};
     spec.update(value);
@@ -136,7 +132,13 @@ TEST_CASE("muon's spec writes out its defaults and checks each hyper-parameter",
   CHECK(what({{"nesterov", 1}}) == "strategy.options.optimizer.nesterov: expected a boolean, got 1");
   CHECK(what({{"betas", {0.9, 0.95}}}) ==
         "strategy.options.optimizer.betas: unknown hyper-parameter of muon; known hyper-parameters: lr, momentum, "
-        "nesterov, ns_steps, weight_decay, adamw_lr, adamw_betas, adamw_eps, adamw_weight_decay");
+        "nesterov, ns_steps, weight_decay, adamw_lr, adamw_betas, adamw_eps, adamw_weight_decay, adamw_params");
+  CHECK(what({{"adamw_params", "head"}}) ==
+        "strategy.options.optimizer.adamw_params: expected null or a list of name patterns (\"*\": any run), got "
+        "\"head\"");
+  CHECK(what({{"adamw_params", {""}}}) ==
+        "strategy.options.optimizer.adamw_params: expected null or a list of name patterns (\"*\": any run), got "
+        "[\"\"]");
   // A whole number written as a float is an integer, as in the schedules.
   CHECK(OptimizerSpec::from_json({{"name", "muon"}, {"ns_steps", 3.0}}, "o").params.at("ns_steps") == 3);
 }

@@ -20,11 +20,9 @@ using exogym::sdk::decode_value;
 using exogym::sdk::encode_value;
 using exogym::sdk::QuantFormat;
 namespace sdk = exogym::sdk;
+using exogym::test::kEveryQuantFormat;
 
 namespace {
-
-const std::vector<QuantFormat> kFormats = {QuantFormat::Fp8E4M3, QuantFormat::Fp8E5M2, QuantFormat::Fp4E2M1,
-                                           QuantFormat::Int8,    QuantFormat::Int4,    QuantFormat::Int2};
 
 bool is_float_format(QuantFormat f) {
   return f != QuantFormat::Int8 && f != QuantFormat::Int4 && f != QuantFormat::Int2;
@@ -34,7 +32,7 @@ bool is_float_format(QuantFormat f) {
 int man_bits(QuantFormat f) { return f == QuantFormat::Fp8E4M3 ? 3 : f == QuantFormat::Fp8E5M2 ? 2 : 1; }
 int min_exp(QuantFormat f) { return f == QuantFormat::Fp8E4M3 ? -6 : f == QuantFormat::Fp8E5M2 ? -14 : 0; }
 
-std::vector<uint8_t> bytes_of(const at::Tensor& codes) {
+std::vector<uint8_t> code_bytes(const at::Tensor& codes) {
   const at::Tensor c = codes.contiguous();
   return std::vector<uint8_t>(c.data_ptr<uint8_t>(), c.data_ptr<uint8_t>() + c.numel());
 }
@@ -69,7 +67,7 @@ TEST_CASE("quantize: codes decode to the formats' values", "[quantize]") {
   CHECK(decode_value(QuantFormat::Int4, 0xF) == -1.0f);
   CHECK(decode_value(QuantFormat::Int4, 0x9) == -7.0f);
   // Every finite code encodes back to itself.
-  for (QuantFormat f : kFormats) {
+  for (QuantFormat f : kEveryQuantFormat) {
     for (int code = 0; code < (1 << sdk::quant_bits(f)); ++code) {
       const float v = decode_value(f, static_cast<uint8_t>(code));
       if (!std::isfinite(v) || (f == QuantFormat::Int4 && v == -8.0f) || (f == QuantFormat::Int8 && v == -128.0f)) {
@@ -124,7 +122,7 @@ TEST_CASE("quantize: a payload holds exactly the packed codes and one fp32 scale
   // fp4 at the default block of 128: 68 bytes per 128 values, 7.5 times
   // fewer than fp32's 512.
   CHECK(sdk::quantized_bytes(QuantFormat::Fp4E2M1, 128) == 68);
-  for (QuantFormat f : kFormats) {
+  for (QuantFormat f : kEveryQuantFormat) {
     for (int64_t n : {0, 1, 7, 128, 1001}) {
       for (int64_t block : {1, 3, 32, 128}) {
         INFO(sdk::to_string(f) << " n " << n << " block " << block);
@@ -142,10 +140,10 @@ TEST_CASE("quantize: 4-bit codes pack value 2i in the low nibble and 2i+1 in the
   // Block max 6 = fp4's max: scale 1, the codes are the values' own.
   const auto fp4 = sdk::quantize(at::tensor({1.0f, -0.5f, 6.0f}), QuantFormat::Fp4E2M1, 3);
   CHECK(fp4.scales.item<float>() == 1.0f);
-  CHECK(bytes_of(fp4.codes) == std::vector<uint8_t>{0x92, 0x07});  // (-0.5 << 4) | 1, then 6 and an empty nibble
+  CHECK(code_bytes(fp4.codes) == std::vector<uint8_t>{0x92, 0x07});  // (-0.5 << 4) | 1, then 6 and an empty nibble
   const auto int4 = sdk::quantize(at::tensor({-1.0f, 7.0f, 3.0f, -7.0f}), QuantFormat::Int4, 4);
   CHECK(int4.scales.item<float>() == 1.0f);
-  CHECK(bytes_of(int4.codes) == std::vector<uint8_t>{0x7F, 0x93});
+  CHECK(code_bytes(int4.codes) == std::vector<uint8_t>{0x7F, 0x93});
   CHECK(at::equal(sdk::dequantize(int4), at::tensor({-1.0f, 7.0f, 3.0f, -7.0f})));
 }
 
@@ -173,7 +171,7 @@ TEST_CASE("quantize: int2 has the levels +-0.5 and +-1.5, packs four codes per b
   const at::Tensor x = at::tensor({1.5f, -0.5f, 0.5f, -1.5f, 1.5f});
   const auto p = sdk::quantize(x, F::Int2, 5);
   CHECK(p.scales.item<float>() == 1.0f);
-  CHECK(bytes_of(p.codes) == std::vector<uint8_t>{0xC9, 0x01});
+  CHECK(code_bytes(p.codes) == std::vector<uint8_t>{0xC9, 0x01});
   CHECK(at::equal(sdk::dequantize(p), x));
   CHECK(p.payload_bytes() == 2 + 4);
   CHECK(sdk::quantized_bytes(F::Int2, 1000, 32) == 250 + 32 * 4);
@@ -185,7 +183,7 @@ TEST_CASE("quantize: int2 has the levels +-0.5 and +-1.5, packs four codes per b
 }
 
 TEST_CASE("quantize: exactly representable values round-trip exactly, in any shape and dtype", "[quantize]") {
-  for (QuantFormat f : kFormats) {
+  for (QuantFormat f : kEveryQuantFormat) {
     INFO(sdk::to_string(f));
     // Every finite value of the format, both signs, scaled by 2^-3: the
     // block's scale is exactly 2^-3.
@@ -220,7 +218,7 @@ TEST_CASE("quantize: the error stays within half a code's spacing at the value's
   at::Generator gen = at::detail::createCPUGenerator(41);
   const at::Tensor x = at::randn({20000}, gen) * at::exp(at::randn({20000}, gen) * 2);  // wide magnitudes
   const int64_t block = 64;
-  for (QuantFormat f : kFormats) {
+  for (QuantFormat f : kEveryQuantFormat) {
     INFO(sdk::to_string(f));
     const auto p = sdk::quantize(x, f, block);
     const at::Tensor y = sdk::dequantize(p);
@@ -256,7 +254,7 @@ TEST_CASE("quantize: the error stays within half a code's spacing at the value's
 }
 
 TEST_CASE("quantize: zero blocks decode to zeros, a non-finite value makes its whole block NaN", "[quantize]") {
-  for (QuantFormat f : kFormats) {
+  for (QuantFormat f : kEveryQuantFormat) {
     INFO(sdk::to_string(f));
     const at::Tensor zeros = at::tensor({0.0f, -0.0f, 0.0f, 1.0f, 2.0f, -4.0f});
     const auto p = sdk::quantize(zeros, f, 3);
@@ -280,7 +278,7 @@ TEST_CASE("quantize: the bytes do not depend on the number of threads", "[quanti
   at::Generator gen = at::detail::createCPUGenerator(7);
   const at::Tensor x = at::randn({300001}, gen);
   const int threads = at::get_num_threads();
-  for (QuantFormat f : kFormats) {
+  for (QuantFormat f : kEveryQuantFormat) {
     INFO(sdk::to_string(f));
     at::set_num_threads(1);
     const auto one = sdk::quantize(x, f, 32);
@@ -298,7 +296,7 @@ TEST_CASE("quantize: bad inputs and format names are errors naming what is wrong
   CHECK(sdk::quant_format_from_name("fp8", "q") == QuantFormat::Fp8E4M3);
   CHECK(sdk::quant_format_from_name("fp4", "q") == QuantFormat::Fp4E2M1);
   CHECK(sdk::quant_format_from_name("fp8_e5m2", "q") == QuantFormat::Fp8E5M2);
-  for (QuantFormat f : kFormats) CHECK(sdk::quant_format_from_name(sdk::to_string(f), "q") == f);
+  for (QuantFormat f : kEveryQuantFormat) CHECK(sdk::quant_format_from_name(sdk::to_string(f), "q") == f);
   const auto error =
       exogym::test::config_error([] { sdk::quant_format_from_name("intt4", "strategy.options.quantize"); });
   CHECK(error.path() == "strategy.options.quantize");

@@ -21,21 +21,20 @@
 #include "exogym/sdk/quantized_comm.h"
 #include "helpers.h"
 #include "locked_assertions.h"
+#include "sdk_fixtures.h"
 #include "testing.h"
 
 using exogym::sdk::QuantFormat;
 using exogym::test::run_nodes;
 namespace sdk = exogym::sdk;
 namespace sim = exogym::runtime::sim;
+using exogym::test::kEveryQuantFormat;
 
 namespace {
 
-const std::vector<QuantFormat> kFormats = {QuantFormat::Fp8E4M3, QuantFormat::Fp8E5M2, QuantFormat::Fp4E2M1,
-                                           QuantFormat::Int8,    QuantFormat::Int4,    QuantFormat::Int2};
-
 // Node `rank`'s tensors: a vector, a matrix and a bf16 vector, different
 // on every node.
-std::vector<at::Tensor> node_tensors(int rank, int round = 0) {
+std::vector<at::Tensor> quantized_tensors(int rank, int round = 0) {
   at::Generator gen = at::detail::createCPUGenerator(1000 * round + rank);
   return {at::randn({37}, gen), at::randn({5, 7}, gen) * (rank + 1), at::randn({19}, gen).to(at::kBFloat16)};
 }
@@ -75,22 +74,22 @@ TEST_CASE(
     "quantized_mean_async's gather is the rank-ordered mean of the dequantised inputs, the same bits on every node",
     "[quantize][collectives]") {
   const int K = 4;
-  for (QuantFormat f : kFormats) {
+  for (QuantFormat f : kEveryQuantFormat) {
     INFO(sdk::to_string(f));
     std::vector<std::vector<at::Tensor>> results(K);
     run_nodes(K, 2, [&](int rank, sdk::Communicator& comm) {
       results[rank] =
-          sdk::quantized_mean_async(comm, node_tensors(rank), f, 8, nullptr, sdk::QuantCollective::Gather).wait();
+          sdk::quantized_mean_async(comm, quantized_tensors(rank), f, 8, nullptr, sdk::QuantCollective::Gather).wait();
     });
     // What every node sent, dequantised, summed in rank order in fp32 and
     // divided by K.
     for (size_t i = 0; i < 3; ++i) {
       at::Tensor sum;
       for (int r = 0; r < K; ++r) {
-        const at::Tensor v = sdk::dequantize_float(sdk::quantize(node_tensors(r)[i], f, 8));
+        const at::Tensor v = sdk::dequantize_float(sdk::quantize(quantized_tensors(r)[i], f, 8));
         sum = r == 0 ? v : sum + v;
       }
-      const at::Tensor expected = (sum / K).to(node_tensors(0)[i].scalar_type());
+      const at::Tensor expected = (sum / K).to(quantized_tensors(0)[i].scalar_type());
       for (int r = 0; r < K; ++r) {
         INFO("tensor " << i << " node " << r);
         CHECK(results[r][i].scalar_type() == expected.scalar_type());
@@ -116,7 +115,7 @@ TEST_CASE(
     run_nodes(K, 3, [&](int rank, sdk::Communicator& comm) {
       sdk::ErrorFeedback feedback;
       for (int round = 0; round < rounds; ++round) {
-        const auto inputs = node_tensors(rank, round);
+        const auto inputs = quantized_tensors(rank, round);
         std::vector<at::Tensor> before;
         for (size_t i = 0; i < inputs.size(); ++i) {
           const at::Tensor r = feedback.residual(i);
@@ -152,8 +151,8 @@ TEST_CASE(
       const std::string layout_key = gather ? "q.quantized_mean" : "q.quantized_reduce_scatter";
       std::vector<std::vector<at::Tensor>> blocking(K), async(K), reloaded(K);
       run_nodes(K, 2, [&](int rank, sdk::Communicator& comm) {
-        blocking[rank] = sdk::quantized_mean_async(comm, node_tensors(rank), f, 8, nullptr, collective).wait();
-        auto pending = sdk::quantized_mean_async(comm, node_tensors(rank), f, 8, nullptr, collective);
+        blocking[rank] = sdk::quantized_mean_async(comm, quantized_tensors(rank), f, 8, nullptr, collective).wait();
+        auto pending = sdk::quantized_mean_async(comm, quantized_tensors(rank), f, 8, nullptr, collective);
         LOCKED(CHECK(pending.valid()));
         // What a checkpoint keeps, taken back by a fresh handle (test doubles
         // complete at once: their record is empty). The reduce-scatter keeps
@@ -207,17 +206,17 @@ TEST_CASE(
     "more, the same bits on every node",
     "[quantize][collectives]") {
   for (int K : {3, 4}) {
-    for (QuantFormat f : kFormats) {
+    for (QuantFormat f : kEveryQuantFormat) {
       INFO(sdk::to_string(f) << " K = " << K);
       std::vector<std::vector<at::Tensor>> results(K);
       run_nodes(K, 2, [&](int rank, sdk::Communicator& comm) {
-        results[rank] = sdk::quantized_mean_async(comm, node_tensors(rank), f, 8).wait();
+        results[rank] = sdk::quantized_mean_async(comm, quantized_tensors(rank), f, 8).wait();
       });
       for (size_t i = 0; i < 3; ++i) {
         // The chunks by the documented rule, each node's chunk quantised
         // alone (its blocks are the whole tensor's), averaged in rank order
         // in fp32, quantised again.
-        const int64_t n = node_tensors(0)[i].numel();
+        const int64_t n = quantized_tensors(0)[i].numel();
         const int64_t c = sdk::quant_chunk_length(n, K, f, 8);
         CHECK(c % 8 == 0);
         std::vector<at::Tensor> chunks;
@@ -226,13 +225,13 @@ TEST_CASE(
           at::Tensor sum;
           for (int r = 0; r < K; ++r) {
             const at::Tensor v =
-                sdk::dequantize_float(sdk::quantize(node_tensors(r)[i].reshape({-1}).slice(0, begin, end), f, 8));
+                sdk::dequantize_float(sdk::quantize(quantized_tensors(r)[i].reshape({-1}).slice(0, begin, end), f, 8));
             sum = r == 0 ? v : sum + v;
           }
           chunks.push_back(sdk::dequantize_float(sdk::quantize(sum / K, f, 8)));
         }
         const at::Tensor expected =
-            at::cat(chunks).reshape(node_tensors(0)[i].sizes()).to(node_tensors(0)[i].scalar_type());
+            at::cat(chunks).reshape(quantized_tensors(0)[i].sizes()).to(quantized_tensors(0)[i].scalar_type());
         for (int r = 0; r < K; ++r) {
           INFO("tensor " << i << " node " << r);
           CHECK(results[r][i].scalar_type() == expected.scalar_type());

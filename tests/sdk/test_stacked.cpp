@@ -24,7 +24,7 @@ at::Tensor leaf(const at::Tensor& t) { return t.detach().clone().requires_grad_(
 // its own, as a node's tensor is).
 at::Tensor row(const at::Tensor& stack, int64_t k) { return leaf(stack.select(0, k)); }
 
-bool same(const at::Tensor& a, const at::Tensor& b) { return a.sizes() == b.sizes() && at::equal(a, b); }
+bool same_values(const at::Tensor& a, const at::Tensor& b) { return a.sizes() == b.sizes() && at::equal(a, b); }
 
 }  // namespace
 
@@ -39,18 +39,18 @@ TEST_CASE("stacked_linear gives each node at::linear's output and gradients bit 
     const at::Tensor xk = row(x, k), wk = row(w, k), bk = row(b, k);
     const at::Tensor ok = at::linear(xk.reshape({10, 7}), wk, bk);
     ok.backward(grad.select(0, k).reshape({10, 4}));
-    CHECK(same(out.select(0, k).reshape({10, 4}), ok));
-    CHECK(same(x.grad().select(0, k), xk.grad()));
-    CHECK(same(w.grad().select(0, k), wk.grad()));
-    CHECK(same(b.grad().select(0, k), bk.grad()));
+    CHECK(same_values(out.select(0, k).reshape({10, 4}), ok));
+    CHECK(same_values(x.grad().select(0, k), xk.grad()));
+    CHECK(same_values(w.grad().select(0, k), wk.grad()));
+    CHECK(same_values(b.grad().select(0, k), bk.grad()));
   }
   // Without a bias, and with a weight that wants no gradient.
   const at::Tensor fixed = w.detach();
   const at::Tensor plain = sdk::stacked_linear(x, fixed, at::Tensor());
   // The node's own tensors start on the allocator's boundary, as clones do
   // (MKL's bits depend on it: sdk/stacked.cpp).
-  CHECK(
-      same(plain.select(0, 1).reshape({10, 4}), at::linear(x.detach()[1].reshape({10, 7}).clone(), fixed[1].clone())));
+  CHECK(same_values(plain.select(0, 1).reshape({10, 4}),
+                    at::linear(x.detach()[1].reshape({10, 7}).clone(), fixed[1].clone())));
   CHECK_THROWS_WITH(sdk::stacked_linear(x, at::randn({K, 4, 6}), b), Catch::Contains("does not fit weight [3, 4, 6]"));
 }
 
@@ -63,8 +63,8 @@ TEST_CASE("stacked_embedding looks each node's ids up in its own table, gradient
   for (int64_t k = 0; k < K; ++k) {
     const at::Tensor tk = row(table, k);
     at::embedding(tk, ids[k]).backward(grad[k]);
-    CHECK(same(at::embedding(tk, ids[k]), sdk::stacked_embedding(table, ids).select(0, k)));
-    CHECK(same(table.grad().select(0, k), tk.grad()));
+    CHECK(same_values(at::embedding(tk, ids[k]), sdk::stacked_embedding(table, ids).select(0, k)));
+    CHECK(same_values(table.grad().select(0, k), tk.grad()));
   }
 }
 
@@ -77,9 +77,9 @@ TEST_CASE("stacked_dropout draws each node's masks from its own generator, as sd
   const at::Tensor x = at::randn({K, 4, 3, 2, 2});
   for (bool channelwise : {false, true}) {
     const at::Tensor out = sdk::stacked_dropout(x, 0.3, true, stacked, channelwise);
-    for (int64_t k = 0; k < K; ++k) CHECK(same(out[k], sdk::dropout(x[k], 0.3, true, single[k], channelwise)));
+    for (int64_t k = 0; k < K; ++k) CHECK(same_values(out[k], sdk::dropout(x[k], 0.3, true, single[k], channelwise)));
   }
-  CHECK(same(sdk::stacked_dropout(x, 0.3, false, stacked), x));
+  CHECK(same_values(sdk::stacked_dropout(x, 0.3, false, stacked), x));
   CHECK_THROWS_WITH(sdk::stacked_dropout(x, 0.3, true, {stacked[0]}), Catch::Contains("is not a stack of 1 nodes"));
 }
 
@@ -95,7 +95,7 @@ TEST_CASE("stacked_cross_entropy is each node's mean loss, its gradients bit for
     const at::Tensor loss = at::cross_entropy_loss(lk.reshape({12, 5}), target[k].reshape({12}));
     loss.backward();
     CHECK(losses[k].item<double>() == Approx(loss.item<double>()).epsilon(1e-6));
-    CHECK(same(logits.grad().select(0, k), lk.grad()));
+    CHECK(same_values(logits.grad().select(0, k), lk.grad()));
   }
 }
 
@@ -114,7 +114,7 @@ TEST_CASE("stacked layer norm, convolution and batch norm match each node's with
     at::Tensor mean = at::zeros({K, 3}), var = at::ones({K, 3});
     const at::Tensor grouped = sdk::to_grouped(images);
     REQUIRE(grouped.sizes() == at::IntArrayRef({4, K * 2, 6, 6}));
-    CHECK(same(sdk::from_grouped(grouped, K), images));
+    CHECK(same_values(sdk::from_grouped(grouped, K), images));
     const at::Tensor conv = sdk::stacked_conv2d(grouped, w, bias, 1, 1);
     const at::Tensor norm =
         sdk::from_grouped(sdk::stacked_batch_norm(conv, gamma, beta, mean, var, true, 0.1, 1e-5), K);

@@ -24,14 +24,13 @@ namespace fs = std::filesystem;
 using exogym::test::bit_identical;
 using exogym::test::load_model_pt;
 using exogym::test::read_csv;
+using exogym::test::sgd_spec;
 using exogym::test::TempDir;
 using exogym::test::train_in;
 using exogym::test::with_strategy;
 using nlohmann::json;
 
 namespace {
-
-const json sgd = {{"name", "sgd"}, {"lr", 0.05}};
 
 // `plugin` on `nodes` nodes with a fixed step time of 1 s, `speed` by rank,
 // and a network so fast that transfers take about 1e-16 s.
@@ -75,8 +74,9 @@ TEST_CASE("async: a node computes in the slots its speed allows, and staleness c
   // server's version is the count of updates before; staleness, that minus
   // the version the sender's round started from. An update is recorded at
   // the step of the slot its arrival falls in (the run's end: 12).
-  json m = async_manifest(
-      2, "async_diloco", {{"H", 1}, {"dynamic_local_updates", false}, {"delay", 1}, {"optimizer", sgd}}, {{"1", 0.25}});
+  json m = async_manifest(2, "async_diloco",
+                          {{"H", 1}, {"dynamic_local_updates", false}, {"delay", 1}, {"optimizer", sgd_spec(0.05)}},
+                          {{"1", 0.25}});
   m["network"]["latency"] = "150ms";
   m["train"]["max_steps"] = 12;
   const fs::path run = train_in(m, dir, "run");
@@ -94,7 +94,8 @@ TEST_CASE("async: a node computes in the slots its speed allows, and staleness c
 
 TEST_CASE("async: the same manifest gives the same run bit for bit", "[strategies][async]") {
   TempDir dir("async-repro");
-  const json m = async_manifest(4, "async_diloco", {{"H", 4}, {"optimizer", sgd}}, {{"2", 0.25}, {"3", 0.5}});
+  const json m =
+      async_manifest(4, "async_diloco", {{"H", 4}, {"optimizer", sgd_spec(0.05)}}, {{"2", 0.25}, {"3", 0.5}});
   const fs::path a = train_in(m, dir, "a");
   const fs::path b = train_in(m, dir, "b");
   CHECK(bit_identical(load_model_pt(a / "model.pt"), load_model_pt(b / "model.pt")));
@@ -106,7 +107,7 @@ TEST_CASE("async: the same manifest gives the same run bit for bit", "[strategie
 TEST_CASE("async: fedbuff with equally fast nodes and a buffer of every node is fedavg bit for bit",
           "[strategies][async]") {
   TempDir dir("async-fedbuff");
-  const json options = {{"H", 3}, {"optimizer", sgd}};
+  const json options = {{"H", 3}, {"optimizer", sgd_spec(0.05)}};
   json sync = with_strategy(4, "fedavg", options);
   const fs::path fedavg = train_in(sync, dir, "fedavg");
   const fs::path fedbuff = train_in(async_manifest(4, "fedbuff", options), dir, "fedbuff");
@@ -122,11 +123,12 @@ TEST_CASE("async: async_diloco with equally fast nodes and a delay of K is DiLoC
           "[strategies][async]") {
   TempDir dir("async-diloco");
   const json outer = {{"name", "sgd"}, {"lr", 0.7}, {"momentum", 0.9}, {"nesterov", true}};
-  const fs::path diloco =
-      train_in(with_strategy(4, "diloco", {{"H", 5}, {"optimizer", sgd}, {"outer_optimizer", outer}}), dir, "diloco");
+  const fs::path diloco = train_in(
+      with_strategy(4, "diloco", {{"H", 5}, {"optimizer", sgd_spec(0.05)}, {"outer_optimizer", outer}}), dir, "diloco");
   const fs::path async =
-      train_in(async_manifest(4, "async_diloco",
-                              {{"H", 5}, {"optimizer", sgd}, {"outer_lr", 0.7}, {"outer_momentum", 0.9}, {"delay", 4}}),
+      train_in(async_manifest(
+                   4, "async_diloco",
+                   {{"H", 5}, {"optimizer", sgd_spec(0.05)}, {"outer_lr", 0.7}, {"outer_momentum", 0.9}, {"delay", 4}}),
                dir, "async");
   const auto a = load_model_pt(diloco / "model.pt");
   const auto b = load_model_pt(async / "model.pt");
@@ -138,7 +140,7 @@ TEST_CASE("async: async_diloco with equally fast nodes and a delay of K is DiLoC
 
 TEST_CASE("async: what cannot run asynchronously is refused naming the field", "[strategies][async]") {
   TempDir dir("async-refused");
-  const json options = {{"H", 2}, {"optimizer", sgd}};
+  const json options = {{"H", 2}, {"optimizer", sgd_spec(0.05)}};
   int tries = 0;
   auto error_of = [&](const json& m) {
     try {
@@ -153,7 +155,7 @@ TEST_CASE("async: what cannot run asynchronously is refused naming the field", "
   json participation = async_manifest(2, "async_diloco", options);
   participation["participation"] = {{"per_round", 1}, {"round", 2}};
   CHECK_THAT(error_of(participation), Catch::StartsWith("participation: an asynchronous strategy has no partial"));
-  json buffer = async_manifest(2, "fedbuff", {{"H", 2}, {"buffer", 3}, {"optimizer", sgd}});
+  json buffer = async_manifest(2, "fedbuff", {{"H", 2}, {"buffer", 3}, {"optimizer", sgd_spec(0.05)}});
   CHECK_THAT(error_of(buffer), Catch::StartsWith("strategy.options.buffer: a buffer of 3 updates never"));
 }
 

@@ -30,8 +30,8 @@ using nlohmann::json;
 namespace {
 
 using Tensors = std::map<std::string, at::Tensor>;
-
-const json sgd = {{"name", "sgd"}, {"lr", 0.05}};
+using exogym::test::clients_trained;
+using exogym::test::sgd_spec;
 
 // `plugin` in rounds of 2 steps on 3 nodes, each round's 3 clients drawn
 // from `clients`, with Dirichlet(0.1) labels; a checkpoint after every round.
@@ -64,16 +64,7 @@ Tensors with_prefix(const Tensors& all, const std::string& prefix) {
 }
 
 // metrics.csv's "client" rows: {step: {node: client}}.
-std::map<int64_t, std::map<int, int>> clients_trained(const fs::path& run) {
-  std::map<int64_t, std::map<int, int>> out;
-  for (const auto& row : exogym::test::read_csv(run / "metrics.csv")) {
-    if (row.at("name") == "client")
-      out[std::stoll(row.at("step"))][std::stoi(row.at("node"))] = static_cast<int>(std::stod(row.at("value")));
-  }
-  return out;
-}
-
-bool same(const Tensors& a, const Tensors& b) {
+bool same_state(const Tensors& a, const Tensors& b) {
   if (a.size() != b.size()) return false;
   for (const auto& [name, t] : a) {
     auto it = b.find(name);
@@ -123,7 +114,7 @@ TEST_CASE(
     "DeMo",
     "[client_state][population][scaffold][sparseloco][demo]") {
   const std::map<std::string, std::pair<json, std::pair<std::string, std::string>>> cases = {
-      {"scaffold", {{{"H", 2}, {"optimizer", sgd}}, {"strategy.client_c.", "control_variate."}}},
+      {"scaffold", {{{"H", 2}, {"optimizer", sgd_spec(0.05)}}, {"strategy.client_c.", "control_variate."}}},
       {"sparseloco",
        {{{"H", 2}, {"chunk", 64}, {"density", 0.1}, {"optimizer", {{"name", "adam"}, {"lr", 0.01}}}},
         {"strategy.module0.error.", "module0.error."}}},
@@ -155,7 +146,7 @@ TEST_CASE(
               tensors_of(checkpoint(run, 2 * k) / ("node-" + std::to_string(node) + ".safetensors")), node_prefix);
           const Tensors kept = with_prefix(store, "client." + std::to_string(client) + "." + client_prefix);
           REQUIRE(!left.empty());
-          CHECK(same(left, kept));
+          CHECK(same_state(left, kept));
           ++checked;
         }
       }
@@ -174,7 +165,7 @@ TEST_CASE(
   TempDir dir("scaffold-mean");
   const int clients = 9;
   const fs::path run =
-      exogym::test::train_in(population("scaffold", {{"H", 2}, {"optimizer", sgd}}, clients), dir, "run");
+      exogym::test::train_in(population("scaffold", {{"H", 2}, {"optimizer", sgd_spec(0.05)}}, clients), dir, "run");
   for (int64_t step = 2; step <= 16; step += 2) {
     INFO("after step " << step);
     const Tensors store = tensors_of(checkpoint(run, step) / "clients.safetensors");
@@ -201,19 +192,19 @@ TEST_CASE(
 TEST_CASE("scaffold with one local step and every node in every round is SGD on the mean gradient",
           "[client_state][scaffold]") {
   TempDir dir("scaffold-sgd");
-  const fs::path a =
-      exogym::test::train_in(exogym::test::with_strategy(4, "fedavg", {{"H", 1}, {"optimizer", sgd}}), dir, "fedavg");
-  const fs::path b = exogym::test::train_in(exogym::test::with_strategy(4, "scaffold", {{"H", 1}, {"optimizer", sgd}}),
-                                            dir, "scaffold");
+  const fs::path a = exogym::test::train_in(
+      exogym::test::with_strategy(4, "fedavg", {{"H", 1}, {"optimizer", sgd_spec(0.05)}}), dir, "fedavg");
+  const fs::path b = exogym::test::train_in(
+      exogym::test::with_strategy(4, "scaffold", {{"H", 1}, {"optimizer", sgd_spec(0.05)}}), dir, "scaffold");
   const auto fedavg = exogym::test::load_model_pt(a / "model.pt"),
              scaffold = exogym::test::load_model_pt(b / "model.pt");
   CHECK(exogym::test::max_abs_diff(fedavg, scaffold) < 1e-5);
   // With rounds of 4 steps the correction makes it another method than
   // FedAvg's (from the second round on).
-  const fs::path c =
-      exogym::test::train_in(exogym::test::with_strategy(4, "fedavg", {{"H", 4}, {"optimizer", sgd}}), dir, "fedavg4");
-  const fs::path d = exogym::test::train_in(exogym::test::with_strategy(4, "scaffold", {{"H", 4}, {"optimizer", sgd}}),
-                                            dir, "scaffold4");
+  const fs::path c = exogym::test::train_in(
+      exogym::test::with_strategy(4, "fedavg", {{"H", 4}, {"optimizer", sgd_spec(0.05)}}), dir, "fedavg4");
+  const fs::path d = exogym::test::train_in(
+      exogym::test::with_strategy(4, "scaffold", {{"H", 4}, {"optimizer", sgd_spec(0.05)}}), dir, "scaffold4");
   CHECK(exogym::test::max_abs_diff(exogym::test::load_model_pt(c / "model.pt"),
                                    exogym::test::load_model_pt(d / "model.pt")) > 1e-4);
 }
@@ -221,7 +212,7 @@ TEST_CASE("scaffold with one local step and every node in every round is SGD on 
 TEST_CASE("client state: a population run stopped inside a round resumes with its clients' states, exactly",
           "[client_state][population][scaffold][checkpoint]") {
   TempDir dir("client-state-resume");
-  json m = population("scaffold", {{"H", 2}, {"optimizer", sgd}}, 9);
+  json m = population("scaffold", {{"H", 2}, {"optimizer", sgd_spec(0.05)}}, 9);
   exogym::test::train_into(m, dir / "whole");
   m["train"]["max_steps"] = 11;
   exogym::test::train_into(m, dir / "parts");

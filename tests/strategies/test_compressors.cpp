@@ -33,15 +33,10 @@ using exogym::test::run_nodes;
 namespace modules = exogym::modules;
 namespace sdk = exogym::sdk;
 namespace sim = exogym::runtime::sim;
+using exogym::test::floats;
+using exogym::test::to_vector;
 
 namespace {
-
-at::Tensor floats(std::vector<float> values) { return at::tensor(values, at::kFloat); }
-
-std::vector<int64_t> longs(const at::Tensor& t) {
-  const at::Tensor l = t.to(at::kLong).contiguous();
-  return std::vector<int64_t>(l.data_ptr<int64_t>(), l.data_ptr<int64_t>() + l.numel());
-}
 
 // Random-k in fp32 as a compressor that does not say it is summable, so
 // compressed_mean gathers its payloads.
@@ -82,7 +77,7 @@ TEST_CASE("Elias-Fano offsets take their closed form and decode to what chunk_to
         const auto top = modules::chunk_topk(at::randn({n}, gen), chunk, density);
         const at::Tensor code = modules::elias_fano_encode(top.indices, n, chunk, density);
         CHECK(code.numel() == modules::elias_fano_bytes(n, chunk, density));
-        CHECK(longs(modules::elias_fano_decode(code, n, chunk, density)) == longs(top.indices));
+        CHECK(to_vector(modules::elias_fano_decode(code, n, chunk, density)) == to_vector(top.indices));
       }
     }
   }
@@ -108,7 +103,7 @@ TEST_CASE("random-k draws the same positions on every node from the shared seed,
   REQUIRE(p.numel() == 10 * 5 + 2);  // ceil(0.05 * 30) = 2 in the last chunk
   CHECK(at::equal(p, c.positions(1030, 42)));
   CHECK_FALSE(at::equal(p, c.positions(1030, 43)));
-  const auto at = longs(p);
+  const auto at = to_vector(p);
   for (size_t j = 0; j < at.size(); ++j) {
     const int64_t chunk = j < 50 ? static_cast<int64_t>(j) / 5 : 10;
     CHECK(at[j] / 100 == chunk);  // k in each chunk
@@ -129,7 +124,7 @@ TEST_CASE("random-k draws the same positions on every node from the shared seed,
   const modules::RandomKCompressor small(10, 0.3, std::nullopt);
   std::vector<int> drawn(10);
   for (uint64_t seed = 0; seed < 20000; ++seed) {
-    for (int64_t offset : longs(small.positions(10, seed))) ++drawn[static_cast<size_t>(offset)];
+    for (int64_t offset : to_vector(small.positions(10, seed))) ++drawn[static_cast<size_t>(offset)];
   }
   for (int count : drawn) CHECK(std::abs(count - 6000) < 300);
 }

@@ -83,7 +83,7 @@ std::shared_ptr<exogym::sdk::Strategy> make_demo(const json& options) {
 }
 
 // Runs body(rank, ctx) on K node threads, failing the test instead of hanging.
-void run_nodes(int K, const std::function<void(int, exogym::sdk::NodeContext&)>& body) {
+void run_demo_nodes(int K, const std::function<void(int, exogym::sdk::NodeContext&)>& body) {
   exogym::test::run_nodes(K, K, [&](int rank, exogym::sdk::Communicator& comm) {
     exogym::sdk::NodeContext ctx;
     ctx.rank = rank;
@@ -361,7 +361,7 @@ TEST_CASE("demo: with nothing dropped and no decay, one node takes sign-SGD step
   auto strategy = make_demo(options);
   auto before = snapshot(model.network());
   auto grads = random_grads(model.shapes(), 5);
-  run_nodes(1, [&](int, exogym::sdk::NodeContext& ctx) {
+  run_demo_nodes(1, [&](int, exogym::sdk::NodeContext& ctx) {
     strategy->init(ctx, model);
     strategy->zero_grad();
     set_grads(model.shapes(), grads);
@@ -389,7 +389,7 @@ TEST_CASE("demo: two nodes step along the sign of their averaged gradients and s
   auto before = snapshot(models[0].network());
   std::map<std::string, at::Tensor> grads[2] = {random_grads(models[0].shapes(), 21),
                                                 random_grads(models[1].shapes(), 22)};
-  run_nodes(2, [&](int rank, exogym::sdk::NodeContext& ctx) {
+  run_demo_nodes(2, [&](int rank, exogym::sdk::NodeContext& ctx) {
     strategies[rank]->init(ctx, models[rank]);
     strategies[rank]->zero_grad();
     set_grads(models[rank].shapes(), grads[rank]);
@@ -417,7 +417,7 @@ TEST_CASE("demo: max_norm clips the local gradient before it enters the momentum
     auto strategy = make_demo(opts);
     auto grads = random_grads(model.shapes(), 9);
     exogym::sdk::StateDict state;
-    run_nodes(1, [&](int, exogym::sdk::NodeContext& ctx) {
+    run_demo_nodes(1, [&](int, exogym::sdk::NodeContext& ctx) {
       strategy->init(ctx, model);
       strategy->zero_grad();
       set_grads(model.shapes(), grads);
@@ -450,7 +450,7 @@ TEST_CASE("demo: a checkpoint's momentum loads, parameter-shaped ones of earlier
   at::manual_seed(14);
   const at::Tensor old_delta = at::randn({6, 10});  // "delta.weight": δ itself, before it was kept encoded
   exogym::sdk::StateDict saved;
-  run_nodes(1, [&](int, exogym::sdk::NodeContext& ctx) {
+  run_demo_nodes(1, [&](int, exogym::sdk::NodeContext& ctx) {
     strategy->init(ctx, model);
     strategy->load_state({{"delta.weight", old_delta}});
     strategy->save_state(saved);

@@ -15,6 +15,7 @@
 namespace fs = std::filesystem;
 using exogym::test::bit_identical;
 using exogym::test::load_model_pt;
+using exogym::test::sgd_spec;
 using exogym::test::TempDir;
 using exogym::test::train_in;
 using exogym::test::with_strategy;
@@ -22,10 +23,8 @@ using nlohmann::json;
 
 namespace {
 
-const json sgd = {{"name", "sgd"}, {"lr", 0.05}};
-
 // Node `node`'s tensors of the checkpoint of `step`, by name.
-std::map<std::string, at::Tensor> node_tensors(const fs::path& run, int64_t step, int node) {
+std::map<std::string, at::Tensor> fedprox_tensors(const fs::path& run, int64_t step, int node) {
   std::map<std::string, at::Tensor> out;
   for (auto& [name, t] :
        exogym::runtime::output::read_safetensors(run / "checkpoints" / ("step-" + std::to_string(step)) /
@@ -38,7 +37,7 @@ std::map<std::string, at::Tensor> node_tensors(const fs::path& run, int64_t step
 
 // How far node `node`'s first-layer weight is from its anchor after `step` steps.
 double drift(const fs::path& run, int64_t step, int node) {
-  auto t = node_tensors(run, step, node);
+  auto t = fedprox_tensors(run, step, node);
   return (t.at("model.layers.0.weight") - t.at("strategy.anchor.0")).norm().item<double>();
 }
 
@@ -46,7 +45,7 @@ double drift(const fs::path& run, int64_t step, int node) {
 
 TEST_CASE("fedprox with mu 0 is fedavg bit for bit, islands included", "[strategies][fedprox]") {
   TempDir dir("fedprox-fedavg");
-  const json fedavg = {{"H", 3}, {"island_size", 2}, {"optimizer", sgd}};
+  const json fedavg = {{"H", 3}, {"island_size", 2}, {"optimizer", sgd_spec(0.05)}};
   json fedprox = fedavg;
   fedprox["mu"] = 0.0;
   const fs::path a = train_in(with_strategy(4, "fedavg", fedavg), dir, "fedavg");
@@ -61,7 +60,7 @@ TEST_CASE("fedprox pulls local steps toward the round's model, which is the anch
           "[strategies][fedprox]") {
   TempDir dir("fedprox-drift");
   auto run_with = [&](double mu, const std::string& name) {
-    json m = with_strategy(3, "fedprox", {{"H", 4}, {"mu", mu}, {"optimizer", sgd}});
+    json m = with_strategy(3, "fedprox", {{"H", 4}, {"mu", mu}, {"optimizer", sgd_spec(0.05)}});
     m["checkpoint"] = {{"interval", 1}, {"keep", 100}};
     m["train"]["max_steps"] = 8;
     return train_in(m, dir, name);
@@ -76,9 +75,9 @@ TEST_CASE("fedprox pulls local steps toward the round's model, which is the anch
   // After a round (steps 4 and 8) every node's anchor is the average it holds.
   for (int64_t step : {4, 8}) {
     for (int node = 0; node < 3; ++node) {
-      auto t = node_tensors(pulled, step, node);
+      auto t = fedprox_tensors(pulled, step, node);
       CHECK(at::equal(t.at("model.layers.0.weight"), t.at("strategy.anchor.0")));
-      CHECK(at::equal(t.at("strategy.anchor.0"), node_tensors(pulled, step, 0).at("strategy.anchor.0")));
+      CHECK(at::equal(t.at("strategy.anchor.0"), fedprox_tensors(pulled, step, 0).at("strategy.anchor.0")));
     }
   }
 }

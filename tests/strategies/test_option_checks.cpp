@@ -17,11 +17,10 @@
 namespace exogym::test {
 
 namespace fs = std::filesystem;
+using exogym::test::sgd_spec;
 using nlohmann::json;
 
 namespace {
-
-const json sgd = {{"name", "sgd"}, {"lr", 0.05}};
 
 // The ConfigError starting `manifest`'s run (base folder dir/name), or "(no error)".
 std::string start_error(const json& manifest, const TempDir& dir, const std::string& name) {
@@ -38,7 +37,7 @@ bool starts_with(const std::string& text, const std::string& prefix) { return te
 json krum(int nodes, json options = json::object()) {
   options["H"] = 2;
   options["aggregator"] = "krum";
-  options["optimizer"] = sgd;
+  options["optimizer"] = sgd_spec(0.05);
   json m = with_strategy(nodes, "fedavg", options);
   m["train"]["max_steps"] = 8;
   return m;
@@ -103,21 +102,25 @@ TEST_CASE(
 TEST_CASE("fedavg refuses an island larger than the run and an option of another aggregator",
           "[strategies][options][robust]") {
   TempDir dir("fedavg-options");
-  CHECK(starts_with(start_error(with_strategy(4, "fedavg", {{"island_size", 9}, {"optimizer", sgd}}), dir, "big"),
-                    "strategy.options.island_size: islands of 9 nodes, but the run has 4 nodes; at most nodes (null: "
-                    "one average over all of them)"));
-  CHECK(start_error(with_strategy(4, "fedavg", {{"island_size", 4}, {"optimizer", sgd}}), dir, "whole") ==
+  CHECK(starts_with(
+      start_error(with_strategy(4, "fedavg", {{"island_size", 9}, {"optimizer", sgd_spec(0.05)}}), dir, "big"),
+      "strategy.options.island_size: islands of 9 nodes, but the run has 4 nodes; at most nodes (null: "
+      "one average over all of them)"));
+  CHECK(start_error(with_strategy(4, "fedavg", {{"island_size", 4}, {"optimizer", sgd_spec(0.05)}}), dir, "whole") ==
         "(no error)");
   // trim was ignored with the mean.
-  CHECK(starts_with(start_error(with_strategy(4, "fedavg", {{"trim", 0.2}, {"optimizer", sgd}}), dir, "trim"),
-                    "strategy.options.trim: applies to the trimmed_mean aggregator only, and aggregator is mean: set "
-                    "\"aggregator\": \"trimmed_mean\", or leave trim out"));
+  CHECK(
+      starts_with(start_error(with_strategy(4, "fedavg", {{"trim", 0.2}, {"optimizer", sgd_spec(0.05)}}), dir, "trim"),
+                  "strategy.options.trim: applies to the trimmed_mean aggregator only, and aggregator is mean: set "
+                  "\"aggregator\": \"trimmed_mean\", or leave trim out"));
   CHECK(starts_with(
-      start_error(with_strategy(4, "fedavg", {{"aggregator", "median"}, {"byzantine", 1}, {"optimizer", sgd}}), dir,
-                  "byzantine"),
+      start_error(
+          with_strategy(4, "fedavg", {{"aggregator", "median"}, {"byzantine", 1}, {"optimizer", sgd_spec(0.05)}}), dir,
+          "byzantine"),
       "strategy.options.byzantine: applies to the krum aggregator only, and aggregator is median"));
-  CHECK(start_error(with_strategy(5, "fedavg", {{"aggregator", "trimmed_mean"}, {"trim", 0.2}, {"optimizer", sgd}}),
-                    dir, "trimmed") == "(no error)");
+  CHECK(start_error(
+            with_strategy(5, "fedavg", {{"aggregator", "trimmed_mean"}, {"trim", 0.2}, {"optimizer", sgd_spec(0.05)}}),
+            dir, "trimmed") == "(no error)");
 }
 
 TEST_CASE("integer options whose derived values overflowed are range-checked at start-up", "[strategies][options]") {

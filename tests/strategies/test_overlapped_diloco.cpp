@@ -25,13 +25,12 @@ using nlohmann::json;
 namespace modules = exogym::modules;
 namespace sdk = exogym::sdk;
 
+using exogym::test::doubles;
 using exogym::test::TensorModel;
 
 namespace {
 
-at::Tensor doubles(std::vector<double> values) { return at::tensor(values, at::kDouble); }
-
-sdk::ModuleOptions options(const std::string& update) {
+sdk::ModuleOptions overlapped_options(const std::string& update) {
   return sdk::ModuleOptions(json{{"H", 1}, {"update", update}, {"outer_optimizer", {{"name", "sgd"}, {"lr", 1.0}}}},
                             modules::OverlappedDiLoCoModule::specs());
 }
@@ -40,7 +39,7 @@ sdk::ModuleOptions options(const std::string& update) {
 // every value below is exact in binary.
 at::Tensor own(int r, int t) { return doubles({1.0 + r + t, 2.0 * (r + 1) - t}); }
 
-json with_strategy(const std::string& plugin, const json& options) {
+json overlapped_manifest(const std::string& plugin, const json& options) {
   json m = exogym::test::with_strategy(4, plugin, options);
   m["train"]["max_steps"] = 8;
   m["compute"] = {{"step_time", "100ms"}};
@@ -70,7 +69,7 @@ TEST_CASE("overlapped_diloco steps each node's master along the late average, ea
         ctx.max_steps = 100;
         TensorModel model({{"w", at::zeros({2}, at::kDouble)}});
         model.set(doubles({10, 20}));
-        modules::OverlappedDiLoCoModule module(options(update));
+        modules::OverlappedDiLoCoModule module(overlapped_options(update));
         module.init(ctx, model);
         for (int t = 0; t < rounds; ++t) {
           ctx.step = t;
@@ -123,7 +122,7 @@ TEST_CASE("overlapped_diloco sends DiLoCo's bytes and hides each round's transfe
       auto manifest = [&](const std::string& plugin, const std::string& bandwidth, const std::string& latency) {
         json options = {{"H", 4}, {"optimizer", sgd}};
         if (plugin == "overlapped_diloco") options["update"] = update;
-        json m = with_strategy(plugin, options);
+        json m = overlapped_manifest(plugin, options);
         m["network"] = {{"bandwidth", bandwidth}, {"latency", latency}};
         return m;
       };

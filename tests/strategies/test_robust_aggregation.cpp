@@ -15,15 +15,14 @@
 #include "testing.h"
 
 namespace modules = exogym::modules;
+using exogym::test::floats;
 using modules::Aggregator;
 using modules::AggregatorSpec;
 
 namespace {
 
-at::Tensor floats(std::vector<float> values) { return at::tensor(values, at::kFloat); }
-
 // One tensor per rank.
-std::vector<std::vector<at::Tensor>> ranks(std::vector<std::vector<float>> values) {
+std::vector<std::vector<at::Tensor>> per_rank(std::vector<std::vector<float>> values) {
   std::vector<std::vector<at::Tensor>> out;
   for (auto& v : values) out.push_back({floats(v)});
   return out;
@@ -32,12 +31,12 @@ std::vector<std::vector<at::Tensor>> ranks(std::vector<std::vector<float>> value
 }  // namespace
 
 TEST_CASE("median and trimmed mean work coordinate by coordinate", "[robust]") {
-  const auto odd = ranks({{1, 10}, {5, -2}, {3, 4}});
+  const auto odd = per_rank({{1, 10}, {5, -2}, {3, 4}});
   CHECK(at::equal(modules::aggregate(odd, {Aggregator::Median}).at(0), floats({3, 4})));
-  const auto even = ranks({{1, 10}, {5, -2}, {3, 4}, {100, 0}});
+  const auto even = per_rank({{1, 10}, {5, -2}, {3, 4}, {100, 0}});
   CHECK(at::equal(modules::aggregate(even, {Aggregator::Median}).at(0), floats({4, 2})));  // (3+5)/2, (0+4)/2
   // Five ranks, trim 0.2: one cut at each end of every coordinate.
-  const auto five = ranks({{1, 0}, {2, 0}, {3, 0}, {4, 0}, {1000, -1000}});
+  const auto five = per_rank({{1, 0}, {2, 0}, {3, 0}, {4, 0}, {1000, -1000}});
   AggregatorSpec trimmed{Aggregator::TrimmedMean, 0.2};
   CHECK(at::equal(modules::aggregate(five, trimmed).at(0), floats({3, 0})));
   CHECK(at::equal(modules::aggregate(five, {Aggregator::Mean}).at(0), floats({202, -200})));
@@ -51,9 +50,9 @@ TEST_CASE("median and trimmed mean work coordinate by coordinate", "[robust]") {
   CHECK(median.scalar_type() == at::kDouble);
   CHECK(at::equal(median, at::ones({2, 3}, at::kDouble)));
   // A NaN sorts above every number: one NaN among three does not reach the median.
-  CHECK(modules::aggregate(ranks({{NAN}, {1}, {2}}), {Aggregator::Median}).at(0).item<float>() == 2);
+  CHECK(modules::aggregate(per_rank({{NAN}, {1}, {2}}), {Aggregator::Median}).at(0).item<float>() == 2);
   // trim 0.49 of 2 cuts none: the mean.
-  CHECK(at::equal(modules::aggregate(ranks({{1}, {2}}), {Aggregator::TrimmedMean, 0.49}).at(0), floats({1.5f})));
+  CHECK(at::equal(modules::aggregate(per_rank({{1}, {2}}), {Aggregator::TrimmedMean, 0.49}).at(0), floats({1.5f})));
 }
 
 TEST_CASE("krum chooses the rank closest to its nearest others, and refuses too few nodes", "[robust]") {
@@ -68,9 +67,9 @@ TEST_CASE("krum chooses the rank closest to its nearest others, and refuses too 
   CHECK(chosen == 2);
   CHECK(at::equal(result.at(0), floats({1.0f})));
   CHECK(at::equal(result.at(1), floats({1.0f})));
-  REQUIRE_THROWS_WITH(modules::aggregate(ranks({{1}, {2}, {3}}), {Aggregator::Krum, 0.1, 1}),
+  REQUIRE_THROWS_WITH(modules::aggregate(per_rank({{1}, {2}, {3}}), {Aggregator::Krum, 0.1, 1}),
                       "krum with f = 1 needs at least f + 3 = 4 nodes, got 3");
-  REQUIRE_THROWS_WITH(modules::aggregate(ranks({{1}, {2}, {3}}), {Aggregator::TrimmedMean, 0.5}),
+  REQUIRE_THROWS_WITH(modules::aggregate(per_rank({{1}, {2}, {3}}), {Aggregator::TrimmedMean, 0.5}),
                       Catch::Contains("trim 0.5") && Catch::Contains("outside [0, 0.5)"));
   REQUIRE_THROWS_AS(modules::aggregator_from_name("geomed", "strategy.options.aggregator"), exogym::sdk::ConfigError);
 }

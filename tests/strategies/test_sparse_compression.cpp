@@ -29,10 +29,10 @@ using exogym::test::run_nodes;
 namespace modules = exogym::modules;
 namespace sdk = exogym::sdk;
 namespace sim = exogym::runtime::sim;
+using exogym::test::floats;
+using exogym::test::to_vector;
 
 namespace {
-
-at::Tensor floats(std::vector<float> values) { return at::tensor(values, at::kFloat); }
 
 modules::SparseFormat fixed(int64_t chunk, double density, std::optional<QuantFormat> quant) {
   return {chunk, density, quant, modules::OffsetCoding::Fixed};
@@ -41,11 +41,6 @@ modules::SparseFormat fixed(int64_t chunk, double density, std::optional<QuantFo
 // What every node of a compressed_mean passes for one tensor.
 modules::CompressedInput input(const modules::Compressor& c, const at::Tensor& t, std::vector<int64_t> shape) {
   return {c.compress(t, 0), std::move(shape), 0};
-}
-
-std::vector<int64_t> longs(const at::Tensor& t) {
-  const at::Tensor l = t.to(at::kLong).contiguous();
-  return std::vector<int64_t>(l.data_ptr<int64_t>(), l.data_ptr<int64_t>() + l.numel());
 }
 
 }  // namespace
@@ -73,13 +68,13 @@ TEST_CASE("chunk_topk keeps each chunk's ceil(density * length) largest magnitud
   CHECK(top.indices.scalar_type() == at::kByte);
   // Chunk 0: -5, then 3 (offset 2 before offset 3); chunk 1: 7, then 2
   // (offset 1 before offset 2); chunk 2: 4 (offset 0 before offset 1).
-  CHECK(longs(top.indices) == std::vector<int64_t>{1, 2, 1, 3, 0});
+  CHECK(to_vector(top.indices) == std::vector<int64_t>{1, 2, 1, 3, 0});
   CHECK(at::equal(top.values, floats({-5, 3, 2, 7, 4})));
-  CHECK(longs(modules::chunk_positions(top.indices, 10, 4, 0.5)) == std::vector<int64_t>{1, 2, 5, 7, 8});
+  CHECK(to_vector(modules::chunk_positions(top.indices, 10, 4, 0.5)) == std::vector<int64_t>{1, 2, 5, 7, 8});
 
   // A NaN is the largest magnitude: it is sent, not kept back.
   const auto nan = modules::chunk_topk(floats({1, NAN, 1e30f}), 3, 0.3);
-  CHECK(longs(nan.indices) == std::vector<int64_t>{1});
+  CHECK(to_vector(nan.indices) == std::vector<int64_t>{1});
   CHECK(std::isnan(nan.values[0].item<float>()));
 
   // Density 1 keeps everything, in order.

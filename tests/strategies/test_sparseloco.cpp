@@ -38,7 +38,7 @@ using exogym::test::TensorModel;
 namespace {
 
 // Every option, as validation resolves them.
-sdk::ModuleOptions options(json given) {
+sdk::ModuleOptions sparseloco_options(json given) {
   json o = {{"H", 2},         {"compressor", "topk"}, {"chunk", 4},
             {"density", 0.5}, {"quantize", "int2"},   {"offsets", "elias_fano"},
             {"decay", 0.5},   {"outer_lr", 0.5},      {"collective", "reduce_scatter"}};
@@ -64,7 +64,7 @@ TEST_CASE("sparseloco: what a node sends plus its new error buffer is decay * ol
     ctx.max_steps = 4;
     // "w" of 12 floats (3 chunks of 4) and "b" of 3.
     TensorModel model({{"w", at::zeros({3, 4})}, {"b", at::zeros({3})}});
-    modules::SparseLoCoModule module(options(json::object()));
+    modules::SparseLoCoModule module(sparseloco_options(json::object()));
     module.init(ctx, model);
     const modules::Compressor& f = module.compressor();
     std::vector<at::Tensor> theta = model.values(), errors = {at::zeros({3, 4}), at::zeros({3})};

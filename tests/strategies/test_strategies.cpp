@@ -49,6 +49,7 @@ using exogym::test::TensorModel;
 namespace {
 
 using ModelDict = std::map<std::string, at::Tensor>;
+using exogym::test::doubles;
 
 // Trains `manifest` in its own sub-folder of `dir` and returns model.pt.
 ModelDict train(const json& manifest, const TempDir& dir, const std::string& name) {
@@ -61,7 +62,9 @@ ModelDict train(const json& manifest, const TempDir& dir, const std::string& nam
 const json kSgd = {{"name", "sgd"}, {"lr", 0.1}};
 
 // Every node computes at once: the tests wait on each other inside bodies.
-void run_nodes(int K, const std::function<void(int, sdk::Communicator&)>& body) { exogym::test::run_nodes(K, K, body); }
+void run_all_nodes(int K, const std::function<void(int, sdk::Communicator&)>& body) {
+  exogym::test::run_nodes(K, K, body);
+}
 
 sdk::NodeContext context(int rank, int K, sdk::Communicator& comm, int64_t max_steps = 10) {
   sdk::NodeContext ctx;
@@ -72,8 +75,6 @@ sdk::NodeContext context(int rank, int K, sdk::Communicator& comm, int64_t max_s
   ctx.seed = 7;
   return ctx;
 }
-
-at::Tensor doubles(std::vector<double> values) { return at::tensor(values, at::kDouble); }
 
 }  // namespace
 
@@ -132,7 +133,7 @@ TEST_CASE("SPARTA's selection at a step follows from the step alone: a resumed r
           "[strategies]") {
   const int K = 2;
   std::vector<at::Tensor> from_start(K), resumed(K);
-  run_nodes(K, [&](int rank, sdk::Communicator& comm) {
+  run_all_nodes(K, [&](int rank, sdk::Communicator& comm) {
     auto ctx = context(rank, K, comm);
     const at::Tensor own = (at::arange(64, at::kFloat) + 1) * (rank + 1);
     TensorModel a({{"w", own}}), b({{"w", own}});
@@ -187,7 +188,7 @@ TEST_CASE("DiLoCo's outer step is Nesterov SGD on master - average, identical on
   runtime::train::SharedRegistry registry;
   std::vector<runtime::train::NodeSharedObjects> views(2, runtime::train::NodeSharedObjects(registry));
   std::vector<const void*> master_data(2);
-  run_nodes(2, [&](int rank, sdk::Communicator& comm) {
+  run_all_nodes(2, [&](int rank, sdk::Communicator& comm) {
     auto ctx = context(rank, 2, comm);
     if (shared) ctx.shared = &views[rank];
     TensorModel model({{"w", theta0}});
@@ -302,7 +303,7 @@ TEST_CASE("FedAvg islands are a seeded random partition, redrawn every round", "
 TEST_CASE("FedAvg sets each node to the mean of its island, after every H steps", "[strategies]") {
   const int K = 4;
   std::vector<at::Tensor> before_sync(K), after_sync(K), after_full(K);
-  run_nodes(K, [&](int rank, sdk::Communicator& comm) {
+  run_all_nodes(K, [&](int rank, sdk::Communicator& comm) {
     auto ctx = context(rank, K, comm);
     TensorModel model({{"w", doubles({0, 0})}});
     modules::FedAvgModule islands(3, 2), full(3, std::nullopt);
@@ -336,7 +337,7 @@ TEST_CASE("FedAvg islands through group_all_reduce give the bits of the referenc
   // order of the additions shows in the bits.
   const int K = 7;
   std::vector<at::Tensor> start(K), islands_result(K), reference(K);
-  run_nodes(K, [&](int rank, sdk::Communicator& comm) {
+  run_all_nodes(K, [&](int rank, sdk::Communicator& comm) {
     auto ctx = context(rank, K, comm);
     auto gen = at::detail::createCPUGenerator(300 + rank);
     start[rank] = at::randn({257}, gen, at::kFloat);
@@ -374,7 +375,7 @@ TEST_CASE("sparta_diloco averages sparsely only on steps t with t % sparta_inter
       plugin->validate({{"p", 1}, {"sparta_interval", 3}, {"H", 1000}, {"optimizer", kSgd}}, "strategy.options");
   const int K = 2, steps = 8;
   std::vector<std::vector<at::Tensor>> after(K, std::vector<at::Tensor>(steps));
-  run_nodes(K, [&](int rank, sdk::Communicator& comm) {
+  run_all_nodes(K, [&](int rank, sdk::Communicator& comm) {
     auto ctx = context(rank, K, comm, steps);
     TensorModel model({{"w", at::zeros({4})}});
     auto strategy = plugin->create_strategy(options);

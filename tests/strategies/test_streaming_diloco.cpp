@@ -15,6 +15,7 @@
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/error_feedback.h"
 #include "exogym/sdk/model.h"
+#include "exogym/sdk/name_pattern.h"
 #include "exogym/sdk/node.h"
 #include "exogym/sdk/quantized_comm.h"
 #include "helpers.h"
@@ -37,13 +38,12 @@ using nlohmann::json;
 namespace modules = exogym::modules;
 namespace sdk = exogym::sdk;
 
+using exogym::test::doubles;
 using exogym::test::TensorModel;
 
 namespace {
 
-at::Tensor doubles(std::vector<double> values) { return at::tensor(values, at::kDouble); }
-
-sdk::NodeContext context(int rank, int K, sdk::Communicator& comm) {
+sdk::NodeContext streaming_context(int rank, int K, sdk::Communicator& comm) {
   sdk::NodeContext ctx;
   ctx.rank = rank;
   ctx.num_nodes = K;
@@ -53,7 +53,7 @@ sdk::NodeContext context(int rank, int K, sdk::Communicator& comm) {
 }
 
 // Every option, as validation resolves them, as the module sees them.
-sdk::ModuleOptions options(json given) {
+sdk::ModuleOptions streaming_options(json given) {
   json o = {{"H", 4},
             {"fragments", 1},
             {"tau", 0},
@@ -86,12 +86,12 @@ TEST_CASE("fragments: P contiguous groups with the smallest largest group, or on
                       "strategy.options.fragments: 3 fragments, but the model has 2 trainable parameter tensors: a "
                       "fragment holds at least one tensor");
 
-  CHECK(modules::glob_match("layers.0.*", "layers.0.weight"));
-  CHECK(modules::glob_match("*bias", "layers.2.bias"));
-  CHECK(modules::glob_match("*.0.*", "layers.0.bias"));
-  CHECK(modules::glob_match("*", ""));
-  CHECK_FALSE(modules::glob_match("layers.0.*", "layers.10.weight"));
-  CHECK_FALSE(modules::glob_match("*bias", "layers.2.bias_extra"));
+  CHECK(sdk::glob_match("layers.0.*", "layers.0.weight"));
+  CHECK(sdk::glob_match("*bias", "layers.2.bias"));
+  CHECK(sdk::glob_match("*.0.*", "layers.0.bias"));
+  CHECK(sdk::glob_match("*", ""));
+  CHECK_FALSE(sdk::glob_match("layers.0.*", "layers.10.weight"));
+  CHECK_FALSE(sdk::glob_match("*bias", "layers.2.bias_extra"));
   const std::vector<std::string> names = {"layers.0.weight", "layers.0.bias", "layers.2.weight", "layers.2.bias"};
   CHECK(modules::fragments_by_pattern(names, {"*bias", "*"}, "f") == Fragments{{1, 3}, {0, 2}});
   REQUIRE_THROWS_WITH(modules::fragments_by_pattern(names, {"layers.0.*"}, "strategy.options.fragments"),
@@ -164,9 +164,9 @@ TEST_CASE("streaming_diloco: fragment p sends after steps o_p + kH - 1 and mixes
   std::vector<std::vector<at::Tensor>> a(K), b(K);
   std::vector<at::Tensor> master_b(K);
   exogym::test::run_nodes(K, K, [&](int rank, sdk::Communicator& comm) {
-    auto ctx = context(rank, K, comm);
+    auto ctx = streaming_context(rank, K, comm);
     TensorModel model({{"a", at::zeros({2}, at::kDouble)}, {"b", at::zeros({2}, at::kDouble)}});
-    modules::StreamingDiLoCoModule module(options({{"fragments", 2}, {"tau", 1}, {"alpha", 0.5}}));
+    modules::StreamingDiLoCoModule module(streaming_options({{"fragments", 2}, {"tau", 1}, {"alpha", 0.5}}));
     module.init(ctx, model);
     LOCKED(CHECK(module.fragments() == modules::Fragments{{0}, {1}}));
     LOCKED(CHECK(module.first_send(0) == 3));
@@ -198,10 +198,10 @@ TEST_CASE("streaming_diloco with a low-bit format steps the master by the quanti
   const int K = 2;
   std::vector<at::Tensor> after(K), expected(K);
   exogym::test::run_nodes(K, K, [&](int rank, sdk::Communicator& comm) {
-    auto ctx = context(rank, K, comm);
+    auto ctx = streaming_context(rank, K, comm);
     TensorModel model({{"a", at::zeros({2}, at::kDouble)}, {"b", at::zeros({2}, at::kDouble)}});
     model.set({doubles({1, 2}), doubles({3, 4})});  // the master
-    modules::StreamingDiLoCoModule module(options({{"quantize", "fp8"}, {"H", 2}}));
+    modules::StreamingDiLoCoModule module(streaming_options({{"quantize", "fp8"}, {"H", 2}}));
     module.init(ctx, model);
     const at::Tensor a = doubles({1.3, 0.7}) * (rank + 1), b = doubles({2.9, 4.4}) - rank;
     model.set({a, b});
@@ -231,10 +231,10 @@ TEST_CASE("streaming_diloco with error feedback sends master - local plus what t
   const int K = 2;
   std::vector<at::Tensor> after(K), expected(K), residual(K);
   exogym::test::run_nodes(K, K, [&](int rank, sdk::Communicator& comm) {
-    auto ctx = context(rank, K, comm);
+    auto ctx = streaming_context(rank, K, comm);
     TensorModel model({{"a", at::zeros({2}, at::kDouble)}, {"b", at::zeros({2}, at::kDouble)}});
     model.set({doubles({1, 2}), doubles({3, 4})});
-    modules::StreamingDiLoCoModule module(options({{"quantize", "int4"}, {"H", 1}, {"error_feedback", 1.0}}));
+    modules::StreamingDiLoCoModule module(streaming_options({{"quantize", "int4"}, {"H", 1}, {"error_feedback", 1.0}}));
     module.init(ctx, model);
     sdk::ErrorFeedback by_hand(1.0f);
     at::Tensor master_a = doubles({1, 2}), master_b = doubles({3, 4});
@@ -298,7 +298,7 @@ struct Bytes {
   double total, peak, mean;
 };
 
-Bytes bytes_of(const fs::path& run) {
+Bytes run_bytes(const fs::path& run) {
   const json comm = json::parse(read_text(run / "summary.json")).at("communication");
   double peak = 0;
   for (const auto& node : comm.at("per_node")) peak = std::max(peak, node.at("peak_step_bytes_sent").get<double>());
@@ -314,7 +314,7 @@ TEST_CASE("streaming_diloco's peak step sends one fragment: DiLoCo's bytes per s
   const int K = 4, steps = 16, H = 4;
   const double params = 2 * (32 * 32 + 32);
   auto ring = [&](double values) { return 2.0 * (K - 1) / K * 4 * values; };  // an fp32 all-reduce, per node
-  const Bytes diloco = bytes_of(train_in(even_manifest("diloco", {{"H", H}}), dir, "diloco"));
+  const Bytes diloco = run_bytes(train_in(even_manifest("diloco", {{"H", H}}), dir, "diloco"));
   CHECK(diloco.peak == ring(params));
   CHECK(diloco.total == steps / H * ring(params));
   CHECK(diloco.mean == diloco.total / steps);
@@ -323,7 +323,7 @@ TEST_CASE("streaming_diloco's peak step sends one fragment: DiLoCo's bytes per s
   for (const auto& [P, largest] : {std::pair<int, double>{2, params / 2}, {4, 1024.0}}) {
     INFO(P << " fragments");
     const Bytes streaming =
-        bytes_of(train_in(even_manifest("streaming_diloco", {{"H", H}, {"fragments", P}}), dir, std::to_string(P)));
+        run_bytes(train_in(even_manifest("streaming_diloco", {{"H", H}, {"fragments", P}}), dir, std::to_string(P)));
     CHECK(streaming.peak == ring(largest));
     CHECK(streaming.total == diloco.total);
     CHECK(streaming.mean == diloco.mean);
@@ -335,7 +335,7 @@ TEST_CASE("streaming_diloco's peak step sends one fragment: DiLoCo's bytes per s
   CHECK(fragment ==
         sdk::quantized_bytes(sdk::QuantFormat::Fp4E2M1, 1024) + sdk::quantized_bytes(sdk::QuantFormat::Fp4E2M1, 32));
   // Gathered: the payload (K-1) times per node.
-  const Bytes gathered = bytes_of(train_in(
+  const Bytes gathered = run_bytes(train_in(
       even_manifest("streaming_diloco", {{"H", H}, {"fragments", 2}, {"quantize", "fp4"}, {"collective", "gather"}}),
       dir, "fp4-gather"));
   CHECK(gathered.peak == (K - 1) * fragment);
@@ -348,7 +348,7 @@ TEST_CASE("streaming_diloco's peak step sends one fragment: DiLoCo's bytes per s
   // sends every chunk but its own, then every mean chunk but its
   // successor's: 408 + 428 bytes for nodes 0 and 3, 428 + 428 for 1 and 2,
   // a ring all-reduce's 2 (K-1)/K times the payload on average.
-  const Bytes fp4 = bytes_of(
+  const Bytes fp4 = run_bytes(
       train_in(even_manifest("streaming_diloco", {{"H", H}, {"fragments", 2}, {"quantize", "fp4"}}), dir, "fp4"));
   CHECK(fp4.peak == 856);
   CHECK(fp4.total == 2 * steps / H * 2.0 * (K - 1) / K * fragment);

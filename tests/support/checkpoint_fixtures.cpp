@@ -113,14 +113,6 @@ json deterministic_summary(const fs::path& run_dir) {
 
 // metrics.csv's rows: within a step, nodes record from their own threads in
 // whatever order they get there, so the rows are compared as a sorted list.
-std::vector<std::string> sorted_lines(const fs::path& file) {
-  std::vector<std::string> lines;
-  std::istringstream text(read_text(file));
-  for (std::string line; std::getline(text, line);) lines.push_back(line);
-  std::sort(lines.begin(), lines.end());
-  return lines;
-}
-
 }  // namespace
 
 void require_same_run(const fs::path& expected, const fs::path& actual) {

@@ -2,8 +2,10 @@
 
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <future>
 #include <iterator>
@@ -168,6 +170,63 @@ bool bit_identical(const std::map<std::string, at::Tensor>& a, const std::map<st
     if (it == b.end() || !at::equal(tensor, it->second)) return false;
   }
   return true;
+}
+
+bool same_bits(const at::Tensor& a, const at::Tensor& b) {
+  if (!a.defined() || !b.defined()) return a.defined() == b.defined();
+  if (a.sizes() != b.sizes() || a.scalar_type() != b.scalar_type()) return false;
+  const at::Tensor x = a.contiguous(), y = b.contiguous();
+  return std::memcmp(x.data_ptr(), y.data_ptr(), x.nbytes()) == 0;
+}
+
+at::Tensor floats(std::vector<float> values) { return at::tensor(values, at::kFloat); }
+
+at::Tensor doubles(std::vector<double> values) { return at::tensor(values, at::kDouble); }
+
+std::vector<int64_t> to_vector(const at::Tensor& tensor) {
+  const at::Tensor t = tensor.to(at::kLong).contiguous();
+  return {t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + t.numel()};
+}
+
+void write_bytes(const std::filesystem::path& file, const std::string& bytes) {
+  std::ofstream out(file, std::ios::binary | std::ios::trunc);
+  out << bytes;
+}
+
+nlohmann::json sgd_spec(double lr) { return {{"name", "sgd"}, {"lr", lr}}; }
+
+nlohmann::json summary_of(const std::filesystem::path& run) {
+  return nlohmann::json::parse(read_text(run / "summary.json"));
+}
+
+size_t occurrences(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+std::map<int64_t, std::map<int, int>> clients_trained(const std::filesystem::path& run) {
+  std::map<int64_t, std::map<int, int>> out;
+  for (const auto& row : read_csv(run / "metrics.csv")) {
+    if (row.at("name") == "client")
+      out[std::stoll(row.at("step"))][std::stoi(row.at("node"))] = static_cast<int>(std::stod(row.at("value")));
+  }
+  return out;
+}
+
+std::string parse_error(const nlohmann::json& manifest, const std::filesystem::path& dir) {
+  try {
+    runtime::manifest::parse_manifest(manifest, dir, "test");
+  } catch (const sdk::ConfigError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+std::vector<std::string> sorted_lines(const std::filesystem::path& file) {
+  std::vector<std::string> lines = read_lines(file);
+  std::sort(lines.begin(), lines.end());
+  return lines;
 }
 
 }  // namespace exogym::test

@@ -18,6 +18,9 @@
 
 namespace exogym::test {
 
+// small_manifest's MLP, 32 -> 32 -> 4: its parameters, in 4 tensors.
+constexpr double kSmallMlpParameters = 32 * 32 + 32 + 4 * 32 + 4;  // 1,188
+
 // A fresh folder under the system temp dir, removed at destruction.
 class TempDir {
  public:
@@ -38,6 +41,8 @@ runtime::plugin::PluginLoader& test_loader();
 
 // A text file's lines, and its whole text.
 std::vector<std::string> read_lines(const std::filesystem::path& file);
+// The lines of `file`, sorted (for files whose nodes write rows in any order).
+std::vector<std::string> sorted_lines(const std::filesystem::path& file);
 std::string read_text(const std::filesystem::path& file);
 
 // A CSV file with a header line, as one {column: cell} map per row.
@@ -71,5 +76,33 @@ double max_abs_diff(const std::map<std::string, at::Tensor>& a, const std::map<s
 
 // Whether the two dicts hold bit-identical tensors.
 bool bit_identical(const std::map<std::string, at::Tensor>& a, const std::map<std::string, at::Tensor>& b);
+
+// Whether a and b hold the same bits (shape, dtype and bytes; both
+// undefined counts as the same).
+bool same_bits(const at::Tensor& a, const at::Tensor& b);
+
+// Tensors of these values, and a tensor's values as integers.
+at::Tensor floats(std::vector<float> values);
+at::Tensor doubles(std::vector<double> values);
+std::vector<int64_t> to_vector(const at::Tensor& tensor);
+
+// Writes `bytes` to `file`, replacing what it held.
+void write_bytes(const std::filesystem::path& file, const std::string& bytes);
+
+// The optimizer spec {"name": "sgd", "lr": lr}.
+nlohmann::json sgd_spec(double lr);
+
+// A run folder's summary.json.
+nlohmann::json summary_of(const std::filesystem::path& run);
+
+// How many times `what` occurs in `text` (overlapping ones too).
+size_t occurrences(const std::string& text, const std::string& what);
+
+// The client each node trained at each step, from a run's metrics.csv
+// ("client" rows): {step: {node: client}}.
+std::map<int64_t, std::map<int, int>> clients_trained(const std::filesystem::path& run);
+
+// The ConfigError parsing `manifest` (its folder `dir`) throws, or "(no error)".
+std::string parse_error(const nlohmann::json& manifest, const std::filesystem::path& dir);
 
 }  // namespace exogym::test

@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "exogym/sdk/error.h"
+#include "exogym/sdk/name_pattern.h"
 #include "exogym/sdk/options.h"
 
 namespace exogym::modules {
@@ -108,32 +109,12 @@ Fragments fragments_by_layer_stride(const std::vector<std::string>& names, int64
   return fragments;
 }
 
-bool glob_match(const std::string& pattern, const std::string& name) {
-  // Iterative matching with one backtracking point: the last '*' seen.
-  size_t p = 0, n = 0, star = std::string::npos, resume = 0;
-  while (n < name.size()) {
-    if (p < pattern.size() && pattern[p] == '*') {
-      star = p++;
-      resume = n;
-    } else if (p < pattern.size() && pattern[p] == name[n]) {
-      ++p;
-      ++n;
-    } else if (star != std::string::npos) {
-      p = star + 1;
-      n = ++resume;
-    } else {
-      return false;
-    }
-  }
-  while (p < pattern.size() && pattern[p] == '*') ++p;
-  return p == pattern.size();
-}
-
 Fragments fragments_by_pattern(const std::vector<std::string>& names, const std::vector<std::string>& patterns,
                                const std::string& json_path) {
   Fragments fragments(patterns.size());
   for (size_t t = 0; t < names.size(); ++t) {
-    auto hit = std::find_if(patterns.begin(), patterns.end(), [&](const auto& p) { return glob_match(p, names[t]); });
+    auto hit =
+        std::find_if(patterns.begin(), patterns.end(), [&](const auto& p) { return sdk::glob_match(p, names[t]); });
     if (hit == patterns.end()) {
       throw sdk::ConfigError(json_path, "the parameter \"" + names[t] +
                                             "\" matches no pattern; every trainable parameter must be in a fragment "

@@ -35,16 +35,11 @@ int64_t layer_index(const std::string& name);
 Fragments fragments_by_layer_stride(const std::vector<std::string>& names, int64_t P, const std::string& json_path);
 
 // One fragment per pattern: a tensor joins the first pattern its name
-// matches (glob_match). Throws sdk::ConfigError at `json_path` (or
-// `json_path`[i] for pattern i) for a tensor no pattern matches and for a
-// pattern that gets no tensor, naming them.
+// matches (sdk::glob_match, sdk/name_pattern.h). Throws sdk::ConfigError at
+// `json_path` (or `json_path`[i] for pattern i) for a tensor no pattern
+// matches and for a pattern that gets no tensor, naming them.
 Fragments fragments_by_pattern(const std::vector<std::string>& names, const std::vector<std::string>& patterns,
                                const std::string& json_path);
-
-// Whether `name` matches `pattern`, where '*' stands for any run of
-// characters (dots included) and every other character for itself:
-// "layers.0.*" matches "layers.0.weight", "*bias" every bias.
-bool glob_match(const std::string& pattern, const std::string& name);
 
 // The fragments a "fragments" option asks for: a positive integer P
 // (fragments_by_size), {"count": P, "pattern": "contiguous"} (the same) or

@@ -35,11 +35,6 @@ json damage_manifest() {
   return m;
 }
 
-void write_bytes(const fs::path& file, const std::string& bytes) {
-  std::ofstream out(file, std::ios::binary | std::ios::trunc);
-  out << bytes;
-}
-
 // Rewrites the JSON header of a safetensors file with `edit`, keeping the
 // data as it is (the header's length is written again, padded to 8 bytes).
 void edit_header(const fs::path& file, const std::function<void(json&)>& edit) {
@@ -66,7 +61,8 @@ void edit_index(const fs::path& checkpoint, const std::function<void(json&)>& ed
 
 // Resumes `run` (exit 0 expected), which must then be `whole`, having
 // skipped step-20 with a warning that holds `words`.
-void require_falls_back(const fs::path& run, const fs::path& whole, const std::string& words, const fs::path& log) {
+void require_checkpoint_falls_back(const fs::path& run, const fs::path& whole, const std::string& words,
+                                   const fs::path& log) {
   const Outcome resumed = run_cli({"--resume", run.string(), "--progress=none"}, log);
   INFO(resumed.output);
   REQUIRE(resumed.code == 0);
@@ -99,7 +95,7 @@ TEST_CASE("an edited header or metadata of a node file is damage: the previous c
     train_into(m, run);
     const fs::path node = run / "checkpoints" / "step-20" / "node-0.safetensors";
     edit_header(node, edit);
-    require_falls_back(run, dir / "whole", node.string() + ": damaged", dir / "resumed.log");
+    require_checkpoint_falls_back(run, dir / "whole", node.string() + ": damaged", dir / "resumed.log");
   }
 }
 
@@ -130,7 +126,7 @@ TEST_CASE("an edited index.json is damage, and sealed again its lengths and fiel
     fs::remove_all(run);
     train_into(m, run);
     edit_index(run / "checkpoints" / "step-20", e.edit, e.seal);
-    require_falls_back(run, dir / "whole", e.words, dir / "resumed.log");
+    require_checkpoint_falls_back(run, dir / "whole", e.words, dir / "resumed.log");
   }
 }
 
@@ -143,7 +139,8 @@ TEST_CASE("a sealed but unreadable failures section is skipped for the checkpoin
   train_into(m, run);
   edit_index(
       run / "checkpoints" / "step-20", [](json& i) { i["sections"]["faults"]["epoch"] = "x"; }, true);
-  require_falls_back(run, dir / "whole", "index.json: sections.faults: type must be number", dir / "resumed.log");
+  require_checkpoint_falls_back(run, dir / "whole", "index.json: sections.faults: type must be number",
+                                dir / "resumed.log");
 }
 
 TEST_CASE("a node file of another model is skipped, and when none fits nothing in the run folder changes",
@@ -160,8 +157,8 @@ TEST_CASE("a node file of another model is skipped, and when none fits nothing i
   const fs::path node = run / "checkpoints" / "step-20" / "node-1.safetensors";
   fs::copy_file(dir / "other" / "checkpoints" / "step-20" / "node-1.safetensors", node,
                 fs::copy_options::overwrite_existing);
-  require_falls_back(run, dir / "whole", node.string() + ": \"model.layers.0.weight\" has shape [16, 32]",
-                     dir / "resumed.log");
+  require_checkpoint_falls_back(run, dir / "whole", node.string() + ": \"model.layers.0.weight\" has shape [16, 32]",
+                                dir / "resumed.log");
 
   // Every checkpoint of another model: exit 2 naming the files, the folder
   // as it was.
@@ -201,8 +198,8 @@ TEST_CASE("a FIFO or a device in a checkpoint is skipped with a warning, without
       fs::create_symlink("/dev/zero", file);
     else
       REQUIRE(::mkfifo(file.c_str(), 0600) == 0);
-    require_falls_back(run, dir / "whole", file.string() + (name == "index.json" ? ": a device" : ": a FIFO"),
-                       dir / "resumed.log");
+    require_checkpoint_falls_back(
+        run, dir / "whole", file.string() + (name == "index.json" ? ": a device" : ": a FIFO"), dir / "resumed.log");
   }
 }
 

@@ -27,11 +27,6 @@ namespace {
 
 constexpr int kMutants = 36;
 
-void write_bytes(const fs::path& file, const std::string& bytes) {
-  std::ofstream out(file, std::ios::binary | std::ios::trunc);
-  out << bytes;
-}
-
 // The files a resume reads back: every checkpoint's, and the CSVs it cuts.
 std::vector<fs::path> targets(const fs::path& run) {
   std::vector<fs::path> files;
@@ -43,7 +38,7 @@ std::vector<fs::path> targets(const fs::path& run) {
 }
 
 // Mutates one of `files`; returns what it did, for the failure message.
-std::string mutate(const std::vector<fs::path>& files, std::mt19937_64& rng) {
+std::string mutate_files(const std::vector<fs::path>& files, std::mt19937_64& rng) {
   const fs::path& file = files[rng() % files.size()];
   std::string bytes = read_text(file);
   // A CSV's rows are the user's, not the checkpoint's: only where it ends
@@ -83,7 +78,7 @@ TEST_CASE("fuzz: every mutant of a checkpoint folder resumes exactly or stops na
     fs::remove_all(run);
     fs::copy(dir / "pristine", run, fs::copy_options::recursive);
     fs::remove(run / "summary.json");  // as if stopped after its last checkpoint
-    const std::string what = mutate(targets(run), rng);
+    const std::string what = mutate_files(targets(run), rng);
     INFO("mutant " << i << ": " << what);
     try {
       resume_in(run);

@@ -45,7 +45,8 @@ fs::path last_checkpoint(const fs::path& run) { return run / "checkpoints" / "st
 
 // Resumes `run` (exit 0 expected), which must then be `whole`, having
 // skipped step-8 with a warning that holds `words`.
-void require_falls_back(const fs::path& run, const fs::path& whole, const std::string& words, const fs::path& log) {
+void require_client_state_falls_back(const fs::path& run, const fs::path& whole, const std::string& words,
+                                     const fs::path& log) {
   const Outcome resumed = run_cli({"--resume", run.string(), "--progress=none"}, log);
   INFO(resumed.output);
   REQUIRE(resumed.code == 0);
@@ -102,7 +103,7 @@ TEST_CASE("a damaged, truncated, missing or FIFO clients.safetensors falls back 
     fs::remove_all(run);
     train_into(m, run);
     const std::string words = damage(last_checkpoint(run) / "clients.safetensors");
-    require_falls_back(run, dir / "whole", words, dir / "resumed.log");
+    require_client_state_falls_back(run, dir / "whole", words, dir / "resumed.log");
   }
 }
 
@@ -141,7 +142,7 @@ TEST_CASE("a sealed edit of clients.safetensors is checked before the run folder
     fs::remove_all(run);
     train_into(m, run);
     seal_clients(last_checkpoint(run), e.edit);
-    require_falls_back(run, dir / "whole", e.words, dir / "resumed.log");
+    require_client_state_falls_back(run, dir / "whole", e.words, dir / "resumed.log");
   }
 
   // Every checkpoint edited: exit 2 naming the files, nothing changed.

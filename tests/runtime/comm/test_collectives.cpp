@@ -79,6 +79,27 @@ TEST_CASE("all_reduce takes a list of tensors, including non-contiguous ones", "
   }
 }
 
+TEST_CASE("all_reduce of the rows of one stack gives every row the rank-order sum", "[collectives][stacked]") {
+  // Stacked execution's gradients are rows of a [K, ...] stack: the others'
+  // rows are filled with one copy, the bits of a fold in rank order.
+  const int K = 4;
+  for (auto dtype : {at::kDouble, at::kFloat}) {
+    for (auto op : {ReduceOp::Sum, ReduceOp::Avg}) {
+      at::manual_seed(3);
+      const at::Tensor values = at::randn({K, 3, 5}, dtype);
+      const at::Tensor stack = values.clone();
+      run_nodes(K, 2, [&](int rank, exogym::sdk::Communicator& comm) { comm.all_reduce(stack[rank], op); });
+      at::Tensor expected = values[0].clone();
+      for (int r = 1; r < K; ++r) expected.add_(values[r]);
+      if (op == ReduceOp::Avg) expected.div_(K);
+      for (int r = 0; r < K; ++r) {
+        INFO(c10::toString(dtype) << " " << exogym::sdk::to_string(op) << " row " << r);
+        CHECK(at::equal(stack[r], expected));
+      }
+    }
+  }
+}
+
 TEST_CASE("broadcast copies the root's tensors to every node", "[collectives]") {
   const int K = 4;
   std::vector<at::Tensor> results(K);

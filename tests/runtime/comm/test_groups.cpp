@@ -21,7 +21,7 @@ using exogym::test::run_nodes;
 
 namespace {
 
-at::Tensor node_values(int rank, int64_t n) {
+at::Tensor group_node_values(int rank, int64_t n) {
   auto gen = at::detail::createCPUGenerator(2000 + rank);
   return at::randn({n}, gen, at::kFloat);
 }
@@ -34,7 +34,7 @@ TEST_CASE("group_all_reduce averages within each group in rank order, the bits o
   std::vector<at::Tensor> before(K), after(K);
   // Two groups at once, {0, 2, 5} and {1, 3, 4}, then pairs {0, 1}.
   run_nodes(K, 2, [&](int rank, exogym::sdk::Communicator& comm) {
-    at::Tensor t = node_values(rank, 1000);
+    at::Tensor t = group_node_values(rank, 1000);
     before[rank] = t.clone();
     const std::vector<int> group =
         (rank == 0 || rank == 2 || rank == 5) ? std::vector<int>{0, 2, 5} : std::vector<int>{1, 3, 4};

@@ -118,7 +118,7 @@ void run_meshes(int P, int K, bool exact, const std::function<void(int, exogym::
 }
 
 // Random values that differ per node, from a generator seeded by the rank.
-at::Tensor node_values(int rank, at::IntArrayRef shape) {
+at::Tensor shaped_node_values(int rank, at::IntArrayRef shape) {
   auto gen = at::detail::createCPUGenerator(1000 + rank);
   return at::randn(shape, gen, at::kFloat);
 }
@@ -200,7 +200,7 @@ TEST_CASE("exact hierarchical sums match the in-process backend bit for bit, and
   std::vector<at::Tensor> in_process(K), exact(K), partial(K);
   auto body = [&](std::vector<at::Tensor>& out) {
     return [&](int rank, exogym::sdk::Communicator& comm) {
-      std::vector<at::Tensor> list{node_values(rank, shape), node_values(rank + 100, {5})};
+      std::vector<at::Tensor> list{shaped_node_values(rank, shape), shaped_node_values(rank + 100, {5})};
       comm.all_reduce(list, ReduceOp::Avg);
       out[rank] = list[0];
     };
@@ -221,7 +221,7 @@ TEST_CASE("all_reduce_shared over processes gives the exact sums' bits, one resu
   const int K = 5, P = 2;
   const std::vector<int64_t> shape = {300, 41};
   auto inputs = [&](int rank) {
-    return std::vector<at::Tensor>{node_values(rank, shape), at::full({2}, 3 * rank + 1, at::kLong)};
+    return std::vector<at::Tensor>{shaped_node_values(rank, shape), at::full({2}, 3 * rank + 1, at::kLong)};
   };
   std::vector<at::Tensor> in_process(K);
   exogym::test::run_nodes(K, 2, [&](int rank, exogym::sdk::Communicator& comm) {
@@ -280,7 +280,7 @@ TEST_CASE("collectives follow the live nodes, and a process whose nodes are all 
     for (const auto& live : phases) {
       cluster.meet_all(rank, &slot, [&cluster, live] { cluster.set_members(live); });
       if (!std::binary_search(live.begin(), live.end(), rank)) continue;
-      at::Tensor t = node_values(rank, {7});
+      at::Tensor t = shaped_node_values(rank, {7});
       comm.all_reduce(t, ReduceOp::Avg);
       averages[rank].push_back(t);
       const auto all = comm.all_gather(at::full({1}, rank, at::kLong));
@@ -300,8 +300,8 @@ TEST_CASE("collectives follow the live nodes, and a process whose nodes are all 
       if (!std::binary_search(live.begin(), live.end(), r)) continue;
       // Rank order over the live nodes, divided by their count: the bits
       // of one process.
-      at::Tensor expected = node_values(live[0], {7});
-      for (size_t i = 1; i < live.size(); ++i) expected.add_(node_values(live[i], {7}));
+      at::Tensor expected = shaped_node_values(live[0], {7});
+      for (size_t i = 1; i < live.size(); ++i) expected.add_(shaped_node_values(live[i], {7}));
       expected.div_(static_cast<int64_t>(live.size()));
       INFO("node " << r << ", live nodes " << live.size());
       REQUIRE(at::equal(averages[r].at(taken++), expected));
@@ -419,11 +419,11 @@ TEST_CASE("subgroups across processes give the in-process backend's bits, and pa
   auto body = [&](std::vector<at::Tensor>& reduced, std::vector<std::vector<at::Tensor>>& pair,
                   std::vector<std::vector<std::vector<at::Tensor>>>& gathered) {
     return [&](int rank, exogym::sdk::Communicator& comm) {
-      std::vector<at::Tensor> t{node_values(rank, {1000})};
+      std::vector<at::Tensor> t{shaped_node_values(rank, {1000})};
       const bool a = rank == 0 || rank == 3 || rank == 4;
       comm.group_all_reduce(a ? std::vector<int>{0, 3, 4} : std::vector<int>{1, 2, 5}, t, ReduceOp::Avg);
       reduced[rank] = t[0];
-      pair[rank] = comm.exchange(5 - rank, {node_values(10 + rank, {7}), at::full({rank + 1}, rank, at::kLong)});
+      pair[rank] = comm.exchange(5 - rank, {shaped_node_values(10 + rank, {7}), at::full({rank + 1}, rank, at::kLong)});
       if (rank % 2 == 0) gathered[rank] = comm.group_all_gather({0, 2, 4}, {at::ones({rank + 1})});
     };
   };
@@ -435,13 +435,14 @@ TEST_CASE("subgroups across processes give the in-process backend's bits, and pa
   for (int r = 0; r < K; ++r) {
     INFO("node " << r);
     REQUIRE(at::equal(reduced[r], reduced_one[r]));
-    REQUIRE(at::equal(pair[r][0], node_values(10 + 5 - r, {7})));
+    REQUIRE(at::equal(pair[r][0], shaped_node_values(10 + 5 - r, {7})));
     REQUIRE(at::equal(pair[r][1], at::full({6 - r}, 5 - r, at::kLong)));
     if (r % 2 == 0) {
       REQUIRE(gathered[r].size() == 3);
       for (int j = 0; j < 3; ++j) REQUIRE(at::equal(gathered[r][j][0], at::ones({2 * j + 1})));
     }
   }
-  at::Tensor expected = (node_values(0, {1000}) + node_values(3, {1000})).add_(node_values(4, {1000})).div_(3);
+  at::Tensor expected =
+      (shaped_node_values(0, {1000}) + shaped_node_values(3, {1000})).add_(shaped_node_values(4, {1000})).div_(3);
   REQUIRE(at::equal(reduced[0], expected));
 }

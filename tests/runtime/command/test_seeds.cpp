@@ -31,6 +31,7 @@ using exogym::test::small_manifest;
 using exogym::test::TempDir;
 using nlohmann::json;
 using namespace exogym::test::manifest;
+using exogym::test::occurrences;
 
 namespace {
 
@@ -56,12 +57,6 @@ TrainingResult fake_run(const std::string& variant, double local_loss, double wa
   r.simulated.time_s = 2;
   r.wall_seconds = wall;
   return r;
-}
-
-size_t count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
 }
 
 std::string file_bytes(const fs::path& file) {
@@ -161,14 +156,14 @@ TEST_CASE("seeds: the comparison shows the mean and sample standard deviation ov
                                       fake_run("b", 0.5, 5)};
   const std::string table = exogym::runtime::command::comparison_table(runs);
   INFO(table);
-  CHECK(count(table, "\n") == 4);  // header, rule, a, b
+  CHECK(occurrences(table, "\n") == 4);  // header, rule, a, b
   CHECK(table.find("seeds") != std::string::npos);
   CHECK(table.find("2.0000 ± 1.0000") != std::string::npos);  // local loss 1, 2, 3: n - 1
   CHECK(table.find("4.0000 ± 2.0000") != std::string::npos);  // global loss 2, 4, 6
   CHECK(table.find("20.0 ± 10.0") != std::string::npos);      // wall
   CHECK(table.find("1.00 kB ± 0 B") != std::string::npos);    // bytes: the same for every seed
   CHECK(table.find("0.5000  ") != std::string::npos);         // one seed: no ±
-  CHECK(count(table, "±") == 6);                              // variant a's six number columns
+  CHECK(occurrences(table, "±") == 6);                        // variant a's six number columns
   const auto lines = [&] {
     std::vector<std::string> out;
     std::stringstream in(table);
@@ -250,11 +245,11 @@ TEST_CASE("seeds: a seed's run is bit-identical to a plain run with that seed, w
 
   // The report: one mean line and one band per variant in each chart.
   const std::string html = read_text(cmp / "report.html");
-  const size_t charts = count(html, "class=\"line-chart\"");
+  const size_t charts = occurrences(html, "class=\"line-chart\"");
   CHECK(charts >= 9);
-  CHECK(count(html, "<polyline class=\"series\" data-label=\"sgd\"") == charts);
-  CHECK(count(html, "<polygon class=\"band\" data-label=\"sgd\"") == charts);
-  CHECK(count(html, "<polygon class=\"band\" data-label=\"fast\"") == charts);
+  CHECK(occurrences(html, "<polyline class=\"series\" data-label=\"sgd\"") == charts);
+  CHECK(occurrences(html, "<polygon class=\"band\" data-label=\"sgd\"") == charts);
+  CHECK(occurrences(html, "<polygon class=\"band\" data-label=\"fast\"") == charts);
   CHECK(html.find("finished, 2 seeds") != std::string::npos);
   // exogym-report's view of the folders: the seed folders of each variant.
   const auto folders = report::expand_run_folders({cmp});
@@ -309,9 +304,9 @@ TEST_CASE("seeds: a band draws under its line, also when it is flat but for roun
   report::Series s{"v", "#123456", {1, 2, 3}, {0.0010000000000000002, 0.0010000000000000002, 0.0010000000000000002}};
   s.spread = {2e-19, 2e-19, 2e-19};  // once hung the chart's ticks (steps too small to add)
   const std::string svg = report::line_chart_svg({"c", {"step"}, {"lr"}}, {s});
-  CHECK(count(svg, "<polygon class=\"band\" data-label=\"v\" data-points=\"6\"") == 1);
+  CHECK(occurrences(svg, "<polygon class=\"band\" data-label=\"v\" data-points=\"6\"") == 1);
   CHECK(svg.find("<polygon") < svg.find("<polyline"));
-  CHECK(count(svg, "<text") >= 4);
+  CHECK(occurrences(svg, "<text") >= 4);
 }
 
 TEST_CASE(

@@ -31,19 +31,20 @@ using namespace exogym::runtime::data;
 using Catch::Contains;
 using exogym::sdk::ConfigError;
 using exogym::sdk::DataError;
+using exogym::test::to_vector;
 
 namespace {
 
 // A fresh folder under the system temp dir, removed at scope exit.
-struct TempDir {
+struct DataFolder {
   fs::path path;
-  TempDir() {
+  DataFolder() {
     static std::atomic<int> counter{0};
     path = fs::temp_directory_path() /
            ("exogym-test-data-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
     fs::create_directories(path);
   }
-  ~TempDir() {
+  ~DataFolder() {
     std::error_code error;
     fs::remove_all(path, error);
   }
@@ -93,18 +94,13 @@ std::vector<int64_t> label_counts(const at::Tensor& labels) {
   return {counts.data_ptr<int64_t>(), counts.data_ptr<int64_t>() + counts.numel()};
 }
 
-std::vector<int64_t> to_vector(const at::Tensor& tensor) {
-  const at::Tensor t = tensor.to(at::kLong).contiguous();
-  return {t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + t.numel()};
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------------------
 // IDX
 
 TEST_CASE("read_idx reads plain and gzipped IDX files", "[data]") {
-  TempDir dir;
+  DataFolder dir;
   const auto bytes = idx_bytes({2, 3, 4});
   write_plain(dir / "images-idx3-ubyte", bytes);
   write_gz(dir / "images-idx3-ubyte.gz", bytes);
@@ -134,7 +130,7 @@ TEST_CASE("read_idx reads plain and gzipped IDX files", "[data]") {
 }
 
 TEST_CASE("A whole .gz is inflated in one call when the build has libdeflate", "[data]") {
-  TempDir dir;
+  DataFolder dir;
   const auto bytes = idx_bytes({3, 7, 5});
   write_gz(dir / "images.gz", bytes);
   write_plain(dir / "images", bytes);
@@ -178,7 +174,7 @@ TEST_CASE("A whole .gz is inflated in one call when the build has libdeflate", "
 }
 
 TEST_CASE("read_idx errors name the file and the problem", "[data]") {
-  TempDir dir;
+  DataFolder dir;
 
   SECTION("missing file") {
     const auto file = dir / "nothing-here-idx3-ubyte";
@@ -265,7 +261,7 @@ TEST_CASE("read_idx errors name the file and the problem", "[data]") {
 // MNIST
 
 TEST_CASE("MnistDataset reads a small generated MNIST folder", "[data]") {
-  TempDir dir;
+  DataFolder dir;
   // 3 images of 2x5 pixels; the plain file is preferred over the .gz.
   std::vector<unsigned char> pixels(30, 0);
   pixels[0] = 255;  // image 0, top-left
@@ -299,7 +295,7 @@ TEST_CASE("MnistDataset reads a small generated MNIST folder", "[data]") {
 }
 
 TEST_CASE("MnistDataset errors", "[data]") {
-  TempDir dir;
+  DataFolder dir;
 
   SECTION("missing files say where to get MNIST") {
     REQUIRE_THROWS_AS(MnistDataset(dir.path, "train"), DataError);

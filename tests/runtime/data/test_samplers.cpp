@@ -17,15 +17,9 @@
 using namespace exogym::runtime::data;
 using Catch::Contains;
 using exogym::sdk::ConfigError;
+using exogym::test::to_vector;
 
-namespace {
-
-std::vector<int64_t> to_vector(const at::Tensor& tensor) {
-  const at::Tensor t = tensor.to(at::kLong).contiguous();
-  return {t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + t.numel()};
-}
-
-}  // namespace
+namespace {}  // namespace
 
 TEST_CASE("IidSampler: node batches at a step are the K=1 big batch, split every K-th", "[data]") {
   const int64_t n = 1000;

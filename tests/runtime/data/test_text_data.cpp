@@ -40,6 +40,7 @@ using exogym::test::read_text;
 using exogym::test::shakespeare;
 using exogym::test::TempDir;
 using exogym::test::text_manifest;
+using exogym::test::to_vector;
 using exogym::test::write_text;
 using nlohmann::json;
 
@@ -51,11 +52,6 @@ void write_tokens(const fs::path& file, const std::vector<uint16_t>& tokens) {
     const char bytes[2] = {static_cast<char>(t & 0xFF), static_cast<char>(t >> 8)};  // little-endian, as numpy
     out.write(bytes, 2);
   }
-}
-
-std::vector<int64_t> to_vector(const at::Tensor& tensor) {
-  const at::Tensor t = tensor.to(at::kLong).contiguous();
-  return {t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + t.numel()};
 }
 
 }  // namespace

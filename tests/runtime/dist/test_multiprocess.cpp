@@ -33,7 +33,7 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-json diloco_manifest() {
+json multiprocess_diloco() {
   json m = small_manifest(4);
   m["strategy"] = {{"plugin", "diloco"}, {"options", {{"H", 5}, {"optimizer", {{"name", "sgd"}, {"lr", 0.1}}}}}};
   return m;
@@ -51,7 +51,7 @@ double relative_difference(const std::map<std::string, at::Tensor>& a, const std
 TEST_CASE("exogym-run --nproc 2 and 4 give the single-process model.pt, bytes and simulated time",
           "[multiprocess][cli][slow]") {
   for (const auto& [strategy, manifest] :
-       std::vector<std::pair<std::string, json>>{{"allreduce", small_manifest(4)}, {"diloco", diloco_manifest()}}) {
+       std::vector<std::pair<std::string, json>>{{"allreduce", small_manifest(4)}, {"diloco", multiprocess_diloco()}}) {
     INFO("strategy " << strategy);
     TempDir dir("mp-" + strategy);
     json m = manifest;
@@ -162,7 +162,7 @@ TEST_CASE(
 
 TEST_CASE("runs with --partial-reduce over the same process count are bit-identical", "[multiprocess][cli][slow]") {
   TempDir dir("mp-bits");
-  json m = diloco_manifest();
+  json m = multiprocess_diloco();
   m["compute"] = {{"step_time", "50ms"}};  // train.csv's simulated times are then deterministic too
   std::map<std::string, fs::path> folders;
   for (const std::string tag : {"a", "b"}) {

@@ -34,7 +34,7 @@ void write(const fs::path& file, const std::string& text) {
 }
 
 // The ConfigError `run_json(m)` throws (fails the test if none).
-ConfigError config_error(const nlohmann::json& m, const TempDir& dir) {
+ConfigError limits_error(const nlohmann::json& m, const TempDir& dir) {
   try {
     run_json(m, dir.path());
   } catch (const ConfigError& e) {
@@ -105,7 +105,7 @@ TEST_CASE("a run whose nodes cannot fit is refused naming nodes before the other
   m["model"]["options"]["hidden"] = {8192, 8192};
   m["data"]["train"]["options"]["num_examples"] = 16000;
   const auto started = std::chrono::steady_clock::now();
-  const ConfigError e = config_error(m, dir);
+  const ConfigError e = limits_error(m, dir);
   CHECK(e.path() == "nodes");
   CHECK_THAT(e.message(), Catch::StartsWith("1000 nodes need at least 1.08 TB"));
   // Refused after one replica, not after a thousand (about 270 GB).
@@ -126,7 +126,7 @@ TEST_CASE("a model too large to allocate is an error naming the model's options"
   TempDir dir("too-wide");
   auto m = small_manifest(2);
   m["model"]["options"]["hidden"] = {1'000'000, 1'000'000};  // a 4 TB weight
-  const ConfigError e = config_error(m, dir);
+  const ConfigError e = limits_error(m, dir);
   CHECK(e.path() == "model.options");
   // LibTorch's words, without its stack trace.
   CHECK_THAT(e.message(), Catch::StartsWith("the model \"mlp\" does not fit in memory: ") &&
@@ -139,7 +139,7 @@ TEST_CASE("threads beyond the process's cores and parallelism beyond the nodes a
   TempDir dir("threads");
   auto m = small_manifest(2);
   m["threads"] = 1'000'000;
-  const ConfigError threads = config_error(m, dir);
+  const ConfigError threads = limits_error(m, dir);
   CHECK(threads.path() == "threads");
   CHECK_THAT(threads.message(), Catch::StartsWith("1000000 intra-op threads per computing node, but this process has"));
   m = small_manifest(2);

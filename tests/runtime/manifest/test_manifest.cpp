@@ -21,14 +21,14 @@ using namespace exogym::test::manifest;
 
 namespace {
 
-class TempDir {
+class ManifestFolder {
  public:
-  TempDir() {
+  ManifestFolder() {
     std::random_device random;
     path_ = fs::temp_directory_path() / ("exogym-manifest-test-" + std::to_string(random()) + std::to_string(random()));
     fs::create_directories(path_);
   }
-  ~TempDir() {
+  ~ManifestFolder() {
     std::error_code ec;
     fs::remove_all(path_, ec);
   }
@@ -153,7 +153,7 @@ TEST_CASE("the $schema key (for editors) is accepted and left out of the resolve
 }
 
 TEST_CASE("relative paths resolve against the manifest's folder", "[manifest]") {
-  TempDir dir;
+  ManifestFolder dir;
   const fs::path file = dir.write("experiments/exp1.json", R"({
     "model": {"plugin": "mlp"},
     "strategy": {"plugin": "ddp"},
@@ -377,7 +377,7 @@ TEST_CASE("run names must be folder names", "[manifest]") {
 }
 
 TEST_CASE("load_manifest reports unreadable files and JSON syntax errors", "[manifest]") {
-  TempDir dir;
+  ManifestFolder dir;
   const fs::path missing = dir.path() / "nope.json";
   auto not_found = config_error([&] { load_manifest(missing); });
   CHECK(not_found.path.empty());
@@ -407,7 +407,7 @@ TEST_CASE("load_manifest reports unreadable files and JSON syntax errors", "[man
 }
 
 TEST_CASE("load_manifest rejects duplicate keys and allows comments", "[manifest]") {
-  TempDir dir;
+  ManifestFolder dir;
   auto dup = config_error([&] { load_manifest(dir.write("dup.json", R"({"nodes": 1, "nodes": 2})")); });
   CHECK(dup.path == "nodes");
   CHECK(dup.what == "nodes: duplicate key (JSON would keep only the last value)");
@@ -429,7 +429,7 @@ TEST_CASE("load_manifest rejects duplicate keys and allows comments", "[manifest
 }
 
 TEST_CASE("deeply nested JSON and numbers beyond a double are refused with their line and column", "[manifest]") {
-  TempDir dir;
+  ManifestFolder dir;
   // 60,000 levels crashed the reader (stack overflow); one level per line
   // puts the 65th opening on line 65.
   std::string deep;

@@ -58,7 +58,7 @@ std::string read_file(const fs::path& file) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-std::string mutate(std::string text, std::mt19937& random) {
+std::string mutate_text(std::string text, std::mt19937& random) {
   auto pick = [&](size_t n) { return n == 0 ? size_t{0} : std::uniform_int_distribution<size_t>(0, n - 1)(random); };
   const int edits = 1 + static_cast<int>(pick(4));
   for (int e = 0; e < edits; ++e) {
@@ -113,7 +113,7 @@ TEST_CASE("fuzz: mutated manifests are read or refused with a ConfigError, never
     if (entry.path().extension() != ".json") continue;
     const std::string original = read_file(entry.path());
     for (int i = 0; i < kMutantsPerExample; ++i, ++mutants) {
-      const std::string text = mutate(original, random);
+      const std::string text = mutate_text(original, random);
       const fs::path file = dir / "m.json";
       std::ofstream(file, std::ios::binary | std::ios::trunc) << text;
       bool ok = true;

@@ -81,13 +81,13 @@ TEST_CASE("safetensors files round-trip every dtype, with the header aligned and
   uint64_t header = 0;
   for (int i = 7; i >= 0; --i) header = (header << 8) | static_cast<unsigned char>(bytes[static_cast<size_t>(i)]);
   CHECK(header % 8 == 0);
-  const auto json = nlohmann::json::parse(bytes.substr(8, header));
-  CHECK(json["w"]["dtype"] == "F32");
-  CHECK(json["w"]["shape"] == nlohmann::json({2, 3}));
-  CHECK(json["w"]["data_offsets"] == nlohmann::json({0, 24}));
-  CHECK(json["half"]["dtype"] == "BF16");
-  CHECK(json["scalar"]["shape"] == nlohmann::json::array());
-  CHECK(json["__metadata__"]["step"] == "100");
+  const auto header_json = nlohmann::json::parse(bytes.substr(8, header));
+  CHECK(header_json["w"]["dtype"] == "F32");
+  CHECK(header_json["w"]["shape"] == nlohmann::json({2, 3}));
+  CHECK(header_json["w"]["data_offsets"] == nlohmann::json({0, 24}));
+  CHECK(header_json["half"]["dtype"] == "BF16");
+  CHECK(header_json["scalar"]["shape"] == nlohmann::json::array());
+  CHECK(header_json["__metadata__"]["step"] == "100");
   CHECK(bytes.size() == 8 + header + 24 + 24 + 16 + 8 + 2 + 4);
 
   const auto back = read_safetensors(file);

@@ -21,6 +21,7 @@
 
 namespace fs = std::filesystem;
 namespace report = exogym::runtime::output::report;
+using exogym::test::occurrences;
 using exogym::test::read_csv;
 using exogym::test::read_text;
 using exogym::test::run_json;
@@ -29,12 +30,6 @@ using exogym::test::TempDir;
 using nlohmann::json;
 
 namespace {
-
-size_t count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
 
 // metrics.csv's values of `name` as {step: [value per row]}.
 std::map<int, std::vector<double>> metric_rows(const fs::path& run, const std::string& name) {
@@ -45,7 +40,7 @@ std::map<int, std::vector<double>> metric_rows(const fs::path& run, const std::s
   return rows;
 }
 
-json with_strategy(json m, const std::string& plugin, const json& options) {
+json with_report_strategy(json m, const std::string& plugin, const json& options) {
   m["strategy"] = {{"plugin", plugin}, {"options", options}};
   return m;
 }
@@ -89,7 +84,7 @@ TEST_CASE("a line chart draws one polyline per series with its points, labels es
   report::Series a{"ddp", "#123456", {0, 1, 2}, {3, 2, 1}};
   report::Series b{"<b>&", "#654321", {0, 2}, {1, NAN}};
   const std::string svg = report::line_chart_svg({"loss", {"step"}, {"loss"}}, {a, b});
-  REQUIRE(count(svg, "<polyline class=\"series\"") == 2);
+  REQUIRE(occurrences(svg, "<polyline class=\"series\"") == 2);
   REQUIRE_THAT(svg, Catch::Contains("data-label=\"ddp\" data-points=\"3\""));
   REQUIRE_THAT(svg, Catch::Contains("data-label=\"&lt;b&gt;&amp;\" data-points=\"1\""));
   REQUIRE(svg.find("<b>") == std::string::npos);
@@ -136,10 +131,10 @@ TEST_CASE("report.html offers log scales and train loss smoothing without script
                                "train-loss-time-log", "train-loss-time-log-ema90", "train-loss-bytes-ema90",
                                "train-loss-bytes-log-ema99", "val-global-time-log", "val-global-bytes-log"}) {
     INFO(id);
-    CHECK(count(page, "id=\"" + id + "\"") == 1);
+    CHECK(occurrences(page, "id=\"" + id + "\"") == 1);
   }
-  CHECK(count(page, "id=\"val-global-bytes-log-ema") == 0);  // validation losses are not smoothed
-  CHECK(count(page, "id=\"lr-step-log") == 0);
+  CHECK(occurrences(page, "id=\"val-global-bytes-log-ema") == 0);  // validation losses are not smoothed
+  CHECK(occurrences(page, "id=\"lr-step-log") == 0);
   CHECK_THAT(page, Catch::Contains(">bytes sent per node (log scale)</text>"));
   CHECK_THAT(page, Catch::Contains(">train loss (EMA 0.99)</text>"));
   // The default views show without :has; the others wait for their control.
@@ -162,8 +157,8 @@ TEST_CASE("a folder that is not a run is a data error naming it, and exogym-repo
 
 TEST_CASE("a run writes report.html from its files: curves, summary, node times, config", "[report]") {
   TempDir dir("report-run");
-  json m = with_strategy(small_manifest(2), "diloco",
-                         {{"H", 5}, {"optimizer", {{"name", "sgd"}, {"lr", 0.1}}}, {"max_norm", 1.0}});
+  json m = with_report_strategy(small_manifest(2), "diloco",
+                                {{"H", 5}, {"optimizer", {{"name", "sgd"}, {"lr", 0.1}}}, {"max_norm", 1.0}});
   run_json(m, dir.path());
   const std::string page = read_text(dir / "run" / "report.html");
   for (const std::string id : {"train-loss-step", "train-loss-time", "train-loss-bytes", "lr-step", "val-global-step",
@@ -179,7 +174,8 @@ TEST_CASE("a run writes report.html from its files: curves, summary, node times,
   REQUIRE_THAT(page, Catch::Contains("run · node 1"));
   REQUIRE_THAT(page, Catch::Contains("&quot;H&quot;: 5"));
   REQUIRE(page.find("<script") == std::string::npos);
-  REQUIRE(count(page, "http") == count(page, "http://www.w3.org/2000/svg"));  // no address but the SVG namespace
+  REQUIRE(occurrences(page, "http") ==
+          occurrences(page, "http://www.w3.org/2000/svg"));  // no address but the SVG namespace
 
   // The same page from the folder alone, and, without summary.json, a note
   // that the run did not finish.
@@ -195,16 +191,17 @@ TEST_CASE("a run writes report.html from its files: curves, summary, node times,
 TEST_CASE("exogym-report: runs of different manifests together, comparison folders, bad folders", "[report]") {
   TempDir dir("report-tool");
   run_json(small_manifest(2), dir / "a");
-  run_json(with_strategy(small_manifest(2), "sparta", {{"p", 0.1}, {"optimizer", {{"name", "sgd"}, {"lr", 0.1}}}}),
-           dir / "b");
+  run_json(
+      with_report_strategy(small_manifest(2), "sparta", {{"p", 0.1}, {"optimizer", {{"name", "sgd"}, {"lr", 0.1}}}}),
+      dir / "b");
   fs::create_directories(dir / "cmp");
   fs::rename(dir / "b" / "run", dir / "cmp" / "sparta");
   fs::create_directories(dir / "junk");
   const std::string out = (dir / "r.html").string();
   REQUIRE(run_report_tool((dir / "a" / "run").string() + " " + (dir / "cmp").string() + " -o " + out, dir) == 0);
   const std::string page = read_text(out);
-  REQUIRE(count(page, "<polyline class=\"series\" data-label=\"run\"") >= 8);
-  REQUIRE(count(page, "<polyline class=\"series\" data-label=\"sparta\"") >= 8);
+  REQUIRE(occurrences(page, "<polyline class=\"series\" data-label=\"run\"") >= 8);
+  REQUIRE(occurrences(page, "<polyline class=\"series\" data-label=\"sparta\"") >= 8);
   // Only SPARTA records fraction_sent: its chart says which run lacks it.
   REQUIRE_THAT(page, Catch::Contains("id=\"metric-fraction_sent\""));
   REQUIRE_THAT(page, Catch::Contains("Not recorded by run."));
@@ -268,7 +265,8 @@ TEST_CASE("strategies record their metrics: DiLoCo, SPARTA, FedAvg, DeMo, clippi
   const json sgd = {{"name", "sgd"}, {"lr", 0.1}};
   SECTION("DiLoCo: pseudo-gradient norm and outer LR after every H-th step; grad norm before clipping") {
     TempDir dir("metrics-diloco");
-    run_json(with_strategy(small_manifest(2), "diloco", {{"H", 5}, {"optimizer", sgd}, {"max_norm", 0.5}}), dir.path());
+    run_json(with_report_strategy(small_manifest(2), "diloco", {{"H", 5}, {"optimizer", sgd}, {"max_norm", 0.5}}),
+             dir.path());
     const auto norms = metric_rows(dir / "run", "pseudo_grad_norm");
     REQUIRE(norms.size() == 4);
     for (int step : {4, 9, 14, 19}) {
@@ -284,8 +282,8 @@ TEST_CASE("strategies record their metrics: DiLoCo, SPARTA, FedAvg, DeMo, clippi
   }
   SECTION("SPARTA: the fraction of elements averaged") {
     TempDir dir("metrics-sparta");
-    run_json(with_strategy(small_manifest(2), "sparta",
-                           {{"p", 0.25}, {"selector", "shuffled_sequential"}, {"optimizer", sgd}}),
+    run_json(with_report_strategy(small_manifest(2), "sparta",
+                                  {{"p", 0.25}, {"selector", "shuffled_sequential"}, {"optimizer", sgd}}),
              dir.path());
     const auto fraction = metric_rows(dir / "run", "fraction_sent");
     REQUIRE(fraction.size() == 20);
@@ -293,7 +291,7 @@ TEST_CASE("strategies record their metrics: DiLoCo, SPARTA, FedAvg, DeMo, clippi
   }
   SECTION("FedAvg: each node's island size") {
     TempDir dir("metrics-fedavg");
-    run_json(with_strategy(small_manifest(3), "fedavg", {{"H", 2}, {"island_size", 2}, {"optimizer", sgd}}),
+    run_json(with_report_strategy(small_manifest(3), "fedavg", {{"H", 2}, {"island_size", 2}, {"optimizer", sgd}}),
              dir.path());
     const auto sizes = metric_rows(dir / "run", "island_size");
     REQUIRE(sizes.size() == 10);
@@ -303,9 +301,9 @@ TEST_CASE("strategies record their metrics: DiLoCo, SPARTA, FedAvg, DeMo, clippi
   }
   SECTION("DeMo: the compression ratio") {
     TempDir dir("metrics-demo");
-    run_json(
-        with_strategy(small_manifest(2), "demo", {{"lr", 0.01}, {"compression_topk", 4}, {"compression_chunk", 16}}),
-        dir.path());
+    run_json(with_report_strategy(small_manifest(2), "demo",
+                                  {{"lr", 0.01}, {"compression_topk", 4}, {"compression_chunk", 16}}),
+             dir.path());
     const auto ratio = metric_rows(dir / "run", "compression_ratio");
     REQUIRE(ratio.size() == 20);
     REQUIRE(ratio.at(0)[0] > 1.0);

@@ -26,13 +26,13 @@ using exogym::test::small_manifest;
 using exogym::test::TempDir;
 using nlohmann::json;
 namespace rt = exogym::runtime;
+using exogym::test::kSmallMlpParameters;
 
 namespace {
 
 // small_manifest's MLP, 32 -> 32 -> 4: its trainable tensors and their sizes.
 const std::vector<std::vector<int64_t>> kShapes = {{32, 32}, {32}, {4, 32}, {4}};
-constexpr double kParams = 32 * 32 + 32 + 4 * 32 + 4;  // 1188
-constexpr double kParamBytes = 4 * kParams;            // float32
+constexpr double kParamBytes = 4 * kSmallMlpParameters;  // float32
 constexpr int kSteps = 20;
 
 json manifest_with(int nodes, const std::string& strategy, json options) {
@@ -42,12 +42,12 @@ json manifest_with(int nodes, const std::string& strategy, json options) {
   return m;
 }
 
-json summary_of(const fs::path& dir) { return json::parse(read_text(dir / "run" / "summary.json")); }
+json run_summary(const fs::path& dir) { return json::parse(read_text(dir / "run" / "summary.json")); }
 
 // Every node's strategy bytes in summary.json, and the totals, equal
 // `per_node` (a closed form); train.csv's last row says the same.
 void check_bytes(const fs::path& dir, int nodes, double per_node) {
-  const json summary = summary_of(dir);
+  const json summary = run_summary(dir);
   const json& comm = summary["communication"];
   CHECK(comm["bytes_sent_per_node"].get<double>() == Approx(per_node).epsilon(1e-12));
   CHECK(comm["bytes_sent_total"].get<double>() == Approx(per_node * nodes).epsilon(1e-12));
@@ -151,7 +151,7 @@ TEST_CASE("accounting: DDP sends a ring all-reduce of every gradient every step"
   const int K = 4;
   run_json(manifest_with(K, "allreduce", json::object()), dir.path());
   check_bytes(dir.path(), K, kSteps * ring(kParamBytes, K));
-  const json summary = summary_of(dir.path());
+  const json summary = run_summary(dir.path());
   CHECK(summary["communication"]["ratio_to_ddp"].get<double>() == Approx(1.0).epsilon(1e-12));
   CHECK(summary["communication"]["collectives_per_node"] == kSteps);
 
@@ -181,7 +181,7 @@ TEST_CASE("accounting: DiLoCo and FedAvg send the parameters every H steps", "[a
   SECTION("diloco, H = 5: 4 rounds") {
     run_json(manifest_with(K, "diloco", {{"H", 5}}), dir.path());
     check_bytes(dir.path(), K, (kSteps / 5) * ring(kParamBytes, K));
-    CHECK(summary_of(dir.path())["communication"]["ratio_to_ddp"].get<double>() == Approx(0.2));
+    CHECK(run_summary(dir.path())["communication"]["ratio_to_ddp"].get<double>() == Approx(0.2));
   }
   SECTION("fedavg, H = 2: 10 rounds") {
     run_json(manifest_with(K, "fedavg", {{"H", 2}}), dir.path());
@@ -213,8 +213,8 @@ TEST_CASE("accounting: SPARTA sends exactly the selected values, whose count the
       selected += static_cast<double>(selector->select(i, numel, call).numel());
     }
   }
-  REQUIRE(selected > 0.05 * kSteps * kParams);  // about p of every tensor
-  REQUIRE(selected < 0.15 * kSteps * kParams);
+  REQUIRE(selected > 0.05 * kSteps * kSmallMlpParameters);  // about p of every tensor
+  REQUIRE(selected < 0.15 * kSteps * kSmallMlpParameters);
   check_bytes(dir.path(), K, ring(4 * selected, K) /* summed over steps: the ring is linear */);
 }
 
@@ -257,7 +257,7 @@ TEST_CASE("accounting: simulated time with a fixed step time equals the closed f
     run_json(m, dir.path());
     expected = kSteps * step + 5 * all_reduce;
   }
-  const json sim = summary_of(dir.path())["simulated"];
+  const json sim = run_summary(dir.path())["simulated"];
   CHECK(sim["time_s"].get<double>() == Approx(expected).epsilon(1e-9));
   CHECK(sim["compute_s"].get<double>() == Approx(kSteps * step).epsilon(1e-9));
   CHECK(sim["communication_s"].get<double>() == Approx(expected - kSteps * step).epsilon(1e-9));
@@ -284,10 +284,10 @@ TEST_CASE("accounting: a node at half speed doubles DDP's simulated time, and th
   run_json(m, even);
   m["compute"]["speed"] = {{"2", 0.5}};
   run_json(m, slow);
-  const double t_even = summary_of(even)["simulated"]["time_s"].get<double>();
-  const double t_slow = summary_of(slow)["simulated"]["time_s"].get<double>();
+  const double t_even = run_summary(even)["simulated"]["time_s"].get<double>();
+  const double t_slow = run_summary(slow)["simulated"]["time_s"].get<double>();
   CHECK(t_slow / t_even == Approx(2.0).epsilon(0.01));
-  const json per_node = summary_of(slow)["communication"]["per_node"];
+  const json per_node = run_summary(slow)["communication"]["per_node"];
   for (const auto& node : per_node) {
     const double waiting = node["waiting_s"].get<double>();
     if (node["node"] == 2) {
@@ -305,7 +305,7 @@ TEST_CASE("accounting: a measured run's clocks add up, and a slow link slows eve
   json m = manifest_with(2, "allreduce", json::object());
   m["network"] = {{"bandwidth", "1Gbit/s"}, {"latency", "1ms"}, {"nodes", {{"1", {{"bandwidth", "1Mbit/s"}}}}}};
   run_json(m, dir.path());
-  const json summary = summary_of(dir.path());
+  const json summary = run_summary(dir.path());
   CHECK(summary["simulated"]["compute"] == "measured");
   for (const auto& node : summary["communication"]["per_node"]) {
     const double total =
@@ -327,7 +327,7 @@ TEST_CASE("accounting: the summary reports when the target loss was first reache
     m["eval"]["target_loss"] = 1.3;  // chance is ln 4 = 1.39
     auto r = run_json(m, dir.path());
     REQUIRE(r.target_hit.has_value());
-    const json target = summary_of(dir.path())["target"];
+    const json target = run_summary(dir.path())["target"];
     CHECK(target["reached"] == true);
     const int64_t step = target["step"].get<int64_t>();
     // The first evaluation at or below the target, and its clock.
@@ -346,7 +346,7 @@ TEST_CASE("accounting: the summary reports when the target loss was first reache
     m["eval"]["target_loss"] = 0.0;
     auto r = run_json(m, dir.path());
     CHECK_FALSE(r.target_hit.has_value());
-    CHECK(summary_of(dir.path())["target"] == json({{"loss", 0.0}, {"reached", false}}));
+    CHECK(run_summary(dir.path())["target"] == json({{"loss", 0.0}, {"reached", false}}));
   }
 }
 
@@ -360,7 +360,7 @@ TEST_CASE("accounting: byte counts and simulated time do not depend on paralleli
     const fs::path sub = dir / std::to_string(parallelism);
     fs::create_directories(sub);
     run_json(m, sub);
-    const json summary = summary_of(sub);
+    const json summary = run_summary(sub);
     json now = {summary["communication"]["bytes_sent_total"], summary["simulated"]["time_s"]};
     if (!last.is_null()) CHECK(now == last);
     last = now;

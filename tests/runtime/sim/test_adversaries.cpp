@@ -15,14 +15,11 @@
 
 namespace sdk = exogym::sdk;
 namespace sim = exogym::runtime::sim;
+using exogym::test::floats;
 using exogym::test::run_nodes;
 using nlohmann::json;
 
-namespace {
-
-at::Tensor floats(std::vector<float> values) { return at::tensor(values, at::kFloat); }
-
-}  // namespace
+namespace {}  // namespace
 
 TEST_CASE("an adversary corrupts what it sends, only during its steps, floating-point tensors only", "[adversaries]") {
   const int K = 3;

@@ -16,22 +16,13 @@
 namespace exogym::test {
 
 namespace fs = std::filesystem;
+using exogym::test::parse_error;
+using exogym::test::write_bytes;
 using nlohmann::json;
 
 namespace {
 
-void write_file(const fs::path& file, const std::string& text) { std::ofstream(file) << text; }
-
 // The error parsing a manifest gives, or "(no error)".
-std::string parse_error(const json& manifest, const fs::path& dir) {
-  try {
-    runtime::manifest::parse_manifest(manifest, dir, "test");
-  } catch (const sdk::ConfigError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
 // FedAvg in rounds of 2 steps of 100 ms on `nodes` nodes, over a network so
 // fast that a round starts at 0.2 s × its index (to within nanoseconds):
 // the test knows each round's start time. grad_norm (max_norm) lists in
@@ -80,14 +71,14 @@ std::map<int64_t, std::set<int>> steps_taken(const fs::path& run) {
 
 TEST_CASE("availability trace: a client's state is its last row at or before the time", "[participation][trace]") {
   TempDir dir("trace-read");
-  write_file(dir / "t.csv",
-             "client, time ,available,bandwidth,speed\n"  // any order, spaces around names
-             "0,0,1,,\n"
-             "1,5,0,2000000,0.5\n"
-             "\n"
-             "0,10,0,,\n"
-             "0,10,1,1000,\n"  // the later row at one time wins
-             "1,20,1,,2\r\n");
+  write_bytes(dir / "t.csv",
+              "client, time ,available,bandwidth,speed\n"  // any order, spaces around names
+              "0,0,1,,\n"
+              "1,5,0,2000000,0.5\n"
+              "\n"
+              "0,10,0,,\n"
+              "0,10,1,1000,\n"  // the later row at one time wins
+              "1,20,1,,2\r\n");
   const auto trace = runtime::sim::AvailabilityTrace::read(dir / "t.csv", 2, "participation.trace");
   CHECK(trace.rows() == 5);
   CHECK(trace.at(0, 0).available);
@@ -110,7 +101,7 @@ TEST_CASE("availability trace: bad files are refused naming the file and line", 
   TempDir dir("trace-bad");
   const std::string file = (dir / "t.csv").string();
   auto error_for = [&](const std::string& text) {
-    write_file(dir / "t.csv", text);
+    write_bytes(dir / "t.csv", text);
     return parse_error(fedavg_manifest(2, 1, "t.csv"), dir.path());
   };
   const std::string head = "client,time,available,speed,bandwidth\n";
@@ -145,7 +136,7 @@ TEST_CASE("availability trace: bad files are refused naming the file and line", 
   CHECK(parse_error(fedavg_manifest(2, 1, "absent.csv"), dir.path()) ==
         "participation.trace: " + (dir / "absent.csv").string() + ": missing");
   // Availability on the clock needs a clock that does not depend on the machine.
-  write_file(dir / "t.csv", head + "0,0,1,,\n1,0,1,,\n");
+  write_bytes(dir / "t.csv", head + "0,0,1,,\n1,0,1,,\n");
   json measured = fedavg_manifest(2, 1, "t.csv");
   measured["compute"] = json::object();
   CHECK(parse_error(measured, dir.path())
@@ -159,7 +150,7 @@ TEST_CASE(
     "than per_round draws them all",
     "[participation][trace]") {
   TempDir dir("trace-rounds");
-  write_file(dir / "trace.csv", varying_trace(8, 12));
+  write_bytes(dir / "trace.csv", varying_trace(8, 12));
   const auto result = run_json(fedavg_manifest(8, 4, (dir / "trace.csv").string()), dir / "with");
   const fs::path run = dir / "with" / "run";
   const auto taken = steps_taken(run);
@@ -192,7 +183,7 @@ TEST_CASE("availability trace: speed and bandwidth rows change the simulated clo
   TempDir dir("trace-factors");
   // Client 1 works at half speed from 0.3 s on: rounds 0 and 1 (0 to 0.4 s)
   // at full speed, the next two at its pace: 0.2 + 0.2 + 0.4 + 0.4 s.
-  write_file(dir / "slow.csv", "client,time,available,speed,bandwidth\n0,0,1,,\n1,0.3,1,0.5,\n2,0,1,,\n3,0,1,,\n");
+  write_bytes(dir / "slow.csv", "client,time,available,speed,bandwidth\n0,0,1,,\n1,0.3,1,0.5,\n2,0,1,,\n3,0,1,,\n");
   json m = fedavg_manifest(4, 4, (dir / "slow.csv").string());
   m["train"]["max_steps"] = 8;
   run_json(m, dir / "slow");
@@ -206,7 +197,7 @@ TEST_CASE("availability trace: speed and bandwidth rows change the simulated clo
 
   // Client 2's link at 1 MB/s from the start paces every round's
   // all-reduce, as a cluster whose links are all that slow.
-  write_file(dir / "narrow.csv", "client,time,available,speed,bandwidth\n0,0,1,,\n1,0,1,,\n2,0,1,,1000000\n3,0,1,,\n");
+  write_bytes(dir / "narrow.csv", "client,time,available,speed,bandwidth\n0,0,1,,\n1,0,1,,\n2,0,1,,1000000\n3,0,1,,\n");
   m["participation"]["trace"] = (dir / "narrow.csv").string();
   run_json(m, dir / "narrow");
   json narrow = json::parse(read_text(dir / "narrow" / "run" / "summary.json"));
@@ -224,7 +215,7 @@ TEST_CASE("availability trace: speed and bandwidth rows change the simulated clo
 TEST_CASE("availability trace: a run is the same with any parallelism and resumes inside a round exactly",
           "[participation][trace]") {
   TempDir dir("trace-resume");
-  write_file(dir / "trace.csv", varying_trace(8, 12));
+  write_bytes(dir / "trace.csv", varying_trace(8, 12));
   json m = fedavg_manifest(8, 3, (dir / "trace.csv").string());
   m["strategy"]["options"]["optimizer"] = {{"name", "sgd"}, {"lr", 0.05}, {"momentum", 0.9}};
   m["checkpoint"] = {{"interval", 5}};

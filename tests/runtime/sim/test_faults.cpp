@@ -72,7 +72,7 @@ runtime::manifest::Manifest parsed(const json& manifest) {
   return runtime::manifest::parse_manifest(manifest, "/tmp", "test").runs.at(0);
 }
 
-std::string config_error(const json& manifest) {
+std::string faults_error(const json& manifest) {
   try {
     parsed(manifest);
   } catch (const sdk::ConfigError& e) {
@@ -86,7 +86,7 @@ json with_faults(json manifest, json faults) {
   return manifest;
 }
 
-std::map<std::string, at::Tensor> node_tensors(const fs::path& checkpoint, int rank, int64_t step) {
+std::map<std::string, at::Tensor> checkpoint_tensors(const fs::path& checkpoint, int rank, int64_t step) {
   std::map<std::string, at::Tensor> out;
   for (auto& [name, tensor] : runtime::checkpoint::read_node_state(checkpoint, rank, step).file.tensors) {
     if (name.rfind("rng.", 0) != 0) out[name] = tensor;
@@ -98,55 +98,55 @@ std::map<std::string, at::Tensor> node_tensors(const fs::path& checkpoint, int r
 
 TEST_CASE("faults and churn that make no sense are refused naming the entry, before anything trains", "[faults]") {
   const json m = small_manifest(4);  // 20 steps
-  CHECK(config_error(with_faults(m, json::parse(R"([{"node": 4, "fail_at": 3}])"))) ==
+  CHECK(faults_error(with_faults(m, json::parse(R"([{"node": 4, "fail_at": 3}])"))) ==
         "faults[0].node: node 4 is not a node of the run: nodes run from 0 to 3");
-  CHECK(config_error(with_faults(m, json::parse(R"([{"node": 1, "fail_at": 8, "rejoin_at": 8}])"))) ==
+  CHECK(faults_error(with_faults(m, json::parse(R"([{"node": 1, "fail_at": 8, "rejoin_at": 8}])"))) ==
         "faults[0].rejoin_at: the node rejoins at step 8, which is not after it fails (fail_at 8)");
-  CHECK(config_error(with_faults(m, json::parse(R"([{"node": 1, "fail_at": 5, "rejoin_at": 12},
+  CHECK(faults_error(with_faults(m, json::parse(R"([{"node": 1, "fail_at": 5, "rejoin_at": 12},
                                                     {"node": 1, "fail_at": 9}])"))) ==
         "faults[1]: node 1 is down already at step 9: faults[0] takes it down from step 5 until step 12");
-  CHECK(config_error(with_faults(m, json::parse(R"([{"node": 1, "fail_at": 5, "rejoin_at": 9},
+  CHECK(faults_error(with_faults(m, json::parse(R"([{"node": 1, "fail_at": 5, "rejoin_at": 9},
                                                     {"node": 1, "fail_at": 9}])"))) ==
         "faults[1]: node 1 fails at step 9, the step faults[0] brings it back at: give one entry for the whole "
         "time it is down");
-  CHECK(config_error(with_faults(m, json::parse(R"([{"node": 2, "fail_at": 20}])"))) ==
+  CHECK(faults_error(with_faults(m, json::parse(R"([{"node": 2, "fail_at": 20}])"))) ==
         "faults[0].fail_at: step 20 is past the run (train.max_steps is 20: the last step is 19)");
-  CHECK(config_error(with_faults(m, json::parse(R"([{"node": 2, "join_at": 3, "fail_at": 5}])"))) ==
+  CHECK(faults_error(with_faults(m, json::parse(R"([{"node": 2, "join_at": 3, "fail_at": 5}])"))) ==
         "faults[0]: join_at describes a late joiner: give it alone, and the node's later failures in entries of "
         "their own");
-  CHECK(config_error(with_faults(m, json::parse(R"([{"node": 2}])"))) ==
+  CHECK(faults_error(with_faults(m, json::parse(R"([{"node": 2}])"))) ==
         "faults[0]: give fail_at (the step the node fails at) or join_at (a late joiner)");
-  CHECK(config_error(with_faults(m, json::parse(R"([{"node": 2, "fail_at": -1}])"))).rfind("faults[0].fail_at: ", 0) ==
+  CHECK(faults_error(with_faults(m, json::parse(R"([{"node": 2, "fail_at": -1}])"))).rfind("faults[0].fail_at: ", 0) ==
         0);
   json everyone = json::array();
   for (int node = 0; node < 4; ++node) everyone.push_back({{"node", node}, {"fail_at", 6}});
-  CHECK(config_error(with_faults(m, everyone)) ==
+  CHECK(faults_error(with_faults(m, everyone)) ==
         "faults: no node is alive at step 6: the run needs at least one node at every step");
   everyone[0] = {{"node", 0}, {"fail_at", 2}, {"rejoin_at", 6}};
-  CHECK(config_error(with_faults(m, everyone)) ==
+  CHECK(faults_error(with_faults(m, everyone)) ==
         "faults: at step 6 nodes come back while every node alive before fails: nobody is left to give them the "
         "run's state");
   json churn = m;
   churn["churn"] = {{"mtbf", "0 steps"}, {"downtime", "5 steps"}};
-  CHECK(config_error(churn) == "churn.mtbf: expected a positive number of steps, got \"0 steps\"");
+  CHECK(faults_error(churn) == "churn.mtbf: expected a positive number of steps, got \"0 steps\"");
   churn["churn"] = {{"mtbf", "50 steps"}, {"downtime", "-5 steps"}};
-  CHECK(config_error(churn) == "churn.downtime: expected a positive number of steps, got \"-5 steps\"");
+  CHECK(faults_error(churn) == "churn.downtime: expected a positive number of steps, got \"-5 steps\"");
   churn["churn"] = {{"mtbf", "2h"}, {"downtime", "5 steps"}};
-  CHECK(config_error(churn) ==
+  CHECK(faults_error(churn) ==
         "churn: give mtbf and downtime both in steps (\"500 steps\") or both as durations (\"2h\"), got \"2h\" and "
         "\"5 steps\"");
   churn["churn"] = {{"mtbf", "2h"}, {"downtime", "10min"}};
-  CHECK(config_error(churn) ==
+  CHECK(faults_error(churn) ==
         "churn: failures on the simulated clock need a fixed compute.step_time (such as \"50ms\"): with measured "
         "compute the clock, and so the failures, would change from run to run");
   churn["compute"] = {{"step_time", "50ms"}};
-  CHECK(config_error(churn) == "(no error)");
+  CHECK(faults_error(churn) == "(no error)");
   churn["churn"] = {{"mtbf", "2h"}, {"downtime", "0s"}};
-  CHECK(config_error(churn) == "churn.downtime: expected a positive duration, got \"0s\"");
+  CHECK(faults_error(churn) == "churn.downtime: expected a positive duration, got \"0s\"");
   churn["churn"] = {{"mtbf", "50 steps"}};
-  CHECK(config_error(churn).rfind("churn.downtime: ", 0) == 0);
+  CHECK(faults_error(churn).rfind("churn.downtime: ", 0) == 0);
   churn["churn"] = {{"mtbf", "1 step"}, {"downtime", "20 steps"}};
-  CHECK(config_error(churn).rfind("churn: no node is alive at step ", 0) == 0);
+  CHECK(faults_error(churn).rfind("churn: no node is alive at step ", 0) == 0);
 }
 
 TEST_CASE("the schedule: intervals, events, node-steps lost, and churn drawn from the seed node by node", "[faults]") {
@@ -304,10 +304,10 @@ TEST_CASE("a node that rejoins holds exactly its peers' state, and recovery byte
     m["strategy"]["options"]["optimizer"] = {{"name", "adamw"}, {"lr", 0.01}};
     auto result = run_watched(m, dir / "ddp");
     const fs::path last = dir / "ddp" / "run" / "checkpoints" / "step-20";
-    const auto peer = node_tensors(last, 0, 20);
+    const auto peer = checkpoint_tensors(last, 0, 20);
     for (int rank : {1, 2, 3}) {
       INFO("node " << rank);
-      CHECK(bit_identical(peer, node_tensors(last, rank, 20)));
+      CHECK(bit_identical(peer, checkpoint_tensors(last, rank, 20)));
     }
     REQUIRE(result.faults);
     // Parameters, exp_avg and exp_avg_sq in fp32 and a 0-D int64 step per
@@ -330,14 +330,14 @@ TEST_CASE("a node that rejoins holds exactly its peers' state, and recovery byte
       }
       return out;
     };
-    const auto peer = shared(node_tensors(last, 0, 20));
+    const auto peer = shared(checkpoint_tensors(last, 0, 20));
     REQUIRE(peer.size() == 9);  // 4 master tensors, 4 momentum buffers, the step of the last outer step
     for (int rank : {1, 2, 3}) {
       INFO("node " << rank);
-      CHECK(bit_identical(peer, shared(node_tensors(last, rank, 20))));
+      CHECK(bit_identical(peer, shared(checkpoint_tensors(last, rank, 20))));
     }
     // After steps 3 and 7, the last of 20 ends a round: every node holds the master.
-    const auto model0 = node_tensors(last, 0, 20);
+    const auto model0 = checkpoint_tensors(last, 0, 20);
     CHECK(at::equal(model0.at("model.layers.0.weight"), model0.at("strategy.module0.master.0")));
     // Node 3 joins at step 3, before the first outer step: the master alone.
     // Node 2 rejoins at step 11: the master and the momentum.
@@ -418,21 +418,21 @@ TEST_CASE("churn on the clock with an mtbf below a step is refused, and a step d
   json m = small_manifest(3);
   m["compute"] = {{"step_time", "50ms"}};
   m["churn"] = {{"mtbf", "1ns"}, {"downtime", "1ns"}};
-  CHECK(config_error(m) ==
+  CHECK(faults_error(m) ==
         "churn.mtbf: \"1ns\" is shorter than one step of the fastest node (50ms, from compute.step_time): every "
         "node would fail within every step; give at least 50ms");
   m["churn"] = {{"mtbf", "30ms"}, {"downtime", "1ns"}};
-  CHECK(config_error(m).rfind("churn.mtbf: \"30ms\" is shorter than one step of the fastest node (50ms, ", 0) == 0);
+  CHECK(faults_error(m).rfind("churn.mtbf: \"30ms\" is shorter than one step of the fastest node (50ms, ", 0) == 0);
   // A node twice as fast has steps of 25 ms.
   m["compute"]["speed"] = {{"1", 2.0}};
-  CHECK(config_error(m) == "(no error)");
+  CHECK(faults_error(m) == "(no error)");
   m["churn"] = {{"mtbf", "20ms"}, {"downtime", "1ns"}};
-  CHECK(config_error(m) ==
+  CHECK(faults_error(m) ==
         "churn.mtbf: \"20ms\" is shorter than one step of the fastest node (25ms, from compute.step_time and "
         "compute.speed): every node would fail within every step; give at least 25ms");
   m["churn"] = {{"mtbf", "50ms"}, {"downtime", "1ns"}};
   m["compute"].erase("speed");
-  REQUIRE(config_error(m) == "(no error)");
+  REQUIRE(faults_error(m) == "(no error)");
 
   // A clock that jumps a million mtbfs in one step (a huge latency) stops
   // with an error naming the option instead of drawing for minutes.

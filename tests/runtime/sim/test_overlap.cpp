@@ -35,6 +35,7 @@ using exogym::test::kStep;
 using exogym::test::read_text;
 using exogym::test::run_nodes;
 using exogym::test::SimCluster;
+using exogym::test::summary_of;
 using exogym::test::TempDir;
 using nlohmann::json;
 
@@ -54,7 +55,7 @@ std::vector<at::Tensor> clones(const std::vector<at::Tensor>& tensors) {
   return out;
 }
 
-bool same(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
+bool same_tensors(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {
     if (!at::equal(a[i], b[i])) return false;
@@ -85,8 +86,6 @@ void every_collective(int rank, sdk::Communicator& comm, bool async, std::vector
   results.push_back(broadcast);
 }
 
-json summary_of(const fs::path& run) { return json::parse(read_text(run / "summary.json")); }
-
 }  // namespace
 
 TEST_CASE("non-blocking collectives waited for at once give the blocking calls' bits, bytes, rows and clocks",
@@ -104,7 +103,7 @@ TEST_CASE("non-blocking collectives waited for at once give the blocking calls' 
   }
   for (int r = 0; r < K; ++r) {
     REQUIRE(expected[r].size() == actual[r].size());
-    for (size_t i = 0; i < expected[r].size(); ++i) CHECK(same(expected[r][i], actual[r][i]));
+    for (size_t i = 0; i < expected[r].size(); ++i) CHECK(same_tensors(expected[r][i], actual[r][i]));
     const sim::NodeMeter &b = *blocking.meters[r], &a = *async.meters[r];
     CHECK(a.traffic(sim::TrafficSource::Strategy).sent == b.traffic(sim::TrafficSource::Strategy).sent);
     CHECK(a.traffic(sim::TrafficSource::Strategy).received == b.traffic(sim::TrafficSource::Strategy).received);
@@ -300,7 +299,7 @@ TEST_CASE("communicators without overlap (test doubles) complete non-blocking co
     comm.all_reduce(expected[rank]);
     actual[rank] = comm.all_reduce_async(rank_tensors(rank)).wait();
   });
-  for (int r = 0; r < 2; ++r) CHECK(same(actual[r], expected[r]));
+  for (int r = 0; r < 2; ++r) CHECK(same_tensors(actual[r], expected[r]));
 }
 
 TEST_CASE("an abort wakes a node starting a non-blocking collective", "[overlap]") {
@@ -387,12 +386,12 @@ namespace {
 // on a network where every number is a power of two, so that the clocks'
 // sums are exact: 304128 B/s = 4752 B x 64 and 1/128 s of latency make an
 // all-reduce take T = 2 (1/128 + 4752 / (2 x 304128)) = 1/32 s.
-constexpr int kSteps = 12;
+constexpr int kOverlapSteps = 12;
 constexpr double kT = 1.0 / 32;
 
 json delayed_manifest(const std::string& step_time, json options) {
   json m = exogym::test::small_manifest(2);
-  m["train"]["max_steps"] = kSteps;
+  m["train"]["max_steps"] = kOverlapSteps;
   m["strategy"] = {{"plugin", "delayed_sgd"}, {"options", std::move(options)}};
   m["network"] = {{"bandwidth", "304128B/s"}, {"latency", "0.0078125s"}};
   m["compute"] = {{"step_time", step_time}};
@@ -420,15 +419,15 @@ TEST_CASE("delayed SGD on non-blocking all-reduces: the blocking run's model and
   const json b = summary_of(blocking / "run"), a = summary_of(async / "run");
   for (const char* key : {"bytes_sent_per_node", "bytes_sent_total", "collectives_per_node"})
     CHECK(a["communication"][key] == b["communication"][key]);
-  CHECK(a["communication"]["bytes_sent_per_node"].get<double>() == kSteps * 4752.0);  // ring, K = 2: S per node
+  CHECK(a["communication"]["bytes_sent_per_node"].get<double>() == kOverlapSteps * 4752.0);  // ring, K = 2: S per node
   // Blocking: N (d + T). Overlapped: N d + T when the next step hides a
   // transfer, d + N T when each step waits for the rest of one.
-  CHECK(b["simulated"]["time_s"].get<double>() == kSteps * (d + kT));
-  const double overlapped = d > kT ? kSteps * d + kT : d + kSteps * kT;
+  CHECK(b["simulated"]["time_s"].get<double>() == kOverlapSteps * (d + kT));
+  const double overlapped = d > kT ? kOverlapSteps * d + kT : d + kOverlapSteps * kT;
   CHECK(a["simulated"]["time_s"].get<double>() == overlapped);
-  CHECK(a["simulated"]["compute_s"].get<double>() == kSteps * d);
-  CHECK(a["simulated"]["communication_s"].get<double>() == overlapped - kSteps * d);
-  CHECK(a["simulated"]["hidden_s"].get<double>() == kSteps * kT - (overlapped - kSteps * d));
+  CHECK(a["simulated"]["compute_s"].get<double>() == kOverlapSteps * d);
+  CHECK(a["simulated"]["communication_s"].get<double>() == overlapped - kOverlapSteps * d);
+  CHECK(a["simulated"]["hidden_s"].get<double>() == kOverlapSteps * kT - (overlapped - kOverlapSteps * d));
   CHECK(a["simulated"]["waiting_s"].get<double>() == 0);
   CHECK(b["simulated"]["hidden_s"].get<double>() == 0);
   // Reproducible: the same clocks, run after run.

@@ -18,27 +18,19 @@
 namespace exogym::test {
 
 namespace fs = std::filesystem;
+using exogym::test::check_run_error;
+using exogym::test::kSmallMlpParameters;
+using exogym::test::sorted_lines;
 using nlohmann::json;
 
 namespace {
 
-// small_manifest's MLP, 32 -> 32 -> 4: 1,188 parameters in 4 tensors.
-constexpr double kParams = 32 * 32 + 32 + 4 * 32 + 4;
-
-json diloco_manifest(int nodes, json participation) {
+json participation_diloco(int nodes, json participation) {
   json m = small_manifest(nodes);
   m["compute"] = {{"step_time", "10ms"}};
   m["strategy"] = {{"plugin", "diloco"}, {"options", {{"H", 4}, {"optimizer", {{"name", "adamw"}, {"lr", 0.01}}}}}};
   if (!participation.is_null()) m["participation"] = std::move(participation);
   return m;
-}
-
-std::string error_of(const json& manifest) { return check_run_error(manifest); }
-
-std::vector<std::string> sorted_lines(const fs::path& file) {
-  std::vector<std::string> lines = read_lines(file);
-  std::sort(lines.begin(), lines.end());
-  return lines;
 }
 
 // train.csv without its last column (live_nodes).
@@ -51,32 +43,35 @@ std::string without_last_column(const fs::path& csv) {
 }  // namespace
 
 TEST_CASE("participation: bad sections are refused naming the field, before anything trains", "[participation]") {
-  const json m = diloco_manifest(4, nullptr);
+  const json m = participation_diloco(4, nullptr);
   auto with = [&](json participation) {
     json out = m;
     out["participation"] = std::move(participation);
     return out;
   };
-  CHECK(error_of(with({{"fraction", 0}})).rfind("participation.fraction: expected a fraction in (0, 1]", 0) == 0);
-  CHECK(error_of(with({{"fraction", 1.5}})).rfind("participation.fraction: expected a fraction in (0, 1]", 0) == 0);
-  CHECK(error_of(with({{"fraction", -0.1}})).rfind("participation.fraction: expected a fraction", 0) == 0);
-  CHECK(error_of(with({{"per_round", 0}})).rfind("participation.per_round: expected a positive integer", 0) == 0);
-  CHECK(error_of(with({{"per_round", 5}})) ==
-        "participation.per_round: 5 nodes drawn each round, but the run has 4 nodes; at most nodes");
-  CHECK(error_of(with({{"per_round", 2}, {"fraction", 0.5}})).rfind("participation: gives both", 0) == 0);
-  CHECK(error_of(with(json::object())).rfind("participation: gives neither per_round nor fraction", 0) == 0);
-  CHECK(error_of(with({{"per_round", 2}, {"rounds", 3}})).find("participation.rounds: unknown") == 0);
-  CHECK(error_of(with({{"per_round", 2}, {"round", 0}})).rfind("participation.round: expected a positive integer", 0) ==
+  CHECK(check_run_error(with({{"fraction", 0}})).rfind("participation.fraction: expected a fraction in (0, 1]", 0) ==
         0);
-  CHECK(error_of(with({{"per_round", 2}, {"round", 2.5}})).rfind("participation.round: expected", 0) == 0);
-  CHECK(error_of(with({{"per_round", 2}, {"round", "4"}})).rfind("participation.round: expected", 0) == 0);
+  CHECK(check_run_error(with({{"fraction", 1.5}})).rfind("participation.fraction: expected a fraction in (0, 1]", 0) ==
+        0);
+  CHECK(check_run_error(with({{"fraction", -0.1}})).rfind("participation.fraction: expected a fraction", 0) == 0);
+  CHECK(check_run_error(with({{"per_round", 0}})).rfind("participation.per_round: expected a positive integer", 0) ==
+        0);
+  CHECK(check_run_error(with({{"per_round", 5}})) ==
+        "participation.per_round: 5 nodes drawn each round, but the run has 4 nodes; at most nodes");
+  CHECK(check_run_error(with({{"per_round", 2}, {"fraction", 0.5}})).rfind("participation: gives both", 0) == 0);
+  CHECK(check_run_error(with(json::object())).rfind("participation: gives neither per_round nor fraction", 0) == 0);
+  CHECK(check_run_error(with({{"per_round", 2}, {"rounds", 3}})).find("participation.rounds: unknown") == 0);
+  CHECK(check_run_error(with({{"per_round", 2}, {"round", 0}}))
+            .rfind("participation.round: expected a positive integer", 0) == 0);
+  CHECK(check_run_error(with({{"per_round", 2}, {"round", 2.5}})).rfind("participation.round: expected", 0) == 0);
+  CHECK(check_run_error(with({{"per_round", 2}, {"round", "4"}})).rfind("participation.round: expected", 0) == 0);
   // DDP has no rounds: the round must be given.
   json ddp = with({{"per_round", 2}});
   ddp["strategy"] = small_manifest(4)["strategy"];
-  CHECK(error_of(ddp).rfind("participation.round: strategy \"allreduce\" has no option H", 0) == 0);
+  CHECK(check_run_error(ddp).rfind("participation.round: strategy \"allreduce\" has no option H", 0) == 0);
   ddp["participation"]["round"] = 5;
-  CHECK(error_of(ddp) == "(no error)");
-  CHECK(error_of(with({{"fraction", 0.5}})) == "(no error)");
+  CHECK(check_run_error(ddp) == "(no error)");
+  CHECK(check_run_error(with({{"fraction", 0.5}})) == "(no error)");
 }
 
 TEST_CASE(
@@ -84,7 +79,7 @@ TEST_CASE(
     "again",
     "[participation]") {
   TempDir dir("participation-two");
-  json m = diloco_manifest(4, {{"per_round", 2}});  // rounds of H = 4 steps: 5 rounds
+  json m = participation_diloco(4, {{"per_round", 2}});  // rounds of H = 4 steps: 5 rounds
   const auto result = run_json(m, dir.path());
   const fs::path run = dir / "run";
 
@@ -111,13 +106,13 @@ TEST_CASE(
   CHECK(result.participation->returns == returns);
   // A node drawn again gets DiLoCo's master copy and outer momentum (after
   // the first round's outer step, every later round has both): 2 x 4P bytes.
-  CHECK(result.participation->transfer_bytes == returns * 2 * 4 * kParams);
+  CHECK(result.participation->transfer_bytes == returns * 2 * 4 * kSmallMlpParameters);
   CHECK(result.participation->transfer_time_s > 0);
 
   // Each round, one ring all-reduce of the parameters over 2 nodes:
   // 2 (2 - 1) / 2 x 4P bytes per drawn node; a node sitting out sends none.
   const json summary = json::parse(read_text(run / "summary.json"));
-  CHECK(summary.at("communication").at("bytes_sent_total").get<double>() == Approx(5 * 2 * 4 * kParams));
+  CHECK(summary.at("communication").at("bytes_sent_total").get<double>() == Approx(5 * 2 * 4 * kSmallMlpParameters));
   std::map<int, int> drawn;
   for (const auto& r : rounds) {
     for (int node : r) ++drawn[node];
@@ -125,7 +120,7 @@ TEST_CASE(
   const json& per_node = summary.at("communication").at("per_node");
   for (int node = 0; node < 4; ++node) {
     INFO("node " << node);
-    CHECK(per_node.at(node).at("bytes_sent").get<double>() == Approx(drawn[node] * 4 * kParams));
+    CHECK(per_node.at(node).at("bytes_sent").get<double>() == Approx(drawn[node] * 4 * kSmallMlpParameters));
   }
   CHECK(summary.at("participation").at("node_steps_sat_out") == 40);
   // Sitting out is no failure: nobody pays network.failure_timeout (30 s).
@@ -147,10 +142,10 @@ TEST_CASE("participation: drawing every node every round is the run without the 
   TempDir dir("participation-all");
   const json fedavg = {{"plugin", "fedavg"},
                        {"options", {{"H", 3}, {"optimizer", {{"name", "sgd"}, {"lr", 0.05}, {"momentum", 0.9}}}}}};
-  for (const json& strategy : {diloco_manifest(4, nullptr)["strategy"], fedavg}) {
+  for (const json& strategy : {participation_diloco(4, nullptr)["strategy"], fedavg}) {
     const std::string name = strategy.at("plugin");
     SECTION(name) {
-      json m = diloco_manifest(4, nullptr);
+      json m = participation_diloco(4, nullptr);
       m["strategy"] = strategy;
       run_json(m, dir / "plain");
       m["participation"] = {{"per_round", 4}};
@@ -215,7 +210,7 @@ TEST_CASE(
     "[participation]") {
   TempDir dir("participation-faults");
   json m = checkpointed_manifest(6, 5);
-  m["strategy"] = diloco_manifest(6, nullptr)["strategy"];
+  m["strategy"] = participation_diloco(6, nullptr)["strategy"];
   m["train"]["max_steps"] = 24;
   m["participation"] = {{"fraction", 0.5}};
   m["faults"] = json::parse(R"([{"node": 1, "fail_at": 5, "rejoin_at": 14}, {"node": 4, "join_at": 2},

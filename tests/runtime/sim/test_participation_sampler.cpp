@@ -15,7 +15,7 @@ namespace sim = runtime::sim;
 
 namespace {
 
-std::vector<int> ranks(int n) {
+std::vector<int> rank_list(int n) {
   std::vector<int> out;
   for (int r = 0; r < n; ++r) out.push_back(r);
   return out;
@@ -61,14 +61,14 @@ TEST_CASE("participation: a draw is the same for the same seed and round, of the
   // 5 first, or after rounds 0 to 4, gives the same nodes.
   sim::Participation in_order(per_round(3), 4, 7), straight_to_5(per_round(3), 4, 7);
   std::vector<std::vector<int>> draws;
-  for (int64_t round = 0; round <= 5; ++round) draws.push_back(in_order.take_part(round * 4, ranks(10)));
-  CHECK(straight_to_5.take_part(20, ranks(10)) == draws.back());
-  CHECK(sim::Participation(per_round(3), 4, 8).take_part(20, ranks(10)) != draws.back());  // another seed
+  for (int64_t round = 0; round <= 5; ++round) draws.push_back(in_order.take_part(round * 4, rank_list(10)));
+  CHECK(straight_to_5.take_part(20, rank_list(10)) == draws.back());
+  CHECK(sim::Participation(per_round(3), 4, 8).take_part(20, rank_list(10)) != draws.back());  // another seed
   // Rounds differ: among 200 rounds of 3 nodes out of 10 (120 possible draws),
   // many distinct draws.
   std::set<std::vector<int>> distinct;
   sim::Participation p(per_round(3), 1, 7);
-  for (int64_t round = 0; round < 200; ++round) distinct.insert(p.take_part(round, ranks(10)));
+  for (int64_t round = 0; round < 200; ++round) distinct.insert(p.take_part(round, rank_list(10)));
   CHECK(distinct.size() > 80);
 }
 
@@ -79,7 +79,7 @@ TEST_CASE("participation: over many rounds every node is drawn as often, within 
   std::map<int, int> counts;
   std::map<std::pair<int, int>, int> pairs;
   for (int64_t round = 0; round < kRounds; ++round) {
-    const std::vector<int> drawn = p.take_part(round, ranks(kNodes));
+    const std::vector<int> drawn = p.take_part(round, rank_list(kNodes));
     REQUIRE(drawn.size() == kPerRound);
     for (size_t i = 0; i < drawn.size(); ++i) {
       ++counts[drawn[i]];
@@ -105,30 +105,30 @@ TEST_CASE("participation: over many rounds every node is drawn as often, within 
 TEST_CASE("participation: within a round the draw stays, less the nodes down, and is restored from its state",
           "[participation]") {
   sim::Participation p(per_round(3), 5, 99);
-  const std::vector<int> drawn = p.take_part(10, ranks(8));
-  CHECK(p.take_part(12, ranks(8)) == drawn);  // the same round
+  const std::vector<int> drawn = p.take_part(10, rank_list(8));
+  CHECK(p.take_part(12, rank_list(8)) == drawn);  // the same round
   // A drawn node fails: the round goes on without it; nodes not drawn stay out.
-  std::vector<int> without_first = ranks(8);
+  std::vector<int> without_first = rank_list(8);
   without_first.erase(std::find(without_first.begin(), without_first.end(), drawn[0]));
   CHECK(p.take_part(13, without_first) == std::vector<int>(drawn.begin() + 1, drawn.end()));
 
   // A checkpoint inside the round: a fresh sampler restored from it continues alike.
   sim::Participation resumed(per_round(3), 5, 99);
   resumed.restore(p.state());
-  CHECK(resumed.take_part(14, ranks(8)) == drawn);
-  CHECK(resumed.take_part(15, ranks(8)) == p.take_part(15, ranks(8)));  // the next round's draw
+  CHECK(resumed.take_part(14, rank_list(8)) == drawn);
+  CHECK(resumed.take_part(15, rank_list(8)) == p.take_part(15, rank_list(8)));  // the next round's draw
 
   // Every drawn node down: the rest of the round is drawn again among the alive.
   sim::Participation q(per_round(2), 10, 5);
-  const std::vector<int> first = q.take_part(0, ranks(6));
+  const std::vector<int> first = q.take_part(0, rank_list(6));
   std::vector<int> others;
-  for (int r : ranks(6)) {
+  for (int r : rank_list(6)) {
     if (!std::binary_search(first.begin(), first.end(), r)) others.push_back(r);
   }
   const std::vector<int> again = q.take_part(3, others);
   CHECK(again.size() == 2);
   for (int node : again) CHECK(std::binary_search(others.begin(), others.end(), node));
-  CHECK(q.take_part(4, ranks(6)) == again);  // and it holds for the rest of the round
+  CHECK(q.take_part(4, rank_list(6)) == again);  // and it holds for the rest of the round
 }
 
 }  // namespace exogym::test

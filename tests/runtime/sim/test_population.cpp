@@ -21,11 +21,11 @@
 namespace exogym::test {
 
 namespace fs = std::filesystem;
+using exogym::test::check_run_error;
+using exogym::test::clients_trained;
 using nlohmann::json;
 
 namespace {
-
-std::string error_of(const json& manifest) { return check_run_error(manifest); }
 
 // FedAvg in rounds of 2 steps on 4 nodes, drawing 3 of `clients` clients
 // each round, with Dirichlet label shares (alpha 0.1) over the synthetic
@@ -41,15 +41,6 @@ json population_manifest(int clients) {
 }
 
 // metrics.csv's "client" rows: {step: {node: client}}.
-std::map<int64_t, std::map<int, int>> clients_trained(const fs::path& run) {
-  std::map<int64_t, std::map<int, int>> out;
-  for (const auto& row : read_csv(run / "metrics.csv")) {
-    if (row.at("name") == "client")
-      out[std::stoll(row.at("step"))][std::stoi(row.at("node"))] = static_cast<int>(std::stod(row.at("value")));
-  }
-  return out;
-}
-
 }  // namespace
 
 TEST_CASE("population: the draw over a population is the draw over a vector of every client",
@@ -123,9 +114,9 @@ TEST_CASE("population: bad sections are refused naming the field", "[participati
   auto with = [&](const std::function<void(json&)>& change) {
     json out = m;
     change(out);
-    return error_of(out);
+    return check_run_error(out);
   };
-  CHECK(error_of(m) == "(no error)");
+  CHECK(check_run_error(m) == "(no error)");
   CHECK(with([](json& j) { j["participation"]["clients"] = 3; }) ==
         "participation.clients: 3 clients, but the run has 4 nodes; at least nodes (each node trains one drawn "
         "client at a time)");

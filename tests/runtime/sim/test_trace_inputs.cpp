@@ -18,22 +18,13 @@
 namespace exogym::test {
 
 namespace fs = std::filesystem;
+using exogym::test::parse_error;
+using exogym::test::write_bytes;
 using nlohmann::json;
 
 namespace {
 
 const std::string kHeader = "client,time,available,speed,bandwidth\n";
-
-void write_file(const fs::path& file, const std::string& text) { std::ofstream(file, std::ios::binary) << text; }
-
-std::string parse_error(const json& manifest, const fs::path& dir) {
-  try {
-    runtime::manifest::parse_manifest(manifest, dir, "test");
-  } catch (const sdk::ConfigError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 // FedAvg with rounds of 2 steps of 100 ms, `per_round` of `nodes` drawn.
 json traced(int nodes, int per_round, const std::string& trace) {
@@ -85,17 +76,17 @@ TEST_CASE("availability trace: a UTF-8 byte-order mark is skipped, a NUL byte in
           "[participation][trace]") {
   TempDir dir("trace-bytes");
   const std::string at = "participation.trace: " + (dir / "t.csv").string();
-  write_file(dir / "t.csv", "\xEF\xBB\xBF" + kHeader + "0,0,1,,\n1,0,1,,\n");
+  write_bytes(dir / "t.csv", "\xEF\xBB\xBF" + kHeader + "0,0,1,,\n1,0,1,,\n");
   CHECK(parse_error(traced(2, 1, "t.csv"), dir.path()) == "(no error)");
   // "2\0xyz" was read as client 2 (C's parsing stops at the NUL).
-  write_file(dir / "t.csv", kHeader + "0,0,1,,\n" + std::string("1\0xyz", 5) + ",0,1,,\n");
+  write_bytes(dir / "t.csv", kHeader + "0,0,1,,\n" + std::string("1\0xyz", 5) + ",0,1,,\n");
   CHECK(parse_error(traced(2, 1, "t.csv"), dir.path()) ==
         at + ":3: a NUL byte at column 2: a trace is a text file of comma-separated rows");
-  write_file(dir / "t.csv", kHeader + "0,0,1,,\n1,0,1,," + std::string("\0", 1) + "\n");
+  write_bytes(dir / "t.csv", kHeader + "0,0,1,,\n1,0,1,," + std::string("\0", 1) + "\n");
   CHECK(parse_error(traced(2, 1, "t.csv"), dir.path()) ==
         at + ":3: a NUL byte at column 8: a trace is a text file of comma-separated rows");
   // A bandwidth below 1 bit/s, as network.bandwidth's floor.
-  write_file(dir / "t.csv", kHeader + "0,0,1,,1e-300\n1,0,1,,\n");
+  write_bytes(dir / "t.csv", kHeader + "0,0,1,,1e-300\n1,0,1,,\n");
   CHECK(parse_error(traced(2, 1, "t.csv"), dir.path()) ==
         at + ":2: bandwidth: expected at least 0.125 (1 bit/s) or nothing, got 1e-300");
 }
@@ -105,18 +96,18 @@ TEST_CASE("availability trace: a huge line stops the read at 4096 bytes and a me
   TempDir dir("trace-long");
   const std::string at = "participation.trace: " + (dir / "t.csv").string();
   // A header of 100 MB was echoed whole; a line of 1 GB was read whole.
-  write_file(dir / "t.csv", std::string(1 << 20, 'c') + "\n");
+  write_bytes(dir / "t.csv", std::string(1 << 20, 'c') + "\n");
   CHECK(parse_error(traced(2, 1, "t.csv"), dir.path()) ==
         at + ":1: a line longer than 4096 bytes; a trace's rows are five short columns");
-  write_file(dir / "t.csv", kHeader + "0,0,1,,\n" + std::string(5000, '1') + ",0,1,,\n");
+  write_bytes(dir / "t.csv", kHeader + "0,0,1,,\n" + std::string(5000, '1') + ",0,1,,\n");
   CHECK(parse_error(traced(2, 1, "t.csv"), dir.path()) ==
         at + ":3: a line longer than 4096 bytes; a trace's rows are five short columns");
   const std::string name(4000, 'z');
-  write_file(dir / "t.csv", "client,time," + name + "\n");
+  write_bytes(dir / "t.csv", "client,time," + name + "\n");
   const std::string message = parse_error(traced(2, 1, "t.csv"), dir.path());
   CHECK(message == at + ":1: unknown column \"" + std::string(76, 'z') +
                        "...; the header is client,time,available,speed,bandwidth");
-  write_file(dir / "t.csv", kHeader + "0,0,1,,\n5." + std::string(3000, '0') + ",0,1,,\n");
+  write_bytes(dir / "t.csv", kHeader + "0,0,1,,\n5." + std::string(3000, '0') + ",0,1,,\n");
   CHECK(parse_error(traced(2, 1, "t.csv"), dir.path()) ==
         at + ":3: client 5." + std::string(35, '0') + "... is not in a run of 2 clients (0 to 1)");
 }
@@ -125,7 +116,7 @@ TEST_CASE("availability trace: a population far beyond the rows is refused witho
           "[participation][trace][population]") {
   TempDir dir("trace-clients");
   // 1e9 clients took std::bad_alloc; 5e7 took 3.3 GB before this error.
-  write_file(dir / "t.csv", kHeader + "0,0,1,,\n1,0,1,,\n2,0,1,,\n3,0,1,,\n");
+  write_bytes(dir / "t.csv", kHeader + "0,0,1,,\n1,0,1,,\n2,0,1,,\n3,0,1,,\n");
   json m = traced(2, 2, "t.csv");
   m["participation"]["clients"] = 1000000000;
   const auto started = std::chrono::steady_clock::now();
@@ -139,19 +130,19 @@ TEST_CASE("availability trace: nobody available when the first round starts is r
           "[participation][trace]") {
   TempDir dir("trace-nobody");
   const std::string at = "participation.trace: " + (dir / "t.csv").string();
-  write_file(dir / "t.csv", kHeader + "0,0,0,,\n1,0,0,,\n1,5,1,,\n");
+  write_bytes(dir / "t.csv", kHeader + "0,0,0,,\n1,0,0,,\n1,5,1,,\n");
   CHECK(parse_error(traced(2, 1, "t.csv"), dir.path()) ==
         at + ": no client is available at time 0, when the first round starts (among the 2 nodes alive at step 0): "
              "a round needs at least one");
   // Only node 1 available, and it joins late: nobody at step 0 either.
-  write_file(dir / "t.csv", kHeader + "0,0,0,,\n1,0,1,,\n");
+  write_bytes(dir / "t.csv", kHeader + "0,0,0,,\n1,0,1,,\n");
   json late = traced(2, 1, "t.csv");
   late["faults"] = json::parse(R"([{"node": 1, "join_at": 4}])");
   CHECK(parse_error(late, dir.path()) ==
         at + ": no client is available at time 0, when the first round starts (among the 1 nodes alive at step 0): "
              "a round needs at least one");
   // A population: among all its clients.
-  write_file(dir / "t.csv", kHeader + "0,0,0,,\n1,0,0,,\n2,0,0,,\n");
+  write_bytes(dir / "t.csv", kHeader + "0,0,0,,\n1,0,0,,\n2,0,0,,\n");
   json clients = traced(2, 1, "t.csv");
   clients["participation"]["clients"] = 3;
   CHECK(parse_error(clients, dir.path()) ==
@@ -159,7 +150,7 @@ TEST_CASE("availability trace: nobody available when the first round starts is r
              "at least one");
   // As a user runs it: exit 2, no run folder left behind.
   json m = traced(2, 1, (dir / "t.csv").string());
-  write_file(dir / "t.csv", kHeader + "0,0,0,,\n1,0,0,,\n");
+  write_bytes(dir / "t.csv", kHeader + "0,0,0,,\n1,0,0,,\n");
   m["output"]["dir"] = (dir / "out").string();
   const Outcome o = run_cli({write_manifest(dir, "m", m).string(), "--progress=none"}, dir / "cli.log", 60);
   INFO(o.output);

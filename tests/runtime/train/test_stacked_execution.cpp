@@ -24,6 +24,7 @@ using exogym::test::read_text;
 using exogym::test::TempDir;
 using nlohmann::json;
 namespace fs = std::filesystem;
+using exogym::test::summary_of;
 
 namespace {
 
@@ -37,8 +38,6 @@ json with_execution(json m, const char* execution) {
   m["execution"] = execution;
   return m;
 }
-
-json summary_of(const fs::path& run) { return json::parse(read_text(run / "summary.json")); }
 
 // The rows of a CSV, each split at its commas.
 std::vector<std::vector<std::string>> csv_rows(const fs::path& file) {
@@ -100,9 +99,16 @@ TEST_CASE("stacked MLP runs are the per-node runs bit for bit, with every built-
   TempDir dir("stacked");
   for (const auto& [plugin, options] : exogym::test::builtin_strategies()) {
     INFO(plugin);
-    const auto [per_node, stacked] = both_ways(timed(exogym::test::with_strategy(4, plugin, options)), dir, plugin);
+    const json m = timed(exogym::test::with_strategy(4, plugin, options));
+    const auto [per_node, stacked] = both_ways(m, dir, plugin);
     require_same_training(per_node, stacked);
-    CHECK(summary_of(stacked)["execution"] == json({{"mode", "stacked"}, {"stacks", {4}}}));
+    // Every local step one over the stacks (LocalStep::step_together), but
+    // DeMo's, which takes none (its sign-SGD step is its own).
+    const int64_t node_steps = 4 * m["train"]["max_steps"].get<int64_t>();
+    const json local_steps =
+        plugin == "demo" ? json{{"together", 0}, {"apart", 0}} : json{{"together", node_steps}, {"apart", 0}};
+    CHECK(summary_of(stacked)["execution"] ==
+          json({{"mode", "stacked"}, {"stacks", {4}}, {"local_steps", local_steps}}));
     CHECK(summary_of(per_node)["execution"]["mode"] == "per_node");
     CHECK(summary_of(per_node)["execution"]["reason"] == "execution is \"per_node\"");
   }
@@ -137,6 +143,34 @@ TEST_CASE("stacked runs where only some nodes compute are the per-node runs bit 
   }
 }
 
+TEST_CASE("a stack's local steps go apart where they cannot be one, and summary.json says why", "[stacked]") {
+  TempDir dir("stacked");
+  SECTION("an optimizer that does not step stacks") {
+    const json muon = {{"name", "muon"}, {"lr", 0.01}};
+    const auto [per_node, stacked] =
+        both_ways(timed(exogym::test::with_strategy(4, "diloco", {{"H", 3}, {"optimizer", muon}})), dir, "muon");
+    require_same_training(per_node, stacked);
+    const json local_steps = summary_of(stacked)["execution"]["local_steps"];
+    CHECK(local_steps["together"] == 0);
+    CHECK(local_steps["apart"] == 4 * 20);
+    CHECK(local_steps["apart_because"] == "the optimizer \"muon\" steps no stacks (adamw, adam and sgd do)");
+  }
+  SECTION("nodes down: the live nodes' rows are no stack") {
+    json m =
+        timed(exogym::test::with_strategy(4, "diloco", {{"H", 3}, {"optimizer", {{"name", "adamw"}, {"lr", 0.01}}}}));
+    m["faults"] = json::array({{{"node", 1}, {"fail_at", 4}, {"rejoin_at", 10}}});
+    const auto [per_node, stacked] = both_ways(m, dir, "down");
+    require_same_training(per_node, stacked);
+    const json local_steps = summary_of(stacked)["execution"]["local_steps"];
+    // Steps 0 to 3 together; 4 to 9 with node 1 down apart (nodes 0, 2 and 3
+    // are not evenly spaced rows); from 10 on node 1's optimizer has started
+    // again (its AdamW's step count is not the others'), so apart as well.
+    CHECK(local_steps["together"] == 4 * 4);
+    CHECK(local_steps["apart"] == 3 * 6 + 4 * 10);
+    CHECK_THAT(local_steps["apart_because"].get<std::string>(), Catch::EndsWith("are not the rows of one stack"));
+  }
+}
+
 TEST_CASE("a checkpoint written stacked resumes per node, and back, as the run that never stopped", "[stacked]") {
   TempDir dir("stacked");
   json m = exogym::test::checkpointed_manifest(4, 6);
@@ -164,8 +198,9 @@ TEST_CASE("auto stacks where it can and says why not where it cannot, stacked re
     CHECK_THAT(execution["reason"].get<std::string>(),
                Catch::StartsWith("on the CPU, nodes computing side by side are faster than one stacked computation"));
     // "stacked" stacks them anyway.
-    CHECK(summary_of(exogym::test::train_in(with_execution(m, "stacked"), dir, "mlp-stacked"))["execution"] ==
-          json({{"mode", "stacked"}, {"stacks", {4}}}));
+    const json stacked = summary_of(exogym::test::train_in(with_execution(m, "stacked"), dir, "mlp-stacked"));
+    CHECK(stacked["execution"]["mode"] == "stacked");
+    CHECK(stacked["execution"]["stacks"] == json({4}));
   }
   SECTION("one node computes on its own") {
     const json execution = summary_of(exogym::test::train_in(exogym::test::small_manifest(1), dir, "one"))["execution"];
@@ -222,5 +257,7 @@ TEST_CASE("stacked runs over two processes give the one-process run", "[stacked]
   const fs::path one = exogym::test::run_layout(dir, m, "one", {});
   const fs::path two = exogym::test::run_layout(dir, m, "two", {"--nproc", "2"});
   require_same_training(one, two);
-  CHECK(summary_of(two)["execution"] == json({{"mode", "stacked"}, {"stacks", {2}}}));
+  // The stack and the local steps of the writing process's nodes: 2 nodes, 20 steps.
+  CHECK(summary_of(two)["execution"] ==
+        json({{"mode", "stacked"}, {"stacks", {2}}, {"local_steps", {{"together", 2 * 20}, {"apart", 0}}}}));
 }
