@@ -31,8 +31,6 @@ struct OptimizerSpec {
                                  const nlohmann::json& fallback = nullptr);
   nlohmann::json to_json() const;  // {"name": ..., every hyper-parameter}
   double lr() const;
-  bool operator==(const OptimizerSpec& other) const { return name == other.name && params == other.params; }
-  bool operator!=(const OptimizerSpec& other) const { return !(*this == other); }
 
   // With the model whose parameters `params` are, muon steps the embeddings
   // and head it declares (or adamw_params picks) with its AdamW.

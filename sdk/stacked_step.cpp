@@ -192,6 +192,10 @@ void clip(const std::vector<Node>& nodes, const std::vector<StackedParameter>& s
   for (int64_t k = 0; k < K; ++k) nodes[static_cast<size_t>(k)].ctx->record("grad_norm", host.data_ptr<double>()[k]);
 }
 
+// Whether two specs build the same optimizer (compared as they are, not
+// serialised: this runs every step).
+bool same_optimizer(const OptimizerSpec& a, const OptimizerSpec& b) { return a.name == b.name && a.params == b.params; }
+
 // Whether `row` is row k of `stack`.
 bool is_row(const at::Tensor& row, const at::Tensor& stack, int64_t k) {
   return row.defined() && row.is_alias_of(stack) && row.sizes() == stack.sizes().slice(1) &&
@@ -272,7 +276,7 @@ std::string LocalStep::step_together(const std::vector<LocalStep*>& steps) {
   std::vector<Node> nodes;
   for (LocalStep* s : steps) {
     if (!s->ctx_ || !s->optimizer_ || s->ctx_->step != first.ctx_->step || s->params_.size() != first.params_.size() ||
-        s->options_.max_norm != first.options_.max_norm || s->options_.optimizer != first.options_.optimizer ||
+        s->options_.max_norm != first.options_.max_norm || !same_optimizer(s->options_.optimizer, first.options_.optimizer) ||
         s->options_.lr_at(s->ctx_->step, s->ctx_->max_steps) != lr)
       return "the nodes' optimizers, clipping or learning rates differ";
     nodes.push_back({s->ctx_, &s->params_, s->optimizer_.get()});
