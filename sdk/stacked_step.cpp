@@ -276,7 +276,8 @@ std::string LocalStep::step_together(const std::vector<LocalStep*>& steps) {
   std::vector<Node> nodes;
   for (LocalStep* s : steps) {
     if (!s->ctx_ || !s->optimizer_ || s->ctx_->step != first.ctx_->step || s->params_.size() != first.params_.size() ||
-        s->options_.max_norm != first.options_.max_norm || !same_optimizer(s->options_.optimizer, first.options_.optimizer) ||
+        s->options_.max_norm != first.options_.max_norm ||
+        !same_optimizer(s->options_.optimizer, first.options_.optimizer) ||
         s->options_.lr_at(s->ctx_->step, s->ctx_->max_steps) != lr)
       return "the nodes' optimizers, clipping or learning rates differ";
     nodes.push_back({s->ctx_, &s->params_, s->optimizer_.get()});
