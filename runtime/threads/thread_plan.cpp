@@ -1,5 +1,7 @@
 #include "exogym/runtime/threads/thread_plan.h"
 
+#include <ATen/Parallel.h>
+
 #include <algorithm>
 
 namespace exogym::runtime::threads {
@@ -11,6 +13,13 @@ ThreadPlan plan_threads(const ThreadRequest& request, int visible_cores) {
   plan.threads = request.threads > 0 ? request.threads : std::max(1, plan.cores / plan.parallelism);
   plan.pinned = request.pin && plan.cores == visible_cores && plan.parallelism <= plan.cores;
   return plan;
+}
+
+void use_intra_op_threads(int threads) {
+  // Settle the thread's lazy initialisation first, so that nothing resets
+  // the count after it is set.
+  at::internal::lazy_init_num_threads();
+  at::set_num_threads(threads);
 }
 
 }  // namespace exogym::runtime::threads

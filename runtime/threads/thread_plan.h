@@ -39,4 +39,13 @@ struct ThreadPlan {
 // core per slot.
 ThreadPlan plan_threads(const ThreadRequest& request, int visible_cores);
 
+// Gives the calling thread `threads` LibTorch intra-op threads, for good.
+// at::set_num_threads alone does not: a thread's first parallel op (or
+// at::get_num_threads) sets its OpenMP count again to the process-wide value
+// that whichever thread last called at::set_num_threads left, so a thread
+// that sets its count before another thread sets a different one would
+// compute with the other's, or not, as the threads happen to start; and a
+// reduction's result depends on how many threads share it.
+void use_intra_op_threads(int threads);
+
 }  // namespace exogym::runtime::threads

@@ -1,6 +1,6 @@
 #include "exogym/runtime/threads/work_crew.h"
 
-#include <ATen/Parallel.h>
+#include "exogym/runtime/threads/thread_plan.h"
 
 namespace exogym::runtime::threads {
 
@@ -34,7 +34,7 @@ void WorkCrew::work(const std::function<void(int64_t)>& item) {
 
 void WorkCrew::helper_main() {
   // Each helper is one of the compute slots: one intra-op thread.
-  at::set_num_threads(1);
+  use_intra_op_threads(1);
   uint64_t seen = 0;
   for (;;) {
     const std::function<void(int64_t)>* job;

@@ -1,6 +1,6 @@
 #include "exogym/runtime/threads/worker_thread.h"
 
-#include <ATen/Parallel.h>
+#include "exogym/runtime/threads/thread_plan.h"
 
 namespace exogym::runtime::threads {
 
@@ -28,7 +28,7 @@ void WorkerThread::run(const std::function<void()>& job) {
 
 void WorkerThread::main_loop(int intra_op_threads) {
   // OpenMP settings are per thread (node_loop.cpp).
-  at::set_num_threads(intra_op_threads);
+  use_intra_op_threads(intra_op_threads);
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     wake_.wait(lock, [this] { return stopping_ || (job_ && !finished_); });

@@ -1,10 +1,9 @@
 #include "exogym/runtime/train/node_loop.h"
 
-#include <ATen/Parallel.h>
-
 #include <memory>
 
 #include "exogym/runtime/checkpoint/stop_vote.h"
+#include "exogym/runtime/threads/thread_plan.h"
 #include "exogym/runtime/train/cluster.h"
 #include "exogym/runtime/train/node_run.h"
 #include "exogym/runtime/train/node_stacks.h"
@@ -30,11 +29,14 @@ void run_nodes(TrainingState& s, const threads::ThreadPlan& plan, bool exact_red
     NodeStacks& stacks;
     ~Stacks() { stacks.disconnect(); }
   } stacks{*s.setup.stacks};
-  stacks.stacks.connect(*cluster, m.precision, plan.parallelism * plan.threads);
+  // A node's intra-op threads, not the process's cores: the stacked nanoGPT's
+  // backward with two threads drifted 3e-4 from the per-node run over 200
+  // steps, and was no faster (docs/performance.md#stacked-execution).
+  stacks.stacks.connect(*cluster, m.precision, plan.threads);
   cluster->run([&](int rank, threads::NodeSlot& slot) {
     // OpenMP settings are per thread: a new thread would start with one
     // OpenMP thread per core, and K such teams oversubscribe the machine.
-    at::set_num_threads(plan.threads);
+    threads::use_intra_op_threads(plan.threads);
     NodeRun(s, *cluster, rank, slot).run();
   });
   if (vote) vote->finished();

@@ -2,12 +2,12 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Context.h>
-#include <ATen/Parallel.h>
 
 #include <algorithm>
 
 #include "exogym/runtime/host/devices.h"
 #include "exogym/runtime/plugin/plugin_loader.h"
+#include "exogym/runtime/threads/thread_plan.h"
 #include "exogym/runtime/threads/work_crew.h"
 #include "exogym/runtime/train/memory_check.h"
 #include "exogym/runtime/util/exception_text.h"
@@ -99,7 +99,7 @@ Replicas build_replicas(const manifest::Manifest& m, const TrainingPlugins& plug
   // stops spinning between parallel regions, so every node's team would
   // sleep and wake (measured: nanoGPT at K = 1, 23 000 context switches
   // instead of 230, and 10-15 % slower).
-  at::set_num_threads(1);
+  threads::use_intra_op_threads(1);
   build(block.first);
   // The first replica is the measure of the others.
   check_memory(m, replica_bytes(*r.models[block.first]), block.count, budget);

@@ -15,6 +15,7 @@
 
 #include "exogym/runtime/data/sampler.h"
 #include "exogym/runtime/plugin/plugin_loader.h"
+#include "exogym/runtime/threads/thread_plan.h"
 #include "exogym/sdk/model.h"
 #include "exogym/sdk/optim.h"
 
@@ -111,7 +112,7 @@ class BareLoop {
 
   // Worker w trains replicas w, w + workers, ...
   void work(int w) {
-    at::set_num_threads(c_.threads);
+    runtime::threads::use_intra_op_threads(c_.threads);
     try {
       for (int64_t t = 0; t < c_.steps; ++t) {
         for (int r = w; r < c_.nodes; r += c_.workers) {

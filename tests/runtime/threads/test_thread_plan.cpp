@@ -1,6 +1,14 @@
 // How node threads share a process's cores (threads/thread_plan.h): the one
-// policy the simulator and the benchmark's bare loop both follow.
+// policy the simulator and the benchmark's bare loop both follow, and the
+// intra-op threads each thread keeps.
+#include <ATen/Parallel.h>
+
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
 #include "exogym/runtime/threads/thread_plan.h"
+#include "exogym/runtime/threads/worker_thread.h"
 #include "testing.h"
 
 using exogym::runtime::threads::plan_threads;
@@ -84,4 +92,46 @@ TEST_CASE("thread plan: slots are pinned only for a process alone on its host wi
   // More slots than cores cannot each have their own.
   CHECK_FALSE(plan_threads(request(8, 8), 4).pinned);
   CHECK(plan_threads(request(8, 4), 4).pinned);
+}
+
+// What a thread asks for, it keeps: another thread setting its own count
+// later (as every node thread does) does not change this one's, whichever
+// starts first. With at::set_num_threads alone the stack's worker thread
+// computed with 1 or 2 threads as the threads happened to start, and a bf16
+// run was not the same bits twice.
+TEST_CASE("a thread keeps the intra-op threads it asked for when another thread sets other ones") {
+  using exogym::runtime::threads::use_intra_op_threads;
+  const auto set_elsewhere = [](int n) { std::thread([n] { at::set_num_threads(n); }).join(); };
+  std::mutex mutex;
+  std::condition_variable changed;
+  int stage = 0;
+  int seen = 0;
+  std::thread asker([&] {
+    use_intra_op_threads(2);
+    std::unique_lock<std::mutex> lock(mutex);
+    stage = 1;
+    changed.notify_all();
+    changed.wait(lock, [&] { return stage == 2; });
+    seen = at::get_num_threads();
+  });
+  {
+    std::unique_lock<std::mutex> lock(mutex);
+    changed.wait(lock, [&] { return stage == 1; });
+  }
+  set_elsewhere(1);
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    stage = 2;
+  }
+  changed.notify_all();
+  asker.join();
+  CHECK(seen == 2);
+
+  // The stack's worker thread, asked for 3, after the node threads set 1.
+  exogym::runtime::threads::WorkerThread worker(3);
+  worker.run([] {});
+  set_elsewhere(1);
+  int worker_threads = 0;
+  worker.run([&] { worker_threads = at::get_num_threads(); });
+  CHECK(worker_threads == 3);
 }
