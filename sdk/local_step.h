@@ -31,8 +31,7 @@ struct LocalStepOptions {
   static ModuleSpecs specs();
   static LocalStepOptions from_json(const nlohmann::json& validated_options);
 
-  // The scheduled learning rate of 0-based step `step` in a run of
-  // `run_max_steps` (what the schedule's max_steps defaults to).
+  // The scheduled LR of 0-based step `step` of `run_max_steps` (the schedule's default max_steps).
   double lr_at(int64_t step, int64_t run_max_steps) const {
     return optimizer.lr() * schedule.factor(step, run_max_steps);
   }
@@ -67,9 +66,8 @@ class LocalStep {
   const std::vector<at::Tensor>& parameters() const { return params_; }
   torch::optim::Optimizer& optimizer() { return *optimizer_; }
 
-  // The optimizer's state under `prefix` (optim_state.h). load_state
-  // replaces the state; reset() forgets it (a fresh optimizer's, as a
-  // node that comes back after a failure without the donor's has).
+  // The optimizer's state under `prefix` (optim_state.h). load_state replaces it; reset() forgets it
+  // (a fresh optimizer's, as a node that comes back after a failure without the donor's has).
   void save_state(StateDict& out, const std::string& prefix) const;
   void load_state(const StateDict& in, const std::string& prefix);
   void reset();

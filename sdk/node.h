@@ -44,6 +44,8 @@ struct NodeContext {
   // The client trained this round, of `clients`; without a population, the node's rank of K
   // (Strategy::has_client_state).
   int client = 0, clients = 1;
+  // This step's speed factors (compute.speed, a client's, a trace's; 1 without): the node's, the fastest live one's.
+  double speed = 1, fastest_speed = 1;
   // The run's seed, the same on every node: derive any randomness from it.
   uint64_t seed = 0;
   std::shared_ptr<spdlog::logger> log;

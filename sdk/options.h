@@ -55,14 +55,12 @@ struct OptionSpec {
   std::string doc;
   std::vector<std::string> choices = {};  // allowed values of a String option, or a ChoiceSet's
   bool required = false;
-  // Integer types: the largest value accepted. Values above INT64_MAX (only
-  // seeds, read as uint64_t) need a larger maximum; an option read as an int
-  // declares INT_MAX.
+  // Integer types: the largest value accepted, above INT64_MAX only for
+  // seeds (read as uint64_t); an option read as an int declares INT_MAX.
   uint64_t maximum = std::numeric_limits<int64_t>::max();
   // What the value is, in words, where the type's name says too little:
-  // messages then read "expected a <noun>, got ...", e.g. the noun
-  // "bandwidth with a unit such as \"1Gbit/s\"" of a String that its reader
-  // parses further.
+  // messages then read "expected a <noun>, got ...", e.g. "bandwidth with a
+  // unit such as \"1Gbit/s\"" for a String its reader parses further.
   std::string noun = {};
   // Section: the keys it accepts. Table and List: the one spec every value
   // follows (its name is a placeholder for the key, e.g. "<node>"). Tagged:

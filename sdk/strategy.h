@@ -6,18 +6,16 @@
 //
 // Lifetime: every node has its own instance, made by the plugin's factory on
 // the main thread before training (node 0's first, the others' possibly at
-// the same time on helper threads) from options already validated against
-// the plugin's OptionSpecs. A ConfigError thrown by the constructor, or by
-// any function below (init() may check options against the model), is the
-// user's to fix: reported under "strategy.options.<its path>" with the
-// variant, exit status 2. After that, each node's instance is used only by
-// that node's thread, and it is destroyed on the main thread after every
-// node has finished.
+// once on helper threads) from options validated against its OptionSpecs. A
+// ConfigError thrown by the constructor or any function below (init() may
+// check options against the model) is the user's to fix: reported under
+// "strategy.options.<its path>" with the variant, exit status 2. Each node's
+// instance is then used only by its node's thread, and destroyed on the
+// main thread after every node has finished.
 //
-// Errors: an exception from init(), zero_grad() or step() ends the run. The
-// other nodes' collectives throw AbortedError (comm.h), every node stops,
-// and the run fails with the first error, prefixed with the node, the step
-// and the plugin.
+// Errors: an exception from init(), zero_grad() or step() ends the run: the
+// others' collectives throw AbortedError (comm.h), and the run fails with
+// the first error, prefixed with the node, the step and the plugin.
 #include <ATen/core/Tensor.h>
 
 #include "exogym/sdk/state_dict.h"
@@ -40,6 +38,11 @@ class Strategy {
   // First thing of every step (after the step's evaluation, if any), before
   // the backward passes of the step's micro-batches: clears the gradients.
   virtual void zero_grad() = 0;
+
+  // Before each step: whether the node computes it. False: it idles (no
+  // batch, zero_grad, forward, backward or compute time) and step() still
+  // runs, with no gradients, to communicate (FedProx's partial work).
+  virtual bool computes() const { return true; }
 
   // Once per step, after the backward passes: param.grad() holds the node's
   // gradient averaged over its micro-batches (undefined for a parameter that
@@ -90,9 +93,8 @@ class Strategy {
   // residual, SCAFFOLD's control variate
   // (docs/plugins.md#state-that-belongs-to-a-client). With participation a
   // node takes on a client after load_recovery_state gave it the run's
-  // state; a strategy whose
-  // has_client_state() is true then has the client's own part kept between
-  // its rounds, on the client's side (no bytes on the network):
+  // state; if has_client_state(), the client's own part is kept between its
+  // rounds, on the client's side (no bytes on the network):
   // save_client_state on a node whose client leaves it (at the round's
   // start, before the membership changes; the tensors are copied to the
   // CPU), load_client_state on a node that takes a client on, after

@@ -6,13 +6,22 @@
 // before the local step (before clipping, as a term of the loss would be).
 // With mu = 0 it is fedavg, bit for bit (tested).
 //
-// Options: fedavg's ("H", "island_size", "aggregator", ...), "mu" and the
-// local step's. State: the local optimizer's, and w_t ("anchor.<i>"), which
+// Partial work ("partial_work"), the paper's systems half: a round ends at
+// the deadline the fastest live node needs for its H local steps, and a
+// node at speed s computes the floor(H s / s_fastest) steps it finishes by
+// then (at least one; the round waits for it), idling through the rest
+// (Strategy::computes), and sends that γ-inexact work to the average
+// instead of being waited for or dropped. Node speeds: compute.speed.
+//
+// Options: fedavg's ("H", "island_size", "aggregator", ...), "mu",
+// "partial_work" and the local step's. State: the local optimizer's, and w_t ("anchor.<i>"), which
 // a node that comes back after a failure receives from its donor with the
 // parameters.
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 
+#include <algorithm>
+#include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,6 +44,9 @@ static sdk::ModuleSpecs fedprox_specs() {
               OptionSpec{"mu", OptionType::NonNegativeNumber, 0.01,
                          "weight of the proximal term (mu / 2) ||w - w_t||^2 added to each node's local objective, "
                          "w_t being the model its round started from (0: FedAvg)"},
+              OptionSpec{"partial_work", OptionType::Boolean, false,
+                         "a slower node sends the local steps it finished by the round's deadline, that of the "
+                         "fastest live node's H steps (the paper's variable local work), instead of being waited for"},
           }};
 }
 
@@ -44,7 +56,8 @@ class FedProxStrategy final : public sdk::Strategy {
       : local_(sdk::LocalStepOptions::from_json(options)),
         fedavg_(sdk::ModuleOptions(options, modules::FedAvgModule::specs())),
         H_(options.at("H").get<int64_t>()),
-        mu_(options.at("mu").get<double>()) {}
+        mu_(options.at("mu").get<double>()),
+        partial_work_(options.at("partial_work").get<bool>()) {}
 
   static sdk::OptionSpecs specs() {
     return sdk::compose_specs({fedprox_specs(), modules::FedAvgModule::specs(), sdk::LocalStepOptions::specs()});
@@ -60,28 +73,20 @@ class FedProxStrategy final : public sdk::Strategy {
     for (const auto& p : params_) anchor_.push_back(p.detach().clone());
   }
 
+  bool computes() const override { return ctx_->step % H_ < local_steps(); }
+
   void zero_grad() override { local_.zero_grad(); }
   double lr() const override { return local_.lr(); }
 
   void step() override {
-    if (mu_ > 0) {
-      at::NoGradGuard no_grad;
-      for (size_t i = 0; i < params_.size(); ++i) {
-        // A parameter without a gradient has no loss term this step; the
-        // proximal term still pulls it (its gradient is mu (w - w_t) alone).
-        at::Tensor& grad = params_[i].mutable_grad();
-        const at::Tensor pull = (params_[i].detach() - anchor_[i]).mul_(mu_);
-        if (grad.defined()) {
-          grad.add_(pull);
-        } else {
-          grad = pull;
-        }
-      }
-    }
-    local_.step();
+    // An idle node still takes part in the round's average.
+    if (computes()) local_step();
     fedavg_.communicate(*ctx_, *model_, ctx_->step);
     // The round is over: its average is the next round's w_t.
-    if ((ctx_->step + 1) % H_ == 0) refresh_anchor();
+    if ((ctx_->step + 1) % H_ == 0) {
+      refresh_anchor();
+      if (partial_work_) ctx_->record("local_steps", static_cast<double>(local_steps()));
+    }
   }
 
   void save_state(sdk::StateDict& out) const override {
@@ -113,6 +118,35 @@ class FedProxStrategy final : public sdk::Strategy {
   // The FedAvg module's keys, where a composed strategy would put them.
   static constexpr const char* kFedAvg = "module0.";
 
+  // The local steps this node takes in its round: H, or with partial work
+  // the steps it finishes by the deadline, from the speeds of this step
+  // (they change only between rounds; 1e-9: H s / s_fastest may round below
+  // a whole number).
+  int64_t local_steps() const {
+    if (!partial_work_) return H_;
+    const double share = ctx_->speed / ctx_->fastest_speed;
+    return std::max<int64_t>(1, static_cast<int64_t>(std::floor(static_cast<double>(H_) * share + 1e-9)));
+  }
+
+  // The local step on the proximal objective.
+  void local_step() {
+    if (mu_ > 0) {
+      at::NoGradGuard no_grad;
+      for (size_t i = 0; i < params_.size(); ++i) {
+        // A parameter without a gradient has no loss term this step; the
+        // proximal term still pulls it (its gradient is mu (w - w_t) alone).
+        at::Tensor& grad = params_[i].mutable_grad();
+        const at::Tensor pull = (params_[i].detach() - anchor_[i]).mul_(mu_);
+        if (grad.defined()) {
+          grad.add_(pull);
+        } else {
+          grad = pull;
+        }
+      }
+    }
+    local_.step();
+  }
+
   void refresh_anchor() {
     for (size_t i = 0; i < params_.size(); ++i) anchor_[i].copy_(params_[i].detach());
   }
@@ -123,6 +157,7 @@ class FedProxStrategy final : public sdk::Strategy {
   modules::FedAvgModule fedavg_;
   int64_t H_;
   double mu_;
+  bool partial_work_;
   sdk::NodeContext* ctx_ = nullptr;
   sdk::Model* model_ = nullptr;
   std::vector<at::Tensor> params_, anchor_;

@@ -10,9 +10,11 @@ NodeMeter::NodeMeter(int rank, const NetworkModel& network, const ComputeModel& 
                      bool keep_rows)
     : rank_(rank), network_(network), compute_model_(compute), clocks_(clocks), keep_rows_(keep_rows) {}
 
-void NodeMeter::begin_step(int64_t step) {
+void NodeMeter::begin_step(int64_t step, bool computes) {
   row_step_ = step + 1;
   in_step_ = true;
+  idle_ = !computes;
+  if (idle_) return;
   if (compute_model_.step_time) {
     pending_compute_ += *compute_model_.step_time / speed();
   } else {
@@ -29,7 +31,7 @@ void NodeMeter::stop_timer() {
 }
 
 void NodeMeter::resume_compute(double share_seconds) {
-  if (compute_model_.step_time) return;
+  if (compute_model_.step_time || idle_) return;
   pending_compute_ += share_seconds / speed();
   restart_timer();
 }
@@ -44,6 +46,7 @@ void NodeMeter::end_step() {
   stop_timer();
   settle_compute();
   in_step_ = false;
+  idle_ = false;
   in_flight_->check();
 }
 
@@ -60,7 +63,7 @@ void NodeMeter::land_transfers() {
 }
 
 void NodeMeter::restart_timer() {
-  if (in_step_ && !compute_model_.step_time) {
+  if (in_step_ && !idle_ && !compute_model_.step_time) {
     timing_ = true;
     timer_start_ = std::chrono::steady_clock::now();
   }

@@ -61,10 +61,11 @@ class NodeMeter {
   void set_completed_steps(int64_t steps) { row_step_ = steps; }
   // The training loop brackets the compute of 0-based step t (zero_grad,
   // forward, backward, the strategy's step) with these; its collectives are
-  // comm.csv row t + 1, as in train.csv.
+  // comm.csv row t + 1, as in train.csv. A step the node does not compute
+  // (`computes` false: Strategy::computes) adds no compute to its clock.
   // end_step throws sdk::Error for a non-blocking collective whose handle
   // was dropped without wait() during the step (transfers_in_flight.h).
-  void begin_step(int64_t step);
+  void begin_step(int64_t step, bool computes = true);
   void end_step();
   // Stacked execution (train/node_stacks.h): the node stops timing its
   // compute while it waits for its stack's forward and backward, which are
@@ -127,6 +128,11 @@ class NodeMeter {
   DonorView donor_view() const;
 
   double clock() const { return clock_; }
+  // The node's speed factor, read at each step: an availability trace
+  // changes it between rounds (train::Meters::apply_clients).
+  double speed() const {
+    return static_cast<size_t>(rank_) < compute_model_.speed.size() ? compute_model_.speed[rank_] : 1.0;
+  }
   double compute_seconds() const { return compute_; }
   double communication_seconds() const { return communication_; }
   double waiting_seconds() const { return waiting_; }
@@ -186,15 +192,11 @@ class NodeMeter {
   const NetworkModel& network_;
   const ComputeModel& compute_model_;
   ClockExchange& clocks_;
-  // The node's speed factor, read at each step: an availability trace
-  // changes it between rounds (train::Meters::apply_trace).
-  double speed() const {
-    return static_cast<size_t>(rank_) < compute_model_.speed.size() ? compute_model_.speed[rank_] : 1.0;
-  }
   const bool keep_rows_;
 
   int64_t row_step_ = 0;
   bool in_step_ = false;
+  bool idle_ = false;  // in a step the node does not compute
   bool timing_ = false;
   std::chrono::steady_clock::time_point timer_start_;
   double pending_compute_ = 0;

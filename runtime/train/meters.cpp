@@ -1,5 +1,6 @@
 #include "exogym/runtime/train/meters.h"
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <utility>
@@ -70,6 +71,12 @@ void Meters::apply_clients(const std::vector<int>* client_of_node, const sim::Av
     network_.set_bandwidth(rank, state.bandwidth.value_or(bandwidth));
   }
   network_.pace_by(live);
+}
+
+double Meters::fastest_speed(const std::vector<int>& live) const {
+  double fastest = 0;
+  for (int rank : live) fastest = std::max(fastest, speed(rank));
+  return fastest > 0 ? fastest : 1.0;
 }
 
 nlohmann::json Meters::node_stats() const {

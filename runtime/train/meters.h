@@ -51,6 +51,11 @@ class Meters {
   void apply_clients(const std::vector<int>* client_of_node, const sim::AvailabilityTrace* trace, double time,
                      const std::vector<int>& live);
 
+  // Node `rank`'s speed factor this round (any rank), and the fastest of
+  // `live`'s (NodeContext::speed, fastest_speed).
+  double speed(int rank) const { return compute_.speed[static_cast<size_t>(rank)]; }
+  double fastest_speed(const std::vector<int>& live) const;
+
   // This process's nodes' counters and clock splits, for summary.json.
   nlohmann::json node_stats() const;
 

@@ -2,16 +2,12 @@
 
 #include <ATen/ATen.h>
 
-#include <chrono>
 #include <cmath>
-#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "exogym/runtime/async/async_checkpoint.h"
-#include "exogym/runtime/checkpoint/client_states.h"
 #include "exogym/runtime/checkpoint/node_state.h"
-#include "exogym/runtime/dist/process_mesh.h"
 #include "exogym/runtime/host/devices.h"
 #include "exogym/runtime/host/interrupt.h"
 #include "exogym/runtime/plugin/plugin_loader.h"
@@ -175,6 +171,8 @@ void NodeRun::restore() {
 
 void NodeRun::start_step(int64_t t) {
   ctx_.step = t;
+  ctx_.speed = s_.simulation->speed(rank_);
+  ctx_.fastest_speed = s_.simulation->fastest_speed(membership_.live());
   if (!s_.checkpoints.stop_point && host::interrupt_requested()) {
     throw host::Interrupted("interrupted by a signal (" + host::interrupt_signal_text() + ") after " +
                             std::to_string(t) + " steps");
@@ -185,75 +183,6 @@ void NodeRun::meet_every_node(const std::function<void()>& work) {
   if (membership_.simulated()) return cluster_.meet_all(rank_, &slot_, work);
   if (work && rank_ == s_.run.role.block.first) work();
   backend_->barrier();
-}
-
-void NodeRun::boundary(int64_t step) {
-  bool stop = false;
-  checkpoint::StopPoint* stop_point = s_.checkpoints.stop_point.get();
-  if (stop_point) {
-    using Answer = checkpoint::StopPoint::Answer;
-    Answer answer;
-    while ((answer = stop_point->at_boundary(rank_, step, host::interrupt_requested())) == Answer::Wait) {
-      // This process's proposal: wait for the other processes' (stop_vote.h),
-      // without holding a compute slot another node needs to get here.
-      phase_ = "waiting for the processes to agree where to stop after the signal";
-      slot_.release();
-      const bool agreed = stop_point->wait_for_agreement();
-      slot_.acquire();
-      if (!agreed) throw sdk::AbortedError("the run failed while its processes agreed where to stop");
-    }
-    stop = answer == Answer::Stop;
-  }
-  if (stop || checkpoint_due(m_, s_.checkpoints, step)) write_checkpoint(step);
-  if (stop) {
-    throw host::Interrupted("interrupted by a signal (" + host::interrupt_signal_text() + ") after " +
-                            std::to_string(step) + " steps; resume with exogym-run --resume " +
-                            s_.checkpoints.writer->folder().parent_path().string());
-  }
-}
-
-// Collective: the nodes meet, every node writes its file, they meet, (over
-// several processes: the other processes hand their metric rows over, they
-// meet,) node 0 commits, they meet again (so that a failed commit stops
-// every node). The meetings are the runtime's, unmetered: a checkpoint
-// changes no count and no clock.
-//
-// The first meeting makes the checkpoint one snapshot: a node that sat the
-// step out gets here while the others still compute it, and what the nodes
-// share (sdk/shared.h: DiLoCo's master copy, stepped by the first node past
-// the average) would otherwise change under its writer, between the file's
-// digest and its bytes.
-void NodeRun::write_checkpoint(int64_t step) {
-  phase_ = "writing the checkpoint of step " + std::to_string(step);
-  const auto started = std::chrono::steady_clock::now();
-  CheckpointState& checkpoints = s_.checkpoints;
-  meet_every_node();
-  checkpoint::write_node_state(
-      checkpoints.writer->partial_folder(step), rank_, step, model_, strategy_, meter_.state(),
-      async::save_async_state(s_.simulation->async(), rank_, rank_ == s_.run.role.block.first));
-  // Every process's store holds every client: node 0 writes it.
-  if (rank_ == 0 && membership_.client_store())
-    checkpoint::write_client_states(checkpoints.writer->partial_folder(step), step,
-                                    membership_.client_store()->stored());
-  meet_every_node();
-  if (s_.run.role.mesh) {
-    // Every node of this process is here, so no metric row or report is
-    // still coming.
-    meet_every_node([this, step] {
-      if (s_.outputs.metric_buffer)
-        hand_over_metrics(*s_.outputs.metric_buffer, *s_.checkpoints.writer, s_.run.role.mesh->rank(), step);
-      if (membership_.simulated()) exchange_reports(s_.run, s_.outputs, s_.reported);
-    });
-  }
-  std::filesystem::path folder;
-  if (rank_ == 0)
-    folder = commit_checkpoint(s_.run.role, *s_.outputs.writer, s_.reported, membership_, checkpoints, step);
-  meet_every_node();
-  if (rank_ != 0) return;
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  ++checkpoints.written;
-  checkpoints.seconds += seconds;
-  s_.run.log->debug("checkpoint {} written in {:.3f} s", folder.string(), seconds);
 }
 
 void NodeRun::train_step(int64_t t) {
@@ -297,15 +226,28 @@ void NodeRun::async_slot(int64_t t) {
 }
 
 double NodeRun::compute_step(int64_t t) {
-  meter_.begin_step(t);
-  phase_ = "zero_grad of " + strategy_name_;
-  strategy_.zero_grad();
-  phase_ = "loading the training batch";
-  // An asynchronous node takes its batches in order, skipping none when it
-  // sits slots out (begin_slot counted this step).
-  const int64_t batch = asynchronous_ ? s_.simulation->async().steps_computed(rank_) - 1 : t;
-  const double loss = forward_backward(s_.setup.data.sampler->batch_indices(rank_, batch));
-  if (m_.stop_on_nonfinite && !std::isfinite(loss)) throw Diverged(rank_, t, "the training loss");
+  phase_ = "computes() of " + strategy_name_;
+  const bool computes = strategy_.computes();
+  meter_.begin_step(t, computes);
+  // An idle step reports the node's last loss.
+  double loss = last_loss_;
+  if (computes) {
+    phase_ = "zero_grad of " + strategy_name_;
+    strategy_.zero_grad();
+    phase_ = "loading the training batch";
+    // An asynchronous node takes its batches in order, skipping none when it
+    // sits slots out (begin_slot counted this step).
+    const int64_t batch = asynchronous_ ? s_.simulation->async().steps_computed(rank_) - 1 : t;
+    loss = forward_backward(s_.setup.data.sampler->batch_indices(rank_, batch));
+    if (m_.stop_on_nonfinite && !std::isfinite(loss)) throw Diverged(rank_, t, "the training loss");
+  } else if (stacked_) {
+    // Its stack still meets it, computing without it, and for the local
+    // steps, which it takes none of: now, before its step() communicates
+    // while the others wait there.
+    phase_ = "forward/backward of " + model_name_ + ", stacked, without this node";
+    s_.setup.stacks->forward_backward(rank_, {}, &slot_, meter_);
+    s_.setup.stacks->end_step(rank_, t, &slot_, meter_);
+  }
   phase_ = "step of " + strategy_name_;
   strategy_.step();
   if (stacked_) s_.setup.stacks->end_step(rank_, t, &slot_, meter_);

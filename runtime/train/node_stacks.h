@@ -96,8 +96,10 @@ class NodeStacks {
   // micro-batches' losses; its parameters' gradients are set (the sum over
   // its micro-batches, as backward() leaves them). `slot` is given back
   // while the node waits; `meter` counts the node's share of the stack's
-  // compute time. Throws what the model threw on one of the stack's nodes,
-  // which ends the run, sdk::AbortedError on the others.
+  // compute time. No micro-batches: the node idles through the step
+  // (Strategy::computes) and the stack computes without it. Throws what the
+  // model threw on one of the stack's nodes, which ends the run,
+  // sdk::AbortedError on the others.
   double forward_backward(int rank, const std::vector<sdk::Batch>& micro_batches, threads::NodeSlot* slot,
                           sim::NodeMeter& meter);
 

@@ -129,7 +129,7 @@ void StackGroup::connect(Cluster& cluster, manifest::Precision precision, int in
           }
         });
         seconds_each_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
-                        static_cast<double>(live_.size());
+                        static_cast<double>(std::max<size_t>(1, computing_.size()));
         std::vector<int> ranks;
         for (int i : live_) ranks.push_back(ranks_[i]);
         cluster_->leave_all_elsewhere(ranks);
@@ -259,7 +259,13 @@ bool same_shapes(const std::vector<const std::vector<sdk::Batch>*>& batches, con
 }  // namespace
 
 void StackGroup::compute() {
-  const std::vector<int>& members = live_;
+  // The live members that brought micro-batches: a node idling through the
+  // step (Strategy::computes) brought none.
+  computing_.clear();
+  for (int i : live_)
+    if (!batches_[static_cast<size_t>(i)]->empty()) computing_.push_back(i);
+  if (computing_.empty()) return;
+  const std::vector<int>& members = computing_;
   const int64_t n = static_cast<int64_t>(members.size());
   // Nodes whose batches differ in shape (a per-node dataset, say) compute
   // one after the other, each with its own replica.

@@ -59,7 +59,9 @@ class StackGroup {
   void connect(Cluster& cluster, manifest::Precision precision, int intra_op_threads);
   void disconnect();
 
-  // NodeStacks::forward_backward for node `rank` of this stack.
+  // NodeStacks::forward_backward for node `rank` of this stack; no
+  // micro-batches: the node idles through the step, and the stack computes
+  // without it.
   double forward_backward(int rank, const std::vector<sdk::Batch>& micro_batches, threads::NodeSlot* slot,
                           sim::NodeMeter& meter);
 
@@ -106,7 +108,8 @@ class StackGroup {
   // between (the meeting orders the two).
   std::vector<const std::vector<sdk::Batch>*> batches_;
   std::vector<double> losses_;
-  std::vector<int> live_;  // the members that compute, ascending
+  std::vector<int> live_;       // the live members, ascending
+  std::vector<int> computing_;  // of those, the ones that brought micro-batches
   double seconds_each_ = 0;
   std::exception_ptr error_;  // what the work threw: the run ends
   std::atomic<bool> error_taken_{false};

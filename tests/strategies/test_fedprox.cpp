@@ -1,12 +1,15 @@
 // The strategy fedprox (plugins/fedprox/fedprox.cpp): with mu = 0 it is
 // fedavg bit for bit; the proximal term keeps the nodes' local steps closer
 // to the round's model; the round's model is each node's anchor right after
-// the round. (Resume bit for bit, failures and several processes:
-// builtin_strategies in checkpoint_fixtures.cpp.)
+// the round; with partial work a slow node takes the steps it finishes by
+// the fastest nodes' deadline, and the round ends then. (Resume bit for bit,
+// failures and several processes: builtin_strategies in
+// checkpoint_fixtures.cpp.)
 #include <ATen/ATen.h>
 
 #include <string>
 
+#include "checkpoint_fixtures.h"
 #include "exogym/runtime/output/safetensors.h"
 #include "helpers.h"
 #include "strategy_runs.h"
@@ -32,6 +35,26 @@ std::map<std::string, at::Tensor> fedprox_tensors(const fs::path& run, int64_t s
            .tensors) {
     out[name] = t;
   }
+  return out;
+}
+
+// FedProx on 4 nodes, rounds of H = 4 steps of 10 ms, node 3 at `speed`,
+// checkpoints every 3 steps.
+json stragglers(double speed, bool partial_work, int64_t steps = 12) {
+  json m = exogym::test::checkpointed_manifest(4, 3);
+  m["strategy"] = {{"plugin", "fedprox"},
+                   {"options", {{"H", 4}, {"mu", 0.1}, {"partial_work", partial_work}, {"optimizer", sgd_spec(0.05)}}}};
+  m["compute"]["speed"] = {{"3", speed}};
+  m["train"]["max_steps"] = steps;
+  return m;
+}
+
+// The local steps each node reported for the round ending at each step.
+std::map<int64_t, std::map<int, double>> local_steps(const fs::path& run) {
+  std::map<int64_t, std::map<int, double>> out;
+  for (const auto& row : exogym::test::read_csv(run / "metrics.csv"))
+    if (row.at("name") == "local_steps")
+      out[std::stoll(row.at("step"))][std::stoi(row.at("node"))] = std::stod(row.at("value"));
   return out;
 }
 
@@ -80,4 +103,64 @@ TEST_CASE("fedprox pulls local steps toward the round's model, which is the anch
       CHECK(at::equal(t.at("strategy.anchor.0"), fedprox_tensors(pulled, step, 0).at("strategy.anchor.0")));
     }
   }
+}
+
+TEST_CASE(
+    "fedprox partial work: a node at half speed takes half the round's steps, and the round ends with the fast "
+    "nodes'",
+    "[strategies][fedprox]") {
+  TempDir dir("fedprox-partial");
+  const fs::path waited = train_in(stragglers(0.5, false), dir, "waited");
+  const fs::path partial = train_in(stragglers(0.5, true), dir, "partial");
+  const fs::path even = train_in(stragglers(1.0, true), dir, "even");
+  // Node 3 computes 2 of each round's 4 steps, the others all 4 (rows at
+  // each round's last 0-based step).
+  const std::map<int, double> round = {{0, 4}, {1, 4}, {2, 4}, {3, 2}};
+  CHECK(local_steps(partial) == std::map<int64_t, std::map<int, double>>{{3, round}, {7, round}, {11, round}});
+  CHECK(local_steps(waited).empty());
+  // Its 2 steps of 20 ms end with the others' 4 of 10 ms: the run takes the
+  // time of one with no straggler, where waiting for it takes 4 x 20 ms a
+  // round.
+  const json p = exogym::test::summary_of(partial), e = exogym::test::summary_of(even),
+             w = exogym::test::summary_of(waited);
+  const auto time = [](const json& summary) { return summary["simulated"]["time_s"].get<double>(); };
+  const auto compute = [](const json& summary, int node) {
+    return summary["communication"]["per_node"][node]["compute_s"].get<double>();
+  };
+  const double rounds = 3;
+  CHECK(time(p) == Approx(time(e)).epsilon(1e-12));
+  CHECK(time(w) - time(p) == Approx(rounds * 0.04).epsilon(1e-9));
+  CHECK(compute(p, 3) == Approx(rounds * 2 * 0.02).epsilon(1e-12));
+  CHECK(compute(p, 0) == Approx(rounds * 4 * 0.01).epsilon(1e-12));
+  // Its fewer steps change the model; with every node at one speed, partial
+  // work changes nothing, and speeds count relative to the fastest node's.
+  CHECK_FALSE(bit_identical(load_model_pt(waited / "model.pt"), load_model_pt(partial / "model.pt")));
+  const fs::path full = train_in(stragglers(1.0, false), dir, "full");
+  CHECK(bit_identical(load_model_pt(full / "model.pt"), load_model_pt(even / "model.pt")));
+  json all_slow = stragglers(0.5, true);
+  all_slow["compute"]["speed"] = {{"0", 0.5}, {"1", 0.5}, {"2", 0.5}, {"3", 0.5}};
+  CHECK(bit_identical(load_model_pt(full / "model.pt"), load_model_pt(train_in(all_slow, dir, "slow") / "model.pt")));
+  // A node too slow for one step by the deadline still takes one.
+  CHECK(local_steps(train_in(stragglers(0.1, true, 4), dir, "tenth")).at(3).at(3) == 1);
+}
+
+TEST_CASE("fedprox partial work resumes exactly in the middle of a round, and stacked gives the per-node run",
+          "[strategies][fedprox]") {
+  TempDir dir("fedprox-partial-resume");
+  json m = stragglers(0.5, true);
+  exogym::test::train_into(m, dir / "whole");
+  // Step 6: node 3 idles through the round's last two steps.
+  m["train"]["max_steps"] = 6;
+  exogym::test::train_into(m, dir / "parts");
+  exogym::test::resume_in(dir / "parts", {"train.max_steps=12"});
+  exogym::test::require_same_run(dir / "whole", dir / "parts");
+  // A stack computes without the idle node and steps the others apart.
+  json stacked = stragglers(0.5, true);
+  stacked["execution"] = "stacked";
+  const fs::path run = train_in(stacked, dir, "stacked");
+  CHECK(bit_identical(load_model_pt(dir / "whole" / "model.pt"), load_model_pt(run / "model.pt")));
+  const json steps = exogym::test::summary_of(run)["execution"]["local_steps"];
+  // Together when all 4 compute (a round's first 2 steps), apart otherwise.
+  CHECK(steps["together"] == 3 * 2 * 4);
+  CHECK(steps["apart"] == 3 * 2 * 3);
 }
