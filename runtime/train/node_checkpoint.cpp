@@ -3,13 +3,13 @@
 #include <chrono>
 #include <filesystem>
 
-#include "exogym/runtime/train/node_run.h"
 #include "exogym/runtime/async/async_checkpoint.h"
 #include "exogym/runtime/checkpoint/client_states.h"
 #include "exogym/runtime/checkpoint/node_state.h"
 #include "exogym/runtime/dist/process_mesh.h"
 #include "exogym/runtime/host/interrupt.h"
 #include "exogym/runtime/train/checkpointing.h"
+#include "exogym/runtime/train/node_run.h"
 #include "exogym/runtime/train/reports.h"
 #include "exogym/sdk/error.h"
 
