@@ -14,9 +14,9 @@
 // instead of being waited for or dropped. Node speeds: compute.speed.
 //
 // Options: fedavg's ("H", "island_size", "aggregator", ...), "mu",
-// "partial_work" and the local step's. State: the local optimizer's, and w_t ("anchor.<i>"), which
-// a node that comes back after a failure receives from its donor with the
-// parameters.
+// "partial_work" and the local step's. State: the local optimizer's, and w_t
+// ("anchor.<i>"), which a node that comes back after a failure receives from
+// its donor with the parameters.
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 
@@ -119,9 +119,8 @@ class FedProxStrategy final : public sdk::Strategy {
   static constexpr const char* kFedAvg = "module0.";
 
   // The local steps this node takes in its round: H, or with partial work
-  // the steps it finishes by the deadline, from the speeds of this step
-  // (they change only between rounds; 1e-9: H s / s_fastest may round below
-  // a whole number).
+  // the steps it finishes by the deadline, from this step's speeds (1e-9:
+  // H s / s_fastest may round below a whole number).
   int64_t local_steps() const {
     if (!partial_work_) return H_;
     const double share = ctx_->speed / ctx_->fastest_speed;

@@ -128,11 +128,6 @@ class NodeMeter {
   DonorView donor_view() const;
 
   double clock() const { return clock_; }
-  // The node's speed factor, read at each step: an availability trace
-  // changes it between rounds (train::Meters::apply_clients).
-  double speed() const {
-    return static_cast<size_t>(rank_) < compute_model_.speed.size() ? compute_model_.speed[rank_] : 1.0;
-  }
   double compute_seconds() const { return compute_; }
   double communication_seconds() const { return communication_; }
   double waiting_seconds() const { return waiting_; }
@@ -192,6 +187,11 @@ class NodeMeter {
   const NetworkModel& network_;
   const ComputeModel& compute_model_;
   ClockExchange& clocks_;
+  // The node's speed factor, read at each step: an availability trace
+  // changes it between rounds (train::Meters::apply_clients).
+  double speed() const {
+    return static_cast<size_t>(rank_) < compute_model_.speed.size() ? compute_model_.speed[rank_] : 1.0;
+  }
   const bool keep_rows_;
 
   int64_t row_step_ = 0;

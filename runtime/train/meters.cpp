@@ -42,6 +42,7 @@ Meters::Meters(const manifest::Manifest& m, const dist::NodeBlock& block)
       heterogeneous_speed_(!m.compute.speed.empty() || (m.participation && m.participation->trace)),
       heterogeneous_links_(!m.network.per_node.empty() || (m.participation && m.participation->trace) ||
                            m.network.bandwidth_distribution) {
+  speeds_vary_ = heterogeneous_speed_ || speed_distribution_.has_value();
   for (int rank = 0; rank < m.nodes; ++rank) manifest_links_.push_back(network_.link(rank));
   // comm.csv needs one node's rows: every node sees every collective's
   // totals. With failures, the reporting node changes: every node keeps its
@@ -74,6 +75,7 @@ void Meters::apply_clients(const std::vector<int>* client_of_node, const sim::Av
 }
 
 double Meters::fastest_speed(const std::vector<int>& live) const {
+  if (!speeds_vary_) return 1.0;
   double fastest = 0;
   for (int rank : live) fastest = std::max(fastest, speed(rank));
   return fastest > 0 ? fastest : 1.0;

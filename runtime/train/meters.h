@@ -52,7 +52,8 @@ class Meters {
                      const std::vector<int>& live);
 
   // Node `rank`'s speed factor this round (any rank), and the fastest of
-  // `live`'s (NodeContext::speed, fastest_speed).
+  // `live`'s (NodeContext::speed, fastest_speed; read by every node at every
+  // step, so 1 without a look where no speed can differ).
   double speed(int rank) const { return compute_.speed[static_cast<size_t>(rank)]; }
   double fastest_speed(const std::vector<int>& live) const;
 
@@ -75,6 +76,9 @@ class Meters {
   uint64_t seed_ = 0;
   // Whether the manifest gives nodes their own speeds or links.
   bool heterogeneous_speed_ = false, heterogeneous_links_ = false;
+  // Whether any node's speed can differ from 1 (a listed speed, a
+  // distribution, a trace).
+  bool speeds_vary_ = false;
 };
 
 }  // namespace exogym::runtime::train
