@@ -17,7 +17,12 @@ ThreadPlan plan_threads(const ThreadRequest& request, int visible_cores) {
 
 void use_intra_op_threads(int threads) {
   // Settle the thread's lazy initialisation first, so that nothing resets
-  // the count after it is set.
+  // the count after it is set. The flag it keeps is a thread_local of an
+  // inline function, so each library has its own: at::get_num_threads
+  // settles LibTorch's (pip's LibTorch hides it from us, and its kernels
+  // would otherwise reset the count at their first parallel op),
+  // lazy_init_num_threads ours.
+  at::get_num_threads();
   at::internal::lazy_init_num_threads();
   at::set_num_threads(threads);
 }

@@ -45,7 +45,11 @@ ThreadPlan plan_threads(const ThreadRequest& request, int visible_cores);
 // that whichever thread last called at::set_num_threads left, so a thread
 // that sets its count before another thread sets a different one would
 // compute with the other's, or not, as the threads happen to start; and a
-// reduction's result depends on how many threads share it.
+// reduction's result depends on how many threads share it. The first-op
+// flag is kept per library: this settles LibTorch's and ExoGym's; a plugin
+// built with hidden symbols (as exogym_add_plugin builds them) has its own,
+// and its first direct at::parallel_for on a thread would still reset the
+// count (no built-in plugin calls one).
 void use_intra_op_threads(int threads);
 
 }  // namespace exogym::runtime::threads
