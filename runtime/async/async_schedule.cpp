@@ -4,8 +4,10 @@
 #include <cmath>
 #include <utility>
 
+#include "exogym/runtime/sim/participation.h"
 #include "exogym/runtime/sim/payload.h"
 #include "exogym/sdk/error.h"
+#include "exogym/sdk/random.h"
 
 namespace exogym::runtime::async {
 
@@ -62,6 +64,31 @@ void AsyncSchedule::connect(int rank, std::shared_ptr<sdk::AsyncServer> server,
   } else if (server_ != server) {
     throw sdk::Error("AsyncLink::connect: the nodes passed different servers (make it with sdk::shared_in_process)");
   }
+}
+
+void AsyncSchedule::use_population(Population population, const std::vector<int>* current) {
+  population_ = std::move(population);
+  fastest_ = population_->fastest_speed;
+  if (step_time_) slot_ = *step_time_ / fastest_;
+  for (size_t r = 0; r < nodes_.size(); ++r) {
+    const int rank = static_cast<int>(r);
+    if (current) {
+      speed_[r] = population_->take(rank, current->at(r));
+    } else {
+      next_client(rank, 0);
+    }
+  }
+}
+
+void AsyncSchedule::next_client(int rank, int64_t steps) {
+  constexpr uint64_t kClientStream = 0x4153594E43434C54ULL;  // "ASYNCCLT"
+  const int slots = static_cast<int>(nodes_.size());
+  // The clients rank, rank + slots, rank + 2 slots, ... below the population.
+  const int share = (population_->clients - 1 - rank) / slots + 1;
+  const uint64_t key = sdk::derive_seed(sdk::derive_seed(population_->seed, kClientStream, static_cast<uint64_t>(rank)),
+                                        kClientStream, static_cast<uint64_t>(steps));
+  const int client = rank + slots * sim::draw_clients(key, share, 1).front();
+  speed_[static_cast<size_t>(rank)] = population_->take(rank, client);
 }
 
 void AsyncSchedule::check_runnable() const {
@@ -289,7 +316,11 @@ void AsyncSchedule::deliver(std::optional<int64_t> before_slot, int64_t row,
     server_->receive(arrivals);
     for (size_t k = i; k < j; ++k) {
       // A sender that failed and came back since has forgotten this update.
-      if (due[k].life == nodes_[static_cast<size_t>(due[k].rank)].life) send_reply(due[k].rank, due[k].arrival, meter);
+      const ScheduledNode& sender = nodes_[static_cast<size_t>(due[k].rank)];
+      if (due[k].life != sender.life) continue;
+      // With a population, the reply goes to the slot's next client.
+      if (population_) next_client(due[k].rank, sender.steps_computed);
+      send_reply(due[k].rank, due[k].arrival, meter);
     }
     i = j;
   }

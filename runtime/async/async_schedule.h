@@ -27,6 +27,16 @@
 // that came back, the steps computed); every process then hands its server
 // every update in the same order, so the servers stay alike, and keeps the
 // replies to its own nodes. The same run as in one process, bit for bit.
+//
+// A population (participation.clients above the nodes, as FedBuff samples
+// its concurrent clients): each node is a slot that trains one client at a
+// time and takes on a new one as the server replies to its update, before
+// the reply leaves (the new client downloads the model over its own link
+// and computes at its own speed). The new client is drawn uniformly from
+// the slot's share of the population (the clients c with c mod nodes =
+// rank: no two slots ever train one client), from the run's seed, the rank
+// and the steps the slot has computed; every process draws the same, and a
+// resumed run continues the same draws.
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -84,6 +94,19 @@ class AsyncSchedule {
   ~AsyncSchedule();
   // Over several processes, before training: how the news travels.
   void share_with(ShareNews share) { share_ = std::move(share); }
+
+  // A population of clients (see above): `take(rank, client)` gives node
+  // `rank` the client's data, speed and bandwidth and returns the speed;
+  // the slots' length follows `fastest_speed`, the fastest client's.
+  struct Population {
+    int clients = 0;
+    uint64_t seed = 0;
+    double fastest_speed = 1;
+    std::function<double(int rank, int client)> take;
+  };
+  // Before the first slot, while every node waits: each node takes on its
+  // first client, or `current`'s (a resumed run's, by rank) when given.
+  void use_population(Population population, const std::vector<int>* current);
 
   // The link of node `rank` (its NodeContext::async).
   sdk::AsyncLink& link(int rank);
@@ -150,6 +173,9 @@ class AsyncSchedule {
   };
 
   int64_t slot_of(double time) const;
+  // With a population: node `rank` takes on the client drawn after
+  // `steps` steps (population_->take).
+  void next_client(int rank, int64_t steps);
   // Hands node `rank` its reply if it arrives by the end of slot t.
   void take_reply_by(int rank, int64_t t, sim::NodeMeter& meter);
   // The server's reply to node `rank`, leaving at `from` over its link.
@@ -175,6 +201,7 @@ class AsyncSchedule {
   double fastest_ = 1, slot_ = 0;
   const sim::NetworkModel& network_;
   std::optional<AsyncRefusal> refusal_;
+  std::optional<Population> population_;
   std::mutex mutex_;  // connect()'s, on the nodes' threads
   std::shared_ptr<sdk::AsyncServer> server_;
   std::vector<std::unique_ptr<NodeLink>> links_;  // by rank

@@ -1,5 +1,6 @@
 #include "exogym/runtime/sim/node_factors.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <random>
@@ -83,6 +84,24 @@ double draw_factor(const FactorDistribution& d, NodeFactor what, uint64_t run_se
     }
   }
   return 1.0;
+}
+
+double largest_factor(const FactorDistribution& d, NodeFactor what, uint64_t run_seed, int nodes) {
+  switch (d.kind) {
+    case FactorDistribution::Kind::Uniform:
+      return d.high;
+    case FactorDistribution::Kind::Tiers: {
+      double largest = 0;
+      for (size_t i = 0; i < d.values.size(); ++i)
+        if (d.weights[i] > 0) largest = std::max(largest, d.values[i]);
+      return largest;
+    }
+    case FactorDistribution::Kind::LogNormal:
+      break;
+  }
+  double largest = 0;
+  for (int node = 0; node < nodes; ++node) largest = std::max(largest, draw_factor(d, what, run_seed, node));
+  return largest;
 }
 
 }  // namespace exogym::runtime::sim

@@ -39,4 +39,11 @@ FactorDistribution read_factor_distribution(const nlohmann::json& value, const s
 // Node `node`'s factor.
 double draw_factor(const FactorDistribution& d, NodeFactor what, uint64_t run_seed, int node);
 
+// The largest factor any of nodes 0 to `nodes` - 1 can have: a uniform's
+// high end, the largest tier with a weight, the largest lognormal draw (one
+// draw per node: a lognormal has no bound, and this scan is refused beyond
+// kMaxLogNormalScan nodes by its callers).
+double largest_factor(const FactorDistribution& d, NodeFactor what, uint64_t run_seed, int nodes);
+constexpr int kMaxLogNormalScan = 100000;
+
 }  // namespace exogym::runtime::sim

@@ -54,7 +54,7 @@ void Membership::set_live(std::vector<int> live) {
 }
 
 bool Membership::meets_before(int64_t step) const {
-  if (!simulated_) return false;
+  if (!simulated_ || asynchronous_) return false;
   return schedule_.changes_at(step) || timed_ || (step == first_step_ && first_step_ > 0) ||
          (participation_ && participation_->starts_round(step));
 }
@@ -95,6 +95,16 @@ void Membership::advance(int64_t step, Meters& simulation, train::Cluster& clust
   const std::vector<int> alive_base = resumed ? restored_alive_.value_or(base) : alive_;
   restored_live_.reset();
   restored_alive_.reset();
+  if (slots_ && simulation.async().running()) {
+    // An asynchronous strategy over a population: no rounds, no meetings
+    // after this one; every node trains a client at all times, and the
+    // schedule hands out the next as the server replies (async_schedule.h).
+    asynchronous_ = true;
+    cluster.set_members(all_ranks(nodes_));
+    set_live(all_ranks(nodes_));
+    simulation.start_async_population(*slots_, resumed);
+    return;
+  }
   const std::vector<double> clocks = node_clocks(simulation);
   const std::vector<int> before = clients_before(base);
   if (slots_) {
@@ -306,7 +316,7 @@ FaultTotals Membership::totals(int64_t steps) const {
 }
 
 ParticipationTotals Membership::participation_totals(int64_t steps) const {
-  return {participation_ ? participation_->round_steps() : 0,
+  return {participation_ && !asynchronous_ ? participation_->round_steps() : 0,
           node_steps(steps).sat_out,
           returns_drawn_,
           transfer_bytes_,

@@ -28,9 +28,13 @@
 // With a population of clients larger than the nodes, the nodes are slots:
 // each round's clients go to nodes 0, 1, ..., and a node that takes on
 // another client receives the state as a node drawn again
-// (membership_population.cpp). Two memberships are kept apart: the nodes
-// alive (by failures alone, which events.csv and the "faults" totals tell)
-// and the nodes live (alive and drawn, which train and communicate).
+// (membership_population.cpp); under an asynchronous strategy there are no
+// rounds: the first meeting hands the population to the schedule, which
+// gives each node its next client as the server replies to it
+// (async/async_schedule.h), and no meeting follows. Two memberships are
+// kept apart: the nodes alive (by failures alone, which events.csv and the
+// "faults" totals tell) and the nodes live (alive and drawn, which train
+// and communicate).
 //
 // Over several processes every process keeps its own Membership, and all
 // of them take the same decisions: the meetings span every process
@@ -183,6 +187,8 @@ class Membership {
   std::shared_ptr<const sim::AvailabilityTrace> trace_;
   double trace_time_ = 0;
   std::shared_ptr<data::ClientSlots> slots_;  // a population's; null otherwise
+  // A population under an asynchronous strategy, from the first meeting on.
+  bool asynchronous_ = false;
   std::unique_ptr<ClientStore> store_;
   // At a meeting: the clients of the nodes live before, by rank (-1: not
   // live), whose client leaves them unless they train it still.

@@ -5,6 +5,10 @@
 #include <string>
 #include <utility>
 
+#include "exogym/runtime/data/client_slots.h"
+#include "exogym/runtime/sim/node_factors.h"
+#include "exogym/runtime/sim/participation.h"
+
 namespace exogym::runtime::train {
 
 namespace {
@@ -19,9 +23,33 @@ sim::ComputeModel compute_model(const manifest::Manifest& m) {
 
 // What rules out an asynchronous strategy in this run (sdk/async.h).
 std::optional<async::AsyncRefusal> async_refusal(const manifest::Manifest& m) {
-  if (m.participation) {
+  if (!m.participation) return std::nullopt;
+  const sim::ParticipationSpec& p = *m.participation;
+  if (!m.has_population()) {
+    return async::AsyncRefusal{"participation",
+                               "an asynchronous strategy has no partial participation among its nodes: every node "
+                               "works at its own pace (with a population, participation.clients above the nodes, "
+                               "the nodes are the clients training at once)"};
+  }
+  const int at_once = sim::participants(p, *p.clients);
+  if (at_once != m.nodes) {
     return async::AsyncRefusal{
-        "participation", "an asynchronous strategy has no partial participation: every node works at its own pace"};
+        p.per_round ? "participation.per_round" : "participation.fraction",
+        std::to_string(at_once) + " clients at once, but the run has " + std::to_string(m.nodes) +
+            " nodes: under an asynchronous strategy every node trains a client at all times (give per_round " +
+            std::to_string(m.nodes) + ")"};
+  }
+  if (p.trace) {
+    return async::AsyncRefusal{"participation.trace",
+                               "an asynchronous strategy does not follow an availability trace: its nodes take on "
+                               "clients at any time, not at rounds"};
+  }
+  if (m.compute.speed_distribution && m.compute.speed_distribution->kind == sim::FactorDistribution::Kind::LogNormal &&
+      *p.clients > sim::kMaxLogNormalScan) {
+    return async::AsyncRefusal{"compute.speed_distribution",
+                               "an asynchronous strategy's slots follow the fastest client, which a lognormal over " +
+                                   std::to_string(*p.clients) + " clients leaves to a scan of each (at most " +
+                                   std::to_string(sim::kMaxLogNormalScan) + "): give \"uniform\" or \"tiers\""};
   }
   return std::nullopt;
 }
@@ -39,6 +67,7 @@ Meters::Meters(const manifest::Manifest& m, const dist::NodeBlock& block)
       bandwidth_distribution_(m.network.bandwidth_distribution),
       bandwidth_(m.network.link.bandwidth),
       seed_(m.seed),
+      clients_(m.has_population() ? *m.participation->clients : 0),
       heterogeneous_speed_(!m.compute.speed.empty() || (m.participation && m.participation->trace)),
       heterogeneous_links_(!m.network.per_node.empty() || (m.participation && m.participation->trace) ||
                            m.network.bandwidth_distribution) {
@@ -63,15 +92,42 @@ void Meters::apply_clients(const std::vector<int>* client_of_node, const sim::Av
     const sim::ClientState state = trace ? trace->at(client, time) : sim::ClientState{};
     double speed = manifest_speed_[r], bandwidth = manifest_links_[r].bandwidth;
     if (client_of_node) {
-      speed = speed_distribution_ ? sim::draw_factor(*speed_distribution_, sim::NodeFactor::Speed, seed_, client) : 1;
-      bandwidth = bandwidth_ * (bandwidth_distribution_ ? sim::draw_factor(*bandwidth_distribution_,
-                                                                           sim::NodeFactor::Bandwidth, seed_, client)
-                                                        : 1);
+      speed = client_speed(client);
+      bandwidth = client_bandwidth(client);
     }
     compute_.speed[r] = state.speed.value_or(speed);
     network_.set_bandwidth(rank, state.bandwidth.value_or(bandwidth));
   }
   network_.pace_by(live);
+}
+
+double Meters::client_speed(int client) const {
+  return speed_distribution_ ? sim::draw_factor(*speed_distribution_, sim::NodeFactor::Speed, seed_, client) : 1;
+}
+
+double Meters::client_bandwidth(int client) const {
+  return bandwidth_ * (bandwidth_distribution_
+                           ? sim::draw_factor(*bandwidth_distribution_, sim::NodeFactor::Bandwidth, seed_, client)
+                           : 1);
+}
+
+void Meters::start_async_population(data::ClientSlots& slots, bool resumed) {
+  async::AsyncSchedule::Population population;
+  population.clients = clients_;
+  population.seed = seed_;
+  population.fastest_speed =
+      speed_distribution_ ? sim::largest_factor(*speed_distribution_, sim::NodeFactor::Speed, seed_, clients_) : 1;
+  // Between slots, while every node waits: the node trains the client's
+  // data (PopulationSampler reads the slots) at its speed, over its link.
+  population.take = [this, &slots](int rank, int client) {
+    slots.assign(rank, client);
+    const double speed = client_speed(client);
+    compute_.speed[static_cast<size_t>(rank)] = speed;
+    network_.set_bandwidth(rank, client_bandwidth(client));
+    return speed;
+  };
+  const std::vector<int> current = slots.clients();
+  async_->use_population(std::move(population), resumed ? &current : nullptr);
 }
 
 double Meters::fastest_speed(const std::vector<int>& live) const {

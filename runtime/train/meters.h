@@ -18,6 +18,10 @@
 #include "exogym/runtime/sim/network_model.h"
 #include "exogym/runtime/sim/node_meter.h"
 
+namespace exogym::runtime::data {
+class ClientSlots;
+}
+
 namespace exogym::runtime::train {
 
 class Meters {
@@ -51,6 +55,12 @@ class Meters {
   void apply_clients(const std::vector<int>* client_of_node, const sim::AvailabilityTrace* trace, double time,
                      const std::vector<int>& live);
 
+  // An asynchronous strategy over a population (async_schedule.h), at the
+  // first meeting while every node waits: from now on the schedule hands
+  // the nodes their clients, each with its speed and bandwidth, starting
+  // from `slots`' clients when `resumed`.
+  void start_async_population(data::ClientSlots& slots, bool resumed);
+
   // Node `rank`'s speed factor this round (any rank), and the fastest of
   // `live`'s (NodeContext::speed, fastest_speed; read by every node at every
   // step, so 1 without a look where no speed can differ).
@@ -61,6 +71,10 @@ class Meters {
   nlohmann::json node_stats() const;
 
  private:
+  // A population's client `client`'s own draws (as node `client` would get).
+  double client_speed(int client) const;
+  double client_bandwidth(int client) const;
+
   dist::NodeBlock block_;
   sim::NetworkModel network_;
   sim::ComputeModel compute_;
@@ -74,6 +88,7 @@ class Meters {
   std::optional<sim::FactorDistribution> speed_distribution_, bandwidth_distribution_;
   double bandwidth_ = 0;  // network.bandwidth
   uint64_t seed_ = 0;
+  int clients_ = 0;  // participation.clients; 0 without
   // Whether the manifest gives nodes their own speeds or links.
   bool heterogeneous_speed_ = false, heterogeneous_links_ = false;
   // Whether any node's speed can differ from 1 (a listed speed, a

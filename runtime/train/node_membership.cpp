@@ -23,8 +23,10 @@ void NodeRun::change_membership(int64_t t) {
   });
   ctx_.membership_epoch = membership_.epoch();
   ctx_.client = membership_.client_of(rank_);
-  // With a population, each node says which client it trains in the round.
-  if (s_.setup.data.client_slots && membership_.is_live(rank_) && t % s_.setup.plugins.round_steps == 0)
+  // With a population, each node says which client it trains in the round
+  // (asynchronous: its first; async_slot says when it takes on another).
+  if (s_.setup.data.client_slots && membership_.is_live(rank_) &&
+      (asynchronous_ ? t == 0 : t % s_.setup.plugins.round_steps == 0))
     ctx_.record("client", ctx_.client);
   if (membership_.recovering()) recover(t);
 }

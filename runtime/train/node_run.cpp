@@ -94,6 +94,12 @@ void NodeRun::run() {
     if (asynchronous_) {
       phase_ = "checking that the run can be asynchronous";
       s_.simulation->async().check_runnable();
+      if (m_.has_population() && strategy_.has_client_state()) {
+        throw sdk::ConfigError("participation.clients",
+                               strategy_name_ +
+                                   " keeps state of its clients, which an asynchronous run over a population does "
+                                   "not carry from node to node");
+      }
     }
     for (int64_t t = s_.checkpoints.first_step; t < m_.max_steps; ++t) {
       if (membership_.meets_before(t)) change_membership(t);
@@ -221,6 +227,13 @@ void NodeRun::async_slot(int64_t t) {
   phase_ = "waiting for the other nodes between slots of " + strategy_name_;
   cluster_.meet_all(rank_, &slot_,
                     [this, t] { s_.simulation->async().between_slots(t, s_.simulation->meter_of(), ctx_.metrics); });
+  // Over a population, a reply to the node's update in the meeting went to
+  // its next client: it says which at the step the update's arrival is
+  // recorded at (before the checkpoint after this slot, which keeps it).
+  if (s_.setup.data.client_slots && membership_.client_of(rank_) != ctx_.client) {
+    ctx_.client = membership_.client_of(rank_);
+    if (ctx_.metrics) ctx_.metrics->record(rank_, t + 1, "client", ctx_.client);
+  }
   // After the meeting: the updates that left in it are this step's comm.csv rows.
   report_or_drop(t, loss);
 }

@@ -71,6 +71,19 @@ std::vector<std::pair<std::string, json>> async_strategies() {
   };
 }
 
+json async_population_manifest(const json& speeds) {
+  json m = checkpointed_manifest(3, 5);
+  m["checkpoint"]["keep"] = 5;
+  m["strategy"] = {{"plugin", "fedbuff"},
+                   {"options", {{"H", 2}, {"buffer", 2}, {"optimizer", {{"name", "adam"}, {"lr", 0.01}}}}}};
+  m["compute"] = {{"step_time", "1s"}, {"speed_distribution", {{"name", "tiers"}, {"values", speeds}}}};
+  m["network"] = {{"bandwidth", "1000000TB/s"}, {"latency", "150ms"}};
+  m["data"]["train"]["partition"] = {{"name", "dirichlet"}, {"alpha", 0.5}};
+  m["participation"] = {{"clients", 30}, {"per_round", 3}};
+  m["train"]["max_steps"] = 24;
+  return m;
+}
+
 json timed_churn_manifest() {
   json m = checkpointed_manifest(6, 6);
   m["strategy"] = {{"plugin", "diloco"}, {"options", {{"H", 4}, {"optimizer", {{"name", "adamw"}, {"lr", 0.01}}}}}};

@@ -30,6 +30,11 @@ std::vector<std::pair<std::string, nlohmann::json>> builtin_strategies();
 // updates: the strategies the asynchronous resume tests go through.
 std::vector<std::pair<std::string, nlohmann::json>> async_strategies();
 
+// FedBuff on 3 nodes over a population of 30 clients with Dirichlet label
+// shares: slots of 1 s, transfers of 150 ms each way, the clients' speeds
+// drawn from the tiers `speeds`, 24 steps, checkpoints every 5.
+nlohmann::json async_population_manifest(const nlohmann::json& speeds);
+
 // DiLoCo on 6 nodes for 40 steps, checkpoints every 6, with churn on the
 // simulated clock (mtbf 1 s, downtime 300 ms, a 50 ms failure timeout).
 nlohmann::json timed_churn_manifest();

@@ -56,4 +56,16 @@ TEST_CASE("async over --nproc 2 and 3 is the single-process run, bit for bit, an
   }
 }
 
+TEST_CASE("async over a population, over --nproc 2, is the single-process run, bit for bit",
+          "[strategies][async][population][multiprocess][slow]") {
+  TempDir dir("async-population-nproc");
+  json m = async_population_manifest({1, 0.5});
+  m["eval"]["interval"] = 5;
+  const fs::path single = run_layout(dir, m, "p1", {});
+  int changes = 0;
+  for (const auto& row : read_csv(single / "metrics.csv")) changes += row.at("name") == "client";
+  CHECK(changes >= 9);
+  require_same_run(single, run_layout(dir, m, "p2", {"--nproc", "2"}));
+}
+
 }  // namespace exogym::test

@@ -97,7 +97,7 @@ double mean_largest_fraction(const std::vector<std::vector<int64_t>>& nodes, con
   return sum / static_cast<double>(nodes.size());
 }
 
-std::string error_of(const std::function<void()>& fn) {
+std::string config_error_of(const std::function<void()>& fn) {
   try {
     fn();
   } catch (const exogym::sdk::ConfigError& e) {
@@ -204,18 +204,18 @@ TEST_CASE("labels: each node gets exactly its labels, a shared label split evenl
 
 TEST_CASE("label partition errors name the key at fault", "[partition]") {
   const auto labels = uneven_labels();
-  CHECK(error_of([&] {
+  CHECK(config_error_of([&] {
           partition_by_label(label_sets({{0, {0}}, {1, {12}}}), labels, 2, 1);
         }) == "data.train.partition.nodes.1: label 12 has no example in the training set");
-  CHECK(error_of([&] { partition_by_label(shards(300), labels, 4, 1); }) ==
+  CHECK(config_error_of([&] { partition_by_label(shards(300), labels, 4, 1); }) ==
         "data.train.partition.shards_per_node: 4 nodes × 300 shards = 1200 shards, more than the 1000 training "
         "examples");
   // Two examples of one label cannot feed three nodes.
   const std::vector<int64_t> tiny = {0, 0};
-  CHECK(error_of([&] {
+  CHECK(config_error_of([&] {
           partition_by_label(label_sets({{0, {0}}, {1, {0}}, {2, {0}}}), tiny, 3, 1);
         }) == "data.train.partition.nodes.0: leaves node 0 without any example");
-  CHECK_THAT(error_of([&] { partition_by_label(dirichlet(0.001), tiny, 3, 1); }),
+  CHECK_THAT(config_error_of([&] { partition_by_label(dirichlet(0.001), tiny, 3, 1); }),
              Catch::StartsWith("data.train.partition.alpha: alpha = 0.001 over 3 nodes left node "));
 }
 
