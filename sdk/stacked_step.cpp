@@ -11,6 +11,13 @@
 // whose moments are not rows of a stack (loaded from a checkpoint, or
 // after a step of its own) has them copied into one first.
 //
+// Runs. The nodes step in runs of consecutive rows whose optimizer states
+// agree (each parameter's moments present or not, the same step count): a
+// node down leaves a gap in the rows, and one whose optimizer started again
+// (a node that came back) counts its own steps; each run is one step over
+// its rows, the others' bits untouched. Nodes of which no two make a run
+// are refused (their steps are their own).
+//
 // Clipping: on the CPU each node's norm is its own clip_grad_norm call,
 // bit for bit; on a GPU the norms of all nodes are reductions over the
 // stacks' rows, whose summation order may differ from a whole tensor's
@@ -131,6 +138,55 @@ struct StackedParameter {
   std::vector<at::Tensor> params;  // by node
   at::Tensor param, grad;          // the stacks; grad undefined when no node has one
 };
+
+// Whether node `b`'s optimizer state is node `a`'s kind of state: for
+// every parameter, moments present in both or neither, with one step count.
+bool same_state(const Node& a, const Node& b, const Moments& moments) {
+  for (size_t p = 0; p < a.params->size(); ++p) {
+    const OptimizerParamState* sa = state_of(*a.optimizer, (*a.params)[p]);
+    const OptimizerParamState* sb = state_of(*b.optimizer, (*b.params)[p]);
+    if ((sa == nullptr) != (sb == nullptr) || (sa && moments.step(*sa) != moments.step(*sb))) return false;
+  }
+  return true;
+}
+
+// The distance in elements from node `a`'s parameter p to node `b`'s, for
+// every p, where each of b's is a later row of the storage a's is in, the
+// two not overlapping; empty otherwise.
+std::vector<int64_t> row_distances(const Node& a, const Node& b) {
+  std::vector<int64_t> distances;
+  for (size_t p = 0; p < a.params->size(); ++p) {
+    const at::Tensor& pa = (*a.params)[p];
+    const at::Tensor& pb = (*b.params)[p];
+    if (!pa.defined() || !pb.defined() || !pb.is_alias_of(pa)) return {};
+    const int64_t distance = pb.storage_offset() - pa.storage_offset();
+    if (distance < pa.numel()) return {};
+    distances.push_back(distance);
+  }
+  return distances;
+}
+
+// The nodes in runs (see above), in order: a node joins the run before it
+// when its rows follow at the run's spacing and its state is the run's.
+std::vector<std::vector<Node>> runs_of(const std::vector<Node>& nodes, const Moments& moments) {
+  std::vector<std::vector<Node>> runs;
+  std::vector<int64_t> spacing;  // the current run's, by parameter (empty: one node so far)
+  for (size_t k = 0; k < nodes.size(); ++k) {
+    bool joins = false;
+    if (k > 0) {
+      const std::vector<int64_t> distances = row_distances(nodes[k - 1], nodes[k]);
+      joins = !distances.empty() && (spacing.empty() || distances == spacing) &&
+              same_state(runs.back().front(), nodes[k], moments);
+      if (joins) spacing = distances;
+    }
+    if (!joins) {
+      runs.emplace_back();
+      spacing.clear();
+    }
+    runs.back().push_back(nodes[k]);
+  }
+  return runs;
+}
 
 // The stacks of the nodes' parameters and gradients into `stacked`; or
 // why they do not stack: a tensor that is not a row of a stack, or the
@@ -283,10 +339,18 @@ std::string LocalStep::step_together(const std::vector<LocalStep*>& steps) {
     nodes.push_back({s->ctx_, &s->params_, s->optimizer_.get()});
   }
   at::NoGradGuard no_grad;
-  std::vector<StackedParameter> stacked;
-  if (std::string why = stack_parameters(nodes, *moments, stacked); !why.empty()) return why;
-  if (first.options_.max_norm > 0) clip(nodes, stacked, first.options_.max_norm);
-  step_stacks(first.options_.optimizer, lr, *moments, nodes, stacked);
+  // Every run stacks, or nothing is done; nodes that are no run at all say why.
+  const std::vector<std::vector<Node>> runs = runs_of(nodes, *moments);
+  std::vector<std::vector<StackedParameter>> stacked(runs.size());
+  if (nodes.size() > 1 && runs.size() == nodes.size()) {
+    if (std::string why = stack_parameters(nodes, *moments, stacked.front()); !why.empty()) return why;
+  }
+  for (size_t r = 0; r < runs.size(); ++r)
+    if (std::string why = stack_parameters(runs[r], *moments, stacked[r]); !why.empty()) return why;
+  for (size_t r = 0; r < runs.size(); ++r) {
+    if (first.options_.max_norm > 0) clip(runs[r], stacked[r], first.options_.max_norm);
+    step_stacks(first.options_.optimizer, lr, *moments, runs[r], stacked[r]);
+  }
   for (LocalStep* s : steps) {
     s->lr_ = lr;
     set_lr(*s->optimizer_, lr);  // as a step of its own leaves it

@@ -195,6 +195,43 @@ TEST_CASE("stacked local steps take moments loaded from a checkpoint into their 
     for (size_t p = 0; p < 3; ++p) CHECK(same_bits(own.models[k]->param(p), together.models[k]->param(p)));
 }
 
+TEST_CASE("local steps whose optimizers differ in state, or with a gap in the rows, step in runs, bit for bit",
+          "[stacked]") {
+  const json options = {{"optimizer", {{"name", "adamw"}, {"lr", 0.01}}}, {"max_norm", 1.0}};
+  const auto require_same = [](Nodes& own, Nodes& together) {
+    for (int k = 0; k < kNodes; ++k)
+      for (size_t p = 0; p < 3; ++p) CHECK(same_bits(own.models[k]->param(p), together.models[k]->param(p)));
+    CHECK(own.norms.by_node == together.norms.by_node);
+  };
+  SECTION("a node whose optimizer started again: a run of its own") {
+    Nodes own(options, false), together(options, true);
+    step_both_ways(own, together, 0);
+    // Node 2's AdamW starts again (a node that came back) and counts its
+    // own steps, a run after nodes 0 and 1.
+    for (Nodes* nodes : {&own, &together}) {
+      nodes->steps[2] = LocalStep(local_step_options(options));
+      nodes->steps[2].init(nodes->contexts[2], *nodes->models[2]);
+    }
+    step_both_ways(own, together, 1);
+    step_both_ways(own, together, 2);
+    require_same(own, together);
+    // Nodes 0 and 2 alone are no run: their states differ.
+    together.set_gradients(3, gradients(3));
+    CHECK_THAT(LocalStep::step_together({&together.steps[0], &together.steps[2]}),
+               Catch::Contains("the optimizer states of the nodes' parameter 0 (in the model's order) differ"));
+  }
+  SECTION("a node down: the rows two apart are a run") {
+    Nodes own(options, false), together(options, true);
+    step_both_ways(own, together, 0);
+    own.set_gradients(1, gradients(1));
+    together.set_gradients(1, gradients(1));
+    own.steps[0].step();
+    own.steps[2].step();
+    REQUIRE(LocalStep::step_together({&together.steps[0], &together.steps[2]}) == "");
+    require_same(own, together);
+  }
+}
+
 TEST_CASE("local steps that do not stack say why and change nothing", "[stacked]") {
   const auto unchanged = [](Nodes& nodes, const std::string& why_contains) {
     std::vector<at::Tensor> before;
