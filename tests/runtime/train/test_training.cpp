@@ -86,6 +86,30 @@ TEST_CASE("the same manifest twice, and with any parallelism, gives a bit-identi
   REQUIRE_FALSE(exogym::test::bit_identical(models[0], load_model_pt(dir / "seed8" / "run" / "model.pt")));
 }
 
+// Each node's threads keep the intra-op count it asked for
+// (threads::use_intra_op_threads), so a run with several reproduces itself,
+// load or not; its reductions split otherwise than with one thread, so its
+// bits are its own.
+TEST_CASE("with two intra-op threads per node the same manifest twice gives a bit-identical model", "[training]") {
+  TempDir dir("repro-threads");
+  json m = small_manifest(2);
+  m["model"] = {{"plugin", "mlp"}, {"options", {{"hidden", {256}}}}};
+  m["data"] = {{"train", {{"dataset", "mnist"}, {"path", exogym::test::mnist_dir().string()}}}};
+  m.erase("eval");
+  m["train"] = {{"max_steps", 10}, {"batch_size", 32}};
+  m["parallelism"] = 2;
+  std::vector<std::map<std::string, at::Tensor>> models;
+  for (int threads : {2, 2, 1}) {
+    m["threads"] = threads;
+    const fs::path sub = dir / ("run" + std::to_string(models.size()));
+    fs::create_directories(sub);
+    run_json(m, sub, /*cores=*/4);
+    models.push_back(load_model_pt(sub / "run" / "model.pt"));
+  }
+  CHECK(exogym::test::bit_identical(models[0], models[1]));
+  CHECK_FALSE(exogym::test::bit_identical(models[0], models[2]));
+}
+
 TEST_CASE("anything a strategy throws, throw 42 included, stops the run naming node, step, phase and file",
           "[training]") {
   TempDir dir("throw42");
