@@ -54,6 +54,10 @@ TEST_CASE("async population: each node takes on clients of its share as the serv
     }
     CHECK(distinct.size() >= 2);
   }
+  // No rounds, no node sitting out: every node trains all run long.
+  const json participation = json::parse(read_text(run / "summary.json")).at("participation");
+  CHECK(participation.at("round_steps") == 0);
+  CHECK(participation.at("node_steps_sat_out") == 0);
   // The same manifest, the same run; stopped at step 13 and resumed from
   // its checkpoint at step 10, the same run.
   train_into(m, dir / "again");
