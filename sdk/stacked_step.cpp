@@ -139,14 +139,17 @@ struct StackedParameter {
   at::Tensor param, grad;          // the stacks; grad undefined when no node has one
 };
 
-// Whether node `b`'s optimizer state is node `a`'s kind of state: for
-// every parameter, moments present in both or neither, with one step count.
+// Whether two nodes' moments of one parameter step alike: present in both
+// or neither, with one step count.
+bool alike(const OptimizerParamState* a, const OptimizerParamState* b, const Moments& moments) {
+  return (a == nullptr) == (b == nullptr) && (!a || moments.step(*a) == moments.step(*b));
+}
+
+// Whether node `b`'s optimizer state is node `a`'s kind of state: every
+// parameter's moments alike.
 bool same_state(const Node& a, const Node& b, const Moments& moments) {
-  for (size_t p = 0; p < a.params->size(); ++p) {
-    const OptimizerParamState* sa = state_of(*a.optimizer, (*a.params)[p]);
-    const OptimizerParamState* sb = state_of(*b.optimizer, (*b.params)[p]);
-    if ((sa == nullptr) != (sb == nullptr) || (sa && moments.step(*sa) != moments.step(*sb))) return false;
-  }
+  for (size_t p = 0; p < a.params->size(); ++p)
+    if (!alike(state_of(*a.optimizer, (*a.params)[p]), state_of(*b.optimizer, (*b.params)[p]), moments)) return false;
   return true;
 }
 
@@ -213,7 +216,7 @@ std::string stack_parameters(const std::vector<Node>& nodes, const Moments& mome
     const OptimizerParamState* state0 = state_of(*nodes.front().optimizer, sp.params.front());
     for (size_t k = 1; k < nodes.size(); ++k) {
       const OptimizerParamState* state = state_of(*nodes[k].optimizer, sp.params[k]);
-      if ((state == nullptr) != (state0 == nullptr) || (state && moments.step(*state) != moments.step(*state0)))
+      if (!alike(state, state0, moments))
         return "the optimizer states of " + which(p) + " differ (a node's optimizer started again)";
     }
   }
