@@ -24,7 +24,7 @@
 // (removed, or its signature or return type changed), in sdk/*.h or
 // exogym/modules. A test build may override it to check refusal.
 #ifndef EXOGYM_ABI_VERSION
-#define EXOGYM_ABI_VERSION 17
+#define EXOGYM_ABI_VERSION 18
 #endif
 
 #define EXOGYM_STRINGIFY_IMPL(x) #x

@@ -261,15 +261,4 @@ Pending quantized_mean_async(Communicator& comm, const std::vector<QuantizedPayl
   return collective == QuantCollective::Gather ? gathered_mean(comm, payloads) : reduce_scattered_mean(comm, payloads);
 }
 
-Pending quantized_mean_async(Communicator& comm, const std::vector<at::Tensor>& tensors, QuantFormat format,
-                             int64_t block_size, ErrorFeedback* feedback, QuantCollective collective) {
-  std::vector<QuantizedPayload> payloads;
-  payloads.reserve(tensors.size());
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    payloads.push_back(feedback ? feedback->quantize(i, tensors[i], format, block_size)
-                                : quantize(tensors[i], format, block_size));
-  }
-  return quantized_mean_async(comm, payloads, collective);
-}
-
 }  // namespace exogym::sdk

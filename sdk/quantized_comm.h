@@ -1,7 +1,10 @@
 #pragma once
 // Averaging low-bit payloads (quantize.h) across nodes, on comm.h's
 // non-blocking collectives (pending.h)
-// (docs/compression.md#averaging-quantised-tensors).
+// (docs/compression.md#averaging-quantised-tensors). A strategy does not
+// call it: it sends a low-bit format through the compression library's one
+// average (exogym/modules/compression/compressor.h's compressed_mean with a
+// QuantizeCompressor, error feedback around it), which comes here.
 //
 // A sum of quantised values is not a quantised value, so the payloads are
 // not summed on the wire. Two ways, as QuantCollective says:
@@ -31,7 +34,6 @@
 #include <vector>
 
 #include "exogym/sdk/comm.h"
-#include "exogym/sdk/error_feedback.h"
 #include "exogym/sdk/pending.h"
 #include "exogym/sdk/quantize.h"
 
@@ -44,19 +46,12 @@ enum class QuantCollective { ReduceScatter, Gather };
 const char* to_string(QuantCollective collective);
 QuantCollective quant_collective_from_name(const std::string& name, const std::string& json_path);
 
-// The mean over nodes of `tensors` as sent in `format`, started at once and
-// completed by wait(), which returns one mean per tensor, with the tensors'
-// dtypes and devices: each tensor is quantised now (through `feedback`,
-// slot i for tensors[i], when given) and the payloads averaged by
-// `collective`. The transfers overlap what the node computes until wait()
-// (pending.h); quantized_mean_async(...).wait() is the blocking form. The
-// handle saves and loads itself (Pending::save, Pending::load).
-Pending quantized_mean_async(Communicator& comm, const std::vector<at::Tensor>& tensors, QuantFormat format,
-                             int64_t block_size = kDefaultQuantBlock, ErrorFeedback* feedback = nullptr,
-                             QuantCollective collective = QuantCollective::ReduceScatter);
-
-// The same for payloads quantised already (a compressor's, with error
-// feedback of its own): every payload in one format and block size.
+// The mean over nodes of `payloads` (one per tensor, every one in one
+// format and block size), started at once and completed by wait(), which
+// returns one mean per payload, with the payload's dtype and device,
+// averaged by `collective`. The transfers overlap what the node computes
+// until wait() (pending.h); the handle saves and loads itself
+// (Pending::save, Pending::load).
 Pending quantized_mean_async(Communicator& comm, const std::vector<QuantizedPayload>& payloads,
                              QuantCollective collective = QuantCollective::ReduceScatter);
 

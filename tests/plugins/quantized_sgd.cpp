@@ -1,22 +1,25 @@
 // docs/compression.md's example as a plugin: SGD on the nodes' gradients
-// averaged as low-bit payloads (sdk/quantized_comm.h), with error feedback
-// kept in checkpoints. It shows the SDK's low-bit payloads working from a
-// plugin: exact bytes in a run's accounting, and a bit-exact resume.
+// averaged as low-bit payloads (the compression library's compressed_mean
+// with a QuantizeCompressor), with error feedback kept in checkpoints. It
+// shows low-bit payloads working from a plugin: exact bytes in a run's
+// accounting, and a bit-exact resume.
 #include <ATen/ATen.h>
 #include <torch/nn/module.h>
 
 #include <string>
 #include <vector>
 
+#include "exogym/modules/compression/error_feedback.h"
+#include "exogym/modules/compression/quantize_compressor.h"
 #include "exogym/sdk/model.h"
 #include "exogym/sdk/node.h"
 #include "exogym/sdk/plugin.h"
-#include "exogym/sdk/quantized_comm.h"
 #include "exogym/sdk/strategy.h"
 
 namespace {
 
 namespace sdk = exogym::sdk;
+namespace modules = exogym::modules;
 
 sdk::OptionSpecs quantized_sgd_options() {
   return {
@@ -29,8 +32,8 @@ sdk::OptionSpecs quantized_sgd_options() {
 class QuantizedSgd final : public sdk::Strategy {
  public:
   explicit QuantizedSgd(const nlohmann::json& o)
-      : format_(sdk::quant_format_from_name(o.at("quantize").get<std::string>(), "strategy.options.quantize")),
-        block_(o.at("block").get<int64_t>()),
+      : quantizer_(sdk::quant_format_from_name(o.at("quantize").get<std::string>(), "strategy.options.quantize"),
+                   o.at("block").get<int64_t>()),
         error_feedback_(o.at("error_feedback").get<bool>()),
         lr_(o.at("lr").get<double>()) {}
 
@@ -44,11 +47,14 @@ class QuantizedSgd final : public sdk::Strategy {
     }
   }
   void step() override {
-    std::vector<at::Tensor> grads;
-    for (auto& p : params_) grads.push_back(p.grad().defined() ? p.grad() : at::zeros_like(p));
-    const auto means =
-        sdk::quantized_mean_async(ctx_->communicator(), grads, format_, block_, error_feedback_ ? &feedback_ : nullptr)
-            .wait();
+    std::vector<modules::CompressedInput> inputs;
+    for (size_t i = 0; i < params_.size(); ++i) {
+      const at::Tensor& p = params_[i];
+      const at::Tensor grad = p.grad().defined() ? p.grad() : at::zeros_like(p);
+      inputs.push_back(
+          {error_feedback_ ? feedback_.compress(i, quantizer_, grad) : quantizer_.compress(grad), grad.sizes().vec()});
+    }
+    const auto means = modules::compressed_mean(ctx_->communicator(), quantizer_, inputs);
     at::NoGradGuard no_grad;
     for (size_t i = 0; i < params_.size(); ++i) params_[i].sub_(means[i] * lr_);
   }
@@ -57,11 +63,10 @@ class QuantizedSgd final : public sdk::Strategy {
   void load_state(const sdk::StateDict& in) override { feedback_.load_state(in, "residual."); }
 
  private:
-  sdk::QuantFormat format_;
-  int64_t block_;
+  modules::QuantizeCompressor quantizer_;
   bool error_feedback_;
   double lr_;
-  sdk::ErrorFeedback feedback_;
+  modules::ErrorFeedback feedback_;
   sdk::NodeContext* ctx_ = nullptr;
   std::vector<at::Tensor> params_;
 };

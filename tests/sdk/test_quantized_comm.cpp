@@ -1,7 +1,8 @@
 // Averaging low-bit payloads across nodes (sdk/quantized_comm.h): the exact
 // mean of what was sent, the same bits on every node, the exact bytes the
-// comm layer's accounting counts; error feedback (sdk/error_feedback.h) and
-// its checkpoints.
+// comm layer's accounting counts, and a saved handle that loads back. Error
+// feedback, and the compression library's average built on this, are
+// tested in tests/strategies (test_error_feedback.cpp, test_compressors.cpp).
 #include <ATen/ATen.h>
 
 #include <algorithm>
@@ -11,13 +12,11 @@
 #include <vector>
 
 #include "checkpoint_fixtures.h"
-#include "exogym/runtime/output/safetensors.h"
 #include "exogym/runtime/sim/clock_exchange.h"
 #include "exogym/runtime/sim/metered_communicator.h"
 #include "exogym/runtime/sim/network_model.h"
 #include "exogym/runtime/sim/node_meter.h"
 #include "exogym/sdk/error.h"
-#include "exogym/sdk/error_feedback.h"
 #include "exogym/sdk/quantized_comm.h"
 #include "helpers.h"
 #include "locked_assertions.h"
@@ -39,8 +38,13 @@ std::vector<at::Tensor> quantized_tensors(int rank, int round = 0) {
   return {at::randn({37}, gen), at::randn({5, 7}, gen) * (rank + 1), at::randn({19}, gen).to(at::kBFloat16)};
 }
 
-bool same_payload(const sdk::QuantizedPayload& a, const sdk::QuantizedPayload& b) {
-  return at::equal(a.codes, b.codes) && at::equal(a.scales, b.scales);
+// Each tensor quantised in `format`, blocks of `block`: what
+// quantized_mean_async averages.
+std::vector<sdk::QuantizedPayload> quantized_payloads_of(const std::vector<at::Tensor>& tensors, QuantFormat format,
+                                                         int64_t block) {
+  std::vector<sdk::QuantizedPayload> payloads;
+  for (const auto& t : tensors) payloads.push_back(sdk::quantize(t, format, block));
+  return payloads;
 }
 
 // What K metered nodes send and receive for two means by `collective`:
@@ -59,8 +63,8 @@ MeteredMeans metered_means(int K, sdk::QuantCollective collective) {
   run_nodes(K, 3, [&](int rank, sdk::Communicator& comm) {
     sim::NodeMeter meter(rank, network, compute, clocks);
     sim::MeteredCommunicator metered(comm, meter, sim::TrafficSource::Strategy);
-    sdk::quantized_mean_async(metered, {at::randn({1000})}, QuantFormat::Fp4E2M1, 32, nullptr, collective).wait();
-    sdk::quantized_mean_async(metered, {at::randn({10})}, QuantFormat::Int8, 4, nullptr, collective).wait();
+    sdk::quantized_mean_async(metered, {sdk::quantize(at::randn({1000}), QuantFormat::Fp4E2M1, 32)}, collective).wait();
+    sdk::quantized_mean_async(metered, {sdk::quantize(at::randn({10}), QuantFormat::Int8, 4)}, collective).wait();
     out.traffic[rank] = meter.traffic(sim::TrafficSource::Strategy);
     out.cluster[rank] = meter.cluster_sent(sim::TrafficSource::Strategy);
     out.calls[rank] = meter.collectives(sim::TrafficSource::Strategy);
@@ -78,8 +82,9 @@ TEST_CASE(
     INFO(sdk::to_string(f));
     std::vector<std::vector<at::Tensor>> results(K);
     run_nodes(K, 2, [&](int rank, sdk::Communicator& comm) {
-      results[rank] =
-          sdk::quantized_mean_async(comm, quantized_tensors(rank), f, 8, nullptr, sdk::QuantCollective::Gather).wait();
+      results[rank] = sdk::quantized_mean_async(comm, quantized_payloads_of(quantized_tensors(rank), f, 8),
+                                                sdk::QuantCollective::Gather)
+                          .wait();
     });
     // What every node sent, dequantised, summed in rank order in fp32 and
     // divided by K.
@@ -101,45 +106,6 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "quantized_mean_async with error feedback: every node the same bits, what was sent plus the residual is the input",
-    "[quantize][collectives]") {
-  const int K = 3, rounds = 4;
-  // Not int2: it has no zero, so a value far below its level (0.5 of the
-  // scale) loses low bits in value - level, and sent + residual is the
-  // input only up to rounding.
-  for (QuantFormat f :
-       {QuantFormat::Fp8E4M3, QuantFormat::Fp8E5M2, QuantFormat::Fp4E2M1, QuantFormat::Int8, QuantFormat::Int4}) {
-    INFO(sdk::to_string(f));
-    std::vector<std::vector<at::Tensor>> results(K);
-    std::vector<int> mismatches(K, 0);  // counted on the node threads, asserted here (Catch2 3 is not thread-safe)
-    run_nodes(K, 3, [&](int rank, sdk::Communicator& comm) {
-      sdk::ErrorFeedback feedback;
-      for (int round = 0; round < rounds; ++round) {
-        const auto inputs = quantized_tensors(rank, round);
-        std::vector<at::Tensor> before;
-        for (size_t i = 0; i < inputs.size(); ++i) {
-          const at::Tensor r = feedback.residual(i);
-          before.push_back(r.defined() ? r.clone() : at::zeros(inputs[i].sizes()));
-        }
-        for (auto& m : sdk::quantized_mean_async(comm, inputs, f, 16, &feedback).wait()) results[rank].push_back(m);
-        // Re-quantising input + residual gives what was sent; sent + new
-        // residual is input + old residual, exactly.
-        for (size_t i = 0; i < inputs.size(); ++i) {
-          const at::Tensor compensated = inputs[i].to(at::kFloat) + before[i];
-          const at::Tensor sent = sdk::dequantize_float(sdk::quantize(compensated, f, 16));
-          if (!at::equal(sent + feedback.residual(i), compensated)) ++mismatches[rank];
-        }
-      }
-    });
-    CHECK(mismatches == std::vector<int>(K, 0));
-    for (int r = 1; r < K; ++r) {
-      REQUIRE(results[r].size() == results[0].size());
-      for (size_t i = 0; i < results[0].size(); ++i) CHECK(at::equal(results[r][i], results[0][i]));
-    }
-  }
-}
-
-TEST_CASE(
     "quantized_mean_async started and waited for later gives the same bits, and a saved handle loads back "
     "to the same mean by itself",
     "[quantize][collectives][overlap]") {
@@ -151,8 +117,10 @@ TEST_CASE(
       const std::string layout_key = gather ? "q.quantized_mean" : "q.quantized_reduce_scatter";
       std::vector<std::vector<at::Tensor>> blocking(K), async(K), reloaded(K);
       run_nodes(K, 2, [&](int rank, sdk::Communicator& comm) {
-        blocking[rank] = sdk::quantized_mean_async(comm, quantized_tensors(rank), f, 8, nullptr, collective).wait();
-        auto pending = sdk::quantized_mean_async(comm, quantized_tensors(rank), f, 8, nullptr, collective);
+        blocking[rank] =
+            sdk::quantized_mean_async(comm, quantized_payloads_of(quantized_tensors(rank), f, 8), collective).wait();
+        auto pending =
+            sdk::quantized_mean_async(comm, quantized_payloads_of(quantized_tensors(rank), f, 8), collective);
         LOCKED(CHECK(pending.valid()));
         // What a checkpoint keeps, taken back by a fresh handle (test doubles
         // complete at once: their record is empty). The reduce-scatter keeps
@@ -210,7 +178,7 @@ TEST_CASE(
       INFO(sdk::to_string(f) << " K = " << K);
       std::vector<std::vector<at::Tensor>> results(K);
       run_nodes(K, 2, [&](int rank, sdk::Communicator& comm) {
-        results[rank] = sdk::quantized_mean_async(comm, quantized_tensors(rank), f, 8).wait();
+        results[rank] = sdk::quantized_mean_async(comm, quantized_payloads_of(quantized_tensors(rank), f, 8)).wait();
       });
       for (size_t i = 0; i < 3; ++i) {
         // The chunks by the documented rule, each node's chunk quantised
@@ -290,7 +258,7 @@ TEST_CASE(
         run_nodes(K, 4, [&](int rank, sdk::Communicator& comm) {
           sim::NodeMeter meter(rank, network, compute, clocks);
           sim::MeteredCommunicator metered(comm, meter, sim::TrafficSource::Strategy);
-          sdk::quantized_mean_async(metered, {at::randn({N})}, f, 128, nullptr, collective).wait();
+          sdk::quantized_mean_async(metered, {sdk::quantize(at::randn({N}), f, 128)}, collective).wait();
           sent[rank] = meter.traffic(sim::TrafficSource::Strategy).sent;
         });
         const double share = collective == sdk::QuantCollective::Gather ? b * K / 8 : b / 4;
@@ -298,88 +266,6 @@ TEST_CASE(
       }
     }
   }
-}
-
-TEST_CASE("error feedback: a checkpoint's residuals continue the run bit for bit", "[quantize][checkpoint]") {
-  exogym::test::TempDir dir("error-feedback");
-  for (float decay : {1.0f, 0.9f}) {
-    INFO("decay " << decay);
-    auto inputs = [](int step) {
-      at::Generator gen = at::detail::createCPUGenerator(step);
-      return std::vector<at::Tensor>{at::randn({300}, gen), at::randn({4, 9}, gen).to(at::kBFloat16)};
-    };
-    auto run = [&](sdk::ErrorFeedback& feedback, int from, int to) {
-      std::vector<sdk::QuantizedPayload> sent;
-      for (int step = from; step < to; ++step) {
-        const auto x = inputs(step);
-        for (size_t i = 0; i < x.size(); ++i) sent.push_back(feedback.quantize(i, x[i], QuantFormat::Int4, 32));
-      }
-      return sent;
-    };
-    sdk::ErrorFeedback straight(decay);
-    const auto all = run(straight, 0, 10);
-
-    sdk::ErrorFeedback first(decay);
-    run(first, 0, 5);
-    // Through the checkpoints' own file format.
-    sdk::StateDict saved;
-    first.save_state(saved, "ef.");
-    CHECK(saved.size() == 2);
-    exogym::runtime::output::NamedTensors named(saved.begin(), saved.end());
-    exogym::runtime::output::write_safetensors(dir / "state.safetensors", named);
-    sdk::StateDict loaded;
-    for (auto& [name, tensor] : exogym::runtime::output::read_safetensors(dir / "state.safetensors").tensors) {
-      loaded[name] = tensor;
-    }
-    sdk::ErrorFeedback resumed(decay);
-    resumed.load_state(loaded, "ef.");
-    const auto rest = run(resumed, 5, 10);
-    REQUIRE(rest.size() == 10);
-    for (size_t k = 0; k < rest.size(); ++k) {
-      INFO("payload " << k);
-      CHECK(same_payload(rest[k], all[10 + k]));
-      CHECK(rest[k].dtype == all[10 + k].dtype);
-    }
-    for (size_t i = 0; i < 2; ++i) CHECK(at::equal(resumed.residual(i), straight.residual(i)));
-  }
-}
-
-TEST_CASE("error feedback: the average of what was sent converges to the input, without it it stays off",
-          "[quantize]") {
-  // A constant input fp4 cannot represent: plain quantisation repeats its
-  // rounding error; with feedback, the errors cancel over the steps.
-  const at::Tensor x = at::linspace(-1.3, 2.9, 64);
-  sdk::ErrorFeedback feedback;
-  at::Tensor with = at::zeros({64}), without = at::zeros({64});
-  const int steps = 64;
-  for (int step = 0; step < steps; ++step) {
-    with += sdk::dequantize(feedback.quantize(0, x, QuantFormat::Fp4E2M1, 64));
-    without += sdk::dequantize(sdk::quantize(x, QuantFormat::Fp4E2M1, 64));
-  }
-  const double with_error = (with / steps - x).abs().max().item<double>();
-  const double without_error = (without / steps - x).abs().max().item<double>();
-  CHECK(without_error > 0.1);
-  // Sum of sent = steps * x - final residual: the error is residual / steps.
-  CHECK(with_error <= feedback.residual(0).abs().max().item<double>() / steps + 1e-5);
-  CHECK(with_error < without_error / 20);
-}
-
-TEST_CASE("error feedback: bad decay, state keys and shapes are errors naming what is wrong", "[quantize]") {
-  CHECK_THROWS_WITH(sdk::ErrorFeedback(1.5f), Catch::Contains("decay must be in [0, 1]"));
-  CHECK_THROWS_WITH(sdk::ErrorFeedback(NAN), Catch::Contains("decay must be in [0, 1]"));
-  sdk::ErrorFeedback feedback;
-  CHECK_THROWS_WITH(feedback.load_state({{"ef.x", at::zeros({2})}}, "ef."),
-                    Catch::Contains("\"ef.x\" does not end in a slot number"));
-  CHECK_THROWS_WITH(feedback.load_state({{"ef.0", at::zeros({2}, at::kLong)}}, "ef."),
-                    Catch::Contains("\"ef.0\" is not a floating-point tensor"));
-  // Other keys are left alone; slot 3 alone is fine.
-  feedback.load_state({{"ef.3", at::ones({2})}, {"other", at::zeros({1})}}, "ef.");
-  CHECK(!feedback.residual(0).defined());
-  CHECK(at::equal(feedback.residual(3), at::ones({2})));
-  CHECK_THROWS_WITH(feedback.quantize(3, at::zeros({3}), QuantFormat::Int8),
-                    Catch::Contains("error feedback slot 3: a tensor of shape [3] after a residual of shape [2]"));
-  feedback.clear();
-  CHECK(!feedback.residual(3).defined());
 }
 
 TEST_CASE("a plugin averaging fp4 payloads: its bytes are the closed form, and it resumes bit for bit",

@@ -3,8 +3,9 @@
 // random-k's shared positions, scaled sign and the low-bit formats against
 // hand-computed values, every compressor's bytes against its closed form,
 // error feedback's identity (what was sent plus what is kept is what was to
-// be sent), top-k at density 1 against the plain average bit for bit, and
-// random-k's all_reduce against the gathered average, with its bytes.
+// be sent), top-k at density 1 against the plain average bit for bit,
+// random-k's all_reduce against the gathered average, with its bytes, and
+// compressed_mean_async against compressed_mean for every way of averaging.
 #include <ATen/ATen.h>
 
 #include <cmath>
@@ -14,6 +15,7 @@
 
 #include "exogym/modules/compression/chunk_topk.h"
 #include "exogym/modules/compression/elias_fano.h"
+#include "exogym/modules/compression/error_feedback.h"
 #include "exogym/modules/compression/make_compressor.h"
 #include "exogym/modules/compression/quantize_compressor.h"
 #include "exogym/modules/compression/random_k.h"
@@ -190,10 +192,11 @@ TEST_CASE(
     at::Generator gen = at::detail::createCPUGenerator(30 + rank);
     const at::Tensor x = at::randn({3, 333}, gen);
     const auto rs = modules::compressed_mean(comm, fp4, {{fp4.compress(x), {3, 333}, 0}});
-    const auto rs_sdk = sdk::quantized_mean_async(comm, {x}, QuantFormat::Fp4E2M1, 64).wait();
+    const auto rs_sdk = sdk::quantized_mean_async(comm, {sdk::quantize(x, QuantFormat::Fp4E2M1, 64)}).wait();
     const auto g = modules::compressed_mean(comm, fp4, {{fp4.compress(x), {3, 333}, 0}}, sdk::QuantCollective::Gather);
     const auto g_sdk =
-        sdk::quantized_mean_async(comm, {x}, QuantFormat::Fp4E2M1, 64, nullptr, sdk::QuantCollective::Gather).wait();
+        sdk::quantized_mean_async(comm, {sdk::quantize(x, QuantFormat::Fp4E2M1, 64)}, sdk::QuantCollective::Gather)
+            .wait();
     if (!at::equal(rs.at(0), rs_sdk.at(0)) || !at::equal(g.at(0), g_sdk.at(0))) ++mismatches[rank];
     // The reduce-scatter rounds the mean once more.
     if (!at::equal(rs.at(0), g.at(0))) ++differs[rank];
@@ -208,13 +211,13 @@ TEST_CASE("error feedback around any compressor: what was sent plus what is kept
   for (const char* name : {"topk", "random_k", "sign", "quantize"}) {
     modules::CompressorChoice choice{name, 64, 0.1, QuantFormat::Int8, modules::OffsetCoding::EliasFano};
     const auto c = modules::make_compressor(choice, "compressor", "quantize");
-    sdk::ErrorFeedback feedback(0.9f);
+    modules::ErrorFeedback feedback(0.9f);
     at::Tensor residual = at::zeros({5, 40});
     for (uint64_t round = 0; round < 4; ++round) {
       INFO(name << " round " << round);
       const at::Tensor tensor = at::randn({5, 40}, gen);
       const at::Tensor target = tensor + residual * 0.9f;
-      const auto payload = modules::compress_with_feedback(feedback, 0, *c, tensor, round);
+      const auto payload = feedback.compress(0, *c, tensor, round);
       const at::Tensor sent = c->decompress(payload, 200, round).view({5, 40});
       CHECK(at::equal(feedback.residual(0), target - sent));
       CHECK(at::allclose(sent + feedback.residual(0), target, 0, 1e-6));
@@ -259,5 +262,55 @@ TEST_CASE(
     INFO("node " << r);
     CHECK(summed_traffic[r].sent == Approx(2.0 * (K - 1) / K * S));
     CHECK(gathered_traffic[r].sent - summed_traffic[r].sent == Approx((K - 1) * S));
+  }
+}
+
+TEST_CASE(
+    "compressed_mean_async gives compressed_mean's bits and bytes for the summed, gathered and low-bit averages, "
+    "and a saved handle loads back to the same means",
+    "[compression][overlap][accounting]") {
+  const int K = 3;
+  const sim::NetworkModel network(K, sim::Link{1e6, 0.01});
+  const sim::ComputeModel compute{0.0, {}};
+  const modules::RandomKCompressor summed(64, 0.25, std::nullopt);
+  const modules::ChunkTopKCompressor topk({64, 0.1, QuantFormat::Int8});
+  const modules::QuantizeCompressor low_bit(QuantFormat::Fp4E2M1, 32);
+  for (const modules::Compressor* c : std::vector<const modules::Compressor*>{&summed, &topk, &low_bit}) {
+    INFO(c->describe());
+    sim::ClockExchange clocks(K);
+    std::vector<std::vector<at::Tensor>> blocking(K), async(K), reloaded(K);
+    std::vector<sim::Traffic> blocking_traffic(K), async_traffic(K);
+    run_nodes(K, K, [&](int rank, sdk::Communicator& comm) {
+      at::Generator gen = at::detail::createCPUGenerator(40 + rank);
+      const at::Tensor x = at::randn({7, 30}, gen), y = at::randn({100}, gen);
+      const std::vector<modules::CompressedInput> inputs = {{c->compress(x, 9), {7, 30}, 9},
+                                                            {c->compress(y, 10), {100}, 10}};
+      sim::NodeMeter meter(rank, network, compute, clocks);
+      sim::MeteredCommunicator metered(comm, meter, sim::TrafficSource::Strategy);
+      blocking[rank] = modules::compressed_mean(metered, *c, inputs);
+      blocking_traffic[rank] = meter.traffic(sim::TrafficSource::Strategy);
+      sdk::Pending pending = modules::compressed_mean_async(metered, *c, inputs);
+      sdk::StateDict saved;
+      pending.save(saved, "mean.");
+      async[rank] = pending.wait();
+      async_traffic[rank] = meter.traffic(sim::TrafficSource::Strategy);
+      // A fresh handle from what a checkpoint keeps (on the plain
+      // communicator: the metered one's transfer has been waited for).
+      reloaded[rank] = sdk::Pending::load(saved, "mean.", comm).wait();
+    });
+    for (int r = 0; r < K; ++r) {
+      INFO("node " << r);
+      REQUIRE(async[r].size() == 2);
+      REQUIRE(reloaded[r].size() == 2);
+      for (size_t i = 0; i < 2; ++i) {
+        CHECK(async[r][i].sizes() == blocking[r][i].sizes());
+        CHECK(at::equal(async[r][i], blocking[r][i]));
+        CHECK(at::equal(reloaded[r][i], blocking[r][i]));
+        CHECK(at::equal(blocking[r][i], blocking[0][i]));
+      }
+      CHECK(async_traffic[r].sent == 2 * blocking_traffic[r].sent);
+      CHECK(async_traffic[r].received == 2 * blocking_traffic[r].received);
+      CHECK(blocking_traffic[r].sent > 0);
+    }
   }
 }

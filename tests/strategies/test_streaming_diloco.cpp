@@ -9,11 +9,12 @@
 #include <map>
 
 #include "checkpoint_fixtures.h"
+#include "exogym/modules/compression/error_feedback.h"
+#include "exogym/modules/compression/quantize_compressor.h"
 #include "exogym/modules/outer/fragments.h"
 #include "exogym/modules/outer/streaming_diloco.h"
 #include "exogym/runtime/checkpoint/node_state.h"
 #include "exogym/sdk/error.h"
-#include "exogym/sdk/error_feedback.h"
 #include "exogym/sdk/model.h"
 #include "exogym/sdk/name_pattern.h"
 #include "exogym/sdk/node.h"
@@ -210,8 +211,9 @@ TEST_CASE("streaming_diloco with a low-bit format steps the master by the quanti
     module.communicate(ctx, model, 1);
     after[rank] = at::cat({model.value(0), model.value(1)});
     // The same exchange by hand: outer lr 1 steps by the whole mean.
-    const auto mean =
-        sdk::quantized_mean_async(comm, {doubles({1, 2}) - a, doubles({3, 4}) - b}, sdk::QuantFormat::Fp8E4M3).wait();
+    const auto mean = sdk::quantized_mean_async(comm, {sdk::quantize(doubles({1, 2}) - a, sdk::QuantFormat::Fp8E4M3),
+                                                       sdk::quantize(doubles({3, 4}) - b, sdk::QuantFormat::Fp8E4M3)})
+                          .wait();
     expected[rank] = at::cat({doubles({1, 2}) - mean[0], doubles({3, 4}) - mean[1]});
   });
   CHECK(at::equal(after[0], expected[0]));
@@ -226,8 +228,8 @@ TEST_CASE("streaming_diloco with error feedback sends master - local plus what t
           "[strategies][streaming][quantize]") {
   // H = 1: a sync every step. Node r's outer gradient is g_t = master -
   // local; with decay 1 it sends q(g_t + e_{t-1}) and keeps e_t = g_t +
-  // e_{t-1} - q(...): an sdk::ErrorFeedback fed the same outer gradients,
-  // by hand, gives the same mean, bit for bit.
+  // e_{t-1} - q(...): an ErrorFeedback around the same quantiser, fed the
+  // same outer gradients by hand, gives the same mean, bit for bit.
   const int K = 2;
   std::vector<at::Tensor> after(K), expected(K), residual(K);
   exogym::test::run_nodes(K, K, [&](int rank, sdk::Communicator& comm) {
@@ -236,7 +238,8 @@ TEST_CASE("streaming_diloco with error feedback sends master - local plus what t
     model.set({doubles({1, 2}), doubles({3, 4})});
     modules::StreamingDiLoCoModule module(streaming_options({{"quantize", "int4"}, {"H", 1}, {"error_feedback", 1.0}}));
     module.init(ctx, model);
-    sdk::ErrorFeedback by_hand(1.0f);
+    modules::ErrorFeedback by_hand(1.0f);
+    const modules::QuantizeCompressor int4(sdk::QuantFormat::Int4);
     at::Tensor master_a = doubles({1, 2}), master_b = doubles({3, 4});
     for (int64_t t = 0; t < 3; ++t) {
       ctx.step = t;
@@ -245,11 +248,10 @@ TEST_CASE("streaming_diloco with error feedback sends master - local plus what t
       model.set({a, b});
       module.communicate(ctx, model, t);
       // The same exchange by hand (outer SGD with lr 1 steps by the mean).
-      const auto mean = sdk::quantized_mean_async(comm, {master_a - a, master_b - b}, sdk::QuantFormat::Int4,
-                                                  sdk::kDefaultQuantBlock, &by_hand)
-                            .wait();
-      master_a = master_a - mean[0];
-      master_b = master_b - mean[1];
+      const auto mean = modules::compressed_mean(
+          comm, int4, {{by_hand.compress(0, int4, master_a - a), {2}}, {by_hand.compress(1, int4, master_b - b), {2}}});
+      master_a = master_a - mean[0].to(at::kDouble);
+      master_b = master_b - mean[1].to(at::kDouble);
     }
     after[rank] = at::cat({model.value(0), model.value(1)});
     expected[rank] = at::cat({master_a, master_b});

@@ -1,9 +1,10 @@
 #pragma once
 // The compression library's contract: a Compressor turns a tensor into what
 // one node sends of it (a CompressedTensor) and adds what a received one
-// stands for into a dense sum; compressed_mean averages such payloads over
-// the nodes; compress_with_feedback keeps what compression lost in an
-// sdk::ErrorFeedback, so it is sent later rather than dropped
+// stands for into a dense sum; compressed_mean and compressed_mean_async
+// average such payloads over the nodes: the one way to average what a
+// strategy sends compressed, in low bits included. error_feedback.h keeps
+// what compression lost, so it is sent later rather than dropped
 // (docs/compression.md#the-compression-library).
 //
 // The compressors (each in its own header):
@@ -28,7 +29,7 @@
 #include <vector>
 
 #include "exogym/sdk/comm.h"
-#include "exogym/sdk/error_feedback.h"
+#include "exogym/sdk/pending.h"
 #include "exogym/sdk/quantized_comm.h"
 
 namespace exogym::modules {
@@ -70,8 +71,8 @@ class Compressor {
 
   // A compressor that sends every value in one low-bit format, (codes,
   // scales) as sdk::quantize makes them (QuantizeCompressor), says which:
-  // compressed_mean then averages its payloads as the SDK does
-  // (sdk::quantized_mean_async), by default with its low-bit reduce-scatter.
+  // compressed_mean then averages its payloads with the SDK's low-bit
+  // collective (sdk::quantized_mean_async), by default its reduce-scatter.
   struct DenseQuantization {
     sdk::QuantFormat format;
     int64_t block;
@@ -111,11 +112,12 @@ std::vector<at::Tensor> compressed_mean(sdk::Communicator& comm, const Compresso
                                         const std::vector<CompressedInput>& inputs,
                                         sdk::QuantCollective collective = sdk::QuantCollective::ReduceScatter);
 
-// Error feedback around any compressor (sdk/error_feedback.h): compresses
-// tensor + decay * residual(slot) and keeps, as the slot's new residual,
-// that minus what the payload stands for. So what was sent plus what is
-// kept is exactly what was to be sent, and nothing compression drops is lost.
-CompressedTensor compress_with_feedback(sdk::ErrorFeedback& feedback, size_t slot, const Compressor& compressor,
-                                        const at::Tensor& tensor, uint64_t shared_seed);
+// The same, started at once: wait() returns what compressed_mean returns,
+// bit for bit, and the transfers overlap what the node computes until then
+// (sdk/pending.h). The handle saves and loads itself (sdk::Pending::save,
+// sdk::Pending::load), so it may stay in flight across a checkpoint.
+sdk::Pending compressed_mean_async(sdk::Communicator& comm, const Compressor& compressor,
+                                   const std::vector<CompressedInput>& inputs,
+                                   sdk::QuantCollective collective = sdk::QuantCollective::ReduceScatter);
 
 }  // namespace exogym::modules

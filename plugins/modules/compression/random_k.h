@@ -3,7 +3,7 @@
 // k(L) = ceil(density * L) positions drawn from the shared seed, the same
 // on every node, so no position is sent (docs/compression.md#random-k).
 // The values are sent as they are (not scaled by L / k): random-k is meant
-// for use with error feedback (compress_with_feedback), which keeps what
+// for use with error feedback (error_feedback.h), which keeps what
 // was not sent.
 //
 // Chunks and k(L) as chunk_topk.h's (the last chunk may be shorter). Chunk

@@ -3,7 +3,7 @@
 // and one fp32 scale per block, the block's mean magnitude, so that a value
 // decodes to ±(mean |x| of its block): the compressor of EF-signSGD
 // (Karimireddy et al. 2019), to be used with error feedback
-// (compress_with_feedback) (docs/compression.md#scaled-sign).
+// (error_feedback.h) (docs/compression.md#scaled-sign).
 //
 // Blocks of `block` consecutive values of the tensor read flat (the last may
 // be shorter). Bit i of the payload (bit i % 8 of byte i / 8) is 1 when

@@ -149,7 +149,7 @@ void SparseLoCoModule::communicate(sdk::NodeContext& ctx, sdk::Model& /*model*/,
     CompressedInput in;
     in.shared_seed = shared_seed(outer_step, i);
     in.shape = delta.sizes().vec();
-    in.payload = compress_with_feedback(errors_, i, *compressor_, delta, in.shared_seed);
+    in.payload = errors_.compress(i, *compressor_, delta, in.shared_seed);
     error_sq += errors_.residual(i).square().sum().item<double>();
     sent += static_cast<double>(in.payload.bytes());
     dense += 4.0 * static_cast<double>(delta.numel());

@@ -15,7 +15,7 @@
 //   θ ← θ - α Δ                    outer SGD with lr α ("outer_lr"), no momentum
 // and every node continues from the new θ. The global θ is kept once per
 // process (outer_master.h, an SGD outer optimizer without momentum); the
-// error buffers are each node's own, fp32 on the CPU (an sdk::ErrorFeedback
+// error buffers are each node's own, fp32 on the CPU (an ErrorFeedback
 // with the decay). The paper's SparseLoCo is the default compressor;
 // "compressor" swaps in another of the library (random_k, sign, quantize:
 // make_compressor.h), which makes this error-feedback DiLoCo with that
@@ -39,10 +39,10 @@
 #include <vector>
 
 #include "exogym/modules/compression/compressor.h"
+#include "exogym/modules/compression/error_feedback.h"
 #include "exogym/modules/compression/make_compressor.h"
 #include "exogym/modules/outer/outer_master.h"
 #include "exogym/sdk/compose.h"
-#include "exogym/sdk/error_feedback.h"
 
 namespace exogym::modules {
 
@@ -95,7 +95,7 @@ class SparseLoCoModule final : public sdk::CommunicationModule {
   double outer_lr_;
   const sdk::NodeContext* ctx_ = nullptr;
   std::vector<at::Tensor> params_;      // this node's
-  sdk::ErrorFeedback errors_;           // this node's e_r, one slot per parameter
+  ErrorFeedback errors_;                // this node's e_r, one slot per parameter
   std::shared_ptr<OuterMaster> outer_;  // this process's θ
 };
 

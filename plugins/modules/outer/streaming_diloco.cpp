@@ -50,7 +50,8 @@ sdk::ModuleSpecs StreamingDiLoCoModule::specs() {
                  {"reduce_scatter", "gather"}},
       OptionSpec{"error_feedback", OptionType::Number, 0.0,
                  "with a low-bit format: 0 sends each outer gradient as it is; a decay d in (0, 1] adds d times what "
-                 "quantising the fragment's last outer gradient lost (sdk/error_feedback.h; 1: plain error feedback)"},
+                 "quantising the fragment's last outer gradient lost (exogym/modules/compression/error_feedback.h; 1: "
+                 "plain error feedback)"},
   };
   for (auto& spec : DiLoCoModule::specs().specs) {
     if (spec.name == "outer_optimizer") specs.push_back(spec);
@@ -74,14 +75,14 @@ StreamingDiLoCoModule::StreamingDiLoCoModule(const sdk::ModuleOptions& o)
   }
   check_fragments_option(fragments_option_, "fragments");
   const std::string format = o.at("quantize").get<std::string>();
-  if (format != "none") format_ = sdk::quant_format_from_name(format, "quantize");
+  if (format != "none") quantizer_.emplace(sdk::quant_format_from_name(format, "quantize"), sdk::kDefaultQuantBlock);
   collective_ = sdk::quant_collective_from_name(o.at("collective").get<std::string>(), "collective");
   const double decay = o.at("error_feedback").get<double>();
   if (!(decay >= 0 && decay <= 1)) {
     throw sdk::ConfigError("error_feedback",
                            "expected 0 (off) or a decay in (0, 1], got " + sdk::json_excerpt(o.at("error_feedback")));
   }
-  if (decay > 0 && !format_) {
+  if (decay > 0 && !quantizer_) {
     throw sdk::ConfigError("error_feedback",
                            "error feedback keeps what quantising loses, but \"quantize\" is \"none\": choose a "
                            "low-bit format, or leave error_feedback at 0");
@@ -115,7 +116,7 @@ void StreamingDiLoCoModule::init(sdk::NodeContext& ctx, sdk::Model& model) {
     // a checkpoint whose masters load_state brings in), so the first node
     // to get here makes each master for all.
     f.outer = OuterMaster::in_process(ctx, "streaming_diloco", f.params, outer_spec_);
-    if (feedback_decay_ > 0) f.feedback = std::make_unique<sdk::ErrorFeedback>(feedback_decay_);
+    if (feedback_decay_ > 0) f.feedback = std::make_unique<ErrorFeedback>(feedback_decay_);
     fragments_.push_back(std::move(f));
   }
 }
@@ -139,27 +140,38 @@ void StreamingDiLoCoModule::communicate(sdk::NodeContext& ctx, sdk::Model& /*mod
 
 void StreamingDiLoCoModule::send(sdk::NodeContext& ctx, Fragment& f, int64_t step) {
   EXOGYM_CHECK_INTERNAL(f.pending_step < 0, "a fragment sends while its last sync is still in flight");
-  if (!format_) {
+  if (!quantizer_) {
     // The average, once for the process: only the outer step reads it. The
     // parameters train on meanwhile: the collective took their values now.
     f.sync = ctx.communicator().all_reduce_async(f.params, sdk::ReduceOp::Avg);
   } else {
     // A low-bit average of parameters would lose their leading digits: the
     // outer gradient (old global minus local) is what is quantised.
-    std::vector<at::Tensor> outer_grads;
+    std::vector<CompressedInput> inputs;
     const auto& master = f.outer->master();
-    for (size_t i = 0; i < f.params.size(); ++i) outer_grads.push_back(master[i].detach() - f.params[i]);
-    f.sync = sdk::quantized_mean_async(ctx.communicator(), outer_grads, *format_, sdk::kDefaultQuantBlock,
-                                       f.feedback.get(), collective_);
+    for (size_t i = 0; i < f.params.size(); ++i) {
+      const at::Tensor outer_grad = master[i].detach() - f.params[i];
+      inputs.push_back(
+          {f.feedback ? f.feedback->compress(i, *quantizer_, outer_grad) : quantizer_->compress(outer_grad),
+           outer_grad.sizes().vec(), 0});
+    }
+    f.sync = compressed_mean_async(ctx.communicator(), *quantizer_, inputs, collective_);
   }
   f.pending_step = step;
 }
 
-std::vector<at::Tensor> StreamingDiLoCoModule::receive(Fragment& f) { return f.sync.wait(); }
+std::vector<at::Tensor> StreamingDiLoCoModule::receive(Fragment& f) {
+  std::vector<at::Tensor> received = f.sync.wait();
+  // A low-bit mean arrives in fp32 on the CPU (compressor.h); the outer
+  // step takes it as the parameters are.
+  for (size_t i = 0; quantizer_ && i < received.size(); ++i)
+    received[i] = received[i].to(f.params[i].device(), f.params[i].scalar_type());
+  return received;
+}
 
 void StreamingDiLoCoModule::apply(sdk::NodeContext& ctx, Fragment& f, size_t p, int64_t step) {
   const std::vector<at::Tensor> received = receive(f);
-  f.outer->step(step, received, format_ ? OuterMaster::Received::PseudoGradient : OuterMaster::Received::Average);
+  f.outer->step(step, received, quantizer_ ? OuterMaster::Received::PseudoGradient : OuterMaster::Received::Average);
   ctx.record("fragment", static_cast<double>(p));
   ctx.record("pseudo_grad_norm", f.outer->pseudo_grad_norm());
   ctx.record("outer_lr", f.outer->outer_lr());

@@ -16,9 +16,10 @@
 //   at s          every node sends its fragment: with quantize "none" an
 //                 all_reduce (Avg) of its parameters, as DiLoCo's; with a
 //                 low-bit format the outer gradient master_p - local_p
-//                 through sdk::quantized_mean_async ("collective": a
-//                 low-bit reduce-scatter, or an all-gather of the
-//                 payloads), with error feedback when "error_feedback" > 0.
+//                 through compressed_mean_async with a QuantizeCompressor
+//                 ("collective": a low-bit reduce-scatter, or an all-gather
+//                 of the payloads), with error feedback around it when
+//                 "error_feedback" > 0 (the compression library's one way).
 //   at s + tau    the outer optimizer steps master_p along the average's
 //                 pseudo-gradient (master_p - average, or the mean outer
 //                 gradient), once per process (outer_master.h); then every
@@ -55,11 +56,12 @@
 #include <string>
 #include <vector>
 
+#include "exogym/modules/compression/error_feedback.h"
+#include "exogym/modules/compression/quantize_compressor.h"
 #include "exogym/modules/outer/fragments.h"
 #include "exogym/modules/outer/outer_master.h"
 #include "exogym/sdk/comm.h"
 #include "exogym/sdk/compose.h"
-#include "exogym/sdk/error_feedback.h"
 #include "exogym/sdk/pending.h"
 #include "exogym/sdk/quantize.h"
 #include "exogym/sdk/quantized_comm.h"
@@ -105,7 +107,7 @@ class StreamingDiLoCoModule final : public sdk::CommunicationModule {
     // or the low-bit mean of the outer gradients.
     sdk::Pending sync;
     // What quantising this node's outer gradients lost (error_feedback > 0).
-    std::unique_ptr<sdk::ErrorFeedback> feedback;
+    std::unique_ptr<ErrorFeedback> feedback;
   };
   void send(sdk::NodeContext& ctx, Fragment& f, int64_t step);
   void apply(sdk::NodeContext& ctx, Fragment& f, size_t p, int64_t step);
@@ -123,7 +125,7 @@ class StreamingDiLoCoModule final : public sdk::CommunicationModule {
   int64_t H_, tau_;
   double alpha_;
   nlohmann::json fragments_option_;
-  std::optional<sdk::QuantFormat> format_;  // none: exact all_reduce
+  std::optional<QuantizeCompressor> quantizer_;  // none: exact all_reduce
   sdk::QuantCollective collective_ = sdk::QuantCollective::ReduceScatter;
   float feedback_decay_ = 0;  // 0: no error feedback
   sdk::OptimizerSpec outer_spec_;

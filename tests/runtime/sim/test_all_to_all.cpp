@@ -83,7 +83,7 @@ TEST_CASE(
   cluster.run([&](int rank, sdk::Communicator& comm, sim::NodeMeter& meter) {
     LOCKED(CHECK(comm.place() == rank));
     meter.begin_step(0);
-    auto pending = sdk::quantized_mean_async(comm, {values * (rank + 1)}, sdk::QuantFormat::Fp4E2M1);
+    auto pending = sdk::quantized_mean_async(comm, {sdk::quantize(values * (rank + 1), sdk::QuantFormat::Fp4E2M1)});
     meter.end_step();
     if (rank == 0) {
       meter_state = meter.state();
