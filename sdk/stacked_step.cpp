@@ -5,7 +5,9 @@
 // The optimizers that stack are the elementwise ones (AdamW, Adam, SGD):
 // every element of a stack goes through the operations it goes through in
 // its node's own step, so the parameters and moments are the per-node
-// step's bits. The nodes' moments become rows of stacks too: each node's
+// step's bits; and Muon, elementwise but for Newton-Schulz, which takes each
+// node's matrix by itself on the CPU (the same bits) and all of them in one
+// batched product per iteration on a GPU (internal/muon.h). The nodes' moments become rows of stacks too: each node's
 // optimizer state holds views of them, so checkpoints, DES-LOC's averages
 // of the moments and the nodes' own steps see their own tensors. A node
 // whose moments are not rows of a stack (loaded from a checkpoint, or
@@ -34,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "exogym/sdk/internal/muon.h"
 #include "exogym/sdk/internal/optim_state_key.h"
 #include "exogym/sdk/local_step.h"
 #include "exogym/sdk/node.h"
@@ -77,7 +80,8 @@ struct Moments {
   // A state's step count (0 for kinds without one), and setting it.
   std::function<int64_t(const OptimizerParamState&)> step;
   std::function<void(OptimizerParamState&, int64_t)> set_step;
-  std::function<std::unique_ptr<OptimizerParamState>()> make;
+  // A fresh state of the kind `like` is (Muon keeps two kinds).
+  std::function<std::unique_ptr<OptimizerParamState>(const OptimizerParamState& like)> make;
 };
 
 template <class State>
@@ -89,7 +93,7 @@ Moments adam_moments() {
   };
   m.step = [](const OptimizerParamState& s) { return static_cast<int64_t>(static_cast<const State&>(s).step()); };
   m.set_step = [](OptimizerParamState& s, int64_t step) { static_cast<State&>(s).step(step); };
-  m.make = [] { return std::make_unique<State>(); };
+  m.make = [](const OptimizerParamState&) { return std::make_unique<State>(); };
   return m;
 }
 
@@ -100,17 +104,41 @@ Moments sgd_moments() {
   };
   m.step = [](const OptimizerParamState&) { return int64_t{0}; };
   m.set_step = [](OptimizerParamState&, int64_t) {};
-  m.make = [] { return std::make_unique<torch::optim::SGDParamState>(); };
+  m.make = [](const OptimizerParamState&) { return std::make_unique<torch::optim::SGDParamState>(); };
   return m;
 }
 
-// The optimizers whose step is elementwise, so that a stack's is each row's.
+// Muon's: a momentum buffer for a matrix it orthogonalises, AdamW's state
+// for the rest.
+Moments muon_moments() {
+  const Moments adamw = adam_moments<torch::optim::AdamWParamState>();
+  const auto matrix = [](const OptimizerParamState& s) {
+    return dynamic_cast<const internal::MuonParamState*>(&s) != nullptr;
+  };
+  Moments m;
+  m.tensors = [adamw, matrix](OptimizerParamState& s) {
+    return matrix(s) ? std::vector<at::Tensor*>{&static_cast<internal::MuonParamState&>(s).momentum_buffer}
+                     : adamw.tensors(s);
+  };
+  m.step = [adamw, matrix](const OptimizerParamState& s) { return matrix(s) ? int64_t{0} : adamw.step(s); };
+  m.set_step = [adamw, matrix](OptimizerParamState& s, int64_t step) {
+    if (!matrix(s)) adamw.set_step(s, step);
+  };
+  m.make = [matrix](const OptimizerParamState& like) -> std::unique_ptr<OptimizerParamState> {
+    if (matrix(like)) return std::make_unique<internal::MuonParamState>();
+    return std::make_unique<torch::optim::AdamWParamState>();
+  };
+  return m;
+}
+
+// The optimizers whose step over a stack is each row's (see above).
 const Moments* stackable_moments(const std::string& name) {
   static const Moments adamw = adam_moments<torch::optim::AdamWParamState>(),
-                       adam = adam_moments<torch::optim::AdamParamState>(), sgd = sgd_moments();
+                       adam = adam_moments<torch::optim::AdamParamState>(), sgd = sgd_moments(), muon = muon_moments();
   if (name == "adamw") return &adamw;
   if (name == "adam") return &adam;
   if (name == "sgd") return &sgd;
+  if (name == "muon") return &muon;
   return nullptr;
 }
 
@@ -261,6 +289,22 @@ bool is_row(const at::Tensor& row, const at::Tensor& stack, int64_t k) {
          row.storage_offset() == stack.storage_offset() + k * stack.stride(0);
 }
 
+// The optimizer of `spec` over the stacks' aliases, as `first`'s is over
+// its parameters. Muon's matrices that take AdamW's step (the model's
+// embeddings and head) are those `first`'s Muon does not orthogonalise:
+// the stacks have no names to match.
+std::unique_ptr<torch::optim::Optimizer> stacked_optimizer(const OptimizerSpec& spec, const Node& first,
+                                                           const std::vector<at::Tensor>& aliases,
+                                                           const std::vector<const StackedParameter*>& of_alias) {
+  const auto* muon = dynamic_cast<const internal::Muon*>(first.optimizer);
+  if (!muon) return spec.build(aliases);
+  std::vector<at::Tensor> to_adamw;
+  for (size_t a = 0; a < aliases.size(); ++a)
+    if (aliases[a].dim() >= 3 && !muon->orthogonalises(of_alias[a]->params.front())) to_adamw.push_back(aliases[a]);
+  const auto& options = static_cast<const internal::MuonOptions&>(muon->param_groups().front().options());
+  return std::make_unique<internal::Muon>(aliases, options, to_adamw, /*stacked=*/true);
+}
+
 // One step of an optimizer built from `spec` over the stacks, with the
 // nodes' moments stacked as its state; afterwards each node's state holds
 // views of the stacked moments and the new step count.
@@ -276,13 +320,13 @@ void step_stacks(const OptimizerSpec& spec, double lr, const Moments& moments, c
     of_alias.push_back(&sp);
   }
   if (aliases.empty()) return;
-  const std::unique_ptr<torch::optim::Optimizer> optimizer = spec.build(aliases);
+  const std::unique_ptr<torch::optim::Optimizer> optimizer = stacked_optimizer(spec, nodes.front(), aliases, of_alias);
   set_lr(*optimizer, lr);
   for (size_t a = 0; a < aliases.size(); ++a) {
     const StackedParameter& sp = *of_alias[a];
     OptimizerParamState* first = state_of(*nodes.front().optimizer, sp.params.front());
     if (!first) continue;  // none yet: the optimizer starts every row's
-    std::unique_ptr<OptimizerParamState> state = moments.make();
+    std::unique_ptr<OptimizerParamState> state = moments.make(*first);
     moments.set_step(*state, moments.step(*first));
     const size_t fields = moments.tensors(*first).size();
     for (size_t f = 0; f < fields; ++f) {
@@ -304,7 +348,7 @@ void step_stacks(const OptimizerSpec& spec, double lr, const Moments& moments, c
     for (size_t k = 0; k < nodes.size(); ++k) {
       OptimizerParamState* mine = state_of(*nodes[k].optimizer, sp.params[k]);
       if (!mine) {
-        set_state(*nodes[k].optimizer, sp.params[k], moments.make());
+        set_state(*nodes[k].optimizer, sp.params[k], moments.make(*state));
         mine = state_of(*nodes[k].optimizer, sp.params[k]);
       }
       moments.set_step(*mine, moments.step(*state));
@@ -329,7 +373,7 @@ std::string LocalStep::step_together(const std::vector<LocalStep*>& steps) {
   const LocalStep& first = *steps.front();
   const Moments* moments = stackable_moments(first.options_.optimizer.name);
   if (!moments)
-    return "the optimizer \"" + first.options_.optimizer.name + "\" steps no stacks (adamw, adam and sgd do)";
+    return "the optimizer \"" + first.options_.optimizer.name + "\" steps no stacks (adamw, adam, sgd and muon do)";
   // One optimizer, clipping and learning rate for all.
   const double lr = first.options_.lr_at(first.ctx_->step, first.ctx_->max_steps);
   std::vector<Node> nodes;

@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/internal/optim_state_key.h"
@@ -31,6 +32,18 @@ constexpr double kA = 3.4445, kB = -4.7750, kC = 2.0315;
 }  // namespace
 
 at::Tensor newton_schulz5(const at::Tensor& update, int64_t steps) {
+  if (update.dim() == 3) {
+    // K matrices at once: the same iteration, each norm its matrix's.
+    const bool tall = update.size(1) > update.size(2);
+    at::Tensor x = tall ? update.transpose(1, 2) : update;
+    x = x / (at::norm(x, 2, {1, 2}, /*keepdim=*/true) + 1e-7);
+    for (int64_t i = 0; i < steps; ++i) {
+      const at::Tensor a = at::bmm(x, x.transpose(1, 2));
+      const at::Tensor b = at::baddbmm(a, a, a, /*beta=*/kB, /*alpha=*/kC);
+      x = at::baddbmm(x, b, x, /*beta=*/kA, /*alpha=*/1);
+    }
+    return tall ? x.transpose(1, 2) : x;
+  }
   // Wide (rows <= cols): X X^T is then the smaller Gram matrix.
   const bool tall = update.size(0) > update.size(1);
   at::Tensor x = tall ? update.t() : update;
@@ -133,8 +146,8 @@ std::unique_ptr<torch::optim::Optimizer> build_muon(const nlohmann::json& p, con
 }
 
 Muon::Muon(const std::vector<at::Tensor>& params, const MuonOptions& options,
-           const std::vector<at::Tensor>& adamw_matrices)
-    : torch::optim::Optimizer(params, std::make_unique<MuonOptions>(options)) {
+           const std::vector<at::Tensor>& adamw_matrices, bool stacked)
+    : torch::optim::Optimizer(params, std::make_unique<MuonOptions>(options)), stacked_(stacked) {
   for (const auto& p : adamw_matrices) adamw_matrices_.insert(p.unsafeGetTensorImpl());
 }
 
@@ -172,8 +185,23 @@ void Muon::matrix_step(const at::Tensor& param, const MuonOptions& o) {
   buffer.mul_(o.momentum).add_(grad);
   const at::Tensor update = o.nesterov ? grad.add(buffer, o.momentum) : buffer;
 
-  const int64_t rows = param.size(0), cols = param.numel() / rows;
-  const at::Tensor orthogonal = newton_schulz5(update.reshape({rows, cols}).to(at::kFloat), o.ns_steps);
+  // A stack's rows are the nodes' matrices (muon.h).
+  const int64_t count = stacked_ ? param.size(0) : 1;
+  const int64_t rows = param.size(stacked_ ? 1 : 0), cols = param.numel() / count / rows;
+  at::Tensor orthogonal;
+  if (!stacked_) {
+    orthogonal = newton_schulz5(update.reshape({rows, cols}).to(at::kFloat), o.ns_steps);
+  } else if (param.device().is_cpu()) {
+    // Each node's matrix by itself, from a tensor of its own as the node's
+    // update is (MKL's products round by where an operand starts in
+    // memory): its own step's bits.
+    const at::Tensor matrices = update.reshape({count, rows, cols}).to(at::kFloat);
+    std::vector<at::Tensor> each;
+    for (int64_t k = 0; k < count; ++k) each.push_back(newton_schulz5(matrices[k].clone(), o.ns_steps));
+    orthogonal = at::stack(each);
+  } else {
+    orthogonal = newton_schulz5(update.reshape({count, rows, cols}).to(at::kFloat), o.ns_steps);
+  }
   const double scale = std::sqrt(std::max(1.0, static_cast<double>(rows) / static_cast<double>(cols)));
   // Decoupled weight decay first, as AdamW's.
   if (o.weight_decay != 0) param.mul_(1 - o.lr * o.weight_decay);

@@ -35,6 +35,13 @@
 // a matrix, LibTorch's AdamWParamState (step, exp_avg, exp_avg_sq) for the
 // rest.
 //
+// Stacked (LocalStep::step_together): a Muon over [K, ...] stacks of K
+// nodes' parameters steps every row as its node's Muon would. Everything but
+// Newton-Schulz is elementwise, so the same bits; Newton-Schulz takes each
+// node's matrix by itself on the CPU (the same bits too) and all K at once
+// with batched products on a GPU, which round differently from K separate
+// ones (docs/performance.md#where-stacked-rounding-differs).
+//
 // A detail of the SDK's optimizers, not part of the contract: not installed
 // and on no plugin's include path. A plugin gets it from OptimizerSpec::build
 // ("muon"), as a torch::optim::Optimizer.
@@ -80,17 +87,20 @@ struct MuonParamState : public torch::optim::OptimizerCloneableParamState<MuonPa
 class Muon : public torch::optim::Optimizer {
  public:
   // `adamw_matrices`: matrices of `params` that take AdamW's step.
+  // `stacked`: every parameter is a stack of K nodes' along dimension 0
+  // (above), a matrix when its rows are.
   Muon(const std::vector<at::Tensor>& params, const MuonOptions& options,
-       const std::vector<at::Tensor>& adamw_matrices = {});
+       const std::vector<at::Tensor>& adamw_matrices = {}, bool stacked = false);
   at::Tensor step(LossClosure closure = nullptr) override;
 
   // Whether `param` takes Muon's step (else AdamW's).
   bool orthogonalises(const at::Tensor& param) const {
-    return param.dim() >= 2 && adamw_matrices_.count(param.unsafeGetTensorImpl()) == 0;
+    return param.dim() >= (stacked_ ? 3 : 2) && adamw_matrices_.count(param.unsafeGetTensorImpl()) == 0;
   }
 
  private:
   std::unordered_set<const c10::TensorImpl*> adamw_matrices_;
+  bool stacked_;
   void matrix_step(const at::Tensor& param, const MuonOptions& o);
   void adamw_step(const at::Tensor& param, const MuonOptions& o);
 };
@@ -107,7 +117,9 @@ std::unique_ptr<torch::optim::Optimizer> build_muon(const nlohmann::json& hyper_
 
 // The reference's quintic Newton-Schulz iteration on a 2-D float tensor:
 // an approximately semi-orthogonal matrix of the same shape (its singular
-// values near 1, in about [0.7, 1.2] after 5 steps).
+// values near 1, in about [0.7, 1.2] after 5 steps). On a 3-D one, [K, rows,
+// cols], each of the K matrices so, with batched products (bmm), which may
+// round differently from the 2-D iteration of each.
 at::Tensor newton_schulz5(const at::Tensor& update, int64_t steps);
 
 }  // namespace exogym::sdk::internal

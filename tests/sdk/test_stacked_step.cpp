@@ -159,7 +159,8 @@ void require_same_steps(const json& options) {
 
 }  // namespace
 
-TEST_CASE("stacked local steps are each node's own step bit for bit: AdamW, Adam and SGD, with clipping", "[stacked]") {
+TEST_CASE("stacked local steps are each node's own step bit for bit: AdamW, Adam, SGD and Muon, with clipping",
+          "[stacked]") {
   SECTION("adamw, weight decay and a cosine schedule") {
     require_same_steps({{"optimizer", {{"name", "adamw"}, {"lr", 0.01}, {"weight_decay", 0.1}}},
                         {"lr_schedule", {{"name", "cosine"}, {"warmup_steps", 1}}},
@@ -173,6 +174,20 @@ TEST_CASE("stacked local steps are each node's own step bit for bit: AdamW, Adam
   }
   SECTION("sgd without momentum: no state") {
     require_same_steps({{"optimizer", {{"name", "sgd"}, {"lr", 0.05}}}, {"max_norm", nullptr}});
+  }
+  SECTION("muon: the matrix orthogonalised node by node, the vector and scalar by its AdamW, weight decay") {
+    require_same_steps({{"optimizer",
+                         {{"name", "muon"},
+                          {"lr", 0.02},
+                          {"weight_decay", 0.1},
+                          {"adamw_weight_decay", 0.01},
+                          {"adamw_params", json::array()}}},
+                        {"lr_schedule", {{"name", "cosine"}, {"warmup_steps", 1}}},
+                        {"max_norm", 1.0}});
+  }
+  SECTION("muon without Nesterov") {
+    require_same_steps(
+        {{"optimizer", {{"name", "muon"}, {"lr", 0.02}, {"nesterov", false}, {"adamw_params", json::array()}}}});
   }
 }
 
@@ -241,10 +256,10 @@ TEST_CASE("local steps that do not stack say why and change nothing", "[stacked]
     for (int k = 0; k < kNodes; ++k) CHECK(same_bits(before[static_cast<size_t>(k)], nodes.models[k]->value(0)));
     CHECK(nodes.norms.by_node.empty());
   };
-  SECTION("an optimizer that is not elementwise") {
-    Nodes nodes({{"optimizer", {{"name", "muon"}, {"lr", 0.01}, {"adamw_params", json::array()}}}}, true);
+  SECTION("an optimizer that does not step stacks") {
+    Nodes nodes({{"optimizer", {{"name", "rmsprop"}, {"lr", 0.01}}}}, true);
     nodes.set_gradients(0, gradients(0));
-    unchanged(nodes, "the optimizer \"muon\" steps no stacks");
+    unchanged(nodes, "the optimizer \"rmsprop\" steps no stacks");
   }
   SECTION("a node at another learning rate") {
     Nodes nodes({{"optimizer", {{"name", "adamw"}, {"lr", 0.01}}}}, true);

@@ -203,6 +203,21 @@ TEST_CASE("cuda: stacked nanoGPT and CNN on CUDA reproduce bit for bit and follo
           0.01 * final_loss(results["per_node"]));
     CHECK(results["stacked"].simulated.bytes_sent_total == results["per_node"].simulated.bytes_sent_total);
   }
+  // MuLoCo: Muon's Newton-Schulz on all nodes' matrices in one batched
+  // product per iteration, every local step together.
+  {
+    json m = gpt;
+    m["execution"] = "stacked";
+    m["strategy"]["options"]["optimizer"] = {{"name", "muon"}, {"lr", 0.02}};
+    fs::create_directories(dir / "muon" / "stacked");
+    const auto stacked = run_json(m, dir / "muon" / "stacked");
+    m["execution"] = "per_node";
+    fs::create_directories(dir / "muon" / "per_node");
+    const auto per_node = run_json(m, dir / "muon" / "per_node");
+    CHECK(std::abs(final_loss(stacked) - final_loss(per_node)) < 0.01 * final_loss(per_node));
+    const json summary = json::parse(read_text(dir / "muon" / "stacked" / "run" / "summary.json"));
+    CHECK(summary["execution"]["local_steps"] == json({{"together", 4 * 24}, {"apart", 0}}));
+  }
   // On a GPU, "auto" stacks.
   fs::create_directories(dir / "auto");
   run_json(gpt, dir / "auto");
