@@ -7,9 +7,10 @@
 // its node's own step, so the parameters and moments are the per-node
 // step's bits; and Muon, elementwise but for Newton-Schulz, which takes each
 // node's matrix by itself on the CPU (the same bits) and all of them in one
-// batched product per iteration on a GPU (internal/muon.h). The nodes' moments become rows of stacks too: each node's
-// optimizer state holds views of them, so checkpoints, DES-LOC's averages
-// of the moments and the nodes' own steps see their own tensors. A node
+// batched product per iteration on a GPU (internal/muon.h). The nodes'
+// moments become rows of stacks too (internal/stacked_moments.h): each
+// node's optimizer state holds views of them, so checkpoints, DES-LOC's
+// averages of the moments and the nodes' own steps see their own tensors. A node
 // whose moments are not rows of a stack (loaded from a checkpoint, or
 // after a step of its own) has them copied into one first.
 //
@@ -26,9 +27,7 @@
 // (docs/performance.md#where-stacked-rounding-differs), and the gradients
 // are scaled by one multiplication per stack.
 #include <ATen/ATen.h>
-#include <torch/optim/adam.h>
-#include <torch/optim/adamw.h>
-#include <torch/optim/sgd.h>
+#include <torch/optim/optimizer.h>
 
 #include <cstdint>
 #include <functional>
@@ -38,6 +37,7 @@
 
 #include "exogym/sdk/internal/muon.h"
 #include "exogym/sdk/internal/optim_state_key.h"
+#include "exogym/sdk/internal/stacked_moments.h"
 #include "exogym/sdk/local_step.h"
 #include "exogym/sdk/node.h"
 #include "exogym/sdk/optim.h"
@@ -70,77 +70,9 @@ at::Tensor stack_of_rows(const std::vector<at::Tensor>& rows) {
 
 namespace {
 
+using internal::Moments;
+using internal::stackable_moments;
 using torch::optim::OptimizerParamState;
-
-// The moments of one optimizer kind: how its per-parameter state is made,
-// read and written.
-struct Moments {
-  // The state's tensors that are the parameter's shape (null: undefined).
-  std::function<std::vector<at::Tensor*>(OptimizerParamState&)> tensors;
-  // A state's step count (0 for kinds without one), and setting it.
-  std::function<int64_t(const OptimizerParamState&)> step;
-  std::function<void(OptimizerParamState&, int64_t)> set_step;
-  // A fresh state of the kind `like` is (Muon keeps two kinds).
-  std::function<std::unique_ptr<OptimizerParamState>(const OptimizerParamState& like)> make;
-};
-
-template <class State>
-Moments adam_moments() {
-  Moments m;
-  m.tensors = [](OptimizerParamState& s) {
-    auto& a = static_cast<State&>(s);
-    return std::vector<at::Tensor*>{&a.exp_avg(), &a.exp_avg_sq(), &a.max_exp_avg_sq()};
-  };
-  m.step = [](const OptimizerParamState& s) { return static_cast<int64_t>(static_cast<const State&>(s).step()); };
-  m.set_step = [](OptimizerParamState& s, int64_t step) { static_cast<State&>(s).step(step); };
-  m.make = [](const OptimizerParamState&) { return std::make_unique<State>(); };
-  return m;
-}
-
-Moments sgd_moments() {
-  Moments m;
-  m.tensors = [](OptimizerParamState& s) {
-    return std::vector<at::Tensor*>{&static_cast<torch::optim::SGDParamState&>(s).momentum_buffer()};
-  };
-  m.step = [](const OptimizerParamState&) { return int64_t{0}; };
-  m.set_step = [](OptimizerParamState&, int64_t) {};
-  m.make = [](const OptimizerParamState&) { return std::make_unique<torch::optim::SGDParamState>(); };
-  return m;
-}
-
-// Muon's: a momentum buffer for a matrix it orthogonalises, AdamW's state
-// for the rest.
-Moments muon_moments() {
-  const Moments adamw = adam_moments<torch::optim::AdamWParamState>();
-  const auto matrix = [](const OptimizerParamState& s) {
-    return dynamic_cast<const internal::MuonParamState*>(&s) != nullptr;
-  };
-  Moments m;
-  m.tensors = [adamw, matrix](OptimizerParamState& s) {
-    return matrix(s) ? std::vector<at::Tensor*>{&static_cast<internal::MuonParamState&>(s).momentum_buffer}
-                     : adamw.tensors(s);
-  };
-  m.step = [adamw, matrix](const OptimizerParamState& s) { return matrix(s) ? int64_t{0} : adamw.step(s); };
-  m.set_step = [adamw, matrix](OptimizerParamState& s, int64_t step) {
-    if (!matrix(s)) adamw.set_step(s, step);
-  };
-  m.make = [matrix](const OptimizerParamState& like) -> std::unique_ptr<OptimizerParamState> {
-    if (matrix(like)) return std::make_unique<internal::MuonParamState>();
-    return std::make_unique<torch::optim::AdamWParamState>();
-  };
-  return m;
-}
-
-// The optimizers whose step over a stack is each row's (see above).
-const Moments* stackable_moments(const std::string& name) {
-  static const Moments adamw = adam_moments<torch::optim::AdamWParamState>(),
-                       adam = adam_moments<torch::optim::AdamParamState>(), sgd = sgd_moments(), muon = muon_moments();
-  if (name == "adamw") return &adamw;
-  if (name == "adam") return &adam;
-  if (name == "sgd") return &sgd;
-  if (name == "muon") return &muon;
-  return nullptr;
-}
 
 OptimizerParamState* state_of(torch::optim::Optimizer& optimizer, const at::Tensor& param) {
   auto& state = optimizer.state();
