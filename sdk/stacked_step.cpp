@@ -27,6 +27,7 @@
 // (docs/performance.md#where-stacked-rounding-differs), and the gradients
 // are scaled by one multiplication per stack.
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <torch/optim/optimizer.h>
 
 #include <cstdint>
