@@ -10,9 +10,9 @@
 // batched product per iteration on a GPU (internal/muon.h). The nodes'
 // moments become rows of stacks too (internal/stacked_moments.h): each
 // node's optimizer state holds views of them, so checkpoints, DES-LOC's
-// averages of the moments and the nodes' own steps see their own tensors. A node
-// whose moments are not rows of a stack (loaded from a checkpoint, or
-// after a step of its own) has them copied into one first.
+// averages of the moments and the nodes' own steps see their own tensors.
+// A node whose moments are not rows of a stack (loaded from a checkpoint,
+// or after a step of its own) has them copied into one first.
 //
 // Runs. The nodes step in runs of consecutive rows whose optimizer states
 // agree (each parameter's moments present or not, the same step count): a
@@ -36,7 +36,6 @@
 #include <string>
 #include <vector>
 
-#include "exogym/sdk/internal/muon.h"
 #include "exogym/sdk/internal/optim_state_key.h"
 #include "exogym/sdk/internal/stacked_moments.h"
 #include "exogym/sdk/local_step.h"
@@ -222,22 +221,6 @@ bool is_row(const at::Tensor& row, const at::Tensor& stack, int64_t k) {
          row.storage_offset() == stack.storage_offset() + k * stack.stride(0);
 }
 
-// The optimizer of `spec` over the stacks' aliases, as `first`'s is over
-// its parameters. Muon's matrices that take AdamW's step (the model's
-// embeddings and head) are those `first`'s Muon does not orthogonalise:
-// the stacks have no names to match.
-std::unique_ptr<torch::optim::Optimizer> stacked_optimizer(const OptimizerSpec& spec, const Node& first,
-                                                           const std::vector<at::Tensor>& aliases,
-                                                           const std::vector<const StackedParameter*>& of_alias) {
-  const auto* muon = dynamic_cast<const internal::Muon*>(first.optimizer);
-  if (!muon) return spec.build(aliases);
-  std::vector<at::Tensor> to_adamw;
-  for (size_t a = 0; a < aliases.size(); ++a)
-    if (aliases[a].dim() >= 3 && !muon->orthogonalises(of_alias[a]->params.front())) to_adamw.push_back(aliases[a]);
-  const auto& options = static_cast<const internal::MuonOptions&>(muon->param_groups().front().options());
-  return std::make_unique<internal::Muon>(aliases, options, to_adamw, /*stacked=*/true);
-}
-
 // One step of an optimizer built from `spec` over the stacks, with the
 // nodes' moments stacked as its state; afterwards each node's state holds
 // views of the stacked moments and the new step count.
@@ -253,7 +236,11 @@ void step_stacks(const OptimizerSpec& spec, double lr, const Moments& moments, c
     of_alias.push_back(&sp);
   }
   if (aliases.empty()) return;
-  const std::unique_ptr<torch::optim::Optimizer> optimizer = stacked_optimizer(spec, nodes.front(), aliases, of_alias);
+  std::vector<at::Tensor> rows0;  // the first node's parameter of each alias
+  for (const StackedParameter* sp : of_alias) rows0.push_back(sp->params.front());
+  const std::unique_ptr<torch::optim::Optimizer> optimizer =
+      moments.stacked_optimizer ? moments.stacked_optimizer(aliases, *nodes.front().optimizer, rows0)
+                                : spec.build(aliases);
   set_lr(*optimizer, lr);
   for (size_t a = 0; a < aliases.size(); ++a) {
     const StackedParameter& sp = *of_alias[a];

@@ -54,6 +54,18 @@ Moments muon_moments() {
     if (matrix(like)) return std::make_unique<MuonParamState>();
     return std::make_unique<torch::optim::AdamWParamState>();
   };
+  // The node's options; the matrices on AdamW's step (the model's
+  // embeddings and head) are those the node's Muon does not orthogonalise,
+  // since the stacks have no names to match.
+  m.stacked_optimizer = [](const std::vector<at::Tensor>& stacks, const torch::optim::Optimizer& node,
+                           const std::vector<at::Tensor>& rows0) -> std::unique_ptr<torch::optim::Optimizer> {
+    const auto& muon = dynamic_cast<const Muon&>(node);
+    std::vector<at::Tensor> to_adamw;
+    for (size_t a = 0; a < stacks.size(); ++a)
+      if (stacks[a].dim() >= 3 && !muon.orthogonalises(rows0[a])) to_adamw.push_back(stacks[a]);
+    const auto& options = static_cast<const MuonOptions&>(muon.param_groups().front().options());
+    return std::make_unique<Muon>(stacks, options, to_adamw, /*stacked=*/true);
+  };
   return m;
 }
 

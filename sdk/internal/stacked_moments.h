@@ -22,6 +22,13 @@ struct Moments {
   std::function<void(torch::optim::OptimizerParamState&, int64_t)> set_step;
   // A fresh state of the kind `like` is (Muon keeps two kinds).
   std::function<std::unique_ptr<torch::optim::OptimizerParamState>(const torch::optim::OptimizerParamState& like)> make;
+  // The optimizer over `stacks` (each a stack whose row 0 is `rows0`'s
+  // tensor of the same index) that steps every row as `node`, the first
+  // node's optimizer, steps its parameter; null: the spec's own build
+  // over the stacks does (the elementwise kinds).
+  std::function<std::unique_ptr<torch::optim::Optimizer>(
+      const std::vector<at::Tensor>& stacks, const torch::optim::Optimizer& node, const std::vector<at::Tensor>& rows0)>
+      stacked_optimizer;
 };
 
 // The moments of the optimizer `name` (OptimizerSpec::name) if its step
