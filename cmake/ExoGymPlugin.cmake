@@ -15,6 +15,11 @@ function(exogym_add_plugin name)
   set_target_properties(${target} PROPERTIES PREFIX "" OUTPUT_NAME ${target} CXX_VISIBILITY_PRESET hidden)
   target_link_libraries(${target} PRIVATE ExoGym::sdk ${ARG_LIBRARIES})
   exogym_resolve_first(${target} PRIVATE)
+  # In this tree, LibTorch's headers precompiled once (cmake/PrecompiledHeaders.cmake);
+  # a plugin built out of tree against the install compiles as written.
+  if(COMMAND exogym_use_precompiled_headers)
+    exogym_use_precompiled_headers(${target})
+  endif()
   if(DEFINED EXOGYM_PLUGIN_OUTPUT_DIR)
     set_target_properties(${target} PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${EXOGYM_PLUGIN_OUTPUT_DIR})
   endif()

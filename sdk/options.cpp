@@ -63,7 +63,7 @@ const char* to_string(OptionType type) {
 
 namespace {
 
-std::string lower(std::string text) {
+std::string lowercase(std::string text) {
   std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::tolower(c); });
   return text;
 }
@@ -90,7 +90,7 @@ std::string with_article(const std::string& noun) {
   return "a " + noun;
 }
 
-std::string join(const std::vector<std::string>& names) {
+std::string joined_names(const std::vector<std::string>& names) {
   if (names.empty()) return "(none)";
   std::string out;
   for (const auto& name : names) out += (out.empty() ? "" : ", ") + name;
@@ -306,7 +306,7 @@ void reject_unknown(const json& given, const OptionSpecs& specs, const std::stri
     std::string message = "unknown option";
     std::string guess = closest_name(item.key(), known);
     message += guess.empty() ? ";" : "; did you mean \"" + guess + "\"?";
-    message += " known options: " + join(known);
+    message += " known options: " + joined_names(known);
     throw ConfigError(prefix + item.key(), message);
   }
 }
@@ -321,16 +321,16 @@ std::string json_excerpt(const json& value) {
 }
 
 std::string closest_name(const std::string& given, const std::vector<std::string>& known) {
-  const std::string key = lower(given);
+  const std::string key = lowercase(given);
   if (key.empty()) return "";
   for (const auto& name : known)
-    if (lower(name) == key) return name;
+    if (lowercase(name) == key) return name;
   // A misspelling: at most 2 edits, and fewer edits than the word has
   // letters, so that "p" is not "corrected" to "H".
   std::string best;
   size_t best_distance = 3;
   for (const auto& name : known) {
-    size_t distance = edit_distance(key, lower(name));
+    size_t distance = edit_distance(key, lowercase(name));
     if (distance < best_distance && distance < key.size()) {
       best = name;
       best_distance = distance;
@@ -339,7 +339,7 @@ std::string closest_name(const std::string& given, const std::vector<std::string
   if (!best.empty()) return best;
   // An abbreviation ("p" for "p_sparta") or a name with extra letters.
   for (const auto& name : known) {
-    std::string candidate = lower(name);
+    std::string candidate = lowercase(name);
     if (candidate.rfind(key, 0) == 0 || key.rfind(candidate, 0) == 0) return name;
   }
   return "";

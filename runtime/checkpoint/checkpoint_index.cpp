@@ -12,7 +12,7 @@ using nlohmann::json;
 const char* const kIndexFile = "index.json";
 
 namespace {
-const char* const kFormat = "exogym-checkpoint-1";
+const char* const kIndexFormat = "exogym-checkpoint-1";
 }
 
 json seal_index(json index) {
@@ -24,7 +24,7 @@ json seal_index(json index) {
 }
 
 json CheckpointIndex::to_json() const {
-  return seal_index({{"format", kFormat},
+  return seal_index({{"format", kIndexFormat},
                      {"step", step},
                      {"nodes", nodes},
                      {"processes", processes},
@@ -43,7 +43,7 @@ CheckpointIndex CheckpointIndex::from_json(const json& j, const fs::path& file) 
   if (seal_index(j).at("digest") != j.at("digest"))
     throw sdk::DataError(file.string() + ": damaged (its fields do not match its digest)");
   try {
-    if (j.at("format").get<std::string>() != kFormat)
+    if (j.at("format").get<std::string>() != kIndexFormat)
       throw sdk::DataError(file.string() + ": unknown checkpoint format " + j.at("format").dump());
     CheckpointIndex index;
     index.step = j.at("step").get<int64_t>();

@@ -15,7 +15,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const char* const kFormat = "exogym-client-states-1";
+const char* const kClientStatesFormat = "exogym-client-states-1";
 const std::string kPrefix = "client.";
 
 }  // namespace
@@ -26,7 +26,7 @@ void write_client_states(const fs::path& folder, int64_t step, const ClientState
     for (const auto& [key, tensor] : state)
       tensors.emplace_back(kPrefix + std::to_string(client) + "." + key, tensor.contiguous());
   }
-  std::map<std::string, std::string> metadata = {{"format", kFormat}, {"step", std::to_string(step)}};
+  std::map<std::string, std::string> metadata = {{"format", kClientStatesFormat}, {"step", std::to_string(step)}};
   metadata[kDigestKey] = state_digest(tensors, metadata);
   output::write_safetensors(folder / kClientStatesFile, tensors, metadata);
 }
@@ -41,7 +41,7 @@ ClientStates read_client_states(const fs::path& folder, int64_t step) {
       throw sdk::DataError(file.string() + ": not an ExoGym client state file (no \"" + key + "\")");
     return it->second;
   };
-  if (field("format") != kFormat)
+  if (field("format") != kClientStatesFormat)
     throw sdk::DataError(file.string() + ": unknown client state format \"" + field("format") + "\"");
   if (field("step") != std::to_string(step))
     throw sdk::DataError(file.string() + ": holds step " + field("step") + ", expected " + std::to_string(step));

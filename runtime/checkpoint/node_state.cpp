@@ -19,7 +19,7 @@ namespace fs = std::filesystem;
 namespace {
 
 // Version 2: the digest covers the whole file, not only the tensor data.
-const char* const kFormat = "exogym-node-state-2";
+const char* const kNodeStateFormat = "exogym-node-state-2";
 const char* const kDigest = kDigestKey;
 const std::string kModel = "model.", kBuffer = "buffer.", kStrategy = "strategy.", kAsync = "async.",
                   kGenerator = "rng.model";
@@ -69,8 +69,10 @@ void write_node_state(const fs::path& folder, int rank, int64_t step, sdk::Model
   for (const auto& [key, tensor] : strategy_state) tensors.emplace_back(kStrategy + key, on_cpu(tensor));
   for (const auto& [key, tensor] : async.tensors) tensors.emplace_back(kAsync + key, on_cpu(tensor));
 
-  std::map<std::string, std::string> metadata = {
-      {"format", kFormat}, {"node", std::to_string(rank)}, {"step", std::to_string(step)}, {"meter", meter.dump()}};
+  std::map<std::string, std::string> metadata = {{"format", kNodeStateFormat},
+                                                 {"node", std::to_string(rank)},
+                                                 {"step", std::to_string(step)},
+                                                 {"meter", meter.dump()}};
   if (!async.meta.is_null()) metadata["async"] = async.meta.dump();
   metadata[kDigest] = state_digest(tensors, metadata);
   output::write_safetensors(folder / node_file_name(rank), tensors, metadata);
@@ -103,7 +105,7 @@ NodeState read_node_state(const fs::path& folder, int rank, int64_t step) {
     if (it == meta.end()) throw sdk::DataError(file.string() + ": not an ExoGym node state (no \"" + key + "\")");
     return it->second;
   };
-  if (field("format") != kFormat)
+  if (field("format") != kNodeStateFormat)
     throw sdk::DataError(file.string() + ": unknown node state format \"" + field("format") + "\"");
   if (field("node") != std::to_string(rank) || field("step") != std::to_string(step))
     throw sdk::DataError(file.string() + ": holds node " + field("node") + " at step " + field("step") +

@@ -15,7 +15,7 @@ namespace exogym::runtime::command {
 namespace {
 
 using Run = train::TrainingResult;
-using Group = std::vector<const Run*>;  // one variant's runs, one per seed
+using VariantRuns = std::vector<const Run*>;  // one variant's runs, one per seed
 
 std::vector<std::string> metric_union(const std::vector<Run>& results) {
   std::vector<std::string> names;
@@ -42,8 +42,8 @@ std::optional<double> metric(const output::EvalValues& values, const Run& r, con
 }
 
 // The runs of one variant follow one another (manifest/seeds.h).
-std::vector<Group> group_by_variant(const std::vector<Run>& results) {
-  std::vector<Group> groups;
+std::vector<VariantRuns> group_by_variant(const std::vector<Run>& results) {
+  std::vector<VariantRuns> groups;
   for (const auto& r : results) {
     if (groups.empty() || groups.back().front()->variant != r.variant || groups.back().front()->name != r.name) {
       groups.emplace_back();
@@ -155,7 +155,7 @@ struct Stats {
   std::optional<double> std;
 };
 
-Stats stats(const Group& group, const Column& column) {
+Stats stats(const VariantRuns& group, const Column& column) {
   std::vector<double> values;
   for (const Run* r : group) {
     if (auto v = column.value(*r)) values.push_back(*v);
@@ -173,7 +173,7 @@ bool is_target(const Column& column) { return column.csv_header.rfind("target_",
 
 std::vector<std::vector<std::string>> rows(const std::vector<Run>& results, bool pretty) {
   const auto groups = group_by_variant(results);
-  const bool seeded = std::any_of(groups.begin(), groups.end(), [](const Group& g) { return g.size() > 1; });
+  const bool seeded = std::any_of(groups.begin(), groups.end(), [](const VariantRuns& g) { return g.size() > 1; });
   const auto columns = number_columns(results);
   std::vector<std::string> header = {"variant", "strategy", "nodes", "steps"};
   if (seeded) header.push_back("seeds");

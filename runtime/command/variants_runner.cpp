@@ -24,7 +24,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::shared_ptr<spdlog::logger> logger() {
+std::shared_ptr<spdlog::logger> variants_logger() {
   auto log = spdlog::get("exogym");
   return log ? log : spdlog::default_logger();
 }
@@ -76,7 +76,7 @@ std::vector<const manifest::Manifest*> selected_runs(const manifest::ManifestSet
       for (const auto& warning : train::check_run(*run, loader, options.mesh ? options.mesh->size() : 1)) {
         if (std::find(warned.begin(), warned.end(), warning) != warned.end()) continue;
         warned.push_back(warning);
-        if (!options.mesh || options.mesh->rank() == 0) logger()->warn("{}", warning);
+        if (!options.mesh || options.mesh->rank() == 0) variants_logger()->warn("{}", warning);
       }
     } catch (const sdk::ConfigError& e) {
       if (!set.has_variants) throw;

@@ -58,7 +58,8 @@ std::vector<fs::path> files_of(const fs::path& path, const std::string& split, b
 }
 
 // A CPU tensor over `bytes` of `mapped`, keeping the mapping alive.
-at::Tensor view_of(const std::shared_ptr<const MappedFile>& mapped, uint64_t offset, const util::SafetensorsEntry& e) {
+at::Tensor tensor_view_of(const std::shared_ptr<const MappedFile>& mapped, uint64_t offset,
+                          const util::SafetensorsEntry& e) {
   return at::from_blob(
       const_cast<unsigned char*>(mapped->data() + offset), e.shape, [mapped](void*) {},
       at::TensorOptions().dtype(e.type));
@@ -100,7 +101,7 @@ TensorsDataset::TensorsDataset(const fs::path& path, const std::string& split, c
     auto mapped = std::make_shared<const MappedFile>(file);
     mapped_.push_back(mapped);
     const auto layout = util::parse_safetensors(mapped->data(), mapped->size(), file.string());
-    for (const auto& e : layout.entries) add(e.name, view_of(mapped, layout.data_offset + e.begin, e));
+    for (const auto& e : layout.entries) add(e.name, tensor_view_of(mapped, layout.data_offset + e.begin, e));
   }
   if (fields_.empty()) throw sdk::DataError(path.string() + ": no tensors in it");
   // Every field has one row per example.

@@ -15,7 +15,7 @@ namespace {
 
 using nlohmann::json;
 using sdk::OptionSpec;
-using Type = sdk::OptionType;
+using OptionType = sdk::OptionType;
 
 constexpr uint64_t kNoMaximum = std::numeric_limits<int64_t>::max();
 const char* const kOptimizerRef = "#/definitions/optimizer";
@@ -84,54 +84,54 @@ json tagged_schema(const OptionSpec& spec, bool partial) {
 // What a value of `spec` may be, without null or annotations.
 json value_schema(const OptionSpec& spec, bool partial) {
   switch (spec.type) {
-    case Type::Integer:
+    case OptionType::Integer:
       return integer_schema(std::numeric_limits<int64_t>::min(), spec.maximum);
-    case Type::PositiveInteger:
+    case OptionType::PositiveInteger:
       return integer_schema(1, spec.maximum);
-    case Type::NonNegativeInteger:
+    case OptionType::NonNegativeInteger:
       return integer_schema(0, spec.maximum);
     // Within a float's range, as sdk/options.cpp's check_number.
-    case Type::Number:
+    case OptionType::Number:
       return {{"type", "number"}, {"minimum", -kFloatMax}, {"maximum", kFloatMax}};
-    case Type::PositiveNumber:
+    case OptionType::PositiveNumber:
       return {{"type", "number"}, {"exclusiveMinimum", 0}, {"maximum", kFloatMax}};
-    case Type::NonNegativeNumber:
+    case OptionType::NonNegativeNumber:
       return {{"type", "number"}, {"minimum", 0}, {"maximum", kFloatMax}};
-    case Type::Fraction:
+    case OptionType::Fraction:
       return {{"type", "number"}, {"exclusiveMinimum", 0}, {"maximum", 1}};
-    case Type::Boolean:
+    case OptionType::Boolean:
       return {{"type", "boolean"}};
-    case Type::String:
-    case Type::NonEmptyString:
-    case Type::Path: {
+    case OptionType::String:
+    case OptionType::NonEmptyString:
+    case OptionType::Path: {
       json s = {{"type", "string"}};
-      if (spec.type != Type::String) s["minLength"] = 1;
+      if (spec.type != OptionType::String) s["minLength"] = 1;
       if (!spec.choices.empty()) s["enum"] = spec.choices;
       return s;
     }
-    case Type::IntegerList:
+    case OptionType::IntegerList:
       return {{"type", "array"}, {"items", integer_schema(1, kNoMaximum)}};
-    case Type::ChoiceSet:
+    case OptionType::ChoiceSet:
       return {{"anyOf",
                json::array({json{{"type", "boolean"}},
                             json{{"type", "array"}, {"items", {{"enum", spec.choices}}}, {"uniqueItems", true}}})}};
-    case Type::Optimizer:
+    case OptionType::Optimizer:
       return {{"$ref", kOptimizerRef}};
-    case Type::LrSchedule:
+    case OptionType::LrSchedule:
       return {{"$ref", kScheduleRef}};
-    case Type::Object:
+    case OptionType::Object:
       return {{"type", "object"}};
-    case Type::Section:
+    case OptionType::Section:
       return options_json_schema(spec.fields, partial);
-    case Type::Table:
+    case OptionType::Table:
       if (spec.fields.size() != 1) return {{"type", "object"}};
       return {{"type", "object"}, {"additionalProperties", option_json_schema(spec.fields[0], partial)}};
-    case Type::List:
+    case OptionType::List:
       if (spec.fields.size() != 1) return {{"type", "array"}};
       return {{"type", "array"}, {"items", option_json_schema(spec.fields[0], partial)}};
-    case Type::Tagged:
+    case OptionType::Tagged:
       return tagged_schema(spec, partial);
-    case Type::Any:
+    case OptionType::Any:
       return json::object();
   }
   return json::object();
@@ -272,7 +272,7 @@ json option_json_schema(const OptionSpec& spec, bool partial) {
   std::string doc = spec.doc;
   if (!spec.noun.empty()) doc += (doc.empty() ? "" : " (") + spec.noun + (doc.empty() ? "" : ")");
   if (!doc.empty()) s["description"] = doc;
-  if (!spec.default_value.is_null() && spec.type != Type::Section) s["default"] = spec.default_value;
+  if (!spec.default_value.is_null() && spec.type != OptionType::Section) s["default"] = spec.default_value;
   return s;
 }
 

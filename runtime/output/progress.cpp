@@ -17,7 +17,9 @@ namespace {
 constexpr std::chrono::milliseconds kRefresh{200};
 
 // JSON has no NaN or infinity: a diverged loss is written as null.
-nlohmann::json number(double value) { return std::isfinite(value) ? nlohmann::json(value) : nlohmann::json(nullptr); }
+nlohmann::json finite_or_null(double value) {
+  return std::isfinite(value) ? nlohmann::json(value) : nlohmann::json(nullptr);
+}
 
 void emit(const nlohmann::json& event) {
   std::fputs((event.dump() + "\n").c_str(), stdout);
@@ -47,9 +49,14 @@ double Progress::elapsed_seconds() const {
 void Progress::print_json(const char* event, bool final) {
   const double elapsed = elapsed_seconds();
   const double rate = elapsed > 0 ? (steps_done_ - first_step_) / elapsed : 0;
-  nlohmann::json line = {
-      {"event", event},        {"run", label_},     {"step", steps_done_},      {"max_steps", max_steps_},
-      {"loss", number(loss_)}, {"lr", number(lr_)}, {"steps_per_second", rate}, {"elapsed_seconds", elapsed}};
+  nlohmann::json line = {{"event", event},
+                         {"run", label_},
+                         {"step", steps_done_},
+                         {"max_steps", max_steps_},
+                         {"loss", finite_or_null(loss_)},
+                         {"lr", finite_or_null(lr_)},
+                         {"steps_per_second", rate},
+                         {"elapsed_seconds", elapsed}};
   if (!final) line["eta_seconds"] = rate > 0 ? nlohmann::json((max_steps_ - steps_done_) / rate) : nullptr;
   if (final && !execution_.empty()) line["execution"] = execution_;
   emit(line);
@@ -106,12 +113,12 @@ void Progress::validation(int64_t step, double local_loss, double global_loss, c
   if (mode_ == Mode::Quiet) return;
   if (mode_ == Mode::Jsonl) {
     nlohmann::json metrics = nlohmann::json::object();
-    for (const auto& [name, value] : global_metrics) metrics[name] = number(value);
+    for (const auto& [name, value] : global_metrics) metrics[name] = finite_or_null(value);
     emit({{"event", "validation"},
           {"run", label_},
           {"step", step},
-          {"local_loss", number(local_loss)},
-          {"global_loss", number(global_loss)},
+          {"local_loss", finite_or_null(local_loss)},
+          {"global_loss", finite_or_null(global_loss)},
           {"global_metrics", metrics}});
     return;
   }

@@ -33,7 +33,7 @@ void put_u64_le(std::string& out, uint64_t value) {
 }
 
 // The format is little-endian; so is every machine LibTorch runs on today.
-bool little_endian() {
+bool machine_is_little_endian() {
   const uint16_t probe = 1;
   unsigned char first = 0;
   std::memcpy(&first, &probe, 1);
@@ -43,7 +43,7 @@ bool little_endian() {
 }  // namespace
 
 std::string safetensors_bytes(const NamedTensors& tensors, const std::map<std::string, std::string>& metadata) {
-  EXOGYM_CHECK_INTERNAL(little_endian(), "safetensors: this machine is not little-endian");
+  EXOGYM_CHECK_INTERNAL(machine_is_little_endian(), "safetensors: this machine is not little-endian");
   nlohmann::json header = nlohmann::json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   std::vector<at::Tensor> data;

@@ -31,7 +31,7 @@ std::string trimmed(const std::string& text) {
 }
 
 // A field as messages show it: quoted, escaped, and shortened.
-std::string quoted(const std::string& text) { return sdk::json_excerpt(nlohmann::json(text)); }
+std::string quoted_field(const std::string& text) { return sdk::json_excerpt(nlohmann::json(text)); }
 // A field that parsed as a number, shortened.
 std::string shown(const std::string& text) { return text.size() <= 40 ? text : text.substr(0, 37) + "..."; }
 
@@ -97,9 +97,9 @@ class TraceReader {
     for (size_t i = 0; i < names.size(); ++i) {
       const auto known = std::find_if(kColumns.begin(), kColumns.end(), [&](const char* c) { return names[i] == c; });
       if (known == kColumns.end())
-        fail("unknown column " + quoted(names[i]) + "; the header is client,time,available,speed,bandwidth");
+        fail("unknown column " + quoted_field(names[i]) + "; the header is client,time,available,speed,bandwidth");
       size_t& slot = where[static_cast<size_t>(known - kColumns.begin())];
-      if (slot != std::string::npos) fail("column " + quoted(names[i]) + " appears twice");
+      if (slot != std::string::npos) fail("column " + quoted_field(names[i]) + " appears twice");
       slot = i;
     }
     for (size_t c = 0; c < kColumns.size(); ++c) {
@@ -115,7 +115,7 @@ class TraceReader {
     errno = 0;
     const double value = text.empty() ? NAN : std::strtod(text.c_str(), &end);
     if (text.empty() || end != text.c_str() + text.size() || errno == ERANGE || !std::isfinite(value))
-      fail(std::string(column) + ": expected a number, got " + quoted(text));
+      fail(std::string(column) + ": expected a number, got " + quoted_field(text));
     return value;
   }
 
@@ -175,7 +175,7 @@ AvailabilityTrace AvailabilityTrace::read(const std::filesystem::path& file, int
     row.time = reader.number(fields[where[1]], "time");
     if (row.time < 0) reader.fail("time: expected seconds at or after 0, got " + shown(fields[where[1]]));
     const std::string& available = fields[where[2]];
-    if (available != "0" && available != "1") reader.fail("available: expected 0 or 1, got " + quoted(available));
+    if (available != "0" && available != "1") reader.fail("available: expected 0 or 1, got " + quoted_field(available));
     row.available = available == "1";
     row.speed = reader.positive_or_empty(fields[where[3]], "speed");
     row.bandwidth = reader.positive_or_empty(fields[where[4]], "bandwidth", kMinBandwidth);

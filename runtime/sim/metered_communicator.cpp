@@ -16,13 +16,13 @@ namespace {
 // float64, which hold every id and step a run reaches exactly.
 constexpr int64_t kRecordFields = 7;
 
-at::Tensor encode(const Transfer& t) {
+at::Tensor record_of(const Transfer& t) {
   return at::tensor(std::vector<double>{static_cast<double>(t.id), static_cast<double>(static_cast<int>(t.kind)),
                                         static_cast<double>(t.step), t.start, t.begin, t.finish, t.seconds},
                     at::kDouble);
 }
 
-Transfer decode(const at::Tensor& record) {
+Transfer transfer_from_record(const at::Tensor& record) {
   if (record.scalar_type() != at::kDouble || record.dim() != 1 || record.numel() != kRecordFields)
     throw sdk::Error("a saved collective handle's record is not one of this runtime's (7 float64 values)");
   const at::Tensor r = record.cpu().contiguous();
@@ -59,7 +59,7 @@ class MeteredInFlight final : public sdk::InFlight {
   at::Tensor record() const override {
     const Transfer* t = in_flight_->find(ticket_);
     if (!t) throw sdk::Error("saving a collective handle that is no longer in flight (its node failed since)");
-    return encode(*t);
+    return record_of(*t);
   }
 
  private:
@@ -216,7 +216,7 @@ sdk::Pending MeteredCommunicator::all_to_all_async(const std::vector<at::Tensor>
 std::unique_ptr<sdk::InFlight> MeteredCommunicator::resume(const at::Tensor& record) {
   // A handle that was complete when it was saved (sdk::completed).
   if (record.numel() == 0 || source_ != TrafficSource::Strategy) return sdk::completed();
-  return std::make_unique<MeteredInFlight>(meter_, meter_.resume_transfer(decode(record)));
+  return std::make_unique<MeteredInFlight>(meter_, meter_.resume_transfer(transfer_from_record(record)));
 }
 
 void MeteredCommunicator::finish_group(const Cost& cost, size_t members) {

@@ -21,7 +21,7 @@ uint64_t stream_of(NodeFactor what) {
 
 // A uniform draw in (0, 1] from 53 bits (std:: distributions are the
 // library's own algorithms, so their draws could change with the compiler).
-double unit(std::mt19937_64& rng) { return (static_cast<double>(rng() >> 11) + 1.0) * 0x1.0p-53; }
+double unit_interval(std::mt19937_64& rng) { return (static_cast<double>(rng() >> 11) + 1.0) * 0x1.0p-53; }
 
 }  // namespace
 
@@ -67,15 +67,15 @@ double draw_factor(const FactorDistribution& d, NodeFactor what, uint64_t run_se
   switch (d.kind) {
     case FactorDistribution::Kind::LogNormal: {
       // Box-Muller: one standard normal from two uniforms.
-      const double u1 = unit(rng), u2 = unit(rng);
+      const double u1 = unit_interval(rng), u2 = unit_interval(rng);
       const double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
       return std::exp(d.sigma * z);
     }
     case FactorDistribution::Kind::Uniform:
-      return d.low + (d.high - d.low) * (1.0 - unit(rng));  // [low, high)
+      return d.low + (d.high - d.low) * (1.0 - unit_interval(rng));  // [low, high)
     case FactorDistribution::Kind::Tiers: {
       const double total = std::accumulate(d.weights.begin(), d.weights.end(), 0.0);
-      double point = (1.0 - unit(rng)) * total;  // [0, total)
+      double point = (1.0 - unit_interval(rng)) * total;  // [0, total)
       for (size_t i = 0; i < d.values.size(); ++i) {
         if (point < d.weights[i]) return d.values[i];
         point -= d.weights[i];

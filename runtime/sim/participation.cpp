@@ -19,7 +19,7 @@ constexpr uint64_t kRedrawStream = 0x5041525452455752ULL;  // "PARTREDR": a draw
 
 // Uniform in [0, n): rejection of the low values that would make `% n`
 // favour small results.
-uint64_t below(std::mt19937_64& rng, uint64_t n) {
+uint64_t uniform_below(std::mt19937_64& rng, uint64_t n) {
   const uint64_t threshold = (0 - n) % n;
   while (true) {
     const uint64_t r = rng();
@@ -43,7 +43,7 @@ std::vector<int> draw_participants(uint64_t generator_seed, const std::vector<in
   std::vector<int> pool = live;
   const size_t n = pool.size();
   for (size_t i = 0; i < static_cast<size_t>(count); ++i) {
-    std::swap(pool[i], pool[i + below(rng, n - i)]);
+    std::swap(pool[i], pool[i + uniform_below(rng, n - i)]);
   }
   pool.resize(static_cast<size_t>(count));
   std::sort(pool.begin(), pool.end());
@@ -61,7 +61,7 @@ std::vector<int> draw_clients(uint64_t generator_seed, int population, int count
   };
   std::vector<int> drawn(static_cast<size_t>(count));
   for (int i = 0; i < count; ++i) {
-    const int j = i + static_cast<int>(below(rng, static_cast<uint64_t>(population - i)));
+    const int j = i + static_cast<int>(uniform_below(rng, static_cast<uint64_t>(population - i)));
     const int picked = at(j);
     moved[j] = at(i);
     drawn[static_cast<size_t>(i)] = picked;

@@ -23,9 +23,9 @@ namespace {
 // JSON writes NaN and infinities as null: a loss that diverged stays NaN.
 double number(const json& j) { return j.is_null() ? std::numeric_limits<double>::quiet_NaN() : j.get<double>(); }
 
-json values_json(const output::EvalValues& v) { return {{"loss", v.loss}, {"metrics", v.metrics}}; }
+json eval_values_json(const output::EvalValues& v) { return {{"loss", v.loss}, {"metrics", v.metrics}}; }
 
-output::EvalValues values_from(const json& j) {
+output::EvalValues eval_values_from(const json& j) {
   output::EvalValues v;
   v.loss = number(j.at("loss"));
   for (const auto& m : j.at("metrics")) v.metrics.push_back(number(m));
@@ -96,8 +96,8 @@ void replay(const manifest::Manifest& m, TrainingOutputs& out, ReportedResults& 
     } else {
       EvalRecord e;
       e.step = r.at("step");
-      e.local = values_from(r.at("local"));
-      e.global = values_from(r.at("global"));
+      e.local = eval_values_from(r.at("local"));
+      e.global = eval_values_from(r.at("global"));
       e.bytes_sent = r.at("bytes_sent");
       e.sim_time_s = r.at("sim_time_s");
       write_evaluation(out, reported, m.target_loss, e, r.at("wall_seconds"));
@@ -158,8 +158,8 @@ void report_evaluation(const RunContext& run, TrainingOutputs& outputs, Reported
   if (outputs.writer) return write_evaluation(outputs, reported, run.m.target_loss, r, wall_seconds(run));
   outputs.relay->add({{"kind", "evaluation"},
                       {"step", r.step},
-                      {"local", values_json(r.local)},
-                      {"global", values_json(r.global)},
+                      {"local", eval_values_json(r.local)},
+                      {"global", eval_values_json(r.global)},
                       {"bytes_sent", r.bytes_sent},
                       {"sim_time_s", r.sim_time_s},
                       {"wall_seconds", wall_seconds(run)}});

@@ -17,7 +17,7 @@ constexpr int kLeft = 64, kRight = 16, kTop = 12, kBottom = 42;
 constexpr int kPlotHeight = 220;
 constexpr int kWidth = kLeft + kPlotWidth + kRight, kHeight = kTop + kPlotHeight + kBottom;
 
-struct Range {
+struct AxisRange {
   double lo = std::numeric_limits<double>::infinity(), hi = -std::numeric_limits<double>::infinity();
 
   void add(double v) {
@@ -29,7 +29,7 @@ struct Range {
   // A flat series still gets a visible band around its value; so does one
   // that is flat but for rounding (a mean over seeds), whose ticks would be
   // steps too small to add to the values.
-  Range padded() const {
+  AxisRange padded() const {
     if (empty()) return {0, 1};
     if (hi - lo > 1e-9 * std::max(std::abs(lo), std::abs(hi))) return *this;
     const double pad = lo == 0 ? 1 : std::abs(lo) * 0.05;
@@ -38,7 +38,7 @@ struct Range {
 };
 
 // About `wanted` round tick values (1, 2 or 5 times a power of ten) in `r`.
-std::vector<double> nice_ticks(Range r, int wanted) {
+std::vector<double> nice_ticks(AxisRange r, int wanted) {
   const double raw = (r.hi - r.lo) / wanted;
   const double power = std::pow(10.0, std::floor(std::log10(raw)));
   double step = power;
@@ -123,7 +123,7 @@ std::string format_value(double value, AxisFormat format) {
 
 std::string line_chart_svg(const ChartSpec& spec, const std::vector<Series>& given) {
   const std::vector<Series> series = spec.log_x ? with_log_x(given) : given;
-  Range xr, yr;
+  AxisRange xr, yr;
   for (const auto& s : series) {
     for (size_t i = 0; i < s.x.size() && i < s.y.size(); ++i) {
       if (std::isfinite(s.y[i])) xr.add(s.x[i]);
