@@ -7,11 +7,20 @@
 # so with EXOGYM_WARNINGS_AS_ERRORS (tools/dev) a source it cannot serve is a
 # build error rather than a silent slow path. The header's flags therefore
 # match the libraries' and plugins' (position-independent, LibTorch's,
-# OpenMP's and nlohmann/json's definitions); executables (-fPIE) and sources
-# marked by exogym_cpu_clones() compile without it.
+# OpenMP's and nlohmann/json's definitions); executables (-fPIE) compile
+# without it. So must every source with compile options of its own
+# (SKIP_PRECOMPILE_HEADERS, as exogym_cpu_clones() sets): with the header,
+# GCC 12 compiled sdk/internal/fused_adamw.cpp as if its -ffp-contract=off
+# were not there (its self-check against LibTorch's AdamW failed), without
+# a word.
 #
-# Off (-DEXOGYM_PRECOMPILED_HEADERS=OFF) every source includes what it uses
-# by itself, as out-of-tree plugins, which never see this header, do.
+# Loading the header costs a source about 4 s, which pays for a batch of the
+# unity build (cmake/UnityBatches.cmake) or a plugin that includes
+# <ATen/ATen.h> (about 9 s saved), not for a small source by itself: it
+# goes with the batches. Off (-DEXOGYM_PRECOMPILED_HEADERS=OFF) each source
+# sees only what it includes, as an out-of-tree plugin, which never sees
+# this header, does (the test that builds a plugin against the install
+# compiles the SDK's and modules' headers it includes that way).
 option(EXOGYM_PRECOMPILED_HEADERS "Parse LibTorch's headers once per build (cmake/precompiled.h)" ON)
 if(EXOGYM_PRECOMPILED_HEADERS)
   add_library(exogym_precompiled OBJECT ${CMAKE_CURRENT_LIST_DIR}/precompiled.cpp)
