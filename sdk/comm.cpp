@@ -45,4 +45,20 @@ std::vector<std::vector<at::Tensor>> Communicator::group_all_gather(const std::v
 
 std::vector<at::Tensor> Communicator::exchange(int, const std::vector<at::Tensor>&) { no_subgroups("exchange"); }
 
+void Communicator::all_reduce(const at::Tensor& tensor, ReduceOp op) {
+  std::vector<at::Tensor> list{tensor};
+  all_reduce(list, op);
+}
+
+void Communicator::broadcast(const at::Tensor& tensor, int root) {
+  std::vector<at::Tensor> list{tensor};
+  broadcast(list, root);
+}
+
+std::vector<at::Tensor> Communicator::all_gather(const at::Tensor& tensor) {
+  std::vector<at::Tensor> result;
+  for (auto& per_rank : all_gather(std::vector<at::Tensor>{tensor})) result.push_back(per_rank.at(0));
+  return result;
+}
+
 }  // namespace exogym::sdk

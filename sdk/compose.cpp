@@ -6,6 +6,7 @@
 #include <map>
 #include <string>
 
+#include "exogym/sdk/check.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/model.h"
 #include "exogym/sdk/node.h"

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "exogym/sdk/check.h"
+
 namespace exogym::sdk {
 
 namespace {

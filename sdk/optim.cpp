@@ -16,7 +16,7 @@
 #include "exogym/sdk/internal/fused_adamw.h"
 #include "exogym/sdk/internal/muon.h"
 #include "exogym/sdk/internal/yogi.h"
-#include "exogym/sdk/options.h"
+#include "exogym/sdk/option_validation.h"
 
 namespace exogym::sdk {
 

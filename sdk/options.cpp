@@ -1,5 +1,3 @@
-#include "exogym/sdk/options.h"
-
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -9,6 +7,7 @@
 
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/optim.h"
+#include "exogym/sdk/option_validation.h"
 
 namespace exogym::sdk {
 

@@ -10,6 +10,11 @@
 //   ... k steps later:
 //   std::vector<at::Tensor> mean = pending_.wait();
 //
+// What wait() returns: all_reduce_async, all_reduce_shared's result (read only); all_gather_async,
+// every rank's tensors in one list, rank by rank (rank r's tensors[i] at r * tensors.size() + i);
+// all_to_all_async, given size() parts of m tensors, part p for the node at place p alone (comm.h's
+// place()), the parts sent to this node, m per node in place order; quantized_mean_async, the mean.
+//
 // The rules:
 //   - Every node starts the same collectives in the same order, blocking
 //     and non-blocking ones counted together, as for any collective

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "exogym/sdk/error.h"
+#include "exogym/sdk/option_validation.h"
 #include "exogym/sdk/options.h"
 #include "exogym/sdk/quantize.h"
 

@@ -7,7 +7,9 @@
 #include <string>
 #include <utility>
 
+#include "exogym/sdk/check.h"
 #include "exogym/sdk/error.h"
+#include "exogym/sdk/option_validation.h"
 #include "exogym/sdk/options.h"
 
 namespace exogym::sdk {

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The plugin ABI the documentation names is the one the SDK declares.
 
-sdk/plugin_abi.h defines EXOGYM_ABI_VERSION, the one source of the number.
+sdk/plugin.h defines EXOGYM_ABI_VERSION, the one source of the number.
 docs/plugins.md says it twice: "The plugin ABI is now **N**" and the
 SONAME `libexogym_sdk.so.N` of the install; this check fails when either
 differs from the header (or is gone), so that a bump cannot leave the page
@@ -15,10 +15,10 @@ import sys
 
 def main():
     root = pathlib.Path(sys.argv[1])
-    header = (root / "sdk" / "plugin_abi.h").read_text()
+    header = (root / "sdk" / "plugin.h").read_text()
     declared = re.search(r"^#define EXOGYM_ABI_VERSION (\d+)$", header, re.M)
     if not declared:
-        sys.exit("FAIL: sdk/plugin_abi.h defines no EXOGYM_ABI_VERSION")
+        sys.exit("FAIL: sdk/plugin.h defines no EXOGYM_ABI_VERSION")
     abi = declared.group(1)
     page = (root / "docs" / "plugins.md").read_text()
     problems = []
@@ -27,10 +27,10 @@ def main():
         found = re.findall(pattern, page)
         if not found:
             problems.append(f"docs/plugins.md no longer says {what}")
-        problems += [f"docs/plugins.md says {what.replace('N', n)}, sdk/plugin_abi.h says {abi}" for n in found if n != abi]
+        problems += [f"docs/plugins.md says {what.replace('N', n)}, sdk/plugin.h says {abi}" for n in found if n != abi]
     if problems:
         sys.exit("FAIL: " + "\nFAIL: ".join(problems))
-    print(f"docs/plugins.md names plugin ABI {abi}, as sdk/plugin_abi.h does")
+    print(f"docs/plugins.md names plugin ABI {abi}, as sdk/plugin.h does")
 
 
 if __name__ == "__main__":

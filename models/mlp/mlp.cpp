@@ -15,6 +15,7 @@
 
 #include "exogym/sdk/classifier.h"
 #include "exogym/sdk/error.h"
+#include "exogym/sdk/option_validation.h"
 #include "exogym/sdk/options.h"
 #include "exogym/sdk/plugin.h"
 #include "exogym/sdk/stacked.h"

@@ -24,6 +24,7 @@
 
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/model.h"
+#include "exogym/sdk/option_validation.h"
 
 namespace exogym::models::nanogpt {
 

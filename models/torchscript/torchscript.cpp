@@ -19,6 +19,7 @@
 
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/model.h"
+#include "exogym/sdk/option_validation.h"
 #include "exogym/sdk/options.h"
 #include "exogym/sdk/plugin.h"
 #include "script_network.h"

@@ -11,6 +11,7 @@
 #include "demo/fast_dct.h"
 #include "demo/topk.h"
 #include "exogym/modules/internal/cpu_dispatch.h"
+#include "exogym/sdk/check.h"
 #include "exogym/sdk/error.h"
 
 namespace exogym::modules::demo {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "exogym/sdk/check.h"
 #include "exogym/sdk/error.h"
 
 namespace exogym::modules::demo {

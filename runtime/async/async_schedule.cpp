@@ -6,7 +6,9 @@
 
 #include "exogym/runtime/sim/participation.h"
 #include "exogym/runtime/sim/payload.h"
+#include "exogym/sdk/check.h"
 #include "exogym/sdk/error.h"
+#include "exogym/sdk/metric_sink.h"
 #include "exogym/sdk/random.h"
 
 namespace exogym::runtime::async {

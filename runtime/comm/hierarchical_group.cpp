@@ -11,6 +11,7 @@
 #include "exogym/runtime/dist/process_mesh.h"
 #include "exogym/runtime/sim/clock_exchange.h"
 #include "exogym/runtime/util/hash.h"
+#include "exogym/sdk/check.h"
 #include "exogym/sdk/error.h"
 
 namespace exogym::runtime::comm {

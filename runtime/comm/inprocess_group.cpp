@@ -11,6 +11,7 @@
 
 #include "exogym/runtime/comm/group_work.h"
 #include "exogym/runtime/comm/reduction.h"
+#include "exogym/sdk/check.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/stacked.h"
 

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "exogym/runtime/threads/compute_slots.h"
+#include "exogym/sdk/check.h"
 #include "exogym/sdk/error.h"
 
 namespace exogym::runtime::comm {

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "exogym/sdk/check.h"
 #include "exogym/sdk/error.h"
 
 namespace exogym::runtime::data {

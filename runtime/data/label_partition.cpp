@@ -7,7 +7,9 @@
 #include <random>
 #include <string>
 
+#include "exogym/sdk/check.h"
 #include "exogym/sdk/error.h"
+#include "exogym/sdk/option_validation.h"
 #include "exogym/sdk/options.h"
 #include "exogym/sdk/random.h"
 

@@ -9,6 +9,7 @@
 #include <system_error>
 
 #include "exogym/runtime/data/idx.h"
+#include "exogym/sdk/check.h"
 #include "exogym/sdk/error.h"
 
 namespace exogym::runtime::data {

@@ -4,6 +4,7 @@
 #include <iterator>
 #include <string>
 
+#include "exogym/sdk/check.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/random.h"
 

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "exogym/runtime/data/label_partition.h"
+#include "exogym/sdk/check.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/random.h"
 

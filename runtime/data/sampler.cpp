@@ -11,6 +11,7 @@
 #include "exogym/runtime/data/contiguous_sampler.h"
 #include "exogym/runtime/data/label_partition.h"
 #include "exogym/runtime/data/node_set_sampler.h"
+#include "exogym/sdk/check.h"
 #include "exogym/sdk/error.h"
 
 namespace exogym::runtime::data {

@@ -7,6 +7,7 @@
 
 #include <stdexcept>
 
+#include "exogym/sdk/check.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/random.h"
 

@@ -9,6 +9,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "exogym/sdk/check.h"
 #include "exogym/sdk/error.h"
 
 namespace exogym::runtime::data {

@@ -6,6 +6,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "exogym/sdk/check.h"
 #include "exogym/sdk/error.h"
 
 namespace exogym::runtime::data {

@@ -17,6 +17,7 @@
 #include "exogym/runtime/dist/store_server.h"
 #include "exogym/runtime/util/duration_text.h"
 #include "exogym/runtime/util/sha256.h"
+#include "exogym/sdk/check.h"
 #include "exogym/sdk/error.h"
 
 namespace exogym::runtime::dist {

@@ -8,6 +8,7 @@
 
 #include "exogym/runtime/manifest/schema.h"
 #include "exogym/sdk/optim.h"
+#include "exogym/sdk/option_validation.h"
 
 namespace exogym::runtime::manifest {
 

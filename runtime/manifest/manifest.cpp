@@ -6,6 +6,7 @@
 #include "exogym/runtime/manifest/seeds.h"
 #include "exogym/runtime/manifest/variants.h"
 #include "exogym/sdk/error.h"
+#include "exogym/sdk/option_validation.h"
 #include "exogym/sdk/options.h"
 
 namespace exogym::runtime::manifest {

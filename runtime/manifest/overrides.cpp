@@ -8,6 +8,7 @@
 #include "exogym/runtime/manifest/json_limits.h"
 #include "exogym/runtime/manifest/patch.h"
 #include "exogym/sdk/error.h"
+#include "exogym/sdk/option_validation.h"
 #include "exogym/sdk/options.h"
 
 namespace exogym::runtime::manifest {

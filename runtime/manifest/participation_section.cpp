@@ -7,6 +7,7 @@
 
 #include "exogym/runtime/sim/fault_schedule.h"
 #include "exogym/sdk/error.h"
+#include "exogym/sdk/option_validation.h"
 #include "exogym/sdk/options.h"
 
 namespace exogym::runtime::manifest {

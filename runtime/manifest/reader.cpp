@@ -12,6 +12,7 @@
 #include "exogym/runtime/sim/node_factors.h"
 #include "exogym/runtime/util/units.h"
 #include "exogym/sdk/error.h"
+#include "exogym/sdk/option_validation.h"
 #include "exogym/sdk/options.h"
 
 namespace exogym::runtime::manifest {

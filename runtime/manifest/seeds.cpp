@@ -5,7 +5,9 @@
 #include <string>
 
 #include "exogym/runtime/manifest/schema.h"
+#include "exogym/sdk/check.h"
 #include "exogym/sdk/error.h"
+#include "exogym/sdk/option_validation.h"
 #include "exogym/sdk/options.h"
 
 namespace exogym::runtime::manifest {

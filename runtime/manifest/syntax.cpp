@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "exogym/sdk/error.h"
+#include "exogym/sdk/option_validation.h"
 #include "exogym/sdk/options.h"
 
 namespace exogym::runtime::manifest {

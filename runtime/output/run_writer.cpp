@@ -10,6 +10,7 @@
 #include "exogym/runtime/output/model_pt.h"
 #include "exogym/runtime/output/safetensors.h"
 #include "exogym/runtime/util/atomic_file.h"
+#include "exogym/sdk/check.h"
 #include "exogym/sdk/error.h"
 
 namespace exogym::runtime::output {

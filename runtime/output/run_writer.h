@@ -19,7 +19,7 @@
 #include "exogym/runtime/output/csv_file.h"
 #include "exogym/runtime/output/safetensors.h"
 #include "exogym/runtime/sim/comm_row.h"
-#include "exogym/sdk/node.h"
+#include "exogym/sdk/metric_sink.h"
 
 namespace exogym::runtime::output {
 

@@ -14,6 +14,7 @@
 #include "exogym/runtime/util/regular_file.h"
 #include "exogym/runtime/util/safetensors_layout.h"
 #include "exogym/runtime/util/tensor_dtypes.h"
+#include "exogym/sdk/check.h"
 #include "exogym/sdk/error.h"
 
 namespace exogym::runtime::output {

@@ -11,8 +11,10 @@
 #include "exogym/runtime/util/exception_text.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/model.h"
+#include "exogym/sdk/option_validation.h"
 #include "exogym/sdk/options.h"
 #include "exogym/sdk/plugin.h"
+#include "exogym/sdk/plugin_abi.h"
 #include "exogym/sdk/strategy.h"
 
 namespace exogym::runtime::plugin {

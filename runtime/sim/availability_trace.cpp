@@ -10,6 +10,7 @@
 
 #include "exogym/runtime/util/text_lines.h"
 #include "exogym/sdk/error.h"
+#include "exogym/sdk/option_validation.h"
 #include "exogym/sdk/options.h"
 
 namespace exogym::runtime::sim {

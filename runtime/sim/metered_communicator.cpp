@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "exogym/runtime/sim/payload.h"
+#include "exogym/sdk/check.h"
 #include "exogym/sdk/error.h"
 
 namespace exogym::runtime::sim {

@@ -5,6 +5,7 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "exogym/sdk/check.h"
 #include "exogym/sdk/error.h"
 
 namespace exogym::runtime::sim {

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "exogym/sdk/error.h"
+#include "exogym/sdk/option_validation.h"
 #include "exogym/sdk/options.h"
 #include "exogym/sdk/random.h"
 

@@ -7,6 +7,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "exogym/sdk/check.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/random.h"
 

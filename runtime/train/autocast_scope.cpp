@@ -3,6 +3,7 @@
 #include <ATen/autocast_mode.h>
 #include <torch/version.h>
 
+#include "exogym/sdk/check.h"
 #include "exogym/sdk/error.h"
 
 namespace exogym::runtime::train {

@@ -26,6 +26,7 @@
 #include "exogym/runtime/util/atomic_file.h"
 #include "exogym/runtime/util/exception_text.h"
 #include "exogym/sdk/error.h"
+#include "exogym/sdk/option_validation.h"
 #include "exogym/sdk/options.h"
 #include "exogym/sdk/plugin.h"
 #include "exogym/sdk/strategy.h"

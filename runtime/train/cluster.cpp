@@ -12,6 +12,7 @@
 #include "exogym/runtime/comm/hierarchical_group.h"
 #include "exogym/runtime/dist/process_mesh.h"
 #include "exogym/runtime/util/exception_text.h"
+#include "exogym/sdk/check.h"
 #include "exogym/sdk/error.h"
 
 namespace exogym::runtime::train {

@@ -11,6 +11,7 @@
 #include "exogym/runtime/train/cluster.h"
 #include "exogym/runtime/train/meters.h"
 #include "exogym/runtime/util/units.h"
+#include "exogym/sdk/check.h"
 #include "exogym/sdk/error.h"
 
 namespace exogym::runtime::train {

@@ -7,6 +7,7 @@
 
 #include "exogym/runtime/train/membership.h"
 #include "exogym/runtime/util/units.h"
+#include "exogym/sdk/check.h"
 #include "exogym/sdk/error.h"
 
 namespace exogym::runtime::train {

@@ -8,6 +8,7 @@
 #include "exogym/runtime/dist/process_mesh.h"
 #include "exogym/runtime/train/membership.h"
 #include "exogym/runtime/train/meters.h"
+#include "exogym/sdk/check.h"
 #include "exogym/sdk/error.h"
 
 namespace exogym::runtime::train {

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "exogym/sdk/node.h"
+#include "exogym/sdk/metric_sink.h"
 
 namespace exogym::runtime::train {
 

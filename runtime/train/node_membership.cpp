@@ -6,6 +6,7 @@
 
 #include "exogym/runtime/train/node_run.h"
 #include "exogym/runtime/train/reports.h"
+#include "exogym/sdk/check.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/strategy.h"
 

@@ -18,7 +18,9 @@
 #include "exogym/runtime/train/model_state.h"
 #include "exogym/runtime/train/reports.h"
 #include "exogym/runtime/util/exception_text.h"
+#include "exogym/sdk/check.h"
 #include "exogym/sdk/error.h"
+#include "exogym/sdk/metric_sink.h"
 
 namespace exogym::runtime::train {
 

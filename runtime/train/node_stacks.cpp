@@ -6,6 +6,7 @@
 
 #include "exogym/runtime/output/progress.h"
 #include "exogym/runtime/train/stack_group.h"
+#include "exogym/sdk/check.h"
 #include "exogym/sdk/error.h"
 
 namespace exogym::runtime::train {

@@ -14,6 +14,7 @@
 #include "exogym/runtime/dist/process_mesh.h"
 #include "exogym/runtime/plugin/plugin_loader.h"
 #include "exogym/sdk/error.h"
+#include "exogym/sdk/option_validation.h"
 
 namespace exogym::runtime::train {
 

@@ -20,8 +20,10 @@
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/model.h"
 #include "exogym/sdk/optim.h"
+#include "exogym/sdk/option_validation.h"
 #include "exogym/sdk/options.h"
 #include "exogym/sdk/plugin.h"
+#include "exogym/sdk/plugin_abi.h"
 #include "testing.h"
 
 using exogym::sdk::Batch;

@@ -21,7 +21,7 @@ if grep -nE "[\";]/[^\";]*\.so|$build_dir|$source_dir" "$work"/prefix/lib/cmake/
   echo "FAIL: absolute paths in the installed CMake package"; exit 1
 fi
 # The libraries carry the plugin ABI version as their SOVERSION.
-abi=$(sed -n 's/^#define EXOGYM_ABI_VERSION \([0-9]*\)$/\1/p' "$source_dir/sdk/plugin_abi.h")
+abi=$(sed -n 's/^#define EXOGYM_ABI_VERSION \([0-9]*\)$/\1/p' "$source_dir/sdk/plugin.h")
 for lib in exogym_sdk exogym_modules; do
   objdump -p "$work/prefix/lib/lib$lib.so" > "$work/objdump.txt"
   grep -q "SONAME *lib$lib.so.$abi\$" "$work/objdump.txt" ||

@@ -5,6 +5,7 @@
 
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/optim.h"
+#include "exogym/sdk/option_validation.h"
 #include "exogym/sdk/options.h"
 #include "sdk_fixtures.h"
 #include "testing.h"

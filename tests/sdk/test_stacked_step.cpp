@@ -15,7 +15,9 @@
 #include <vector>
 
 #include "exogym/sdk/local_step.h"
+#include "exogym/sdk/metric_sink.h"
 #include "exogym/sdk/node.h"
+#include "exogym/sdk/option_validation.h"
 #include "exogym/sdk/options.h"
 #include "exogym/sdk/stacked.h"
 #include "tensor_model.h"

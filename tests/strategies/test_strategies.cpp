@@ -24,6 +24,7 @@
 #include "exogym/sdk/model.h"
 #include "exogym/sdk/node.h"
 #include "exogym/sdk/optim.h"
+#include "exogym/sdk/option_validation.h"
 #include "exogym/sdk/state_dict.h"
 #include "exogym/sdk/strategy.h"
 #include "helpers.h"

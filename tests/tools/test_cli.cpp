@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "exogym/build_config.h"
+#include "exogym/sdk/check.h"
 #include "exogym/sdk/error.h"
 #include "helpers.h"
 #include "testing.h"

@@ -25,6 +25,7 @@
 #include "exogym/runtime/train/cluster.h"
 #include "exogym/runtime/train/divergence.h"
 #include "exogym/runtime/train/training.h"
+#include "exogym/sdk/option_validation.h"
 #include "exogym/sdk/options.h"
 
 namespace exogym::bench {

@@ -11,6 +11,7 @@
 #include "exogym/runtime/host/interrupt.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/plugin.h"
+#include "exogym/sdk/plugin_abi.h"
 
 namespace exogym::tools {
 

@@ -7,6 +7,7 @@
 #include <limits>
 #include <string>
 
+#include "exogym/sdk/check.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/options.h"
 

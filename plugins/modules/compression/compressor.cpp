@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include "exogym/sdk/check.h"
 #include "exogym/sdk/error.h"
 
 namespace exogym::modules {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "exogym/modules/compression/chunk_topk.h"
+#include "exogym/sdk/check.h"
 #include "exogym/sdk/error.h"
 
 namespace exogym::modules {

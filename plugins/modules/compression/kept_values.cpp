@@ -4,6 +4,7 @@
 
 #include <sstream>
 
+#include "exogym/sdk/check.h"
 #include "exogym/sdk/error.h"
 
 namespace exogym::modules::detail {

@@ -11,6 +11,7 @@
 #include "exogym/sdk/comm.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/node.h"
+#include "exogym/sdk/option_validation.h"
 #include "exogym/sdk/options.h"
 #include "exogym/sdk/random.h"
 

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <numeric>
 
+#include "exogym/sdk/check.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/name_pattern.h"
+#include "exogym/sdk/option_validation.h"
 #include "exogym/sdk/options.h"
 
 namespace exogym::modules {

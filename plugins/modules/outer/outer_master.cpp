@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "exogym/sdk/check.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/optim_state.h"
 #include "exogym/sdk/shared.h"

@@ -4,9 +4,11 @@
 #include <ATen/core/grad_mode.h>
 
 #include "exogym/modules/outer/diloco.h"
+#include "exogym/sdk/check.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/model.h"
 #include "exogym/sdk/node.h"
+#include "exogym/sdk/option_validation.h"
 #include "exogym/sdk/quantized_comm.h"
 
 namespace exogym::modules {

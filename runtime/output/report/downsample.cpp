@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "exogym/sdk/check.h"
 #include "exogym/sdk/error.h"
 
 namespace exogym::runtime::output::report {

@@ -22,6 +22,7 @@
 #include "exogym/runtime/data/registry.h"
 #include "exogym/runtime/data/synthetic.h"
 #include "exogym/runtime/data/whole_gunzip.h"
+#include "exogym/sdk/check.h"
 #include "exogym/sdk/error.h"
 #include "helpers.h"
 #include "testing.h"

@@ -17,6 +17,7 @@
 #include "exogym/runtime/data/node_set_sampler.h"
 #include "exogym/runtime/data/registry.h"
 #include "exogym/sdk/error.h"
+#include "exogym/sdk/option_validation.h"
 #include "exogym/sdk/options.h"
 #include "helpers.h"
 #include "manifest_fixtures.h"

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "exogym/runtime/data/sampler.h"
+#include "exogym/sdk/check.h"
 #include "exogym/sdk/error.h"
 #include "testing.h"
 

@@ -22,6 +22,7 @@
 #include "exogym/runtime/data/sampler.h"
 #include "exogym/runtime/data/text_char.h"
 #include "exogym/runtime/data/tokens.h"
+#include "exogym/sdk/check.h"
 #include "exogym/sdk/error.h"
 #include "helpers.h"
 #include "lm_fixtures.h"

@@ -12,6 +12,7 @@
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/model.h"
 #include "exogym/sdk/plugin.h"
+#include "exogym/sdk/plugin_abi.h"
 #include "exogym/sdk/strategy.h"
 #include "helpers.h"
 #include "testing.h"
