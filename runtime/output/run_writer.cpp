@@ -25,6 +25,20 @@ static std::string number(double value) {
   return s.str();
 }
 
+nlohmann::json EvalValues::to_json() const {
+  return with_finite_numbers(nlohmann::json{{"loss", loss}, {"metrics", metrics}});
+}
+
+EvalValues EvalValues::from_json(const nlohmann::json& j) {
+  const auto number = [](const nlohmann::json& x) {
+    return x.is_null() ? std::numeric_limits<double>::quiet_NaN() : json_number(x);
+  };
+  EvalValues v;
+  v.loss = number(j.at("loss"));
+  for (const auto& x : j.at("metrics")) v.metrics.push_back(number(x));
+  return v;
+}
+
 static double perplexity(double loss) { return std::exp(loss); }
 
 // metrics.csv is written in blocks of this size (and at the end), since

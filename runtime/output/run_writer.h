@@ -26,6 +26,11 @@ namespace exogym::runtime::output {
 struct EvalValues {
   double loss = 0.0;
   std::vector<double> metrics;  // in the order of the model's metric_names()
+
+  // {"loss": ..., "metrics": [...]}, a loss or metric that is not finite as its string (json_numbers.h),
+  // for checkpoints and the trip from another process; from_json reads it back, null as NaN.
+  nlohmann::json to_json() const;
+  static EvalValues from_json(const nlohmann::json& j);
 };
 
 class RunWriter final : public sdk::MetricSink {

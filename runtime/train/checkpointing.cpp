@@ -12,6 +12,7 @@
 #include "exogym/runtime/checkpoint/client_states.h"
 #include "exogym/runtime/checkpoint/resume_rules.h"
 #include "exogym/runtime/dist/process_mesh.h"
+#include "exogym/runtime/output/json_numbers.h"
 #include "exogym/runtime/plugin/plugin_loader.h"
 #include "exogym/runtime/sim/clock_exchange.h"
 #include "exogym/runtime/sim/node_meter.h"
@@ -38,42 +39,17 @@ using nlohmann::json;
 
 namespace {
 
-// JSON has no NaN or infinity; a loss can be either.
-json number_json(double value) {
-  if (std::isfinite(value)) return value;
-  return std::isnan(value) ? "nan" : value > 0 ? "inf" : "-inf";
-}
-
-double json_number(const json& value) {
-  if (value.is_number()) return value.get<double>();
-  const std::string text = value.get<std::string>();
-  if (text == "nan") return std::numeric_limits<double>::quiet_NaN();
-  return text == "inf" ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity();
-}
-
-json values_json(const output::EvalValues& v) {
-  json metrics = json::array();
-  for (double x : v.metrics) metrics.push_back(number_json(x));
-  return {{"loss", number_json(v.loss)}, {"metrics", metrics}};
-}
-
-output::EvalValues values_from(const json& j) {
-  output::EvalValues v;
-  v.loss = json_number(j.at("loss"));
-  for (const auto& x : j.at("metrics")) v.metrics.push_back(json_number(x));
-  return v;
-}
-
 // The run folder's part of a checkpoint: how long each CSV was, and what
 // node 0 keeps for the progress, the summary and the target.
 json outputs_section(output::RunWriter& writer, const ReportedResults& reported) {
-  json section = {{"csv_bytes", writer.flush_csvs()}, {"last_train_loss", number_json(reported.last_train_loss)}};
+  json section = {{"csv_bytes", writer.flush_csvs()},
+                  {"last_train_loss", output::with_finite_numbers(reported.last_train_loss)}};
   section["last_eval"] = nullptr;
   if (reported.last_eval) {
     const EvalRecord& r = *reported.last_eval;
     section["last_eval"] = {{"step", r.step},
-                            {"local", values_json(r.local)},
-                            {"global", values_json(r.global)},
+                            {"local", r.local.to_json()},
+                            {"global", r.global.to_json()},
                             {"bytes_sent", r.bytes_sent},
                             {"sim_time_s", r.sim_time_s}};
   }
@@ -90,10 +66,11 @@ void restore_outputs(ReportedResults& reported, const json& section, const fs::p
   reported.last_eval.reset();
   reported.target_hit.reset();
   try {
-    reported.last_train_loss = json_number(section.at("last_train_loss"));
+    reported.last_train_loss = output::json_number(section.at("last_train_loss"));
     if (const json& e = section.at("last_eval"); !e.is_null()) {
-      reported.last_eval = EvalRecord{e.at("step"), values_from(e.at("local")), values_from(e.at("global")),
-                                      e.at("bytes_sent"), e.at("sim_time_s")};
+      reported.last_eval =
+          EvalRecord{e.at("step"), output::EvalValues::from_json(e.at("local")),
+                     output::EvalValues::from_json(e.at("global")), e.at("bytes_sent"), e.at("sim_time_s")};
     }
     if (const json& t = section.at("target_hit"); !t.is_null())
       reported.target_hit = TargetHit{t.at("step").get<int64_t>(), t.at("sim_time_s").get<double>(),

@@ -2,11 +2,13 @@
 
 #include <limits>
 
+#include "exogym/runtime/output/json_numbers.h"
+
 namespace exogym::runtime::train {
 
 void MetricBuffer::record(int node, int64_t step, const std::string& name, double value) {
   std::lock_guard<std::mutex> lock(mutex_);
-  rows_.push_back({node, step, name, value});
+  rows_.push_back({node, step, name, output::with_finite_numbers(value)});
 }
 
 nlohmann::json MetricBuffer::rows() const {
@@ -24,7 +26,7 @@ nlohmann::json MetricBuffer::take_rows() {
 void replay_metrics(const nlohmann::json& rows, sdk::MetricSink& sink) {
   for (const auto& row : rows) {
     sink.record(row.at(0).get<int>(), row.at(1).get<int64_t>(), row.at(2).get<std::string>(),
-                row.at(3).is_null() ? std::numeric_limits<double>::quiet_NaN() : row.at(3).get<double>());
+                row.at(3).is_null() ? std::numeric_limits<double>::quiet_NaN() : output::json_number(row.at(3)));
   }
 }
 

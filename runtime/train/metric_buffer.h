@@ -25,7 +25,8 @@ class MetricBuffer final : public sdk::MetricSink {
 };
 
 // Records `rows` (as MetricBuffer::rows() gives them, after a trip through
-// JSON text, where NaN becomes null) into `sink`.
+// JSON text: a value that is not finite is its string, output/json_numbers.h,
+// and null is NaN) into `sink`.
 void replay_metrics(const nlohmann::json& rows, sdk::MetricSink& sink);
 
 }  // namespace exogym::runtime::train

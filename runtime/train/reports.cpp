@@ -8,6 +8,7 @@
 
 #include "exogym/runtime/comm/named_tensor_broadcast.h"
 #include "exogym/runtime/dist/process_mesh.h"
+#include "exogym/runtime/output/json_numbers.h"
 #include "exogym/runtime/sim/node_meter.h"
 #include "exogym/runtime/train/membership.h"
 #include "exogym/runtime/train/reported_results.h"
@@ -20,17 +21,9 @@ using nlohmann::json;
 
 namespace {
 
-// JSON writes NaN and infinities as null: a loss that diverged stays NaN.
-double number(const json& j) { return j.is_null() ? std::numeric_limits<double>::quiet_NaN() : j.get<double>(); }
-
-json eval_values_json(const output::EvalValues& v) { return {{"loss", v.loss}, {"metrics", v.metrics}}; }
-
-output::EvalValues eval_values_from(const json& j) {
-  output::EvalValues v;
-  v.loss = number(j.at("loss"));
-  for (const auto& m : j.at("metrics")) v.metrics.push_back(number(m));
-  return v;
-}
+// The reports travel as JSON text, their numbers that are not finite as strings (exchange_reports): a
+// loss that diverged, a clock that overflowed arrive as they left.
+double number(const json& j) { return output::json_number(j); }
 
 json comm_json(const std::vector<sim::CommRow>& rows) {
   json out = json::array();
@@ -44,8 +37,8 @@ std::vector<sim::CommRow> comm_from(const json& rows) {
   std::vector<sim::CommRow> out;
   for (const auto& r : rows) {
     out.push_back({r.at(0).get<int64_t>(), static_cast<sim::TrafficSource>(r.at(1).get<int>()),
-                   static_cast<sim::CollectiveKind>(r.at(2).get<int>()), r.at(3).get<int64_t>(), r.at(4).get<double>(),
-                   r.at(5).get<double>()});
+                   static_cast<sim::CollectiveKind>(r.at(2).get<int>()), r.at(3).get<int64_t>(), number(r.at(4)),
+                   number(r.at(5))});
   }
   return out;
 }
@@ -87,8 +80,8 @@ void replay(const manifest::Manifest& m, TrainingOutputs& out, ReportedResults& 
       row.examples = r.at("examples");
       row.loss = number(r.at("loss"));
       row.lr = number(r.at("lr"));
-      row.bytes_sent = r.at("bytes_sent");
-      row.sim_time_s = r.at("sim_time_s");
+      row.bytes_sent = number(r.at("bytes_sent"));
+      row.sim_time_s = number(r.at("sim_time_s"));
       if (!r.at("live_nodes").is_null()) row.live_nodes = r.at("live_nodes").get<int>();
       write_train(out, reported, row, comm_from(r.at("comm")));
     } else if (kind == "comm") {
@@ -96,11 +89,11 @@ void replay(const manifest::Manifest& m, TrainingOutputs& out, ReportedResults& 
     } else {
       EvalRecord e;
       e.step = r.at("step");
-      e.local = eval_values_from(r.at("local"));
-      e.global = eval_values_from(r.at("global"));
-      e.bytes_sent = r.at("bytes_sent");
-      e.sim_time_s = r.at("sim_time_s");
-      write_evaluation(out, reported, m.target_loss, e, r.at("wall_seconds"));
+      e.local = output::EvalValues::from_json(r.at("local"));
+      e.global = output::EvalValues::from_json(r.at("global"));
+      e.bytes_sent = number(r.at("bytes_sent"));
+      e.sim_time_s = number(r.at("sim_time_s"));
+      write_evaluation(out, reported, m.target_loss, e, number(r.at("wall_seconds")));
     }
   }
 }
@@ -158,8 +151,8 @@ void report_evaluation(const RunContext& run, TrainingOutputs& outputs, Reported
   if (outputs.writer) return write_evaluation(outputs, reported, run.m.target_loss, r, wall_seconds(run));
   outputs.relay->add({{"kind", "evaluation"},
                       {"step", r.step},
-                      {"local", eval_values_json(r.local)},
-                      {"global", eval_values_json(r.global)},
+                      {"local", r.local.to_json()},
+                      {"global", r.global.to_json()},
                       {"bytes_sent", r.bytes_sent},
                       {"sim_time_s", r.sim_time_s},
                       {"wall_seconds", wall_seconds(run)}});
@@ -172,7 +165,7 @@ void report_final_model(TrainingOutputs& outputs, const std::vector<std::string>
 
 void exchange_reports(const RunContext& run, TrainingOutputs& outputs, ReportedResults& reported, int final_node) {
   const json mine = outputs.relay ? outputs.relay->take() : json::array();
-  const std::vector<std::string> all = run.role.mesh->all_gather_text(mine.dump());
+  const std::vector<std::string> all = run.role.mesh->all_gather_text(output::with_finite_numbers(mine).dump());
   if (outputs.writer) {
     for (size_t q = 1; q < all.size(); ++q) replay(run.m, outputs, reported, json::parse(all[q]));
   }
