@@ -21,7 +21,6 @@
 #include <string>
 #include <vector>
 
-#include "exogym/sdk/check.h"
 #include "exogym/sdk/local_step.h"
 #include "exogym/sdk/options.h"
 #include "exogym/sdk/plugin.h"

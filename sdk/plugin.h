@@ -14,6 +14,7 @@
 // The plugin ABI version, also libexogym_sdk's and libexogym_modules' SOVERSION. Bumped whenever what a plugin binary
 // depends on changes (in sdk/*.h or exogym/modules): the layout or virtual functions of a type that crosses the plugin
 // boundary, or a function plugins call removed or its signature changed.
+// A test build may override it to check refusal.
 #ifndef EXOGYM_ABI_VERSION
 #define EXOGYM_ABI_VERSION 18
 #endif

@@ -23,7 +23,7 @@ namespace {
 
 // The reports travel as JSON text, their numbers that are not finite as strings (exchange_reports): a
 // loss that diverged, a clock that overflowed arrive as they left.
-double number(const json& j) { return output::json_number(j); }
+using output::json_number;
 
 json comm_json(const std::vector<sim::CommRow>& rows) {
   json out = json::array();
@@ -37,8 +37,8 @@ std::vector<sim::CommRow> comm_from(const json& rows) {
   std::vector<sim::CommRow> out;
   for (const auto& r : rows) {
     out.push_back({r.at(0).get<int64_t>(), static_cast<sim::TrafficSource>(r.at(1).get<int>()),
-                   static_cast<sim::CollectiveKind>(r.at(2).get<int>()), r.at(3).get<int64_t>(), number(r.at(4)),
-                   number(r.at(5))});
+                   static_cast<sim::CollectiveKind>(r.at(2).get<int>()), r.at(3).get<int64_t>(), json_number(r.at(4)),
+                   json_number(r.at(5))});
   }
   return out;
 }
@@ -78,10 +78,10 @@ void replay(const manifest::Manifest& m, TrainingOutputs& out, ReportedResults& 
       TrainReport row;
       row.step = r.at("step");
       row.examples = r.at("examples");
-      row.loss = number(r.at("loss"));
-      row.lr = number(r.at("lr"));
-      row.bytes_sent = number(r.at("bytes_sent"));
-      row.sim_time_s = number(r.at("sim_time_s"));
+      row.loss = json_number(r.at("loss"));
+      row.lr = json_number(r.at("lr"));
+      row.bytes_sent = json_number(r.at("bytes_sent"));
+      row.sim_time_s = json_number(r.at("sim_time_s"));
       if (!r.at("live_nodes").is_null()) row.live_nodes = r.at("live_nodes").get<int>();
       write_train(out, reported, row, comm_from(r.at("comm")));
     } else if (kind == "comm") {
@@ -91,9 +91,9 @@ void replay(const manifest::Manifest& m, TrainingOutputs& out, ReportedResults& 
       e.step = r.at("step");
       e.local = output::EvalValues::from_json(r.at("local"));
       e.global = output::EvalValues::from_json(r.at("global"));
-      e.bytes_sent = number(r.at("bytes_sent"));
-      e.sim_time_s = number(r.at("sim_time_s"));
-      write_evaluation(out, reported, m.target_loss, e, number(r.at("wall_seconds")));
+      e.bytes_sent = json_number(r.at("bytes_sent"));
+      e.sim_time_s = json_number(r.at("sim_time_s"));
+      write_evaluation(out, reported, m.target_loss, e, json_number(r.at("wall_seconds")));
     }
   }
 }
