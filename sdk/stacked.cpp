@@ -56,14 +56,26 @@ void check_stacked(const at::Tensor& t, int64_t dims, const at::Tensor& like, co
                 std::to_string(dims) + " dimensions, got shape " + shape_of(t));
 }
 
+thread_local NodeWorkers* installed_workers = nullptr;
+
 // fn(k) for every node k of K. On the CPU the nodes are shared out among
-// LibTorch's intra-op threads, each node's product on one thread (as K
-// nodes computing on their own would run them): one matrix product per node
-// parallelises worse, and a batched product is no faster on the CPU. Each
-// thread takes the caller's thread-local state (autocast, grad mode).
+// the calling thread's workers, else among LibTorch's intra-op threads,
+// each node's product on one thread (as K nodes computing on their own
+// would run them): one matrix product per node parallelises worse, and a
+// batched product is no faster on the CPU. Each thread takes the caller's
+// thread-local state (autocast, grad mode); the workers' own items install
+// none, so that a layer inside fn(k) computes on its thread.
 template <class Fn>
 void for_each_node(int64_t K, const Fn& fn) {
   const at::ThreadLocalState state;
+  if (NodeWorkers* workers = node_workers()) {
+    workers->run(K, [&](int64_t k) {
+      const NodeWorkersScope alone(nullptr);
+      at::ThreadLocalStateGuard guard(state);
+      fn(k);
+    });
+    return;
+  }
   at::parallel_for(0, K, 1, [&](int64_t begin, int64_t end) {
     at::ThreadLocalStateGuard guard(state);
     for (int64_t k = begin; k < end; ++k) fn(k);
@@ -210,6 +222,12 @@ struct StackedProduct : torch::autograd::Function<StackedProduct> {
 };
 
 }  // namespace
+
+NodeWorkersScope::NodeWorkersScope(NodeWorkers* workers) : previous_(installed_workers) { installed_workers = workers; }
+
+NodeWorkersScope::~NodeWorkersScope() { installed_workers = previous_; }
+
+NodeWorkers* node_workers() { return installed_workers; }
 
 const at::Tensor& Stack::parameter(const std::string& name) const { return named(parameters, name, "parameter"); }
 

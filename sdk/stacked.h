@@ -103,6 +103,36 @@ at::Tensor stacked_cross_entropy(const at::Tensor& logits, const at::Tensor& tar
 // with nodes down).
 at::Tensor stack_of_rows(const std::vector<at::Tensor>& rows);
 
+// The threads that share a stack's work on the CPU, a node (or a chunk of
+// a stack) per thread: the layers above and the stacked local steps hand
+// their per-node work to the ones installed on the calling thread. The
+// runtime lends the thread that computes a stack the compute slots of the
+// nodes waiting for it (runtime/train/stack_group.cpp); without any, the
+// layers share nodes among LibTorch's intra-op threads and the steps take
+// them one after the other.
+class NodeWorkers {
+ public:
+  virtual ~NodeWorkers() = default;
+  // item(i) for every i in [0, count), returning when all are done and
+  // rethrowing the first exception. One caller at a time.
+  virtual void run(int64_t count, const std::function<void(int64_t)>& item) = 0;
+};
+
+// Installs `workers` for the calling thread while it lives (null: none).
+class NodeWorkersScope {
+ public:
+  explicit NodeWorkersScope(NodeWorkers* workers);
+  ~NodeWorkersScope();
+  NodeWorkersScope(const NodeWorkersScope&) = delete;
+  NodeWorkersScope& operator=(const NodeWorkersScope&) = delete;
+
+ private:
+  NodeWorkers* previous_;
+};
+
+// The calling thread's workers, or null.
+NodeWorkers* node_workers();
+
 class LocalStep;  // local_step.h
 
 // The local steps of a stack's nodes taken at once: the runtime gives each

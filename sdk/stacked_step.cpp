@@ -27,6 +27,7 @@
 // (docs/performance.md#where-stacked-rounding-differs), and the gradients
 // are scaled by one multiplication per stack.
 #include <ATen/ATen.h>
+#include <ATen/ThreadLocalState.h>
 #include <ATen/core/grad_mode.h>
 #include <torch/optim/optimizer.h>
 
@@ -189,8 +190,21 @@ void clip(const std::vector<Node>& nodes, const std::vector<StackedParameter>& s
   const StackedParameter* any = nullptr;
   for (const StackedParameter& sp : stacked) any = any ? any : (sp.grad.defined() ? &sp : nullptr);
   if (!any || any->grad.device().is_cpu()) {
-    // Each node's own call: the per-node step's bits.
-    for (const Node& node : nodes) node.ctx->record("grad_norm", clip_grad_norm(*node.params, max_norm));
+    // Each node's own call: the per-node step's bits (shared among the
+    // stack's workers, a node per thread, where it has them).
+    std::vector<double> norms(nodes.size());
+    const at::ThreadLocalState state;  // the caller's grad mode
+    const auto clip_node = [&](int64_t k) {
+      at::ThreadLocalStateGuard guard(state);
+      norms[static_cast<size_t>(k)] = clip_grad_norm(*nodes[static_cast<size_t>(k)].params, max_norm);
+    };
+    const auto K = static_cast<int64_t>(nodes.size());
+    if (NodeWorkers* workers = node_workers()) {
+      workers->run(K, clip_node);
+    } else {
+      for (int64_t k = 0; k < K; ++k) clip_node(k);
+    }
+    for (size_t k = 0; k < nodes.size(); ++k) nodes[k].ctx->record("grad_norm", norms[k]);
     return;
   }
   const auto K = static_cast<int64_t>(nodes.size());

@@ -4,7 +4,8 @@
 
 namespace exogym::runtime::threads {
 
-WorkCrew::WorkCrew(int helpers) : helpers_(std::max(0, helpers)) {}
+WorkCrew::WorkCrew(int helpers, int intra_op_threads)
+    : helpers_(std::max(0, helpers)), intra_op_threads_(std::max(1, intra_op_threads)) {}
 
 WorkCrew::~WorkCrew() {
   {
@@ -33,8 +34,8 @@ void WorkCrew::work(const std::function<void(int64_t)>& item) {
 }
 
 void WorkCrew::helper_main() {
-  // Each helper is one of the compute slots: one intra-op thread.
-  use_intra_op_threads(1);
+  // Each helper is one of the compute slots.
+  use_intra_op_threads(intra_op_threads_);
   uint64_t seen = 0;
   for (;;) {
     const std::function<void(int64_t)>* job;

@@ -3,7 +3,9 @@
 // items. The in-process collectives use it: while every node waits in a
 // collective, the last node to arrive does the collective's work, and the
 // crew lets it use the other compute slots too (the nodes that hold them are
-// all waiting, so no more threads run than `parallelism` allows).
+// all waiting, so no more threads run than `parallelism` allows). A stack's
+// forward, backward and local steps borrow the slots of its waiting nodes
+// in the same way (train/stack_group.h).
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -16,8 +18,9 @@ namespace exogym::runtime::threads {
 
 class WorkCrew {
  public:
-  // `helpers` threads, started on first use. 0: the caller works alone.
-  explicit WorkCrew(int helpers);
+  // `helpers` threads, started on first use, each with `intra_op_threads`
+  // LibTorch intra-op threads (a compute slot's). 0: the caller works alone.
+  explicit WorkCrew(int helpers, int intra_op_threads = 1);
   ~WorkCrew();
   WorkCrew(const WorkCrew&) = delete;
   WorkCrew& operator=(const WorkCrew&) = delete;
@@ -32,7 +35,7 @@ class WorkCrew {
   void helper_main();
   void work(const std::function<void(int64_t)>& item);
 
-  const int helpers_;
+  const int helpers_, intra_op_threads_;
   std::vector<std::thread> threads_;
   std::mutex mutex_;
   std::condition_variable wake_, done_;

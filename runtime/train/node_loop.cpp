@@ -29,10 +29,11 @@ void run_nodes(TrainingState& s, const threads::ThreadPlan& plan, bool exact_red
     NodeStacks& stacks;
     ~Stacks() { stacks.disconnect(); }
   } stacks{*s.setup.stacks};
-  // A node's intra-op threads, not the process's cores: the stacked nanoGPT's
-  // backward with two threads drifted 3e-4 from the per-node run over 200
-  // steps, and was no faster (docs/performance.md#stacked-execution).
-  stacks.stacks.connect(*cluster, m.precision, plan.threads);
+  // The compute slots, each with a node's intra-op threads, not one thread
+  // with the process's cores: the stacked nanoGPT's backward with two
+  // intra-op threads drifted 3e-4 from the per-node run over 200 steps
+  // (docs/performance.md#stacked-execution).
+  stacks.stacks.connect(*cluster, m.precision, plan.threads, plan.parallelism);
   cluster->run([&](int rank, threads::NodeSlot& slot) {
     // OpenMP settings are per thread: a new thread would start with one
     // OpenMP thread per core, and K such teams oversubscribe the machine.

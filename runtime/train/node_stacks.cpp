@@ -124,8 +124,9 @@ void NodeStacks::report(output::Progress& progress, spdlog::logger& log) const {
   }
 }
 
-void NodeStacks::connect(Cluster& cluster, manifest::Precision precision, int intra_op_threads) {
-  for (auto& group : groups_) group->connect(cluster, precision, std::max(1, intra_op_threads));
+void NodeStacks::connect(Cluster& cluster, manifest::Precision precision, int intra_op_threads, int compute_slots) {
+  for (auto& group : groups_)
+    group->connect(cluster, precision, std::max(1, intra_op_threads), std::max(1, compute_slots));
 }
 
 void NodeStacks::disconnect() {

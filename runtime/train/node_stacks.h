@@ -85,10 +85,12 @@ class NodeStacks {
 
   // Before the node threads start, and until they have all ended: the
   // stacks meet among `cluster`'s nodes, follow its live nodes, and compute
-  // on a worker thread of `intra_op_threads`, a node's: a reduction's bits
-  // depend on how many threads share it, so that a stack computes what its
-  // nodes would on their own threads.
-  void connect(Cluster& cluster, manifest::Precision precision, int intra_op_threads);
+  // on a worker thread that shares their nodes among `compute_slots`
+  // threads (itself included; the slots its waiting nodes leave), each of
+  // `intra_op_threads`, a node's: a reduction's bits depend on how many
+  // threads share it, so that a stack computes what its nodes would on
+  // their own threads.
+  void connect(Cluster& cluster, manifest::Precision precision, int intra_op_threads, int compute_slots);
   void disconnect();
 
   // Node `rank`'s forward and backward over `micro_batches` (on its

@@ -5,11 +5,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <utility>
 
 #include "exogym/runtime/comm/meeting_point.h"
 #include "exogym/runtime/sim/node_meter.h"
+#include "exogym/runtime/threads/work_crew.h"
 #include "exogym/runtime/threads/worker_thread.h"
 #include "exogym/runtime/train/autocast_scope.h"
 #include "exogym/runtime/train/cluster.h"
@@ -33,6 +35,17 @@ Named named_tensors(sdk::Model& model, bool parameters) {
   }
   return out;
 }
+
+// The helper threads that join the worker thread in its layers' and local
+// steps' per-node work.
+class CrewWorkers : public sdk::NodeWorkers {
+ public:
+  CrewWorkers(int helpers, int intra_op_threads) : crew_(helpers, intra_op_threads) {}
+  void run(int64_t count, const std::function<void(int64_t)>& item) override { crew_.run(count, item); }
+
+ private:
+  threads::WorkCrew crew_;
+};
 
 std::string describe(const at::Tensor& t) {
   return sdk::shape_of(t) + " " + c10::toString(t.scalar_type()) + " on " + t.device().str();
@@ -107,7 +120,7 @@ int StackGroup::member(int rank) const {
   return static_cast<int>(std::lower_bound(ranks_.begin(), ranks_.end(), rank) - ranks_.begin());
 }
 
-void StackGroup::connect(Cluster& cluster, manifest::Precision precision, int intra_op_threads) {
+void StackGroup::connect(Cluster& cluster, manifest::Precision precision, int intra_op_threads, int compute_slots) {
   const int members = static_cast<int>(ranks_.size());
   cluster_ = &cluster;
   precision_ = precision;
@@ -116,6 +129,11 @@ void StackGroup::connect(Cluster& cluster, manifest::Precision precision, int in
   live_.clear();
   for (int i = 0; i < members; ++i) live_.push_back(i);
   worker_ = std::make_unique<threads::WorkerThread>(intra_op_threads);
+  // While the stack computes, its nodes wait and leave their compute slots
+  // to it: the worker and compute_slots - 1 helpers. (Where other stacks or
+  // nodes apart take the slots meanwhile, more threads than slots run for a
+  // while; no bit depends on how many.)
+  crew_ = std::make_unique<CrewWorkers>(std::min(compute_slots, members) - 1, intra_op_threads);
   meeting_ = std::make_unique<comm::MeetingPoint>(
       members, ranks_.front(), cluster.abort_signal(), [this](const comm::MeetingPoint::Calls&) {
         const auto start = std::chrono::steady_clock::now();
@@ -123,6 +141,7 @@ void StackGroup::connect(Cluster& cluster, manifest::Precision precision, int in
         // meeting, which would make them all internal.
         worker_->run([this] {
           try {
+            const sdk::NodeWorkersScope workers(crew_.get());
             compute();
           } catch (...) {
             error_ = std::current_exception();
@@ -151,6 +170,7 @@ void StackGroup::connect(Cluster& cluster, manifest::Precision precision, int in
         if (!steps.empty() && steps.size() == live_.size()) {
           worker_->run([&] {
             try {
+              const sdk::NodeWorkersScope workers(crew_.get());
               apart = sdk::LocalStep::step_together(steps);
             } catch (...) {
               error_ = std::current_exception();
@@ -171,6 +191,7 @@ void StackGroup::disconnect() {
   step_meeting_.reset();
   meeting_.reset();
   worker_.reset();
+  crew_.reset();
   cluster_ = nullptr;
 }
 
@@ -256,6 +277,19 @@ bool same_shapes(const std::vector<const std::vector<sdk::Batch>*>& batches, con
   return true;
 }
 
+// The members' j-th micro-batches as one, each field stacked along a new
+// dim 0 in the members' order.
+sdk::Batch stacked_batch(const std::vector<const std::vector<sdk::Batch>*>& batches, const std::vector<int>& members,
+                         size_t j) {
+  sdk::Batch batch;
+  for (const auto& item : (*batches[static_cast<size_t>(members.front())])[j]) {
+    std::vector<at::Tensor> parts;
+    for (int i : members) parts.push_back((*batches[static_cast<size_t>(i)])[j].at(item.first));
+    batch[item.first] = at::stack(parts);
+  }
+  return batch;
+}
+
 }  // namespace
 
 void StackGroup::compute() {
@@ -301,13 +335,13 @@ void StackGroup::compute() {
   }
   sdk::Model& model = *models_[static_cast<size_t>(members.front())];
   const size_t micro = batches_[static_cast<size_t>(members.front())]->size();
+  // The micro-batches' losses add up where they were computed and come to
+  // the host once a step: on a GPU a read-back per micro-batch would make the
+  // host wait for each before it launches the next. Adding in double from the
+  // first loss on is the host's sum, bit for bit.
+  at::Tensor loss_sum;
   for (size_t j = 0; j < micro; ++j) {
-    sdk::Batch batch;
-    for (const auto& item : (*batches_[static_cast<size_t>(members.front())])[j]) {
-      std::vector<at::Tensor> parts;
-      for (int i : members) parts.push_back((*batches_[static_cast<size_t>(i)])[j].at(item.first));
-      batch[item.first] = at::stack(parts);
-    }
+    const sdk::Batch batch = stacked_batch(batches_, members, j);
     at::Tensor loss;
     {
       AutocastScope autocast(precision_, device.type());
@@ -317,8 +351,12 @@ void StackGroup::compute() {
       throw sdk::Error("stacked_loss() must return one loss per node, shape [" + std::to_string(n) + "], got " +
                        sdk::shape_of(loss));
     loss.sum().backward();
-    const at::Tensor host = loss.detach().to(at::kCPU, at::kDouble).contiguous();
-    for (int64_t k = 0; k < n; ++k) losses_[static_cast<size_t>(members[k])] += host.data_ptr<double>()[k];
+    const at::Tensor part = loss.detach().to(at::kDouble);
+    loss_sum = loss_sum.defined() ? loss_sum.add_(part) : part.clone();
+  }
+  if (loss_sum.defined()) {
+    const at::Tensor host = loss_sum.to(at::kCPU).contiguous();
+    for (int64_t k = 0; k < n; ++k) losses_[static_cast<size_t>(members[k])] = host.data_ptr<double>()[k];
   }
   at::NoGradGuard no_grad;
   if (!all) {

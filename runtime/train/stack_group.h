@@ -26,7 +26,8 @@ class NodeMeter;
 }
 namespace exogym::sdk {
 class LocalStep;
-}
+class NodeWorkers;
+}  // namespace exogym::sdk
 namespace exogym::runtime::threads {
 class NodeSlot;
 class WorkerThread;
@@ -56,7 +57,7 @@ class StackGroup {
   const std::string& apart_because() const { return apart_because_; }
 
   // node_stacks.h's connect() and disconnect().
-  void connect(Cluster& cluster, manifest::Precision precision, int intra_op_threads);
+  void connect(Cluster& cluster, manifest::Precision precision, int intra_op_threads, int compute_slots);
   void disconnect();
 
   // NodeStacks::forward_backward for node `rank` of this stack; no
@@ -101,6 +102,9 @@ class StackGroup {
   Cluster* cluster_ = nullptr;
   manifest::Precision precision_ = manifest::Precision::Fp32;
   std::unique_ptr<threads::WorkerThread> worker_;
+  // The compute slots of the waiting nodes, lent to the worker's layers
+  // and local steps (sdk::NodeWorkers).
+  std::unique_ptr<sdk::NodeWorkers> crew_;
   std::unique_ptr<comm::MeetingPoint> meeting_;
 
   // One step's meeting, by member: each node writes its own entries before

@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "exogym/sdk/internal/optim_state_key.h"
+#include "exogym/sdk/stacked.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
@@ -225,6 +227,11 @@ bool FusedAdamW::available() {
   return agrees;
 }
 
+// Elements per chunk of a step shared among threads: a whole number of
+// vectors (the vector loop runs as over the whole tensor), and the chunk's
+// four tensors (1 MiB) within a core's cache.
+constexpr int64_t kChunk = int64_t{1} << 16;
+
 bool FusedAdamW::fused_step() {
   // Every parameter with a gradient and its state, looked up once; nothing
   // changes until all of them can take the fused step.
@@ -269,9 +276,22 @@ bool FusedAdamW::fused_step() {
     auto& s = *item.state;
     s.step(s.step() + 1);
     const Coefficients c = coefficients_of(*item.options, s.step());
-    (fresh ? chosen.first : chosen.second)(p.data_ptr<float>(), p.grad().data_ptr<float>(),
-                                           s.exp_avg().data_ptr<float>(), s.exp_avg_sq().data_ptr<float>(), p.numel(),
-                                           c);
+    const Update update = fresh ? chosen.first : chosen.second;
+    float *param = p.data_ptr<float>(), *exp_avg = s.exp_avg().data_ptr<float>(),
+          *exp_avg_sq = s.exp_avg_sq().data_ptr<float>();
+    const float* grad = p.grad().data_ptr<float>();
+    const int64_t n = p.numel();
+    NodeWorkers* workers = node_workers();
+    if (!workers || n < 2 * kChunk) {
+      update(param, grad, exp_avg, exp_avg_sq, n, c);
+      continue;
+    }
+    // A stack's step shared among the workers, chunk by chunk: each
+    // element's update is its own, so the chunks change no bit.
+    workers->run((n + kChunk - 1) / kChunk, [&](int64_t i) {
+      const int64_t at = i * kChunk;
+      update(param + at, grad + at, exp_avg + at, exp_avg_sq + at, std::min(kChunk, n - at), c);
+    });
   }
   return true;
 }

@@ -11,6 +11,7 @@
 #include "exogym/sdk/optim.h"
 #include "exogym/sdk/optim_state.h"
 #include "testing.h"
+#include "threaded_workers.h"
 
 using exogym::sdk::internal::FusedAdamW;
 using exogym::test::same_bits;
@@ -87,6 +88,25 @@ TEST_CASE("the fused AdamW is LibTorch's AdamW bit for bit", "[sdk][optim][adamw
   torch::optim::AdamW theirs(their_params, options);
   FusedAdamW ours(our_params, options);
   step_side_by_side(theirs, their_params, ours, our_params, 24, FusedAdamW::available());
+}
+
+TEST_CASE("the fused AdamW shares a large tensor's step among the thread's workers, bit for bit",
+          "[sdk][optim][adamw]") {
+  // A stack's step (sdk/stacked_step.cpp): chunks of 65,536 elements, the
+  // last one short, each on a worker; a small tensor stays on this thread.
+  at::manual_seed(4);
+  const std::vector<at::Tensor> start = {at::randn({3 * 65536 + 100}), at::randn({1000})};
+  auto their_params = leaves(start), our_params = leaves(start);
+  const auto options = torch::optim::AdamWOptions(1e-3).weight_decay(0.1);
+  torch::optim::AdamW theirs(their_params, options);
+  FusedAdamW ours(our_params, options);
+  exogym::test::ThreadedWorkers workers;
+  {
+    const exogym::sdk::NodeWorkersScope scope(&workers);
+    step_side_by_side(theirs, their_params, ours, our_params, 8, FusedAdamW::available());
+  }
+  // Where the probe allows the fused step: 4 chunks a step.
+  CHECK(workers.items.load() == (FusedAdamW::available() ? 8 * 4 : 0));
 }
 
 TEST_CASE("the fused AdamW leaves to LibTorch what it cannot fuse", "[sdk][optim][adamw]") {

@@ -11,6 +11,7 @@
 #include "exogym/sdk/model.h"
 #include "exogym/sdk/stacked.h"
 #include "testing.h"
+#include "threaded_workers.h"
 
 namespace sdk = exogym::sdk;
 
@@ -128,6 +129,36 @@ TEST_CASE("stacked layer norm, convolution and batch norm match each node's with
       CHECK(at::allclose(mean[k], mk, 1e-5, 1e-6));
       CHECK(at::allclose(var[k], vk, 1e-5, 1e-6));
     }
+  }
+}
+
+TEST_CASE("the stacked layers share their nodes among the calling thread's workers, with the same bits", "[stacked]") {
+  at::manual_seed(9);
+  const at::Tensor x = at::randn({K, 6, 7}), w = at::randn({K, 4, 7}), b = at::randn({K, 4}), scale = at::randn({K, 4}),
+                   shift = at::randn({K, 4}), grad = at::randn({K, 6, 4});
+  // A linear layer, a layer norm and a map, forward and backward: the
+  // outputs and every gradient.
+  const auto run = [&](sdk::NodeWorkers* workers) {
+    const sdk::NodeWorkersScope scope(workers);
+    const at::Tensor xl = leaf(x), wl = leaf(w), bl = leaf(b), sl = leaf(scale), tl = leaf(shift);
+    const at::Tensor normal = sdk::stacked_layer_norm(sdk::stacked_linear(xl, wl, bl), sl, tl, 1e-5);
+    const auto rows = normal.unbind(0);
+    const at::Tensor out = sdk::stacked_map(
+        K, [&](int64_t k) { return rows[static_cast<size_t>(k)].tanh(); }, /*on_cpu=*/true);
+    out.backward(grad);
+    return std::vector<at::Tensor>{out.detach(), xl.grad(), wl.grad(), bl.grad(), sl.grad(), tl.grad()};
+  };
+  const auto alone = run(nullptr);
+  exogym::test::ThreadedWorkers workers;
+  const auto shared = run(&workers);
+  CHECK(sdk::node_workers() == nullptr);  // the scope ended
+  // The linear layer's forward and backward (the backward runs in autograd's
+  // engine on this thread), the layer norm and the map: a job of K nodes each.
+  CHECK(workers.jobs.load() == 4);
+  CHECK(workers.items.load() == 4 * K);
+  for (size_t i = 0; i < alone.size(); ++i) {
+    INFO("tensor " << i);
+    CHECK(same_values(alone[i], shared[i]));
   }
 }
 

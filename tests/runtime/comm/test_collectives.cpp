@@ -503,7 +503,8 @@ TEST_CASE("pinned compute slots keep the nodes that compute at once on different
   REQUIRE_FALSE(crowded.pinned());
 }
 
-TEST_CASE("the work crew runs every item exactly once and rethrows the first failure", "[collectives]") {
+TEST_CASE("the work crew runs every item exactly once, rethrows the first failure, gives helpers their threads",
+          "[collectives]") {
   for (int helpers : {0, 1, 3}) {
     INFO(helpers << " helpers");
     exogym::runtime::threads::WorkCrew crew(helpers);
@@ -521,4 +522,17 @@ TEST_CASE("the work crew runs every item exactly once and rethrows the first fai
                         "item 7 failed");
     REQUIRE(ran.load() == 50);  // the other items still ran
   }
+  // Helpers with a compute slot's intra-op threads (a stack's crew).
+  exogym::runtime::threads::WorkCrew crew(1, 2);
+  std::mutex mutex;
+  std::vector<int> helper_threads;  // the intra-op count of each item the helper ran
+  const auto caller = std::this_thread::get_id();
+  crew.run(8, [&](int64_t) {
+    // Each item takes a while, so that the helper gets some.
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    const std::lock_guard<std::mutex> lock(mutex);
+    if (std::this_thread::get_id() != caller) helper_threads.push_back(at::get_num_threads());
+  });
+  REQUIRE_FALSE(helper_threads.empty());
+  for (int n : helper_threads) CHECK(n == 2);
 }
