@@ -41,7 +41,8 @@ struct Shard {
 struct Cache {
   Shard shards[kShards];
   std::atomic<size_t> cached_bytes{0}, reused{0}, allocated{0};
-  size_t max_cached = 0;
+  // The installed limit plus the rooms that live (BlockCacheRoom).
+  std::atomic<size_t> max_cached{0};
 };
 
 // Never destroyed: tensors may be freed during static destruction.
@@ -73,6 +74,21 @@ void release(void* data) {
     c.cached_bytes -= size;
   }
   std::free(start);
+}
+
+// Hands kept blocks back to malloc until no more than `limit` bytes are kept.
+void trim_to(size_t limit) {
+  Cache& c = cache();
+  for (Shard& shard : c.shards) {
+    std::lock_guard<std::mutex> lock(shard.mutex);
+    for (auto& [size, blocks] : shard.free_blocks) {
+      while (!blocks.empty() && c.cached_bytes.load() > limit) {
+        std::free(blocks.back());
+        blocks.pop_back();
+        c.cached_bytes -= size;
+      }
+    }
+  }
 }
 
 void* take_from(Shard& shard, size_t size) {
@@ -130,13 +146,23 @@ bool install_block_cache(size_t max_cached_bytes) {
   static const bool installed = [max_cached_bytes] {
     const char* setting = std::getenv("EXOGYM_CPU_BLOCK_CACHE");
     if (setting && std::strcmp(setting, "0") == 0) return false;
-    cache().max_cached = max_cached_bytes;
+    cache().max_cached += max_cached_bytes;
     static CachingCpuAllocator allocator;
     // Above the default allocator's priority (0).
     c10::SetCPUAllocator(&allocator, /*priority=*/1);
     return true;
   }();
   return installed;
+}
+
+void release_kept_blocks() { trim_to(0); }
+
+BlockCacheRoom::BlockCacheRoom(size_t bytes) : bytes_(bytes) { cache().max_cached += bytes_; }
+
+BlockCacheRoom::~BlockCacheRoom() {
+  Cache& c = cache();
+  c.max_cached -= bytes_;
+  trim_to(c.max_cached.load());
 }
 
 BlockCacheStats block_cache_stats() {

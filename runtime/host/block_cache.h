@@ -21,6 +21,29 @@ namespace exogym::runtime::host {
 // (false where EXOGYM_CPU_BLOCK_CACHE=0 is set in the environment).
 bool install_block_cache(size_t max_cached_bytes = size_t{256} << 20);
 
+// Hands every kept block back to malloc: blocks of sizes no allocation will
+// ask for again (a replica's tensors once stacks took their place) would
+// otherwise fill the cache's limit and leave no room for a step's own.
+void release_kept_blocks();
+
+// Room in the cache for `bytes` more while it lives: the gradient stacks of
+// stacked execution, freed and allocated again every step, are larger than
+// the default limit (3.3 GB at 4,096 MLP nodes), and unkept each step's
+// gradients were fresh pages (13.9 million faults in 12 steps). Rooms add up;
+// when one ends, kept blocks beyond the lowered limit go back to malloc.
+// Blocks of other sizes may take the room (a run's evaluation fills it:
+// docs/performance.md#stacked-execution).
+class BlockCacheRoom {
+ public:
+  explicit BlockCacheRoom(size_t bytes);
+  ~BlockCacheRoom();
+  BlockCacheRoom(const BlockCacheRoom&) = delete;
+  BlockCacheRoom& operator=(const BlockCacheRoom&) = delete;
+
+ private:
+  size_t bytes_;
+};
+
 struct BlockCacheStats {
   size_t reused = 0;        // allocations served from kept blocks
   size_t allocated = 0;     // allocations of 64 KiB and more served by malloc

@@ -69,6 +69,14 @@ bool tune_malloc_for_training(int cores) {
 #endif
 }
 
+bool return_free_heap_memory() {
+#if defined(EXOGYM_GLIBC_MALLOC)
+  return malloc_trim(0) == 1;
+#else
+  return false;
+#endif
+}
+
 bool prepare_heap_for_startup() {
 #if defined(EXOGYM_GLIBC_MALLOC)
   // Runs before other libraries' static initialisers: only plain C calls,

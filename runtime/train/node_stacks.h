@@ -30,6 +30,9 @@
 namespace spdlog {
 class logger;
 }
+namespace exogym::runtime::host {
+class BlockCacheRoom;
+}
 namespace exogym::runtime::output {
 class Progress;
 }
@@ -122,6 +125,9 @@ class NodeStacks {
   ExecutionChoice choice_;
   manifest::Execution requested_;
   dist::NodeBlock block_;
+  // Keeps the CPU stacks' gradients in the block cache from step to step;
+  // ends after the stacks (declared before them).
+  std::unique_ptr<host::BlockCacheRoom> gradient_room_;
   std::vector<std::unique_ptr<StackGroup>> groups_;
   std::vector<int> group_of_;  // by rank - block.first: its stack, or -1
 };

@@ -116,6 +116,13 @@ StackGroup::StackGroup(Replicas& replicas, std::vector<int> ranks) : ranks_(std:
 
 StackGroup::~StackGroup() { disconnect(); }
 
+size_t StackGroup::cpu_gradient_bytes() const {
+  size_t bytes = 0;
+  for (const Stacked& p : parameters_)
+    if (p.trainable && p.stack.device().is_cpu()) bytes += p.stack.nbytes();
+  return bytes;
+}
+
 int StackGroup::member(int rank) const {
   return static_cast<int>(std::lower_bound(ranks_.begin(), ranks_.end(), rank) - ranks_.begin());
 }

@@ -71,6 +71,10 @@ class StackGroup {
   bool take_step(int rank, int64_t t, sdk::LocalStep& step, threads::NodeSlot* slot, sim::NodeMeter& meter);
   void end_step(int rank, int64_t t, threads::NodeSlot* slot, sim::NodeMeter& meter);
 
+  // The bytes of the gradients a step of this stack allocates in the CPU's
+  // memory (its trainable stacks on the CPU; 0 on a GPU).
+  size_t cpu_gradient_bytes() const;
+
  private:
   // One stacked tensor: a parameter (`trainable`: it gets gradients) or a
   // buffer, under every name the network gives it, and each node's view.

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 #include "exogym/runtime/host/block_cache.h"
 #include "testing.h"
@@ -65,4 +66,36 @@ TEST_CASE("the block cache leaves small tensors to malloc and serves LibTorch's 
   allocator->raw_deallocate(raw);
   at::Tensor empty = at::empty({0});
   CHECK(empty.numel() == 0);
+}
+
+TEST_CASE("a room keeps blocks beyond the cache's limit while it lives, and hands them back when it ends", "[malloc]") {
+  if (cache_disabled()) return;
+  REQUIRE(host::install_block_cache());
+  host::release_kept_blocks();
+  CHECK(host::block_cache_stats().cached_bytes == 0);
+  // Beyond the default limit of 256 MiB, as 4,096 nodes' gradient stacks
+  // are; at::empty leaves its pages untouched.
+  const int64_t floats = int64_t{300} << 18;  // 300 MiB
+  const size_t bytes = static_cast<size_t>(floats) * sizeof(float);
+  { at::Tensor unkept = at::empty({floats}); }
+  CHECK(host::block_cache_stats().cached_bytes == 0);  // back to malloc
+  {
+    const host::BlockCacheRoom room(bytes);
+    void* first = nullptr;
+    {
+      at::Tensor gradient = at::empty({floats});
+      first = gradient.data_ptr();
+    }
+    CHECK(host::block_cache_stats().cached_bytes == bytes);
+    const host::BlockCacheStats before = host::block_cache_stats();
+    at::Tensor next = at::empty({floats});
+    CHECK(next.data_ptr() == first);
+    CHECK(host::block_cache_stats().reused == before.reused + 1);
+  }
+  // The room ended with the block kept: it went back to malloc.
+  CHECK(host::block_cache_stats().cached_bytes == 0);
+  { at::Tensor kept = at::empty({1 << 20}); }  // 4 MiB, kept under the limit
+  CHECK(host::block_cache_stats().cached_bytes == size_t{4} << 20);
+  host::release_kept_blocks();
+  CHECK(host::block_cache_stats().cached_bytes == 0);
 }
