@@ -359,7 +359,7 @@ void StackGroup::compute() {
                        sdk::shape_of(loss));
     loss.sum().backward();
     const at::Tensor part = loss.detach().to(at::kDouble);
-    loss_sum = loss_sum.defined() ? loss_sum.add_(part) : part.clone();
+    loss_sum = loss_sum.defined() ? loss_sum + part : part;
   }
   if (loss_sum.defined()) {
     const at::Tensor host = loss_sum.to(at::kCPU).contiguous();
