@@ -10,6 +10,7 @@
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/model.h"
 #include "exogym/sdk/node.h"
+#include "exogym/sdk/stacked.h"
 
 namespace exogym::sdk {
 
@@ -71,7 +72,12 @@ void Composition::init(NodeContext& ctx, Model& model) {
   for (auto& m : modules_) m->init(ctx, model);
 }
 
-void Composition::zero_grad() { local_.zero_grad(); }
+void Composition::zero_grad() {
+  local_.zero_grad();
+  // step() takes the local step before anything else: a stack may take it
+  // right after the backward (stacked.h).
+  if (ctx_->stack) ctx_->stack->take_after_backward(local_);
+}
 
 void Composition::step() {
   // The gradients are released by the local step, before the modules

@@ -16,7 +16,7 @@
 // boundary, or a function plugins call removed or its signature changed.
 // A test build may override it to check refusal.
 #ifndef EXOGYM_ABI_VERSION
-#define EXOGYM_ABI_VERSION 18
+#define EXOGYM_ABI_VERSION 19
 #endif
 
 // What must match for C++ objects to cross the boundary: the compiler, the libstdc++ string ABI, LibTorch.

@@ -146,6 +146,13 @@ class StackedSteps {
   // node must take it on its own (the nodes' optimizers, options or
   // tensors do not stack, or it stepped already in this step).
   virtual bool take(LocalStep& step) = 0;
+  // From a strategy's zero_grad(), when the first thing its step() does is
+  // `step`'s step() and nothing reads or changes the node's gradients or
+  // parameters between its backward and that step (a composed strategy,
+  // compose.h): the stack may then take the step right after the
+  // backward, a part of the stack at a time, so that only one part's
+  // gradients are alive at once; take() then returns true at once.
+  virtual void take_after_backward(LocalStep& step) = 0;
 };
 
 }  // namespace exogym::sdk

@@ -32,6 +32,7 @@
 #include "exogym/sdk/node.h"
 #include "exogym/sdk/optim_state.h"
 #include "exogym/sdk/plugin.h"
+#include "exogym/sdk/stacked.h"
 
 namespace exogym::plugins {
 
@@ -87,7 +88,12 @@ class DesLocStrategy final : public sdk::Strategy {
     params_ = local_.parameters();
   }
 
-  void zero_grad() override { local_.zero_grad(); }
+  void zero_grad() override {
+    local_.zero_grad();
+    // step() takes the local step first: a stack may take it right after
+    // the backward (sdk/stacked.h).
+    if (ctx_->stack) ctx_->stack->take_after_backward(local_);
+  }
   double lr() const override { return local_.lr(); }
   // The local optimizer's state (Adam's moments); a node that comes back
   // after a failure receives it with the parameters (Strategy's default).

@@ -4,7 +4,9 @@
 #include <c10/util/Exception.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -33,9 +35,15 @@ constexpr size_t kPage = 4096;
 // arenas are per core too).
 constexpr int kShards = 64;
 
+// The kept blocks of one size, and when a block of that size was last freed.
+struct KeptBlocks {
+  std::vector<void*> starts;
+  uint64_t last_freed = 0;  // Cache::clock
+};
+
 struct Shard {
   std::mutex mutex;
-  std::unordered_map<size_t, std::vector<void*>> free_blocks;  // by size: block starts
+  std::unordered_map<size_t, KeptBlocks> free_blocks;  // by size
 };
 
 struct Cache {
@@ -43,6 +51,7 @@ struct Cache {
   std::atomic<size_t> cached_bytes{0}, reused{0}, allocated{0};
   // The installed limit plus the rooms that live (BlockCacheRoom).
   std::atomic<size_t> max_cached{0};
+  std::atomic<uint64_t> clock{0};  // counts the large blocks freed
 };
 
 // Never destroyed: tensors may be freed during static destruction.
@@ -58,6 +67,50 @@ int this_shard() {
 
 size_t block_size(size_t n) { return n < kMinCached ? n : (n + kPage - 1) / kPage * kPage; }
 
+// Counts `size` more bytes as kept if they fit under the limit.
+bool reserve(Cache& c, size_t size) {
+  if (c.cached_bytes.fetch_add(size) + size <= c.max_cached) return true;
+  c.cached_bytes -= size;
+  return false;
+}
+
+// Hands kept blocks of other sizes back to malloc, the sizes freed longest
+// ago first, until `size` more bytes fit under the limit; whether they do.
+// Why: blocks of sizes that are not asked for again (a run's set-up, an
+// evaluation's) would otherwise fill the cache for good and leave every
+// step's own blocks to malloc. Misses are rare once a step's sizes are
+// kept, so the scan over the shards is too.
+bool make_room(Cache& c, size_t size) {
+  if (size > c.max_cached) return false;
+  struct Candidate {
+    uint64_t last_freed;
+    int shard;
+    size_t size;
+  };
+  std::vector<Candidate> candidates;
+  for (int i = 0; i < kShards; ++i) {
+    std::lock_guard<std::mutex> lock(c.shards[i].mutex);
+    for (const auto& [other, kept] : c.shards[i].free_blocks)
+      if (other != size && !kept.starts.empty()) candidates.push_back({kept.last_freed, i, other});
+  }
+  std::sort(candidates.begin(), candidates.end(),
+            [](const Candidate& a, const Candidate& b) { return a.last_freed < b.last_freed; });
+  for (const Candidate& candidate : candidates) {
+    Shard& shard = c.shards[candidate.shard];
+    std::lock_guard<std::mutex> lock(shard.mutex);
+    auto it = shard.free_blocks.find(candidate.size);
+    if (it == shard.free_blocks.end()) continue;
+    std::vector<void*>& starts = it->second.starts;
+    while (!starts.empty() && c.cached_bytes.load() + size > c.max_cached) {
+      std::free(starts.back());
+      starts.pop_back();
+      c.cached_bytes -= candidate.size;
+    }
+    if (c.cached_bytes.load() + size <= c.max_cached) return true;
+  }
+  return c.cached_bytes.load() + size <= c.max_cached;
+}
+
 void release(void* data) {
   if (!data) return;
   char* start = static_cast<char*>(data) - kHeader;
@@ -65,13 +118,15 @@ void release(void* data) {
   std::memcpy(&size, start, sizeof size);
   if (size >= kMinCached) {
     Cache& c = cache();
-    if (c.cached_bytes.fetch_add(size) + size <= c.max_cached) {
+    const uint64_t now = ++c.clock;
+    if (reserve(c, size) || (make_room(c, size) && reserve(c, size))) {
       Shard& shard = c.shards[this_shard()];
       std::lock_guard<std::mutex> lock(shard.mutex);
-      shard.free_blocks[size].push_back(start);
+      KeptBlocks& kept = shard.free_blocks[size];
+      kept.starts.push_back(start);
+      kept.last_freed = now;
       return;
     }
-    c.cached_bytes -= size;
   }
   std::free(start);
 }
@@ -81,10 +136,10 @@ void trim_to(size_t limit) {
   Cache& c = cache();
   for (Shard& shard : c.shards) {
     std::lock_guard<std::mutex> lock(shard.mutex);
-    for (auto& [size, blocks] : shard.free_blocks) {
-      while (!blocks.empty() && c.cached_bytes.load() > limit) {
-        std::free(blocks.back());
-        blocks.pop_back();
+    for (auto& [size, kept] : shard.free_blocks) {
+      while (!kept.starts.empty() && c.cached_bytes.load() > limit) {
+        std::free(kept.starts.back());
+        kept.starts.pop_back();
         c.cached_bytes -= size;
       }
     }
@@ -94,9 +149,9 @@ void trim_to(size_t limit) {
 void* take_from(Shard& shard, size_t size) {
   std::lock_guard<std::mutex> lock(shard.mutex);
   auto it = shard.free_blocks.find(size);
-  if (it == shard.free_blocks.end() || it->second.empty()) return nullptr;
-  void* start = it->second.back();
-  it->second.pop_back();
+  if (it == shard.free_blocks.end() || it->second.starts.empty()) return nullptr;
+  void* start = it->second.starts.back();
+  it->second.starts.pop_back();
   return start;
 }
 

@@ -16,8 +16,10 @@ namespace exogym::runtime::host {
 
 // Makes the caching allocator LibTorch's CPU allocator, once per process
 // (later calls change nothing); tensors allocated before keep their own
-// deleter. At most `max_cached_bytes` of freed blocks are kept; beyond
-// that, freed blocks go back to malloc. Returns whether it is installed
+// deleter. At most `max_cached_bytes` of freed blocks are kept; a block
+// freed beyond that takes the place of kept blocks of the sizes freed
+// longest ago, which go back to malloc (and a block larger than the limit
+// goes back itself). Returns whether it is installed
 // (false where EXOGYM_CPU_BLOCK_CACHE=0 is set in the environment).
 bool install_block_cache(size_t max_cached_bytes = size_t{256} << 20);
 
@@ -31,8 +33,6 @@ void release_kept_blocks();
 // the default limit (3.3 GB at 4,096 MLP nodes), and unkept each step's
 // gradients were fresh pages (13.9 million faults in 12 steps). Rooms add up;
 // when one ends, kept blocks beyond the lowered limit go back to malloc.
-// Blocks of other sizes may take the room (a run's evaluation fills it:
-// docs/performance.md#stacked-execution).
 class BlockCacheRoom {
  public:
   explicit BlockCacheRoom(size_t bytes);

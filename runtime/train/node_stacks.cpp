@@ -87,11 +87,9 @@ NodeStacks::NodeStacks(const manifest::Manifest& m, Replicas& replicas, const st
   for (const auto& group : groups_) gradient_bytes += group->cpu_gradient_bytes();
   if (gradient_bytes == 0) return;
   // The replicas' own CPU tensors, freed as the stacks took their place,
-  // go back to the kernel (no tensor of theirs is allocated again), and
-  // each step's gradient stacks reuse the previous step's memory.
+  // go back to the kernel (no tensor of theirs is allocated again).
   host::release_kept_blocks();
   host::return_free_heap_memory();
-  gradient_room_ = std::make_unique<host::BlockCacheRoom>(gradient_bytes);
 }
 
 NodeStacks::~NodeStacks() = default;
@@ -101,7 +99,9 @@ ExecutionChoice NodeStacks::choice() const {
   ExecutionChoice out = choice_;
   if (!out.stacked) return out;
   for (const auto& group : groups_) {
+    out.part_sizes.push_back(group->part_size());
     out.steps_together += group->steps_together();
+    out.steps_after_backward += group->steps_after_backward();
     out.steps_apart += group->steps_apart();
     if (out.apart_because.empty()) out.apart_because = group->apart_because();
   }
@@ -157,6 +157,10 @@ double NodeStacks::forward_backward(int rank, const std::vector<sdk::Batch>& mic
 
 bool NodeStacks::take_step(int rank, int64_t t, sdk::LocalStep& step, threads::NodeSlot* slot, sim::NodeMeter& meter) {
   return group(rank).take_step(rank, t, step, slot, meter);
+}
+
+void NodeStacks::take_after_backward(int rank, int64_t t, sdk::LocalStep& step) {
+  group(rank).take_after_backward(rank, t, step);
 }
 
 void NodeStacks::end_step(int rank, int64_t t, threads::NodeSlot* slot, sim::NodeMeter& meter) {

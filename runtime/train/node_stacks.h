@@ -30,9 +30,6 @@
 namespace spdlog {
 class logger;
 }
-namespace exogym::runtime::host {
-class BlockCacheRoom;
-}
 namespace exogym::runtime::output {
 class Progress;
 }
@@ -51,11 +48,13 @@ class StackGroup;
 // How a process's nodes compute, and why not stacked where they do not.
 struct ExecutionChoice {
   bool stacked = false;
-  std::string reason;       // why per node: "" when stacked
-  std::vector<int> stacks;  // the nodes of each stack, in device order
+  std::string reason;           // why per node: "" when stacked
+  std::vector<int> stacks;      // the nodes of each stack, in device order
+  std::vector<int> part_sizes;  // by stack: the nodes of a part (stack_compute.cpp)
   // Stacked: the node-steps whose local step was taken with the stack's
-  // (LocalStep::step_together) and apart, and why the first apart were.
-  int64_t steps_together = 0, steps_apart = 0;
+  // (LocalStep::step_together) and apart, and why the first apart were; of
+  // those together, the ones taken right after the backward, part by part.
+  int64_t steps_together = 0, steps_apart = 0, steps_after_backward = 0;
   std::string apart_because;
 };
 
@@ -117,6 +116,10 @@ class NodeStacks {
   // meeting without a step if it has not been there in step t.
   bool take_step(int rank, int64_t t, sdk::LocalStep& step, threads::NodeSlot* slot, sim::NodeMeter& meter);
   void end_step(int rank, int64_t t, threads::NodeSlot* slot, sim::NodeMeter& meter);
+  // Node `rank`'s strategy takes `step` first thing after the backward of
+  // its step t (sdk::StackedSteps::take_after_backward): its stack may take
+  // it right after the backward, and take_step then says it was taken.
+  void take_after_backward(int rank, int64_t t, sdk::LocalStep& step);
 
  private:
   StackGroup& group(int rank) const;
@@ -125,9 +128,6 @@ class NodeStacks {
   ExecutionChoice choice_;
   manifest::Execution requested_;
   dist::NodeBlock block_;
-  // Keeps the CPU stacks' gradients in the block cache from step to step;
-  // ends after the stacks (declared before them).
-  std::unique_ptr<host::BlockCacheRoom> gradient_room_;
   std::vector<std::unique_ptr<StackGroup>> groups_;
   std::vector<int> group_of_;  // by rank - block.first: its stack, or -1
 };
@@ -139,6 +139,7 @@ class StackedStepsOfNode final : public sdk::StackedSteps {
   StackedStepsOfNode(NodeStacks& stacks, const sdk::NodeContext& ctx, threads::NodeSlot* slot, sim::NodeMeter& meter)
       : stacks_(stacks), ctx_(ctx), slot_(slot), meter_(meter) {}
   bool take(sdk::LocalStep& step) override { return stacks_.take_step(ctx_.rank, ctx_.step, step, slot_, meter_); }
+  void take_after_backward(sdk::LocalStep& step) override { stacks_.take_after_backward(ctx_.rank, ctx_.step, step); }
 
  private:
   NodeStacks& stacks_;

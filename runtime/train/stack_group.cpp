@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "exogym/runtime/comm/meeting_point.h"
+#include "exogym/runtime/host/block_cache.h"
 #include "exogym/runtime/sim/node_meter.h"
 #include "exogym/runtime/threads/work_crew.h"
 #include "exogym/runtime/threads/worker_thread.h"
@@ -132,6 +133,17 @@ void StackGroup::connect(Cluster& cluster, manifest::Precision precision, int in
   cluster_ = &cluster;
   precision_ = precision;
   batches_.assign(static_cast<size_t>(members), nullptr);
+  announced_.assign(static_cast<size_t>(members), nullptr);
+  taken_.assign(static_cast<size_t>(members), nullptr);
+  announced_in_.assign(static_cast<size_t>(members), -1);
+  taken_in_.assign(static_cast<size_t>(members), -1);
+  // A GPU computes the whole stack at once: its launches are the cost.
+  part_size_ = members;
+  const size_t node_bytes = cpu_gradient_bytes() / static_cast<size_t>(members);
+  if (node_bytes > 0) {
+    const auto fitting = static_cast<int64_t>(stack_part_gradient_bytes() / node_bytes);
+    part_size_ = static_cast<int>(std::clamp<int64_t>(fitting, std::min(compute_slots, members), members));
+  }
   losses_.assign(static_cast<size_t>(members), 0.0);
   live_.clear();
   for (int i = 0; i < members; ++i) live_.push_back(i);
@@ -219,7 +231,7 @@ double StackGroup::forward_backward(int rank, const std::vector<sdk::Batch>& mic
   cluster_->enter_elsewhere(rank, "waits for its stack's forward and backward");
   meeting_->meet(index, comm::CollectiveCall(), slot);
   batches_[static_cast<size_t>(index)] = nullptr;
-  if (error_) throw_error_of(rank, "the forward or backward");
+  if (error_) throw_error_of(rank, "the forward and backward (or the local steps after them)");
   meter.resume_compute(seconds_each_);
   return losses_[static_cast<size_t>(index)];
 }
@@ -231,6 +243,11 @@ void StackGroup::throw_error_of(int rank, const std::string& what) {
 
 bool StackGroup::take_step(int rank, int64_t t, sdk::LocalStep& step, threads::NodeSlot* slot, sim::NodeMeter& meter) {
   const int index = member(rank);
+  // Taken right after the backward (stack_compute.cpp), once.
+  if (taken_in_[static_cast<size_t>(index)] == t && taken_[static_cast<size_t>(index)] == &step) {
+    taken_in_[static_cast<size_t>(index)] = -1;
+    return true;
+  }
   // A second local step in one step is the node's own.
   if (no_local_steps_ || arrived_in_[static_cast<size_t>(index)] == t) return false;
   return meet_for_step(index, t, &step, slot, meter);
@@ -256,145 +273,6 @@ bool StackGroup::meet_for_step(int index, int64_t t, sdk::LocalStep* step, threa
   if (error_) throw_error_of(rank, "the local step");
   meter.resume_compute(step_seconds_each_);
   return steps_taken_;
-}
-
-}  // namespace exogym::runtime::train
-
-namespace exogym::runtime::train {
-
-namespace {
-
-// Whether every member's micro-batches have the same fields, shapes and
-// dtypes, so that they stack.
-bool same_shapes(const std::vector<const std::vector<sdk::Batch>*>& batches, const std::vector<int>& members) {
-  const std::vector<sdk::Batch>& first = *batches[static_cast<size_t>(members.front())];
-  for (int i : members) {
-    const std::vector<sdk::Batch>& mine = *batches[static_cast<size_t>(i)];
-    if (mine.size() != first.size()) return false;
-    for (size_t j = 0; j < mine.size(); ++j) {
-      if (mine[j].size() != first[j].size()) return false;
-      for (const auto& [key, tensor] : first[j]) {
-        auto it = mine[j].find(key);
-        if (it == mine[j].end() || it->second.sizes() != tensor.sizes() ||
-            it->second.scalar_type() != tensor.scalar_type())
-          return false;
-      }
-    }
-  }
-  return true;
-}
-
-// The members' j-th micro-batches as one, each field stacked along a new
-// dim 0 in the members' order.
-sdk::Batch stacked_batch(const std::vector<const std::vector<sdk::Batch>*>& batches, const std::vector<int>& members,
-                         size_t j) {
-  sdk::Batch batch;
-  for (const auto& item : (*batches[static_cast<size_t>(members.front())])[j]) {
-    std::vector<at::Tensor> parts;
-    for (int i : members) parts.push_back((*batches[static_cast<size_t>(i)])[j].at(item.first));
-    batch[item.first] = at::stack(parts);
-  }
-  return batch;
-}
-
-}  // namespace
-
-void StackGroup::compute() {
-  // The live members that brought micro-batches: a node idling through the
-  // step (Strategy::computes) brought none.
-  computing_.clear();
-  for (int i : live_)
-    if (!batches_[static_cast<size_t>(i)]->empty()) computing_.push_back(i);
-  if (computing_.empty()) return;
-  const std::vector<int>& members = computing_;
-  const int64_t n = static_cast<int64_t>(members.size());
-  // Nodes whose batches differ in shape (a per-node dataset, say) compute
-  // one after the other, each with its own replica.
-  if (!same_shapes(batches_, members)) return compute_apart(members);
-  const bool all = n == static_cast<int64_t>(ranks_.size());
-  const c10::Device device = parameters_.empty() ? c10::Device(c10::kCPU) : parameters_.front().stack.device();
-  at::Tensor index;
-  if (!all) index = at::tensor(std::vector<int64_t>(members.begin(), members.end()), at::kLong).to(device);
-  const auto rows_of = [&](const at::Tensor& stack) { return all ? stack : stack.index_select(0, index); };
-
-  // The live members' rows: the stacks themselves when every member is
-  // live, gathered copies otherwise. Fresh leaves each step, whose
-  // gradients become the nodes'.
-  sdk::Stack view;
-  std::vector<at::Tensor> leaves, buffer_rows;
-  {
-    at::NoGradGuard no_grad;
-    for (const Stacked& p : parameters_) {
-      at::Tensor leaf = rows_of(p.stack).detach();
-      if (p.trainable) leaf.requires_grad_(true);
-      for (const auto& name : p.names) view.parameters[name] = leaf;
-      leaves.push_back(leaf);
-    }
-    for (const Stacked& b : buffers_) {
-      at::Tensor rows = rows_of(b.stack);
-      for (const auto& name : b.names) view.buffers[name] = rows;
-      buffer_rows.push_back(rows);
-    }
-  }
-  for (int i : members) {
-    view.generators.push_back(generators_[static_cast<size_t>(i)]);
-    losses_[static_cast<size_t>(i)] = 0;
-  }
-  sdk::Model& model = *models_[static_cast<size_t>(members.front())];
-  const size_t micro = batches_[static_cast<size_t>(members.front())]->size();
-  // The micro-batches' losses add up where they were computed and come to
-  // the host once a step: on a GPU a read-back per micro-batch would make the
-  // host wait for each before it launches the next. Adding in double from the
-  // first loss on is the host's sum, bit for bit.
-  at::Tensor loss_sum;
-  for (size_t j = 0; j < micro; ++j) {
-    const sdk::Batch batch = stacked_batch(batches_, members, j);
-    at::Tensor loss;
-    {
-      AutocastScope autocast(precision_, device.type());
-      loss = model.stacked_loss(view, batch);
-    }
-    if (loss.dim() != 1 || loss.size(0) != n)
-      throw sdk::Error("stacked_loss() must return one loss per node, shape [" + std::to_string(n) + "], got " +
-                       sdk::shape_of(loss));
-    loss.sum().backward();
-    const at::Tensor part = loss.detach().to(at::kDouble);
-    loss_sum = loss_sum.defined() ? loss_sum + part : part;
-  }
-  if (loss_sum.defined()) {
-    const at::Tensor host = loss_sum.to(at::kCPU).contiguous();
-    for (int64_t k = 0; k < n; ++k) losses_[static_cast<size_t>(members[k])] = host.data_ptr<double>()[k];
-  }
-  at::NoGradGuard no_grad;
-  if (!all) {
-    for (size_t b = 0; b < buffers_.size(); ++b) buffers_[b].stack.index_copy_(0, index, buffer_rows[b]);
-  }
-  for (size_t p = 0; p < parameters_.size(); ++p) {
-    if (!leaves[p].grad().defined()) continue;
-    const at::Tensor grad = leaves[p].grad();
-    for (int64_t k = 0; k < n; ++k)
-      parameters_[p].rows[static_cast<size_t>(members[k])].mutable_grad() = grad.select(0, k);
-  }
-}
-
-void StackGroup::compute_apart(const std::vector<int>& members) {
-  for (int i : members) {
-    sdk::Model& model = *models_[static_cast<size_t>(i)];
-    const c10::Device device = parameters_.empty() ? c10::Device(c10::kCPU) : parameters_.front().stack.device();
-    double sum = 0;
-    for (const sdk::Batch& batch : *batches_[static_cast<size_t>(i)]) {
-      at::Tensor loss;
-      {
-        AutocastScope autocast(precision_, device.type());
-        loss = model.loss(batch);
-      }
-      if (loss.numel() != 1)
-        throw sdk::Error("loss() must return a scalar, got shape " + std::to_string(loss.dim()) + "-D");
-      loss.backward();
-      sum += loss.item<double>();
-    }
-    losses_[static_cast<size_t>(i)] = sum;
-  }
 }
 
 }  // namespace exogym::runtime::train

@@ -3,10 +3,13 @@
 // their parameters and buffers moved into [K, ...] stacks (each node's
 // tensor a view of its row), and the meetings where its live nodes compute
 // their forward and backward together, and take their local steps
-// together, on the stack's worker thread.
+// together, on the stack's worker thread: right after the backward, part by
+// part of the stack, where the strategies take their local step first
+// (stack_compute.cpp), or at a meeting of their own.
 #include <ATen/core/Tensor.h>
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <memory>
@@ -28,6 +31,9 @@ namespace exogym::sdk {
 class LocalStep;
 class NodeWorkers;
 }  // namespace exogym::sdk
+namespace exogym::runtime::host {
+class BlockCacheRoom;
+}
 namespace exogym::runtime::threads {
 class NodeSlot;
 class WorkerThread;
@@ -36,6 +42,14 @@ class WorkerThread;
 namespace exogym::runtime::train {
 
 class Cluster;
+
+// On the CPU a stack computes and steps in parts whose gradients take at
+// most this many bytes (but at least one node per compute slot): a part's
+// gradients are alive only from its backward to its local step, and one
+// part's tensors stay in the CPU's caches from its forward to its step.
+// EXOGYM_STACK_PART_BYTES sets another size (docs/performance.md).
+constexpr size_t kStackPartGradientBytes = size_t{32} << 20;
+size_t stack_part_gradient_bytes();
 
 // Why the replicas of `ranks` cannot share stacks (their parameters or
 // buffers differ in names, shapes, dtypes or devices), or nullopt.
@@ -54,6 +68,8 @@ class StackGroup {
   // The local steps so far, once the nodes have stopped (ExecutionChoice).
   int64_t steps_together() const { return steps_together_; }
   int64_t steps_apart() const { return steps_apart_; }
+  int64_t steps_after_backward() const { return steps_after_backward_; }
+  int part_size() const { return part_size_; }  // once connected
   const std::string& apart_because() const { return apart_because_; }
 
   // node_stacks.h's connect() and disconnect().
@@ -69,6 +85,9 @@ class StackGroup {
   // NodeStacks::take_step and end_step for node `rank` of this stack, in
   // its step t.
   bool take_step(int rank, int64_t t, sdk::LocalStep& step, threads::NodeSlot* slot, sim::NodeMeter& meter);
+  // sdk::StackedSteps::take_after_backward for node `rank` in its step t,
+  // before its forward_backward.
+  void take_after_backward(int rank, int64_t t, sdk::LocalStep& step);
   void end_step(int rank, int64_t t, threads::NodeSlot* slot, sim::NodeMeter& meter);
 
   // The bytes of the gradients a step of this stack allocates in the CPU's
@@ -87,8 +106,14 @@ class StackGroup {
 
   int member(int rank) const;
   // The meeting's work, on the worker thread: the live members' forward and
-  // backward, their losses and gradients.
+  // backward, their losses and gradients, and the local steps announced
+  // for after the backward (stack_compute.cpp).
   void compute();
+  // The forward and backward of `members` (ascending) over their rows of
+  // the stacks; the local steps of `part`'s members at once, and their
+  // gradients released, or none and why in apart_because_.
+  void compute_part(const std::vector<int>& members);
+  void step_part(const std::vector<int>& part, const std::vector<sdk::LocalStep*>& announced, int64_t t);
   void compute_apart(const std::vector<int>& members);
   void set_live(const std::vector<int>& live);
   // Member `index`'s arrival at the meeting of local steps, with its step
@@ -98,6 +123,10 @@ class StackGroup {
   // error (and ends the run); the others stop as if aborted.
   void throw_error_of(int rank, const std::string& what);
 
+  // Keeps the CPU gradients of the whole stack in the block cache from
+  // step to step where they all wait for the step meeting (no parts);
+  // ends after the stacks.
+  std::unique_ptr<host::BlockCacheRoom> gradient_room_;
   std::vector<int> ranks_;
   std::vector<sdk::Model*> models_;        // by member
   std::vector<at::Generator> generators_;  // by member
@@ -118,6 +147,13 @@ class StackGroup {
   std::vector<double> losses_;
   std::vector<int> live_;       // the live members, ascending
   std::vector<int> computing_;  // of those, the ones that brought micro-batches
+  int part_size_ = 1;           // members per part (stack_compute.cpp)
+  bool set_up_ = false;         // whether the stack has computed once
+  // The local step each member announced for after its backward, in step
+  // announced_in_ (null: none), and the one taken there, in step taken_in_
+  // (-1: none; take_step hands it over once).
+  std::vector<sdk::LocalStep*> announced_, taken_;
+  std::vector<int64_t> announced_in_, taken_in_;
   double seconds_each_ = 0;
   std::exception_ptr error_;  // what the work threw: the run ends
   std::atomic<bool> error_taken_{false};
@@ -132,7 +168,7 @@ class StackGroup {
   double step_seconds_each_ = 0;
   // For summary.json: the node-steps taken together and apart, and why the
   // first ones apart were.
-  int64_t steps_together_ = 0, steps_apart_ = 0;
+  int64_t steps_together_ = 0, steps_apart_ = 0, steps_after_backward_ = 0;
   std::string apart_because_;
   // Set once a meeting found no member with a local step (a strategy that
   // takes none, as DeMo): the members stop meeting for them.

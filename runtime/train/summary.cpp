@@ -239,7 +239,10 @@ void write_summary(const RunContext& run, const TrainingSetup& setup, const Mete
   if (!execution.stacked) summary["execution"]["reason"] = execution.reason;
   if (execution.stacked) {
     // The node-steps whose local step (optimizer and clipping) was one over the stacks.
-    summary["execution"]["local_steps"] = {{"together", execution.steps_together}, {"apart", execution.steps_apart}};
+    summary["execution"]["part_sizes"] = execution.part_sizes;
+    summary["execution"]["local_steps"] = {{"together", execution.steps_together},
+                                           {"after_backward", execution.steps_after_backward},
+                                           {"apart", execution.steps_apart}};
     if (execution.steps_apart > 0) summary["execution"]["local_steps"]["apart_because"] = execution.apart_because;
   }
   if (r.faults) {

@@ -99,3 +99,35 @@ TEST_CASE("a room keeps blocks beyond the cache's limit while it lives, and hand
   host::release_kept_blocks();
   CHECK(host::block_cache_stats().cached_bytes == 0);
 }
+
+TEST_CASE("a full cache keeps a freed block in place of the sizes freed longest ago", "[malloc]") {
+  if (cache_disabled()) return;
+  REQUIRE(host::install_block_cache());
+  host::release_kept_blocks();
+  // A set-up's blocks fill the default 256 MiB limit: 64 blocks of 4 MiB.
+  const int64_t floats = int64_t{1} << 20;  // 4 MiB
+  {
+    std::vector<at::Tensor> set_up;
+    for (int i = 0; i < 64; ++i) set_up.push_back(at::empty({floats}));
+  }
+  REQUIRE(host::block_cache_stats().cached_bytes == size_t{256} << 20);
+  // A step's block of another size, freed: kept, in place of two of them
+  // (the cache no longer refuses every block a set-up did not leave room for).
+  void* first = nullptr;
+  {
+    at::Tensor gradient = at::empty({floats + (int64_t{1} << 18)});  // 5 MiB
+    first = gradient.data_ptr();
+  }
+  CHECK(host::block_cache_stats().cached_bytes == (size_t{256} << 20) - (size_t{3} << 20));
+  const host::BlockCacheStats before = host::block_cache_stats();
+  at::Tensor next = at::empty({floats + (int64_t{1} << 18)});
+  CHECK(next.data_ptr() == first);
+  CHECK(host::block_cache_stats().reused == before.reused + 1);
+  next = at::Tensor();
+  // A block larger than the whole limit goes back to malloc, and takes no
+  // kept block's place.
+  const size_t kept = host::block_cache_stats().cached_bytes;
+  { at::Tensor huge = at::empty({int64_t{300} << 18}); }  // 300 MiB
+  CHECK(host::block_cache_stats().cached_bytes == kept);
+  host::release_kept_blocks();
+}

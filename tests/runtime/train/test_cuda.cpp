@@ -216,14 +216,19 @@ TEST_CASE("cuda: stacked nanoGPT and CNN on CUDA reproduce bit for bit and follo
     const auto per_node = run_json(m, dir / "muon" / "per_node");
     CHECK(std::abs(final_loss(stacked) - final_loss(per_node)) < 0.01 * final_loss(per_node));
     const json summary = json::parse(read_text(dir / "muon" / "stacked" / "run" / "summary.json"));
-    CHECK(summary["execution"]["local_steps"] == json({{"together", 4 * 24}, {"apart", 0}}));
+    CHECK(summary["execution"]["local_steps"] ==
+          json({{"together", 4 * 24}, {"after_backward", 4 * 24}, {"apart", 0}}));
   }
   // On a GPU, "auto" stacks.
   fs::create_directories(dir / "auto");
   run_json(gpt, dir / "auto");
   const json summary = json::parse(read_text(dir / "auto" / "run" / "summary.json"));
+  // One part on a GPU: the whole stack steps right after its backward.
   CHECK(summary["execution"] ==
-        json({{"mode", "stacked"}, {"stacks", {4}}, {"local_steps", {{"together", 4 * 24}, {"apart", 0}}}}));
+        json({{"mode", "stacked"},
+              {"stacks", {4}},
+              {"part_sizes", {4}},
+              {"local_steps", {{"together", 4 * 24}, {"after_backward", 4 * 24}, {"apart", 0}}}}));
 }
 
 }  // namespace exogym::test

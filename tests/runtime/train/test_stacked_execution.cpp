@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -85,6 +86,14 @@ void require_same_training(const fs::path& expected, const fs::path& actual, dou
   exogym::test::require_same_run(copies / "expected", copies / "actual");
 }
 
+// The built-in strategies whose local step comes first after the backward
+// and say so (StackedSteps::take_after_backward): the compositions
+// (sdk/compose.h) and DES-LOC.
+std::set<std::string> steps_after_backward() {
+  return {"fedavg", "diloco",     "sparta", "sparta_diloco",    "streaming_diloco",
+          "noloco", "sparseloco", "desloc", "overlapped_diloco"};
+}
+
 // Trains `m` per node and stacked into dir/<name>-per_node and -stacked;
 // returns the two run folders.
 std::pair<fs::path, fs::path> both_ways(const json& m, const TempDir& dir, const std::string& name) {
@@ -103,12 +112,16 @@ TEST_CASE("stacked MLP runs are the per-node runs bit for bit, with every built-
     const auto [per_node, stacked] = both_ways(m, dir, plugin);
     require_same_training(per_node, stacked);
     // Every local step one over the stacks (LocalStep::step_together), but
-    // DeMo's, which takes none (its sign-SGD step is its own).
+    // DeMo's, which takes none (its sign-SGD step is its own); those of the
+    // strategies that step first, right after the backward (one part: a
+    // small model).
     const int64_t node_steps = 4 * m["train"]["max_steps"].get<int64_t>();
+    const bool composed = steps_after_backward().count(plugin) > 0;
     const json local_steps =
-        plugin == "demo" ? json{{"together", 0}, {"apart", 0}} : json{{"together", node_steps}, {"apart", 0}};
+        plugin == "demo" ? json{{"together", 0}, {"after_backward", 0}, {"apart", 0}}
+                         : json{{"together", node_steps}, {"after_backward", composed ? node_steps : 0}, {"apart", 0}};
     CHECK(summary_of(stacked)["execution"] ==
-          json({{"mode", "stacked"}, {"stacks", {4}}, {"local_steps", local_steps}}));
+          json({{"mode", "stacked"}, {"stacks", {4}}, {"part_sizes", {4}}, {"local_steps", local_steps}}));
     CHECK(summary_of(per_node)["execution"]["mode"] == "per_node");
     CHECK(summary_of(per_node)["execution"]["reason"] == "execution is \"per_node\"");
   }
@@ -141,6 +154,41 @@ TEST_CASE("stacked runs where only some nodes compute are the per-node runs bit 
     const auto [per_node, stacked] = both_ways(m, dir, "micro");
     require_same_training(per_node, stacked);
   }
+}
+
+TEST_CASE("a stack computes and steps part by part where the local step comes first: the per-node run bit for bit",
+          "[stacked]") {
+  // Parts of 3 nodes: the MLP's gradients are 4,752 bytes a node.
+  struct PartBytes {
+    PartBytes() { ::setenv("EXOGYM_STACK_PART_BYTES", "14300", 1); }
+    ~PartBytes() { ::unsetenv("EXOGYM_STACK_PART_BYTES"); }
+  } part_bytes;
+  TempDir dir("stacked");
+  json m =
+      timed(exogym::test::with_strategy(6, "diloco", {{"H", 3}, {"optimizer", {{"name", "adamw"}, {"lr", 0.01}}}}));
+  m["parallelism"] = 2;
+  m["train"]["minibatch_size"] = 4;  // micro-batches: each part divides its gradients before it steps
+  // Node 1 down from step 4 to 9: its part computes nodes 0 and 2, rows
+  // gathered from the stacks. Back, its optimizer has started again: no two
+  // rows of its part make a run, and the part's nodes take their own steps,
+  // with the gradients they kept.
+  m["faults"] = json::array({{{"node", 1}, {"fail_at", 4}, {"rejoin_at", 10}}});
+  const auto [per_node, stacked] = both_ways(m, dir, "parts");
+  require_same_training(per_node, stacked);
+  const json execution = summary_of(stacked)["execution"];
+  CHECK(execution["part_sizes"] == json({3}));
+  const int64_t node_steps = 6 * 20 - 6, own = 3 * 10;
+  CHECK(execution["local_steps"] ==
+        json({{"together", node_steps - own},
+              {"after_backward", node_steps - own},
+              {"apart", own},
+              {"apart_because",
+               "the optimizer states of the nodes' parameter 0 (in the model's order) differ (a node's optimizer "
+               "started again)"}}));
+  // A bad setting names itself.
+  ::setenv("EXOGYM_STACK_PART_BYTES", "lots", 1);
+  CHECK_THROWS_WITH(exogym::test::train_in(with_execution(m, "stacked"), dir, "bad"),
+                    Catch::Contains("EXOGYM_STACK_PART_BYTES must be a positive number of bytes, got \"lots\""));
 }
 
 TEST_CASE("a stack's local steps go apart where they cannot be one, and summary.json says why", "[stacked]") {
@@ -273,5 +321,8 @@ TEST_CASE("stacked runs over two processes give the one-process run", "[stacked]
   require_same_training(one, two);
   // The stack and the local steps of the writing process's nodes: 2 nodes, 20 steps.
   CHECK(summary_of(two)["execution"] ==
-        json({{"mode", "stacked"}, {"stacks", {2}}, {"local_steps", {{"together", 2 * 20}, {"apart", 0}}}}));
+        json({{"mode", "stacked"},
+              {"stacks", {2}},
+              {"part_sizes", {2}},
+              {"local_steps", {{"together", 2 * 20}, {"after_backward", 2 * 20}, {"apart", 0}}}}));
 }

@@ -1,0 +1,253 @@
+// The work of a stack's meeting (StackGroup::compute): the live members'
+// forward and backward over the stacks and, where every computing node's
+// strategy takes its local step first thing after the backward
+// (sdk::StackedSteps::take_after_backward), their local steps too, in parts
+// of the stack: each part's forward, backward and local step before the
+// next part's, so that only one part's gradients are alive at once and each
+// part's tensors are still in the CPU's caches when it steps.
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <string>
+
+#include "exogym/runtime/host/block_cache.h"
+#include "exogym/runtime/host/malloc_tuning.h"
+#include "exogym/runtime/train/autocast_scope.h"
+#include "exogym/runtime/train/stack_group.h"
+#include "exogym/sdk/error.h"
+#include "exogym/sdk/local_step.h"
+#include "exogym/sdk/stacked.h"
+
+namespace exogym::runtime::train {
+
+namespace {
+
+// Whether every member's micro-batches have the same fields, shapes and
+// dtypes, so that they stack.
+bool same_shapes(const std::vector<const std::vector<sdk::Batch>*>& batches, const std::vector<int>& members) {
+  const std::vector<sdk::Batch>& first = *batches[static_cast<size_t>(members.front())];
+  for (int i : members) {
+    const std::vector<sdk::Batch>& mine = *batches[static_cast<size_t>(i)];
+    if (mine.size() != first.size()) return false;
+    for (size_t j = 0; j < mine.size(); ++j) {
+      if (mine[j].size() != first[j].size()) return false;
+      for (const auto& [key, tensor] : first[j]) {
+        auto it = mine[j].find(key);
+        if (it == mine[j].end() || it->second.sizes() != tensor.sizes() ||
+            it->second.scalar_type() != tensor.scalar_type())
+          return false;
+      }
+    }
+  }
+  return true;
+}
+
+// The members' j-th micro-batches as one, each field stacked along a new
+// dim 0 in the members' order.
+sdk::Batch stacked_batch(const std::vector<const std::vector<sdk::Batch>*>& batches, const std::vector<int>& members,
+                         size_t j) {
+  sdk::Batch batch;
+  for (const auto& item : (*batches[static_cast<size_t>(members.front())])[j]) {
+    std::vector<at::Tensor> parts;
+    for (int i : members) parts.push_back((*batches[static_cast<size_t>(i)])[j].at(item.first));
+    batch[item.first] = at::stack(parts);
+  }
+  return batch;
+}
+
+// A node's gradient is the mean of its micro-batches' (NodeRun's
+// forward_backward divides a node's own): the sums in `params`' gradients
+// divided by their number.
+void divide_gradients(const std::vector<at::Tensor>& params, size_t micro_batches) {
+  if (micro_batches <= 1) return;
+  for (const at::Tensor& p : params)
+    if (p.grad().defined()) p.grad().div_(static_cast<double>(micro_batches));
+}
+
+}  // namespace
+
+size_t stack_part_gradient_bytes() {
+  const char* text = std::getenv("EXOGYM_STACK_PART_BYTES");
+  if (!text || !*text) return kStackPartGradientBytes;
+  char* end = nullptr;
+  const unsigned long long value = std::strtoull(text, &end, 10);
+  if (*end != '\0' || value == 0 || text[0] == '-')
+    throw sdk::Error(std::string("EXOGYM_STACK_PART_BYTES must be a positive number of bytes, got \"") + text + "\"");
+  return static_cast<size_t>(value);
+}
+
+void StackGroup::take_after_backward(int rank, int64_t t, sdk::LocalStep& step) {
+  const auto index = static_cast<size_t>(member(rank));
+  announced_[index] = &step;
+  announced_in_[index] = t;
+}
+
+void StackGroup::compute() {
+  if (!set_up_ && cpu_gradient_bytes() > 0) {
+    // Every member has set up: what their strategies' set-up freed (a
+    // master copy per node that one copy per process replaced, say) goes
+    // back to the kernel. The nodes computing per node would take those
+    // blocks again for their moments; a stack's moments, of stacks' sizes,
+    // could not, and the freed memory would stay resident beside them.
+    host::release_kept_blocks();
+    host::return_free_heap_memory();
+  }
+  set_up_ = true;
+  // The local steps announced for this step: taken here, or by the nodes.
+  const std::vector<sdk::LocalStep*> announced = announced_;
+  std::fill(announced_.begin(), announced_.end(), nullptr);
+  // The live members that brought micro-batches: a node idling through the
+  // step (Strategy::computes) brought none.
+  computing_.clear();
+  for (int i : live_)
+    if (!batches_[static_cast<size_t>(i)]->empty()) computing_.push_back(i);
+  if (computing_.empty()) return;
+  // Nodes whose batches differ in shape (a per-node dataset, say) compute
+  // one after the other, each with its own replica.
+  if (!same_shapes(batches_, computing_)) return compute_apart(computing_);
+  const int64_t t = announced_in_[static_cast<size_t>(computing_.front())];
+  const bool steps_follow = std::all_of(computing_.begin(), computing_.end(), [&](int i) {
+    return announced[static_cast<size_t>(i)] && announced_in_[static_cast<size_t>(i)] == t;
+  });
+  if (!steps_follow) {
+    // Every node's gradients wait for the step meeting.
+    if (!gradient_room_ && cpu_gradient_bytes() > 0)
+      gradient_room_ = std::make_unique<host::BlockCacheRoom>(cpu_gradient_bytes());
+    return compute_part(computing_);
+  }
+  const int part_size = std::max(1, part_size_);
+  for (size_t first = 0; first < ranks_.size(); first += static_cast<size_t>(part_size)) {
+    std::vector<int> part;
+    for (int i : computing_)
+      if (i >= static_cast<int>(first) && i < static_cast<int>(first) + part_size) part.push_back(i);
+    if (part.empty()) continue;
+    compute_part(part);
+    step_part(part, announced, t);
+  }
+  // No member comes to the step meeting in step t: each takes its own step
+  // where its part's was not taken here (an idle node, say).
+  for (int i : live_) arrived_in_[static_cast<size_t>(i)] = t;
+}
+
+void StackGroup::step_part(const std::vector<int>& part, const std::vector<sdk::LocalStep*>& announced, int64_t t) {
+  std::string apart;
+  std::vector<sdk::LocalStep*> steps;
+  for (int i : part) {
+    // The node checks its loss before its step (train.stop_on_nonfinite).
+    if (!std::isfinite(losses_[static_cast<size_t>(i)])) apart = "a node's training loss is not finite";
+    steps.push_back(announced[static_cast<size_t>(i)]);
+  }
+  if (apart.empty()) apart = sdk::LocalStep::step_together(steps);
+  (apart.empty() ? steps_together_ : steps_apart_) += static_cast<int64_t>(part.size());
+  if (apart.empty()) steps_after_backward_ += static_cast<int64_t>(part.size());
+  if (!apart.empty()) {
+    if (apart_because_.empty()) apart_because_ = apart;
+    return;  // the nodes take their own steps, with their gradients
+  }
+  for (int i : part) {
+    taken_[static_cast<size_t>(i)] = announced[static_cast<size_t>(i)];
+    taken_in_[static_cast<size_t>(i)] = t;
+    // As LocalStep::step releases them: the next part's take their memory.
+    for (Stacked& p : parameters_)
+      if (p.trainable) p.rows[static_cast<size_t>(i)].mutable_grad().reset();
+  }
+}
+
+void StackGroup::compute_part(const std::vector<int>& members) {
+  const int64_t n = static_cast<int64_t>(members.size());
+  // Consecutive members' rows are views of the stacks; others are gathered.
+  const bool consecutive = members.back() - members.front() + 1 == n;
+  const c10::Device device = parameters_.empty() ? c10::Device(c10::kCPU) : parameters_.front().stack.device();
+  at::Tensor index;
+  if (!consecutive) index = at::tensor(std::vector<int64_t>(members.begin(), members.end()), at::kLong).to(device);
+  const auto rows_of = [&](const at::Tensor& stack) {
+    return consecutive ? stack.narrow(0, members.front(), n) : stack.index_select(0, index);
+  };
+
+  // The members' rows, as fresh leaves each step, whose gradients become
+  // the nodes'.
+  sdk::Stack view;
+  std::vector<at::Tensor> leaves, buffer_rows;
+  {
+    at::NoGradGuard no_grad;
+    for (const Stacked& p : parameters_) {
+      at::Tensor leaf = rows_of(p.stack).detach();
+      if (p.trainable) leaf.requires_grad_(true);
+      for (const auto& name : p.names) view.parameters[name] = leaf;
+      leaves.push_back(leaf);
+    }
+    for (const Stacked& b : buffers_) {
+      at::Tensor rows = rows_of(b.stack);
+      for (const auto& name : b.names) view.buffers[name] = rows;
+      buffer_rows.push_back(rows);
+    }
+  }
+  for (int i : members) {
+    view.generators.push_back(generators_[static_cast<size_t>(i)]);
+    losses_[static_cast<size_t>(i)] = 0;
+  }
+  sdk::Model& model = *models_[static_cast<size_t>(members.front())];
+  const size_t micro = batches_[static_cast<size_t>(members.front())]->size();
+  // The micro-batches' losses add up where they were computed and come to
+  // the host once a step: on a GPU a read-back per micro-batch would make the
+  // host wait for each before it launches the next. Adding in double from the
+  // first loss on is the host's sum, bit for bit.
+  at::Tensor loss_sum;
+  for (size_t j = 0; j < micro; ++j) {
+    const sdk::Batch batch = stacked_batch(batches_, members, j);
+    at::Tensor loss;
+    {
+      AutocastScope autocast(precision_, device.type());
+      loss = model.stacked_loss(view, batch);
+    }
+    if (loss.dim() != 1 || loss.size(0) != n)
+      throw sdk::Error("stacked_loss() must return one loss per node, shape [" + std::to_string(n) + "], got " +
+                       sdk::shape_of(loss));
+    loss.sum().backward();
+    const at::Tensor part = loss.detach().to(at::kDouble);
+    loss_sum = loss_sum.defined() ? loss_sum + part : part;
+  }
+  if (loss_sum.defined()) {
+    const at::Tensor host = loss_sum.to(at::kCPU).contiguous();
+    for (int64_t k = 0; k < n; ++k) losses_[static_cast<size_t>(members[k])] = host.data_ptr<double>()[k];
+  }
+  at::NoGradGuard no_grad;
+  divide_gradients(leaves, micro);
+  if (!consecutive) {
+    for (size_t b = 0; b < buffers_.size(); ++b) buffers_[b].stack.index_copy_(0, index, buffer_rows[b]);
+  }
+  for (size_t p = 0; p < parameters_.size(); ++p) {
+    if (!leaves[p].grad().defined()) continue;
+    const at::Tensor grad = leaves[p].grad();
+    for (int64_t k = 0; k < n; ++k)
+      parameters_[p].rows[static_cast<size_t>(members[k])].mutable_grad() = grad.select(0, k);
+  }
+}
+
+void StackGroup::compute_apart(const std::vector<int>& members) {
+  for (int i : members) {
+    sdk::Model& model = *models_[static_cast<size_t>(i)];
+    const c10::Device device = parameters_.empty() ? c10::Device(c10::kCPU) : parameters_.front().stack.device();
+    double sum = 0;
+    for (const sdk::Batch& batch : *batches_[static_cast<size_t>(i)]) {
+      at::Tensor loss;
+      {
+        AutocastScope autocast(precision_, device.type());
+        loss = model.loss(batch);
+      }
+      if (loss.numel() != 1)
+        throw sdk::Error("loss() must return a scalar, got shape " + std::to_string(loss.dim()) + "-D");
+      loss.backward();
+      sum += loss.item<double>();
+    }
+    losses_[static_cast<size_t>(i)] = sum;
+    at::NoGradGuard no_grad;
+    std::vector<at::Tensor> own;
+    for (const Stacked& p : parameters_) own.push_back(p.rows[static_cast<size_t>(i)]);
+    divide_gradients(own, batches_[static_cast<size_t>(i)]->size());
+  }
+}
+
+}  // namespace exogym::runtime::train
