@@ -17,9 +17,9 @@ namespace exogym::runtime::host {
 // Makes the caching allocator LibTorch's CPU allocator, once per process
 // (later calls change nothing); tensors allocated before keep their own
 // deleter. At most `max_cached_bytes` of freed blocks are kept; a block
-// freed beyond that takes the place of kept blocks of the sizes freed
-// longest ago, which go back to malloc (and a block larger than the limit
-// goes back itself). Returns whether it is installed
+// freed beyond that takes the place of kept blocks of sizes that no
+// allocation has taken since (the oldest first), which go back to malloc,
+// or, with none, goes back itself. Returns whether it is installed
 // (false where EXOGYM_CPU_BLOCK_CACHE=0 is set in the environment).
 bool install_block_cache(size_t max_cached_bytes = size_t{256} << 20);
 

@@ -78,6 +78,17 @@ size_t stack_part_gradient_bytes() {
   return static_cast<size_t>(value);
 }
 
+int stack_part_size(int members, size_t node_gradient_bytes, int compute_slots) {
+  // A GPU computes the whole stack at once: its launches are the cost.
+  if (node_gradient_bytes == 0) return members;
+  const int fewest = std::max(1, std::min(compute_slots, members));
+  // A size of the user's is the only bound.
+  const char* chosen = std::getenv("EXOGYM_STACK_PART_BYTES");
+  if ((!chosen || !*chosen) && node_gradient_bytes >= kStackHeavyNodeBytes) return fewest;
+  const auto fitting = static_cast<int64_t>(stack_part_gradient_bytes() / node_gradient_bytes);
+  return static_cast<int>(std::clamp<int64_t>(fitting, fewest, members));
+}
+
 void StackGroup::take_after_backward(int rank, int64_t t, sdk::LocalStep& step) {
   const auto index = static_cast<size_t>(member(rank));
   announced_[index] = &step;
@@ -86,11 +97,11 @@ void StackGroup::take_after_backward(int rank, int64_t t, sdk::LocalStep& step) 
 
 void StackGroup::compute() {
   if (!set_up_ && cpu_gradient_bytes() > 0) {
-    // Every member has set up: what their strategies' set-up freed (a
-    // master copy per node that one copy per process replaced, say) goes
-    // back to the kernel. The nodes computing per node would take those
-    // blocks again for their moments; a stack's moments, of stacks' sizes,
-    // could not, and the freed memory would stay resident beside them.
+    // Every member has set up: what the set-up freed, blocks of a node's
+    // sizes, goes back to the kernel. Nodes computing per node would take
+    // those blocks again for their moments; a stack's moments, of stacks'
+    // sizes, could not, and the freed memory stayed resident beside them
+    // (0.8 GB at 1,024 MLP nodes).
     host::release_kept_blocks();
     host::return_free_heap_memory();
   }

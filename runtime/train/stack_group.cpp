@@ -137,13 +137,7 @@ void StackGroup::connect(Cluster& cluster, manifest::Precision precision, int in
   taken_.assign(static_cast<size_t>(members), nullptr);
   announced_in_.assign(static_cast<size_t>(members), -1);
   taken_in_.assign(static_cast<size_t>(members), -1);
-  // A GPU computes the whole stack at once: its launches are the cost.
-  part_size_ = members;
-  const size_t node_bytes = cpu_gradient_bytes() / static_cast<size_t>(members);
-  if (node_bytes > 0) {
-    const auto fitting = static_cast<int64_t>(stack_part_gradient_bytes() / node_bytes);
-    part_size_ = static_cast<int>(std::clamp<int64_t>(fitting, std::min(compute_slots, members), members));
-  }
+  part_size_ = stack_part_size(members, cpu_gradient_bytes() / static_cast<size_t>(members), compute_slots);
   losses_.assign(static_cast<size_t>(members), 0.0);
   live_.clear();
   for (int i = 0; i < members; ++i) live_.push_back(i);

@@ -45,11 +45,23 @@ class Cluster;
 
 // On the CPU a stack computes and steps in parts whose gradients take at
 // most this many bytes (but at least one node per compute slot): a part's
-// gradients are alive only from its backward to its local step, and one
-// part's tensors stay in the CPU's caches from its forward to its step.
+// gradients are alive only from its backward to its local step. Two parts'
+// sizes (a stack's last part may be smaller) fit the block cache's 256 MiB
+// with room to spare, so each step takes the last step's blocks again.
 // EXOGYM_STACK_PART_BYTES sets another size (docs/performance.md).
-constexpr size_t kStackPartGradientBytes = size_t{32} << 20;
+constexpr size_t kStackPartGradientBytes = size_t{64} << 20;
 size_t stack_part_gradient_bytes();
+// Nodes with this many bytes of gradients or more compute one per compute
+// slot in a part: each keeps a core busy long enough that a part of a few
+// costs nothing, and their activations, many times their gradients, are
+// what a larger part would hold (8 nanoGPT-small nodes: 1.19 GB as one
+// part, 0.52 GB in parts of 2, and faster).
+constexpr size_t kStackHeavyNodeBytes = size_t{2} << 20;
+
+// The nodes of each part of a stack of `members` whose nodes have
+// `node_gradient_bytes` of gradients on the CPU (0: on a GPU, the whole
+// stack), computing in `compute_slots`.
+int stack_part_size(int members, size_t node_gradient_bytes, int compute_slots);
 
 // Why the replicas of `ranks` cannot share stacks (their parameters or
 // buffers differ in names, shapes, dtypes or devices), or nullopt.

@@ -5,7 +5,8 @@
 // 64 nodes of batch 64, at 64 and at options.max_nodes nodes of batch 8
 // (the per-node rate as K grows), and nanoGPT small at 8 nodes. Each run in
 // a fresh child process; the rate is taken after the first steps (their
-// first touches of fresh memory), the fastest of options.repeat runs.
+// first touches of fresh memory), the fastest of options.repeat runs; the
+// peak resident memory of each way, the least of them.
 #include <algorithm>
 #include <iostream>
 #include <string>
@@ -29,14 +30,20 @@ struct StackedCase {
 };
 
 // The simulator's node-steps per second after the warm-up steps, the
-// fastest of o.repeat runs.
-double simulator_rate(const BenchOptions& o, json spec, const StackedCase& c) {
+// fastest of o.repeat runs, and the least of their peak resident memory.
+struct SimulatorRun {
+  double rate = 0, peak_rss = 0;
+};
+
+SimulatorRun simulator_run(const BenchOptions& o, json spec, const StackedCase& c) {
   spec["kind"] = "simulator";
   spec["mark_step"] = c.warm_steps;
-  double best = 0;
+  SimulatorRun best;
   for (int i = 0; i < o.repeat; ++i) {
-    const double seconds = measure(o, spec)["after_mark_seconds"];
-    best = std::max(best, static_cast<double>(c.nodes * (c.steps - c.warm_steps)) / seconds);
+    const json r = measure(o, spec);
+    const double seconds = r["after_mark_seconds"], peak = r["peak_rss"];
+    best.rate = std::max(best.rate, static_cast<double>(c.nodes * (c.steps - c.warm_steps)) / seconds);
+    best.peak_rss = i == 0 ? peak : std::min(best.peak_rss, peak);
   }
   return best;
 }
@@ -71,22 +78,28 @@ json stacked_section(const BenchOptions& o) {
   for (const StackedCase& c : cases) {
     json spec = training_spec(c.model, c.nodes, c.steps, c.batch_size, "diloco", diloco_options());
     spec["execution"] = "per_node";
-    const double per_node = simulator_rate(o, spec, c);
+    const SimulatorRun per_node = simulator_run(o, spec, c);
     spec["execution"] = "stacked";
-    const double stacked = simulator_rate(o, spec, c);
+    const SimulatorRun stacked = simulator_run(o, spec, c);
     const double one_replica = one_replica_rate(o, c);
     out.push_back({{"model", c.model.name},
                    {"nodes", c.nodes},
                    {"batch_size", c.batch_size},
-                   {"per_node_node_steps_per_second", per_node},
-                   {"stacked_node_steps_per_second", stacked},
+                   {"per_node_node_steps_per_second", per_node.rate},
+                   {"stacked_node_steps_per_second", stacked.rate},
                    {"one_replica_node_steps_per_second", one_replica},
-                   {"stacked_over_per_node", stacked / per_node},
-                   {"stacked_over_one_replica", stacked / one_replica}});
-    table.push_back({c.model.name, std::to_string(c.nodes), std::to_string(c.batch_size), fmt(per_node, 1),
-                     fmt(stacked, 1), fmt(one_replica, 1), fmt(stacked / per_node, 2), fmt(stacked / one_replica, 2)});
+                   {"stacked_over_per_node", stacked.rate / per_node.rate},
+                   {"stacked_over_one_replica", stacked.rate / one_replica},
+                   {"per_node_peak_rss", per_node.peak_rss},
+                   {"stacked_peak_rss", stacked.peak_rss}});
+    table.push_back({c.model.name, std::to_string(c.nodes), std::to_string(c.batch_size), fmt(per_node.rate, 1),
+                     fmt(stacked.rate, 1), fmt(one_replica, 1), fmt(stacked.rate / per_node.rate, 2),
+                     fmt(stacked.rate / one_replica, 2), fmt(per_node.peak_rss / 1e6, 0),
+                     fmt(stacked.peak_rss / 1e6, 0), fmt(stacked.peak_rss / per_node.peak_rss, 2)});
   }
-  print_table({"model", "K", "batch", "per_node", "stacked", "one replica", "stacked/per_node", "stacked/one"}, table);
+  print_table({"model", "K", "batch", "per_node", "stacked", "one replica", "stacked/per_node", "stacked/one",
+               "per_node MB", "stacked MB", "memory ratio"},
+              table);
   return out;
 }
 

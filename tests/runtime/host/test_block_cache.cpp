@@ -100,7 +100,7 @@ TEST_CASE("a room keeps blocks beyond the cache's limit while it lives, and hand
   CHECK(host::block_cache_stats().cached_bytes == 0);
 }
 
-TEST_CASE("a full cache keeps a freed block in place of the sizes freed longest ago", "[malloc]") {
+TEST_CASE("a full cache keeps a freed block in place of sizes no allocation took, never of those taken", "[malloc]") {
   if (cache_disabled()) return;
   REQUIRE(host::install_block_cache());
   host::release_kept_blocks();
@@ -113,16 +113,24 @@ TEST_CASE("a full cache keeps a freed block in place of the sizes freed longest 
   REQUIRE(host::block_cache_stats().cached_bytes == size_t{256} << 20);
   // A step's block of another size, freed: kept, in place of two of them
   // (the cache no longer refuses every block a set-up did not leave room for).
+  const int64_t five = floats + (int64_t{1} << 18), six = floats + (int64_t{1} << 19);
   void* first = nullptr;
   {
-    at::Tensor gradient = at::empty({floats + (int64_t{1} << 18)});  // 5 MiB
+    at::Tensor gradient = at::empty({five});
     first = gradient.data_ptr();
   }
   CHECK(host::block_cache_stats().cached_bytes == (size_t{256} << 20) - (size_t{3} << 20));
   const host::BlockCacheStats before = host::block_cache_stats();
-  at::Tensor next = at::empty({floats + (int64_t{1} << 18)});
+  at::Tensor next = at::empty({five});
   CHECK(next.data_ptr() == first);
   CHECK(host::block_cache_stats().reused == before.reused + 1);
+  next = at::Tensor();
+  // A 6 MiB block takes the place of a 4 MiB one, not of the 5 MiB block,
+  // which an allocation took: it is still there for the next.
+  { at::Tensor other = at::empty({six}); }
+  CHECK(host::block_cache_stats().cached_bytes == (size_t{255} << 20));
+  next = at::empty({five});
+  CHECK(next.data_ptr() == first);
   next = at::Tensor();
   // A block larger than the whole limit goes back to malloc, and takes no
   // kept block's place.

@@ -15,6 +15,7 @@
 
 #include "checkpoint_fixtures.h"
 #include "cli_helpers.h"
+#include "exogym/runtime/train/stack_group.h"
 #include "exogym/sdk/error.h"
 #include "helpers.h"
 #include "lm_fixtures.h"
@@ -154,6 +155,23 @@ TEST_CASE("stacked runs where only some nodes compute are the per-node runs bit 
     const auto [per_node, stacked] = both_ways(m, dir, "micro");
     require_same_training(per_node, stacked);
   }
+}
+
+TEST_CASE("a stack's parts: 64 MiB of gradients on the CPU, a node per compute slot for heavy nodes, one on a GPU",
+          "[stacked]") {
+  using exogym::runtime::train::stack_part_size;
+  const size_t mlp = 203530 * 4, nanogpt_small = 819200 * 4;
+  CHECK(stack_part_size(4096, mlp, 2) == 82);        // 64 MiB / 814,120 bytes
+  CHECK(stack_part_size(64, mlp, 2) == 64);          // the whole stack fits
+  CHECK(stack_part_size(4096, 100 << 20, 2) == 2);   // beyond 64 MiB a node: one per slot
+  CHECK(stack_part_size(8, nanogpt_small, 2) == 2);  // heavy nodes: one per slot
+  CHECK(stack_part_size(8, nanogpt_small, 16) == 8);
+  CHECK(stack_part_size(32, nanogpt_small, 0) == 1);
+  CHECK(stack_part_size(32, 0, 2) == 32);  // on a GPU
+  // A size of the user's is the only bound.
+  ::setenv("EXOGYM_STACK_PART_BYTES", std::to_string(4 * nanogpt_small).c_str(), 1);
+  CHECK(stack_part_size(8, nanogpt_small, 2) == 4);
+  ::unsetenv("EXOGYM_STACK_PART_BYTES");
 }
 
 TEST_CASE("a stack computes and steps part by part where the local step comes first: the per-node run bit for bit",
