@@ -151,12 +151,14 @@ void StackGroup::step_part(const std::vector<int>& part, const std::vector<sdk::
     steps.push_back(announced[static_cast<size_t>(i)]);
   }
   if (apart.empty()) apart = sdk::LocalStep::step_together(steps);
-  (apart.empty() ? steps_together_ : steps_apart_) += static_cast<int64_t>(part.size());
-  if (apart.empty()) steps_after_backward_ += static_cast<int64_t>(part.size());
+  const auto nodes = static_cast<int64_t>(part.size());
   if (!apart.empty()) {
+    steps_apart_ += nodes;
     if (apart_because_.empty()) apart_because_ = apart;
     return;  // the nodes take their own steps, with their gradients
   }
+  steps_together_ += nodes;
+  steps_after_backward_ += nodes;
   for (int i : part) {
     taken_[static_cast<size_t>(i)] = announced[static_cast<size_t>(i)];
     taken_in_[static_cast<size_t>(i)] = t;
