@@ -47,6 +47,13 @@ void release_gradients(torch::nn::Module& module) {
   }
 }
 
+void average_micro_batch_gradients(const std::vector<at::Tensor>& params, int64_t micro_batches) {
+  if (micro_batches <= 1) return;
+  at::NoGradGuard no_grad;
+  for (const at::Tensor& p : params)
+    if (p.grad().defined()) p.grad().div_(static_cast<double>(micro_batches));
+}
+
 void overwrite(std::vector<at::Tensor>& state, const std::vector<at::Tensor>& values) {
   at::NoGradGuard no_grad;
   for (size_t i = 0; i < state.size(); ++i) state[i].detach().copy_(values[i]);

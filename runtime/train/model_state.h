@@ -41,6 +41,10 @@ std::vector<at::Tensor> average_in_place(const std::vector<at::Tensor>& tensors,
 // (a quarter of an AdamW node's memory).
 void release_gradients(torch::nn::Module& module);
 
+// A node's gradient is the mean of its micro-batches' mean gradients: the
+// sums backward() left in `params`' gradients divided by their number.
+void average_micro_batch_gradients(const std::vector<at::Tensor>& params, int64_t micro_batches);
+
 // Overwrites `state` (a module's own tensors) with `values`, outside autograd.
 void overwrite(std::vector<at::Tensor>& state, const std::vector<at::Tensor>& values);
 

@@ -307,14 +307,8 @@ double NodeRun::forward_backward(const std::vector<int64_t>& indices) {
     phase_ = "forward/backward of " + model_name_ + ", stacked";
     loss_sum = s_.setup.stacks->forward_backward(rank_, stacked_batches, &slot_, meter_);
   }
-  if (accumulation > 1 && !stacked_) {
-    // Per-node gradient = mean of the micro-batch mean gradients (a
-    // stack's divides its own, before it may step: stack_compute.cpp).
-    at::NoGradGuard no_grad;
-    for (auto& p : model_.network().parameters()) {
-      if (p.grad().defined()) p.mutable_grad().div_(static_cast<double>(accumulation));
-    }
-  }
+  // A stack averages its nodes' own, before it may step (stack_compute.cpp).
+  if (!stacked_) average_micro_batch_gradients(model_.network().parameters(), accumulation);
   return loss_sum / static_cast<double>(accumulation);
 }
 

@@ -4,8 +4,6 @@
 
 #include <algorithm>
 
-#include "exogym/runtime/host/block_cache.h"
-#include "exogym/runtime/host/malloc_tuning.h"
 #include "exogym/runtime/output/progress.h"
 #include "exogym/runtime/train/stack_group.h"
 #include "exogym/sdk/check.h"
@@ -83,13 +81,6 @@ NodeStacks::NodeStacks(const manifest::Manifest& m, Replicas& replicas, const st
     choice_.stacks.push_back(static_cast<int>(g.ranks.size()));
     groups_.push_back(std::make_unique<StackGroup>(replicas, g.ranks));
   }
-  size_t gradient_bytes = 0;
-  for (const auto& group : groups_) gradient_bytes += group->cpu_gradient_bytes();
-  if (gradient_bytes == 0) return;
-  // The replicas' own CPU tensors, freed as the stacks took their place,
-  // go back to the kernel (no tensor of theirs is allocated again).
-  host::release_kept_blocks();
-  host::return_free_heap_memory();
 }
 
 NodeStacks::~NodeStacks() = default;

@@ -10,11 +10,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <optional>
 #include <string>
 
 #include "exogym/runtime/host/block_cache.h"
 #include "exogym/runtime/host/malloc_tuning.h"
 #include "exogym/runtime/train/autocast_scope.h"
+#include "exogym/runtime/train/model_state.h"
 #include "exogym/runtime/train/stack_group.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/local_step.h"
@@ -57,20 +59,10 @@ sdk::Batch stacked_batch(const std::vector<const std::vector<sdk::Batch>*>& batc
   return batch;
 }
 
-// A node's gradient is the mean of its micro-batches' (NodeRun's
-// forward_backward divides a node's own): the sums in `params`' gradients
-// divided by their number.
-void divide_gradients(const std::vector<at::Tensor>& params, size_t micro_batches) {
-  if (micro_batches <= 1) return;
-  for (const at::Tensor& p : params)
-    if (p.grad().defined()) p.grad().div_(static_cast<double>(micro_batches));
-}
-
-}  // namespace
-
-size_t stack_part_gradient_bytes() {
+// EXOGYM_STACK_PART_BYTES, the user's bound on a part's gradients, if set.
+std::optional<size_t> chosen_part_bytes() {
   const char* text = std::getenv("EXOGYM_STACK_PART_BYTES");
-  if (!text || !*text) return kStackPartGradientBytes;
+  if (!text || !*text) return std::nullopt;
   char* end = nullptr;
   const unsigned long long value = std::strtoull(text, &end, 10);
   if (*end != '\0' || value == 0 || text[0] == '-')
@@ -78,14 +70,16 @@ size_t stack_part_gradient_bytes() {
   return static_cast<size_t>(value);
 }
 
+}  // namespace
+
 int stack_part_size(int members, size_t node_gradient_bytes, int compute_slots) {
   // A GPU computes the whole stack at once: its launches are the cost.
   if (node_gradient_bytes == 0) return members;
   const int fewest = std::max(1, std::min(compute_slots, members));
   // A size of the user's is the only bound.
-  const char* chosen = std::getenv("EXOGYM_STACK_PART_BYTES");
-  if ((!chosen || !*chosen) && node_gradient_bytes >= kStackHeavyNodeBytes) return fewest;
-  const auto fitting = static_cast<int64_t>(stack_part_gradient_bytes() / node_gradient_bytes);
+  const std::optional<size_t> chosen = chosen_part_bytes();
+  if (!chosen && node_gradient_bytes >= kStackHeavyNodeBytes) return fewest;
+  const auto fitting = static_cast<int64_t>(chosen.value_or(kStackPartGradientBytes) / node_gradient_bytes);
   return static_cast<int>(std::clamp<int64_t>(fitting, fewest, members));
 }
 
@@ -98,7 +92,8 @@ void StackGroup::take_after_backward(int rank, int64_t t, sdk::LocalStep& step) 
 void StackGroup::compute() {
   if (!set_up_ && cpu_gradient_bytes() > 0) {
     // Every member has set up: what the set-up freed, blocks of a node's
-    // sizes, goes back to the kernel. Nodes computing per node would take
+    // sizes, goes back to the kernel (the replicas' own tensors that the
+    // stacks replaced among them). Nodes computing per node would take
     // those blocks again for their moments; a stack's moments, of stacks'
     // sizes, could not, and the freed memory stayed resident beside them
     // (0.8 GB at 1,024 MLP nodes).
@@ -226,8 +221,8 @@ void StackGroup::compute_part(const std::vector<int>& members) {
     const at::Tensor host = loss_sum.to(at::kCPU).contiguous();
     for (int64_t k = 0; k < n; ++k) losses_[static_cast<size_t>(members[k])] = host.data_ptr<double>()[k];
   }
+  average_micro_batch_gradients(leaves, static_cast<int64_t>(micro));
   at::NoGradGuard no_grad;
-  divide_gradients(leaves, micro);
   if (!consecutive) {
     for (size_t b = 0; b < buffers_.size(); ++b) buffers_[b].stack.index_copy_(0, index, buffer_rows[b]);
   }
@@ -256,10 +251,8 @@ void StackGroup::compute_apart(const std::vector<int>& members) {
       sum += loss.item<double>();
     }
     losses_[static_cast<size_t>(i)] = sum;
-    at::NoGradGuard no_grad;
-    std::vector<at::Tensor> own;
-    for (const Stacked& p : parameters_) own.push_back(p.rows[static_cast<size_t>(i)]);
-    divide_gradients(own, batches_[static_cast<size_t>(i)]->size());
+    average_micro_batch_gradients(model.network().parameters(),
+                                  static_cast<int64_t>(batches_[static_cast<size_t>(i)]->size()));
   }
 }
 

@@ -50,7 +50,6 @@ class Cluster;
 // with room to spare, so each step takes the last step's blocks again.
 // EXOGYM_STACK_PART_BYTES sets another size (docs/performance.md).
 constexpr size_t kStackPartGradientBytes = size_t{64} << 20;
-size_t stack_part_gradient_bytes();
 // Nodes with this many bytes of gradients or more compute one per compute
 // slot in a part: each keeps a core busy long enough that a part of a few
 // costs nothing, and their activations, many times their gradients, are
