@@ -90,8 +90,10 @@ class Model {
   // loss() gives on node k's replica with node k's batch, up to rounding,
   // its randomness drawn from stack.generators[k] as loss() draws it from
   // generator(). Called in training mode, under the same autocast as
-  // loss(), on one thread for the whole stack, on any one of the K
-  // replicas: compute with `stack`'s tensors only, never network()'s.
+  // loss(), on one thread for the K nodes, on any one of the K replicas:
+  // compute with `stack`'s tensors only, never network()'s. On the CPU the
+  // parts of a stack compute side by side, so calls for other parts may
+  // run at once, each on another replica (as loss() runs per node).
   // Optional: a model that implements it says so in supports_stacking(),
   // which the runtime asks once, on the main thread; the default throws.
   virtual bool supports_stacking() const { return false; }

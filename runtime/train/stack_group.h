@@ -43,19 +43,16 @@ namespace exogym::runtime::train {
 
 class Cluster;
 
-// On the CPU a stack computes and steps in parts whose gradients take at
-// most this many bytes (but at least one node per compute slot): a part's
-// gradients are alive only from its backward to its local step. Two parts'
-// sizes (a stack's last part may be smaller) fit the block cache's 256 MiB
-// with room to spare, so each step takes the last step's blocks again.
-// EXOGYM_STACK_PART_BYTES sets another size (docs/performance.md).
-constexpr size_t kStackPartGradientBytes = size_t{64} << 20;
-// Nodes with this many bytes of gradients or more compute one per compute
-// slot in a part: each keeps a core busy long enough that a part of a few
-// costs nothing, and their activations, many times their gradients, are
-// what a larger part would hold (8 nanoGPT-small nodes: 1.19 GB as one
-// part, 0.52 GB in parts of 2, and faster).
-constexpr size_t kStackHeavyNodeBytes = size_t{2} << 20;
+// On the CPU a stack computes and steps in parts, side by side on its
+// compute slots, each part from its forward to its local step on one thread.
+// A part's gradients take at most this many bytes (a node with more is a
+// part by itself), so that its parameters and gradients are still in the
+// core's caches when it steps, and every compute slot has a part. 8
+// nanoGPT-small nodes (3.3 MB of gradients each) compute one per part; 64
+// MLP nodes (0.8 MB) five; parts of 2 or 16 MiB were slower
+// (docs/performance.md#stacked-execution). A part's gradients are alive only
+// from its backward to its step. EXOGYM_STACK_PART_BYTES sets another size.
+constexpr size_t kStackPartGradientBytes = size_t{4} << 20;
 
 // The nodes of each part of a stack of `members` whose nodes have
 // `node_gradient_bytes` of gradients on the CPU (0: on a GPU, the whole
@@ -121,10 +118,11 @@ class StackGroup {
   // for after the backward (stack_compute.cpp).
   void compute();
   // The forward and backward of `members` (ascending) over their rows of
-  // the stacks; the local steps of `part`'s members at once, and their
-  // gradients released, or none and why in apart_because_.
+  // the stacks, each node's gradients its rows of the part's.
   void compute_part(const std::vector<int>& members);
-  void step_part(const std::vector<int>& part, const std::vector<sdk::LocalStep*>& announced, int64_t t);
+  // The local steps of `part`'s members at once, their gradients released;
+  // or none, and why ("": taken).
+  std::string step_part(const std::vector<int>& part, const std::vector<sdk::LocalStep*>& announced, int64_t t);
   void compute_apart(const std::vector<int>& members);
   void set_live(const std::vector<int>& live);
   // Member `index`'s arrival at the meeting of local steps, with its step

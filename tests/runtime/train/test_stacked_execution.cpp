@@ -109,20 +109,21 @@ TEST_CASE("stacked MLP runs are the per-node runs bit for bit, with every built-
   TempDir dir("stacked");
   for (const auto& [plugin, options] : exogym::test::builtin_strategies()) {
     INFO(plugin);
-    const json m = timed(exogym::test::with_strategy(4, plugin, options));
+    json m = timed(exogym::test::with_strategy(4, plugin, options));
+    m["parallelism"] = 2;  // on any machine: parts of 2, side by side
     const auto [per_node, stacked] = both_ways(m, dir, plugin);
     require_same_training(per_node, stacked);
     // Every local step one over the stacks (LocalStep::step_together), but
     // DeMo's, which takes none (its sign-SGD step is its own); those of the
-    // strategies that step first, right after the backward (one part: a
-    // small model).
+    // strategies that step first, right after the backward, a part per
+    // compute slot.
     const int64_t node_steps = 4 * m["train"]["max_steps"].get<int64_t>();
     const bool composed = steps_after_backward().count(plugin) > 0;
     const json local_steps =
         plugin == "demo" ? json{{"together", 0}, {"after_backward", 0}, {"apart", 0}}
                          : json{{"together", node_steps}, {"after_backward", composed ? node_steps : 0}, {"apart", 0}};
     CHECK(summary_of(stacked)["execution"] ==
-          json({{"mode", "stacked"}, {"stacks", {4}}, {"part_sizes", {4}}, {"local_steps", local_steps}}));
+          json({{"mode", "stacked"}, {"stacks", {4}}, {"part_sizes", {2}}, {"local_steps", local_steps}}));
     CHECK(summary_of(per_node)["execution"]["mode"] == "per_node");
     CHECK(summary_of(per_node)["execution"]["reason"] == "execution is \"per_node\"");
   }
@@ -157,20 +158,25 @@ TEST_CASE("stacked runs where only some nodes compute are the per-node runs bit 
   }
 }
 
-TEST_CASE("a stack's parts: 64 MiB of gradients on the CPU, a node per compute slot for heavy nodes, one on a GPU",
+TEST_CASE("a stack's parts: at most 4 MiB of gradients and a part per compute slot on the CPU, one on a GPU",
           "[stacked]") {
   using exogym::runtime::train::stack_part_size;
-  const size_t mlp = 203530 * 4, nanogpt_small = 819200 * 4;
-  CHECK(stack_part_size(4096, mlp, 2) == 82);        // 64 MiB / 814,120 bytes
-  CHECK(stack_part_size(64, mlp, 2) == 64);          // the whole stack fits
-  CHECK(stack_part_size(4096, 100 << 20, 2) == 2);   // beyond 64 MiB a node: one per slot
-  CHECK(stack_part_size(8, nanogpt_small, 2) == 2);  // heavy nodes: one per slot
-  CHECK(stack_part_size(8, nanogpt_small, 16) == 8);
+  const size_t mlp = 203530 * 4, nanogpt_small = 819200 * 4, tiny = 4752;
+  CHECK(stack_part_size(4096, mlp, 2) == 5);  // 4 MiB / 814,120 bytes
+  CHECK(stack_part_size(64, mlp, 2) == 5);
+  CHECK(stack_part_size(4, mlp, 2) == 2);            // a part per compute slot
+  CHECK(stack_part_size(4, tiny, 1) == 4);           // one slot: the whole stack fits
+  CHECK(stack_part_size(5, tiny, 2) == 3);           // parts of 3 and 2
+  CHECK(stack_part_size(8, nanogpt_small, 2) == 1);  // beyond 4 MiB a part: one node
+  CHECK(stack_part_size(4096, 100 << 20, 16) == 1);
   CHECK(stack_part_size(32, nanogpt_small, 0) == 1);
   CHECK(stack_part_size(32, 0, 2) == 32);  // on a GPU
   // A size of the user's is the only bound.
   ::setenv("EXOGYM_STACK_PART_BYTES", std::to_string(4 * nanogpt_small).c_str(), 1);
   CHECK(stack_part_size(8, nanogpt_small, 2) == 4);
+  CHECK(stack_part_size(8, nanogpt_small, 16) == 4);
+  ::setenv("EXOGYM_STACK_PART_BYTES", std::to_string(1000 * tiny).c_str(), 1);
+  CHECK(stack_part_size(8, tiny, 2) == 8);
   ::unsetenv("EXOGYM_STACK_PART_BYTES");
 }
 
@@ -240,6 +246,7 @@ TEST_CASE("a stack with a node down, and one whose optimizer started again, step
   json m =
       timed(exogym::test::with_strategy(4, "diloco", {{"H", 3}, {"optimizer", {{"name", "adamw"}, {"lr", 0.01}}}}));
   m["faults"] = json::array({{{"node", 1}, {"fail_at", 4}, {"rejoin_at", 10}}});
+  m["parallelism"] = 1;  // one compute slot: the stack is one part
   const auto [per_node, stacked] = both_ways(m, dir, "down");
   require_same_training(per_node, stacked);
   const json local_steps = summary_of(stacked)["execution"]["local_steps"];
@@ -334,6 +341,7 @@ TEST_CASE("stacked runs over two processes give the one-process run", "[stacked]
   json m =
       timed(exogym::test::with_strategy(4, "diloco", {{"H", 3}, {"optimizer", {{"name", "adamw"}, {"lr", 0.01}}}}));
   m["execution"] = "stacked";
+  m["parallelism"] = 1;  // on any machine: each process's stack one part
   const fs::path one = exogym::test::run_layout(dir, m, "one", {});
   const fs::path two = exogym::test::run_layout(dir, m, "two", {"--nproc", "2"});
   require_same_training(one, two);
