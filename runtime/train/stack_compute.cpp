@@ -146,7 +146,7 @@ void StackGroup::compute() {
     // to its step: no thread waits for the others between layers, and a
     // part's tensors stay in its core's caches (against the parts one
     // after the other, each layer shared among the slots: 8 nanoGPT nodes
-    // 28 % faster). Each node's arithmetic is the same on any thread.
+    // 13-31 % faster, 4,096 MLP nodes 17-19 %). Each node's arithmetic is the same on any thread.
     const at::ThreadLocalState state;  // the worker's grad mode
     crew_->run(static_cast<int64_t>(parts.size()), [&](int64_t p) {
       const sdk::NodeWorkersScope alone(nullptr);

@@ -49,7 +49,7 @@ class Cluster;
 // part by itself), so that its parameters and gradients are still in the
 // core's caches when it steps, and every compute slot has a part. 8
 // nanoGPT-small nodes (3.3 MB of gradients each) compute one per part; 64
-// MLP nodes (0.8 MB) five; parts of 2 or 16 MiB were slower
+// MLP nodes (0.8 MB) five; parts of 2, 8 or 16 MiB were slower overall
 // (docs/performance.md#stacked-execution). A part's gradients are alive only
 // from its backward to its step. EXOGYM_STACK_PART_BYTES sets another size.
 constexpr size_t kStackPartGradientBytes = size_t{4} << 20;
