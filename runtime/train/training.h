@@ -62,7 +62,9 @@ struct TrainingOptions {
   // first node finished this step (0-based; -1: none) to the loop's end.
   // Where a collective holds every node at that step (DiLoCo's outer step),
   // that is the time of the steps after it, without the first steps' costs
-  // (page faults on fresh optimizer state, cold caches).
+  // (page faults on fresh optimizer state, cold caches). Elsewhere it is
+  // not: with fewer compute slots than nodes, the first nodes take their
+  // local steps before the others start theirs.
   int64_t timing_mark_step = -1;
 };
 

@@ -42,7 +42,10 @@ json population_section(const BenchOptions& o) {
       json spec = training_spec(mlp, nodes, rounds * round, 32, strategy, strategy == "fedavg" ? fedavg : scaffold);
       spec["kind"] = "simulator";
       spec["data"]["partition"] = {{"name", "dirichlet"}, {"alpha", 0.1}};
-      spec["mark_step"] = warm_rounds * round;
+      // The mark is the last step of the warm rounds, their outer step: the
+      // time after it holds whole rounds, each with its change of clients
+      // (at the first step of a round; a mark there left one change out).
+      spec["mark_step"] = warm_rounds * round - 1;
       if (population) spec["participation"] = {{"clients", clients}, {"per_round", nodes}};
       double best = 0, peak = 0;
       for (int i = 0; i < o.repeat; ++i) {
