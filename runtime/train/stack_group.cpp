@@ -16,6 +16,7 @@
 #include "exogym/runtime/threads/worker_thread.h"
 #include "exogym/runtime/train/autocast_scope.h"
 #include "exogym/runtime/train/cluster.h"
+#include "exogym/runtime/util/exception_text.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/local_step.h"
 #include "exogym/sdk/stacked.h"
@@ -157,7 +158,7 @@ void StackGroup::connect(Cluster& cluster, manifest::Precision precision, int in
             const sdk::NodeWorkersScope workers(crew_.get());
             compute();
           } catch (...) {
-            error_ = std::current_exception();
+            error_ = util::current_exception_is_out_of_memory() ? out_of_memory() : std::current_exception();
           }
         });
         seconds_each_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
@@ -228,6 +229,19 @@ double StackGroup::forward_backward(int rank, const std::vector<sdk::Batch>& mic
   if (error_) throw_error_of(rank, "the forward and backward (or the local steps after them)");
   meter.resume_compute(seconds_each_);
   return losses_[static_cast<size_t>(index)];
+}
+
+std::exception_ptr StackGroup::out_of_memory() const {
+  const c10::Device device = parameters_.empty() ? c10::Device(c10::kCPU) : parameters_.front().stack.device();
+  const size_t nodes = computing_.size();
+  const bool in_parts = part_size_ > 1 && static_cast<size_t>(part_size_) < nodes;
+  return std::make_exception_ptr(sdk::Error(
+      "the stack's forward and backward ran out of memory on " + device.str() + ", computing its " +
+      std::to_string(nodes) + " nodes " + (in_parts ? "in parts of " + std::to_string(part_size_) : "at once") + " (" +
+      util::current_exception_text() +
+      "). A stack holds the activations of the nodes it computes together, where per node only the nodes "
+      "computing at the moment hold theirs: set a smaller train.minibatch_size (the batch in micro-batches), "
+      "or \"execution\": \"per_node\" (docs/performance.md#stacked-memory)"));
 }
 
 void StackGroup::throw_error_of(int rank, const std::string& what) {

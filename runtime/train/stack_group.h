@@ -131,6 +131,9 @@ class StackGroup {
   // After a meeting that failed: the first node to return hands on the
   // error (and ends the run); the others stop as if aborted.
   void throw_error_of(int rank, const std::string& what);
+  // Inside a catch of running out of memory in compute(): the error that
+  // says what the stack held and what to set instead.
+  std::exception_ptr out_of_memory() const;
 
   // Keeps the CPU gradients of the whole stack in the block cache from
   // step to step where they all wait for the step meeting (no parts);

@@ -305,6 +305,18 @@ TEST_CASE("auto stacks where it can and says why not where it cannot, stacked re
                       Catch::StartsWith("execution: \"stacked\" cannot apply: the model plugin \"mode_probe\" ("));
     CHECK_FALSE(fs::exists(out / "run"));
   }
+  SECTION("a stack that runs out of memory says what it held and what to set instead") {
+    m["model"] = {{"plugin", "stack_oom"}, {"options", json::object()}};
+    m["parallelism"] = 1;  // one part of the 4 nodes
+    CHECK_THROWS_WITH(
+        exogym::test::train_in(with_execution(m, "stacked"), dir, "oom"),
+        Catch::Contains("step 0") &&
+            Catch::Contains("the stack's forward and backward ran out of memory on cpu, computing its 4 nodes at once "
+                            "(std::bad_alloc). A stack holds the activations of the nodes it computes together") &&
+            Catch::Contains("set a smaller train.minibatch_size") && Catch::Contains("\"execution\": \"per_node\""));
+    // Per node, as the error suggests, it trains.
+    CHECK(summary_of(exogym::test::train_in(m, dir, "oom-per-node"))["execution"]["mode"] == "per_node");
+  }
   SECTION("an asynchronous strategy") {
     m = timed(exogym::test::with_strategy(4, "fedbuff", {{"H", 3}, {"buffer", 2}}));
     const json execution = summary_of(exogym::test::train_in(m, dir, "async"))["execution"];
