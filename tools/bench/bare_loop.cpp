@@ -102,7 +102,9 @@ class BareLoop {
     for (auto& thread : threads) thread.join();
     if (error_) std::rethrow_exception(error_);
     BareLoopResult result;
-    result.loop_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    const auto ended = std::chrono::steady_clock::now();
+    result.loop_seconds = std::chrono::duration<double>(ended - started).count();
+    if (c_.mark_step >= 0) result.after_mark_seconds = std::chrono::duration<double>(ended - marked_).count();
     result.last_loss = last_loss_;
     return result;
   }
@@ -128,6 +130,7 @@ class BareLoop {
           }
         }
         if (!(diloco() ? outer_step(w, t) : allreduce_step(w))) return;
+        if (w == 0 && t == c_.mark_step) marked_ = std::chrono::steady_clock::now();
       }
     } catch (...) {
       {
@@ -197,6 +200,7 @@ class BareLoop {
   std::vector<at::Tensor> average_;
   std::vector<at::Tensor> master_;
   std::unique_ptr<torch::optim::Optimizer> outer_;
+  std::chrono::steady_clock::time_point marked_;
   std::exception_ptr error_;
   std::mutex error_mutex_;
   double last_loss_ = 0;

@@ -32,11 +32,15 @@ struct BareLoopConfig {
   uint64_t seed = 42;
   int workers = 1;  // the simulator's parallelism
   int threads = 1;  // intra-op threads per worker
+  // As TrainingOptions::timing_mark_step: after_mark_seconds runs from the
+  // moment worker 0 finished this step (0-based; -1: none) to the loop's end.
+  int64_t mark_step = -1;
 };
 
 struct BareLoopResult {
   double loop_seconds = 0;
-  double last_loss = 0;  // replica 0's at the last step, as the simulator's train.csv
+  double after_mark_seconds = 0;  // 0 without a mark
+  double last_loss = 0;           // replica 0's at the last step, as the simulator's train.csv
 };
 
 BareLoopResult run_bare_loop(const BareLoopConfig& config);

@@ -117,11 +117,13 @@ json child_bare(const json& spec) {
   config.nodes = spec["nodes"];
   config.steps = spec["steps"];
   config.batch_size = spec["batch_size"];
+  config.mark_step = spec.value("mark_step", int64_t{-1});
   const auto threads = simulator_threads(config.nodes, spec.value("parallelism", 0));
   config.workers = threads.parallelism;
   config.threads = threads.threads;
   const auto result = run_bare_loop(config);
   return {{"loop_seconds", result.loop_seconds},
+          {"after_mark_seconds", result.after_mark_seconds},
           {"last_loss", result.last_loss},
           {"base_rss", base_rss},
           {"peak_rss", peak_rss_bytes()}};
