@@ -93,7 +93,10 @@ class Model {
   // loss(), on one thread for the K nodes, on any one of the K replicas:
   // compute with `stack`'s tensors only, never network()'s. On the CPU the
   // parts of a stack compute side by side, so calls for other parts may
-  // run at once, each on another replica (as loss() runs per node).
+  // run at once, each on another replica (as loss() runs per node). In the
+  // first step a call that runs out of memory is made again for fewer
+  // nodes, with their generators and buffers put back first: change no
+  // other state.
   // Optional: a model that implements it says so in supports_stacking(),
   // which the runtime asks once, on the main thread; the default throws.
   virtual bool supports_stacking() const { return false; }

@@ -97,6 +97,7 @@ ExecutionChoice NodeStacks::choice() const {
     out.steps_after_backward += group->steps_after_backward();
     out.steps_apart += group->steps_apart();
     if (out.apart_because.empty()) out.apart_because = group->apart_because();
+    if (out.parts_because.empty()) out.parts_because = group->parts_because();
   }
   return out;
 }

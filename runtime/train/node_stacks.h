@@ -56,6 +56,9 @@ struct ExecutionChoice {
   // those together, the ones taken right after the backward, part by part.
   int64_t steps_together = 0, steps_apart = 0, steps_after_backward = 0;
   std::string apart_because;
+  // Where a stack's passes hold fewer nodes than planned: why (a pass of
+  // more ran out of memory in the first step, StackGroup::compute_fitting).
+  std::string parts_because;
 };
 
 class NodeStacks {

@@ -8,9 +8,11 @@
 // side by side, a part per compute slot at a time.
 #include <ATen/ATen.h>
 #include <ATen/ThreadLocalState.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -20,6 +22,7 @@
 #include "exogym/runtime/train/autocast_scope.h"
 #include "exogym/runtime/train/model_state.h"
 #include "exogym/runtime/train/stack_group.h"
+#include "exogym/runtime/util/exception_text.h"
 #include "exogym/sdk/error.h"
 #include "exogym/sdk/local_step.h"
 #include "exogym/sdk/stacked.h"
@@ -102,6 +105,7 @@ void StackGroup::compute() {
     host::release_kept_blocks();
     host::return_free_heap_memory();
   }
+  first_step_ = !set_up_;
   set_up_ = true;
   // The local steps announced for this step: taken here, or by the nodes.
   const std::vector<sdk::LocalStep*> announced = announced_;
@@ -123,52 +127,106 @@ void StackGroup::compute() {
     // Every node's gradients wait for the step meeting.
     if (!gradient_room_ && cpu_gradient_bytes() > 0)
       gradient_room_ = std::make_unique<host::BlockCacheRoom>(cpu_gradient_bytes());
-    return compute_part(computing_);
+    return compute_fitting(computing_, nullptr, t);
   }
   // The computing members (ascending) by the fixed row range of their part.
-  const int part_size = std::max(1, part_size_);
+  const int part_size = std::max(1, this->part_size());
   std::vector<std::vector<int>> parts;
   for (size_t j = 0; j < computing_.size(); ++j) {
     if (j == 0 || computing_[j] / part_size != computing_[j - 1] / part_size) parts.emplace_back();
     parts.back().push_back(computing_[j]);
   }
-  // Why each part's steps were not taken together (empty: they were).
-  std::vector<std::string> apart(parts.size());
-  const auto compute_and_step = [&](int64_t p) {
-    const auto at = static_cast<size_t>(p);
-    compute_part(parts[at]);
-    apart[at] = step_part(parts[at], announced, t);
-  };
-  if (parts.size() > 1) {
-    // The parts (only a CPU's stack has more than one) compute side by
-    // side, a part per compute slot, each on one thread from its forward
-    // to its step: no thread waits for the others between layers, and a
-    // part's tensors stay in its core's caches (against the parts one
-    // after the other, each layer shared among the slots: 8 nanoGPT nodes
-    // 13-31 % faster, 4,096 MLP nodes 17-19 %). Each node's arithmetic is
-    // the same on any thread.
-    const at::ThreadLocalState state;  // the worker's grad mode
+  if (parts.size() > 1 && device().is_cpu() && fitted_because_.empty()) {
+    // A CPU's parts (where no pass ran out of memory) compute side by side,
+    // a part per compute slot, each on one thread from its forward to its
+    // step: no thread waits for the others between layers, and a part's
+    // tensors stay in its core's caches (against the parts one after the
+    // other, each layer shared among the slots: 8 nanoGPT nodes 13-31 %
+    // faster, 4,096 MLP nodes 17-19 %). Each node's arithmetic is the same
+    // on any thread.
+    std::vector<std::string> apart(parts.size());  // why not together ("": they were)
+    const at::ThreadLocalState state;              // the worker's grad mode
     crew_->run(static_cast<int64_t>(parts.size()), [&](int64_t p) {
       const sdk::NodeWorkersScope alone(nullptr);
       at::ThreadLocalStateGuard guard(state);
-      compute_and_step(p);
+      const auto at = static_cast<size_t>(p);
+      compute_part(parts[at]);
+      apart[at] = step_part(parts[at], announced, t);
     });
+    for (size_t p = 0; p < parts.size(); ++p) count_part_steps(parts[p], apart[p]);
   } else {
-    for (size_t p = 0; p < parts.size(); ++p) compute_and_step(static_cast<int64_t>(p));
-  }
-  for (size_t p = 0; p < parts.size(); ++p) {
-    const auto nodes = static_cast<int64_t>(parts[p].size());
-    if (!apart[p].empty()) {
-      steps_apart_ += nodes;
-      if (apart_because_.empty()) apart_because_ = apart[p];
-      continue;  // the nodes take their own steps, with their gradients
-    }
-    steps_together_ += nodes;
-    steps_after_backward_ += nodes;
+    for (const auto& part : parts) compute_fitting(part, &announced, t);
   }
   // No member comes to the step meeting in step t: each takes its own step
   // where its part's was not taken here (an idle node, say).
   for (int i : live_) arrived_in_[static_cast<size_t>(i)] = t;
+}
+
+void StackGroup::count_part_steps(const std::vector<int>& part, const std::string& apart) {
+  const auto nodes = static_cast<int64_t>(part.size());
+  if (!apart.empty()) {
+    steps_apart_ += nodes;
+    if (apart_because_.empty()) apart_because_ = apart;
+    return;  // the nodes take their own steps, with their gradients
+  }
+  steps_together_ += nodes;
+  steps_after_backward_ += nodes;
+}
+
+void StackGroup::compute_fitting(const std::vector<int>& members, const std::vector<sdk::LocalStep*>* announced,
+                                 int64_t t) {
+  const size_t most = static_cast<size_t>(fitting_.load());
+  if (members.size() > most) {
+    for (size_t from = 0; from < members.size(); from += most) {
+      const auto begin = members.begin() + static_cast<std::ptrdiff_t>(from);
+      compute_fitting({begin, begin + static_cast<std::ptrdiff_t>(std::min(most, members.size() - from))}, announced,
+                      t);
+    }
+    return;
+  }
+  // What a pass changes before it may run out of memory: the members'
+  // generators (dropout) and buffer rows (batch norm's statistics).
+  const bool may_refit = first_step_ && members.size() > 1;
+  std::vector<at::Generator> generators;
+  std::vector<at::Tensor> buffers;
+  at::Tensor index;
+  if (may_refit) {
+    at::NoGradGuard no_grad;
+    for (int i : members) {
+      const at::Generator& g = generators_[static_cast<size_t>(i)];
+      generators.push_back(g.defined() ? g.clone() : g);
+    }
+    index = at::tensor(std::vector<int64_t>(members.begin(), members.end()), at::kLong).to(device());
+    for (const Stacked& b : buffers_) buffers.push_back(b.stack.index_select(0, index));
+  }
+  bool refit = false;
+  try {
+    compute_part(members);
+  } catch (...) {
+    if (!may_refit || !util::current_exception_is_out_of_memory()) throw;
+    refit = true;  // the pass's tensors are gone with its frames
+    if (fitted_because_.empty())
+      fitted_because_ = "a pass of " + std::to_string(members.size()) + " nodes ran out of memory on " +
+                        device().str() + " in the first step (" + util::current_exception_text() + ")";
+  }
+  if (!refit) {
+    if (announced) count_part_steps(members, step_part(members, *announced, t));
+    return;
+  }
+  {
+    at::NoGradGuard no_grad;
+    for (size_t k = 0; k < members.size(); ++k)
+      if (generators[k].defined()) generators_[static_cast<size_t>(members[k])].set_state(generators[k].get_state());
+    for (size_t b = 0; b < buffers_.size(); ++b) buffers_[b].stack.index_copy_(0, index, buffers[b]);
+  }
+  const size_t half = (members.size() + 1) / 2;
+  fitting_ = std::min(fitting_.load(), static_cast<int>(half));
+  if (auto log = spdlog::get("exogym"))
+    log->warn("a stack's pass of {} nodes ran out of memory on {} in the first step: it computes at most {} at once",
+              members.size(), device().str(), half);
+  const auto middle = members.begin() + static_cast<std::ptrdiff_t>(half);
+  compute_fitting({members.begin(), middle}, announced, t);
+  compute_fitting({middle, members.end()}, announced, t);
 }
 
 std::string StackGroup::step_part(const std::vector<int>& part, const std::vector<sdk::LocalStep*>& announced,
@@ -196,7 +254,7 @@ void StackGroup::compute_part(const std::vector<int>& members) {
   const int64_t n = static_cast<int64_t>(members.size());
   // Consecutive members' rows are views of the stacks; others are gathered.
   const bool consecutive = members.back() - members.front() + 1 == n;
-  const c10::Device device = parameters_.empty() ? c10::Device(c10::kCPU) : parameters_.front().stack.device();
+  const c10::Device device = this->device();
   at::Tensor index;
   if (!consecutive) index = at::tensor(std::vector<int64_t>(members.begin(), members.end()), at::kLong).to(device);
   const auto rows_of = [&](const at::Tensor& stack) {
@@ -268,7 +326,7 @@ void StackGroup::compute_part(const std::vector<int>& members) {
 void StackGroup::compute_apart(const std::vector<int>& members) {
   for (int i : members) {
     sdk::Model& model = *models_[static_cast<size_t>(i)];
-    const c10::Device device = parameters_.empty() ? c10::Device(c10::kCPU) : parameters_.front().stack.device();
+    const c10::Device device = this->device();
     double sum = 0;
     for (const sdk::Batch& batch : *batches_[static_cast<size_t>(i)]) {
       at::Tensor loss;

@@ -231,13 +231,21 @@ double StackGroup::forward_backward(int rank, const std::vector<sdk::Batch>& mic
   return losses_[static_cast<size_t>(index)];
 }
 
+c10::Device StackGroup::device() const {
+  return parameters_.empty() ? c10::Device(c10::kCPU) : parameters_.front().stack.device();
+}
+
+std::string StackGroup::parts_because() const {
+  return fitting_.load() < static_cast<int>(ranks_.size()) ? fitted_because_ : "";
+}
+
 std::exception_ptr StackGroup::out_of_memory() const {
-  const c10::Device device = parameters_.empty() ? c10::Device(c10::kCPU) : parameters_.front().stack.device();
   const size_t nodes = computing_.size();
-  const bool in_parts = part_size_ > 1 && static_cast<size_t>(part_size_) < nodes;
+  const int part = part_size();
+  const bool in_parts = static_cast<size_t>(part) < nodes;
   return std::make_exception_ptr(sdk::Error(
-      "the stack's forward and backward ran out of memory on " + device.str() + ", computing its " +
-      std::to_string(nodes) + " nodes " + (in_parts ? "in parts of " + std::to_string(part_size_) : "at once") + " (" +
+      "the stack's forward and backward ran out of memory on " + device().str() + ", computing its " +
+      std::to_string(nodes) + " nodes " + (in_parts ? "in parts of " + std::to_string(part) : "at once") + " (" +
       util::current_exception_text() +
       "). A stack holds the activations of the nodes it computes together, where per node only the nodes "
       "computing at the moment hold theirs: set a smaller train.minibatch_size (the batch in micro-batches), "

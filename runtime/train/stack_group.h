@@ -8,10 +8,12 @@
 // (stack_compute.cpp), or at a meeting of their own.
 #include <ATen/core/Tensor.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -77,8 +79,11 @@ class StackGroup {
   int64_t steps_together() const { return steps_together_; }
   int64_t steps_apart() const { return steps_apart_; }
   int64_t steps_after_backward() const { return steps_after_backward_; }
-  int part_size() const { return part_size_; }  // once connected
+  int part_size() const { return std::min(part_size_, fitting_.load()); }  // once connected
   const std::string& apart_because() const { return apart_because_; }
+  // Why a pass holds fewer nodes than the stack's parts would ("": it
+  // does not; compute_fitting).
+  std::string parts_because() const;
 
   // node_stacks.h's connect() and disconnect().
   void connect(Cluster& cluster, manifest::Precision precision, int intra_op_threads, int compute_slots);
@@ -131,6 +136,13 @@ class StackGroup {
   // After a meeting that failed: the first node to return hands on the
   // error (and ends the run); the others stop as if aborted.
   void throw_error_of(int rank, const std::string& what);
+  c10::Device device() const;  // the stacks'
+  // compute_part(members), and where `announced` (the step-first path) the
+  // members' local steps after it (step_part, counted). In the first step a
+  // pass of two or more nodes that runs out of memory is undone and taken
+  // again in halves, which the later steps keep (fitting_).
+  void compute_fitting(const std::vector<int>& members, const std::vector<sdk::LocalStep*>* announced, int64_t t);
+  void count_part_steps(const std::vector<int>& part, const std::string& apart);
   // Inside a catch of running out of memory in compute(): the error that
   // says what the stack held and what to set instead.
   std::exception_ptr out_of_memory() const;
@@ -161,6 +173,12 @@ class StackGroup {
   std::vector<int> computing_;  // of those, the ones that brought micro-batches
   int part_size_ = 1;           // members per part (stack_compute.cpp)
   bool set_up_ = false;         // whether the stack has computed once
+  bool first_step_ = false;     // while it computes its first step
+  // The most nodes one pass of the forward and backward holds: all of
+  // them, unless a pass of more ran out of memory in the first step
+  // (compute_fitting), which it says in fitted_because_.
+  std::atomic<int> fitting_{std::numeric_limits<int>::max()};
+  std::string fitted_because_;
   // The local step each member announced for after its backward, in step
   // announced_in_ (null: none), and the one taken there, in step taken_in_
   // (-1: none; take_step hands it over once).

@@ -240,6 +240,7 @@ void write_summary(const RunContext& run, const TrainingSetup& setup, const Mete
   if (execution.stacked) {
     // The node-steps whose local step (optimizer and clipping) was one over the stacks.
     summary["execution"]["part_sizes"] = execution.part_sizes;
+    if (!execution.parts_because.empty()) summary["execution"]["parts_because"] = execution.parts_because;
     summary["execution"]["local_steps"] = {{"together", execution.steps_together},
                                            {"after_backward", execution.steps_after_backward},
                                            {"apart", execution.steps_apart}};

@@ -305,14 +305,14 @@ TEST_CASE("auto stacks where it can and says why not where it cannot, stacked re
                       Catch::StartsWith("execution: \"stacked\" cannot apply: the model plugin \"mode_probe\" ("));
     CHECK_FALSE(fs::exists(out / "run"));
   }
-  SECTION("a stack that runs out of memory says what it held and what to set instead") {
+  SECTION("a stack that runs out of memory, one node at a time too, says what it held and what to set instead") {
     m["model"] = {{"plugin", "stack_oom"}, {"options", json::object()}};
     m["parallelism"] = 1;  // one part of the 4 nodes
     CHECK_THROWS_WITH(
         exogym::test::train_in(with_execution(m, "stacked"), dir, "oom"),
         Catch::Contains("step 0") &&
-            Catch::Contains("the stack's forward and backward ran out of memory on cpu, computing its 4 nodes at once "
-                            "(std::bad_alloc). A stack holds the activations of the nodes it computes together") &&
+            Catch::Contains("the stack's forward and backward ran out of memory on cpu, computing its 4 nodes in parts "
+                            "of 1 (std::bad_alloc). A stack holds the activations of the nodes it computes together") &&
             Catch::Contains("set a smaller train.minibatch_size") && Catch::Contains("\"execution\": \"per_node\""));
     // Per node, as the error suggests, it trains.
     CHECK(summary_of(exogym::test::train_in(m, dir, "oom-per-node"))["execution"]["mode"] == "per_node");
@@ -327,6 +327,29 @@ TEST_CASE("auto stacks where it can and says why not where it cannot, stacked re
     CHECK_THROWS_WITH(exogym::test::run_json(with_execution(m, "stacked"), out),
                       Catch::StartsWith("execution: \"stacked\" cannot apply: an asynchronous strategy"));
     CHECK_FALSE(fs::exists(out / "run"));
+  }
+}
+
+TEST_CASE("a stack whose pass runs out of memory in the first step takes smaller ones: the per-node run bit for bit",
+          "[stacked]") {
+  TempDir dir("stacked");
+  // Passes of at most 3 nodes fit: the first pass, of 6, is undone (its
+  // dropout draws and the buffer it counted in) and taken in halves, which
+  // the later steps keep.
+  const json adamw = {{"name", "adamw"}, {"lr", 0.01}};
+  for (const char* strategy : {"diloco", "allreduce"}) {
+    INFO(strategy);
+    json m = timed(exogym::test::with_strategy(
+        6, strategy, strategy == std::string("diloco") ? json({{"H", 3}, {"optimizer", adamw}}) : json::object()));
+    m["model"] = {{"plugin", "stack_oom"}, {"options", {{"most_stacked", 3}}}};
+    m["parallelism"] = 1;  // one part of the 6 nodes, as on a GPU
+    m["faults"] = json::array({{{"node", 1}, {"fail_at", 4}, {"rejoin_at", 10}}});
+    const auto [per_node, stacked] = both_ways(m, dir, strategy);
+    require_same_training(per_node, stacked);
+    const json execution = summary_of(stacked)["execution"];
+    CHECK(execution["part_sizes"] == json({3}));
+    CHECK(execution["parts_because"] ==
+          "a pass of 6 nodes ran out of memory on cpu in the first step (std::bad_alloc)");
   }
 }
 
