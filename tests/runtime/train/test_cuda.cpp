@@ -231,4 +231,28 @@ TEST_CASE("cuda: stacked nanoGPT and CNN on CUDA reproduce bit for bit and follo
               {"local_steps", {{"together", 4 * 24}, {"after_backward", 4 * 24}, {"apart", 0}}}}));
 }
 
+TEST_CASE("cuda: a stack whose first pass runs out of memory on the GPU computes in halves and follows per node",
+          "[cuda][stacked]") {
+  if (!cuda_or_skip()) return;
+  TempDir dir("cuda-stack-oom");
+  // A model whose stacked passes of more than 2 nodes run out of memory,
+  // after their dropout draws (tests/plugins/stack_oom_model.cpp).
+  json m = small_manifest(4);
+  m["device"] = "cuda";
+  m["strategy"] = {{"plugin", "diloco"}, {"options", {{"H", 3}, {"optimizer", {{"name", "adamw"}, {"lr", 0.01}}}}}};
+  m["model"] = {{"plugin", "stack_oom"}, {"options", {{"most_stacked", 2}}}};
+  std::map<std::string, runtime::train::TrainingResult> results;
+  for (const char* execution : {"stacked", "per_node"}) {
+    m["execution"] = execution;
+    fs::create_directories(dir / execution);
+    results[execution] = run_json(m, dir / execution);
+  }
+  CHECK(std::abs(final_loss(results["stacked"]) - final_loss(results["per_node"])) <
+        0.01 * final_loss(results["per_node"]));
+  const json summary = json::parse(read_text(dir / "stacked" / "run" / "summary.json"));
+  CHECK(summary["execution"]["part_sizes"] == json({2}));
+  CHECK(summary["execution"]["parts_because"] ==
+        "a pass of 4 nodes ran out of memory on cuda:0 in the first step (std::bad_alloc)");
+}
+
 }  // namespace exogym::test
