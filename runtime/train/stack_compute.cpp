@@ -224,9 +224,7 @@ void StackGroup::compute_fitting(const std::vector<int>& members, const std::vec
   if (auto log = spdlog::get("exogym"))
     log->warn("a stack's pass of {} nodes ran out of memory on {} in the first step: it computes at most {} at once",
               members.size(), device().str(), half);
-  const auto middle = members.begin() + static_cast<std::ptrdiff_t>(half);
-  compute_fitting({members.begin(), middle}, announced, t);
-  compute_fitting({middle, members.end()}, announced, t);
+  compute_fitting(members, announced, t);  // in passes of fitting_ now
 }
 
 std::string StackGroup::step_part(const std::vector<int>& part, const std::vector<sdk::LocalStep*>& announced,

@@ -235,10 +235,6 @@ c10::Device StackGroup::device() const {
   return parameters_.empty() ? c10::Device(c10::kCPU) : parameters_.front().stack.device();
 }
 
-std::string StackGroup::parts_because() const {
-  return fitting_.load() < static_cast<int>(ranks_.size()) ? fitted_because_ : "";
-}
-
 std::exception_ptr StackGroup::out_of_memory() const {
   const size_t nodes = computing_.size();
   const int part = part_size();

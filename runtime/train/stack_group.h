@@ -82,8 +82,8 @@ class StackGroup {
   int part_size() const { return std::min(part_size_, fitting_.load()); }  // once connected
   const std::string& apart_because() const { return apart_because_; }
   // Why a pass holds fewer nodes than the stack's parts would ("": it
-  // does not; compute_fitting).
-  std::string parts_because() const;
+  // does not; compute_fitting), once the nodes have stopped.
+  const std::string& parts_because() const { return fitted_because_; }
 
   // node_stacks.h's connect() and disconnect().
   void connect(Cluster& cluster, manifest::Precision precision, int intra_op_threads, int compute_slots);
