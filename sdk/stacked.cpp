@@ -221,6 +221,16 @@ struct StackedProduct : torch::autograd::Function<StackedProduct> {
   }
 };
 
+// The identity, whose backward hands its gradient on contiguous. A node's
+// part of the gradient of a grouped [N, K*C, H, W] tensor is a slice of it
+// (cat's backward), with gaps between its images; batch norm's CPU
+// backward takes another path for such a gradient than for the contiguous
+// one of the unstacked layer, and rounds differently.
+struct ContiguousGradient : torch::autograd::Function<ContiguousGradient> {
+  static at::Tensor forward(AutogradContext*, const at::Tensor& input) { return input; }
+  static variable_list backward(AutogradContext*, variable_list grads) { return {grads[0].contiguous()}; }
+};
+
 }  // namespace
 
 NodeWorkersScope::NodeWorkersScope(NodeWorkers* workers) : previous_(installed_workers) { installed_workers = workers; }
@@ -241,6 +251,13 @@ at::Tensor stacked_linear(const at::Tensor& input, const at::Tensor& weight, con
   std::vector<int64_t> out_shape = input.sizes().vec();
   out_shape.back() = weight.size(1);
   const at::Tensor rows = input.reshape({input.size(0), -1, input.size(-1)});
+  if (bias.defined() && input.dim() > 3 && input.is_cpu()) {
+    // torch::nn::Linear (torch::nn::functional::linear) adds the bias after
+    // the product where a node's input has more than two dimensions. Once
+    // `in` spans several of the BLAS's blocks, that rounds otherwise than
+    // addmm, whose sums start from the bias (at::linear fuses the two).
+    return StackedProduct::apply(rows, weight).add_(bias.unsqueeze(1)).view(out_shape);
+  }
   const at::Tensor out =
       bias.defined() ? StackedLinear::apply(rows, weight, bias) : StackedProduct::apply(rows, weight);
   return out.view(out_shape);
@@ -329,15 +346,17 @@ at::Tensor stacked_batch_norm(const at::Tensor& grouped, const at::Tensor& weigh
       running_mean.numel() != channels || running_var.numel() != channels)
     throw Error("stacked_batch_norm: images " + shape_of(grouped) + " do not fit its weight " + shape_of(weight));
   if (grouped.is_cpu()) {
-    // Each node's batch norm of its contiguous images, its running
-    // statistics updated in their rows of the stacks.
+    // Each node's batch norm of its contiguous images and, in the backward,
+    // of its contiguous gradient, its running statistics updated in their
+    // rows of the stacks: the unstacked layer's bits.
     const auto xs = grouped.split(C, 1);
     const auto ws = rows_of(weight, K), bs = rows_of(bias, K);
     return at::cat(per_node(K,
                             [&](int64_t k) {
                               const auto i = static_cast<size_t>(k);
-                              return at::batch_norm(xs[i].contiguous(), ws[i], bs[i], running_mean[k], running_var[k],
-                                                    training, momentum, eps, /*cudnn_enabled=*/true);
+                              return ContiguousGradient::apply(at::batch_norm(xs[i].contiguous(), ws[i], bs[i],
+                                                                              running_mean[k], running_var[k], training,
+                                                                              momentum, eps, /*cudnn_enabled=*/true));
                             }),
                    1);
   }

@@ -47,7 +47,10 @@ struct Stack {
 };
 
 // input [K, ..., in], weight [K, out, in], bias [K, out] or undefined:
-// [K, ..., out], row k being at::linear(input[k], weight[k], bias[k]).
+// [K, ..., out], row k being what torch::nn::Linear computes of input[k]
+// with weight[k] and bias[k] (torch::nn::functional::linear: for an input
+// of more than two dimensions the product, then the bias added; at::linear
+// fuses the two, which rounds otherwise).
 at::Tensor stacked_linear(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias);
 
 // ids [K, ...] of integers, weight [K, V, C]: [K, ..., C], row k looking up
