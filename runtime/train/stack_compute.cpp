@@ -236,7 +236,7 @@ std::string StackGroup::step_part(const std::vector<int>& part, const std::vecto
     if (!std::isfinite(losses_[static_cast<size_t>(i)])) apart = "a node's training loss is not finite";
     steps.push_back(announced[static_cast<size_t>(i)]);
   }
-  if (apart.empty()) apart = sdk::LocalStep::step_together(steps);
+  if (apart.empty()) apart = step_stacked(steps);
   if (!apart.empty()) return apart;
   for (int i : part) {
     taken_[static_cast<size_t>(i)] = announced[static_cast<size_t>(i)];

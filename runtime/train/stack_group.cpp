@@ -185,7 +185,7 @@ void StackGroup::connect(Cluster& cluster, manifest::Precision precision, int in
           worker_->run([&] {
             try {
               const sdk::NodeWorkersScope workers(crew_.get());
-              apart = sdk::LocalStep::step_together(steps);
+              apart = step_stacked(steps);
             } catch (...) {
               error_ = std::current_exception();
             }
@@ -246,6 +246,21 @@ std::exception_ptr StackGroup::out_of_memory() const {
       "). A stack holds the activations of the nodes it computes together, where per node only the nodes "
       "computing at the moment hold theirs: set a smaller train.minibatch_size (the batch in micro-batches), "
       "or \"execution\": \"per_node\" (docs/performance.md#stacked-memory)"));
+}
+
+std::string StackGroup::step_stacked(const std::vector<sdk::LocalStep*>& steps) const {
+  try {
+    return sdk::LocalStep::step_together(steps);
+  } catch (...) {
+    if (!util::current_exception_is_out_of_memory()) throw;
+    // The moments are [K, ...] stacks, the K nodes' own as per node, so
+    // per node would not fit either.
+    throw sdk::Error("the stack's local step of " + std::to_string(steps.size()) + " nodes ran out of memory on " +
+                     device().str() + " (" + util::current_exception_text() +
+                     "). It holds the nodes' optimizer state, their moments as [K, ...] stacks, which per node "
+                     "take the same memory: the device needs fewer nodes (more processes or devices: "
+                     "docs/multiprocess.md), a smaller model, or an optimizer with less state");
+  }
 }
 
 void StackGroup::throw_error_of(int rank, const std::string& what) {

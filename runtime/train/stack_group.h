@@ -146,6 +146,10 @@ class StackGroup {
   // Inside a catch of running out of memory in compute(): the error that
   // says what the stack held and what to set instead.
   std::exception_ptr out_of_memory() const;
+  // LocalStep::step_together(steps), where running out of memory is an
+  // error that says it was the step's (the optimizer's state), not the
+  // forward and backward's.
+  std::string step_stacked(const std::vector<sdk::LocalStep*>& steps) const;
 
   // Keeps the CPU gradients of the whole stack in the block cache from
   // step to step where they all wait for the step meeting (no parts);
