@@ -8,7 +8,6 @@
 #endif
 #include "exogym/sdk/stacked.h"
 
-#include <ATen/Parallel.h>
 #include <ATen/ThreadLocalState.h>
 #include <ATen/ops/addcmul.h>
 #include <ATen/ops/addmm.h>
@@ -59,16 +58,20 @@ void check_stacked(const at::Tensor& t, int64_t dims, const at::Tensor& like, co
 thread_local NodeWorkers* installed_workers = nullptr;
 
 // fn(k) for every node k of K. On the CPU the nodes are shared out among
-// the calling thread's workers, else among LibTorch's intra-op threads,
-// each node's product on one thread (as K nodes computing on their own
-// would run them): one matrix product per node parallelises worse, and a
-// batched product is no faster on the CPU. Each thread takes the caller's
-// thread-local state (autocast, grad mode); the workers' own items install
-// none, so that a layer inside fn(k) computes on its thread.
+// the calling thread's workers, a node per thread, each with a node's
+// intra-op threads; without workers they take their turns on the calling
+// thread, with its intra-op threads. Either way each node's product runs
+// as the node computing on its own runs it, with the same bits (shared
+// out among the intra-op threads instead, each node's product would run on
+// one of them, and round otherwise than on a node's two): one matrix
+// product per node, as a batched product is no faster on the CPU. Each
+// thread takes the caller's thread-local state (autocast, grad mode); the
+// workers' own items install none, so that a layer inside fn(k) computes
+// on its thread.
 template <class Fn>
 void for_each_node(int64_t K, const Fn& fn) {
-  const at::ThreadLocalState state;
   if (NodeWorkers* workers = node_workers()) {
+    const at::ThreadLocalState state;
     workers->run(K, [&](int64_t k) {
       const NodeWorkersScope alone(nullptr);
       at::ThreadLocalStateGuard guard(state);
@@ -76,10 +79,7 @@ void for_each_node(int64_t K, const Fn& fn) {
     });
     return;
   }
-  at::parallel_for(0, K, 1, [&](int64_t begin, int64_t end) {
-    at::ThreadLocalStateGuard guard(state);
-    for (int64_t k = begin; k < end; ++k) fn(k);
-  });
+  for (int64_t k = 0; k < K; ++k) fn(k);
 }
 
 // fn(k)'s tensors for every node k, computed as for_each_node does.

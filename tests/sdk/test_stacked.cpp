@@ -32,15 +32,6 @@ bool same_values(const at::Tensor& a, const at::Tensor& b) { return a.sizes() ==
 
 TEST_CASE("stacked_linear gives each node torch::nn::Linear's output and gradients bit for bit", "[stacked]") {
   at::manual_seed(1);
-  // One intra-op thread, as a node has by default: MKL (pip's LibTorch)
-  // splits the unstacked input gradient below, 512 wide, among more
-  // threads, where a stacked layer, inside its nodes' parallel region,
-  // computes each on one, and the two round otherwise.
-  struct OneThread {
-    int before = at::get_num_threads();
-    OneThread() { at::set_num_threads(1); }
-    ~OneThread() { at::set_num_threads(before); }
-  } one_thread;
   // A node's input of two dimensions (the MLP's) and of three (nanoGPT's),
   // for which torch::nn::Linear adds the bias after the product: with 512
   // inputs the BLAS sums in several blocks, and addmm, starting from the

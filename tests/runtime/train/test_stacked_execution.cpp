@@ -135,6 +135,26 @@ TEST_CASE("stacked MLP runs are the per-node runs bit for bit, with every built-
   }
 }
 
+TEST_CASE("stacked runs whose nodes have two intra-op threads each are the per-node runs bit for bit", "[stacked]") {
+  // Parts of 2 nodes side by side: each part's thread takes its nodes in
+  // turn with their two threads, as they compute per node (shared among
+  // the two threads, a node each, they rounded otherwise).
+  TempDir dir("stacked");
+  json m =
+      timed(exogym::test::with_strategy(4, "diloco", {{"H", 3}, {"optimizer", {{"name", "adamw"}, {"lr", 0.01}}}}));
+  m["threads"] = 2;
+  m["parallelism"] = 2;
+  m["model"]["options"] = {{"input_size", 784}, {"hidden", {256}}, {"num_classes", 10}};
+  for (const char* split : {"train", "val"}) {
+    m["data"][split]["options"]["features"] = 784;
+    m["data"][split]["options"]["classes"] = 10;
+  }
+  m["train"]["max_steps"] = 6;
+  const auto [per_node, stacked] = both_ways(m, dir, "threads");
+  require_same_training(per_node, stacked);
+  CHECK(summary_of(stacked)["execution"]["part_sizes"] == json({2}));
+}
+
 TEST_CASE("stacked CNN runs, convolutions and batch norm with dropout, are the per-node runs bit for bit",
           "[stacked]") {
   TempDir dir("stacked");
