@@ -1,9 +1,10 @@
 // Stacked execution (train/node_stacks.h, docs/performance.md#stacked-execution):
 // the nodes' forward and backward as one computation over [K, ...] stacks
-// give the per-node run, bit for bit on the CPU for the MLP, with every
-// built-in strategy, and for the CNN, and on the paths where only some nodes compute (faults,
-// participation, churn); the runs fall back, or refuse "stacked", where it
-// cannot apply, and say so; checkpoints move between the two.
+// give the per-node run, bit for bit on the CPU: the MLP and nanoGPT with
+// every built-in strategy, the CNN, nodes of two intra-op threads, and the
+// paths where only some nodes compute (faults, participation, churn); the
+// runs fall back, or refuse "stacked", where it cannot apply, and say so;
+// checkpoints move between the two.
 #include <cmath>
 #include <filesystem>
 #include <fstream>
