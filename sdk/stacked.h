@@ -12,9 +12,10 @@
 // node's rows with that node's tensors: the node is one more leading
 // dimension. The layers below are the usual ones over stacks. On the CPU
 // each gives node k the unstacked layer's result bit for bit: its matrix
-// products, convolutions and norms are node k's own calls, shared out among
-// the intra-op threads a node at a time (one big batched call is no faster
-// on a CPU), and the elementwise layers are exact anyway. On a GPU one
+// products, convolutions and norms are node k's own calls with a node's
+// intra-op threads, shared out among the calling thread's NodeWorkers a
+// node per worker, or in turn where it has none (one big batched call is
+// no faster on a CPU), and the elementwise layers are exact anyway. On a GPU one
 // kernel computes all K nodes, whose rounding may differ from K unstacked
 // kernels' (docs/performance.md#where-stacked-rounding-differs).
 // stacked_cross_entropy's mean over a node's examples is reduced in another
