@@ -15,9 +15,9 @@
 // products, convolutions and norms are node k's own calls with a node's
 // intra-op threads, shared out among the calling thread's NodeWorkers a
 // node per worker, or in turn where it has none (one big batched call is
-// no faster on a CPU), and the elementwise layers are exact anyway. On a GPU one
-// kernel computes all K nodes, whose rounding may differ from K unstacked
-// kernels' (docs/performance.md#where-stacked-rounding-differs).
+// no faster on a CPU), and the elementwise layers are exact anyway. On a
+// GPU one kernel computes all K nodes, whose rounding may differ from K
+// unstacked kernels' (docs/performance.md#where-stacked-rounding-differs).
 // stacked_cross_entropy's mean over a node's examples is reduced in another
 // order than at::cross_entropy_loss's, so the loss it reports may differ in
 // its last bits; its gradients do not.

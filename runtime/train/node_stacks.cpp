@@ -37,7 +37,7 @@ std::vector<DeviceNodes> nodes_by_device(const std::vector<c10::Device>& devices
 // faster: a stack saves no arithmetic there (each node's products are its
 // own), and a node that takes its local steps one after the other keeps its
 // tensors in cache, where a stack's nodes step in lock-step (stacked 0.52-
-// 0.76x per node for MLP nodes, 1.02-1.08x for nanoGPT's: docs/performance.md
+// 0.76x per node for MLP nodes, 0.94-1.08x for nanoGPT's: docs/performance.md
 // #stacked-execution).
 bool auto_stacks(const DeviceNodes& g) { return g.ranks.size() >= 2 && !g.device.is_cpu(); }
 
