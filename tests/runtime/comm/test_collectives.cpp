@@ -206,11 +206,12 @@ TEST_CASE("all_reduce_shared gives all_reduce's bits in one result the nodes sha
   for (auto op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Min, ReduceOp::Max}) {
     std::vector<std::vector<at::Tensor>> expected(K);
     std::vector<exogym::sdk::SharedTensors> shared(K);
-    std::vector<bool> untouched(K, false);
+    // One byte per node, not std::vector<bool>: its bits share words, and the nodes write at once.
+    std::vector<char> untouched(K, 0);
     run_nodes(K, 2, [&](int rank, exogym::sdk::Communicator& comm) {
       std::vector<at::Tensor> mine = inputs(rank);
       shared[rank] = comm.all_reduce_shared(mine, op);
-      untouched[rank] = true;
+      untouched[rank] = 1;
       for (size_t i = 0; i < mine.size(); ++i) untouched[rank] = untouched[rank] && at::equal(mine[i], inputs(rank)[i]);
       expected[rank] = inputs(rank);
       comm.all_reduce(expected[rank], op);

@@ -230,7 +230,8 @@ TEST_CASE("all_reduce_shared over processes gives the exact sums' bits, one resu
     in_process[rank] = list[0];
   });
   std::vector<exogym::sdk::SharedTensors> shared(K);
-  std::vector<bool> untouched(K, false);
+  // One byte per node, not std::vector<bool>: its bits share words, and the nodes write at once.
+  std::vector<char> untouched(K, 0);
   run_meshes(P, K, true, [&](int rank, exogym::sdk::Communicator& comm) {
     const auto mine = inputs(rank);
     shared[rank] = comm.all_reduce_shared(mine, ReduceOp::Avg);
