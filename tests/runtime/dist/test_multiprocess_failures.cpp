@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -54,6 +55,26 @@ class BusyPort {
   int fd_ = -1;
   int port_ = 0;
 };
+
+// Waits until process 0 has written a row of train.csv under `dir`: every
+// process has joined the rendezvous and trains. (A fixed sleep was not
+// enough on a loaded machine: a process signalled before it joined left
+// the others waiting for it.)
+bool wait_until_training(const std::filesystem::path& dir, std::chrono::seconds limit) {
+  const auto until = Clock::now() + limit;
+  while (Clock::now() < until) {
+    std::error_code error;
+    for (auto it = std::filesystem::recursive_directory_iterator(dir, error);
+         !error && it != std::filesystem::recursive_directory_iterator(); it.increment(error)) {
+      if (it->path().filename() != "train.csv") continue;
+      std::ifstream in(it->path());
+      std::string header, row;
+      if (std::getline(in, header) && std::getline(in, row) && !row.empty()) return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
 
 }  // namespace
 
@@ -232,7 +253,9 @@ TEST_CASE("SIGTERM or kill -INT to the launcher stops every process it started, 
     for (pid_t pid; in >> pid;) workers.push_back(pid);
   }
   REQUIRE(workers.size() == 2);
-  std::this_thread::sleep_for(std::chrono::seconds(2));  // training
+  const bool training = wait_until_training(dir.path(), std::chrono::seconds(60));
+  if (!training) ::kill(launcher, SIGTERM);  // not left running on
+  REQUIRE(training);
   ::kill(launcher, signal);
   const Outcome o = wait_for(launcher, dir / "log.txt", started, 60);
   INFO(strsignal(signal) << "\n" << o.output);
@@ -264,7 +287,9 @@ TEST_CASE("SIGTERM to one process alone ends the run as interrupted, exit 130, n
     }
   }
   REQUIRE(rank1 != 0);
-  std::this_thread::sleep_for(std::chrono::seconds(2));  // training
+  const bool training = wait_until_training(dir.path(), std::chrono::seconds(60));
+  if (!training) ::kill(launcher, SIGTERM);  // not left running on
+  REQUIRE(training);
   ::kill(rank1, SIGTERM);
   const Outcome o = wait_for(launcher, dir / "log.txt", started, 60);
   INFO(o.output);
