@@ -9,7 +9,6 @@
 
 #include <chrono>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -24,6 +23,7 @@
 
 using exogym::test::Outcome;
 using exogym::test::run_cli;
+using exogym::test::run_folder;
 using exogym::test::small_manifest;
 using exogym::test::spawn;
 using exogym::test::TempDir;
@@ -56,24 +56,21 @@ class BusyPort {
   int port_ = 0;
 };
 
-// Waits until process 0 has written a row of train.csv under `dir`: every
-// process has joined the rendezvous and trains. (A fixed sleep was not
-// enough on a loaded machine: a process signalled before it joined left
-// the others waiting for it.)
-bool wait_until_training(const std::filesystem::path& dir, std::chrono::seconds limit) {
-  const auto until = Clock::now() + limit;
-  while (Clock::now() < until) {
-    std::error_code error;
-    for (auto it = std::filesystem::recursive_directory_iterator(dir, error);
-         !error && it != std::filesystem::recursive_directory_iterator(); it.increment(error)) {
-      if (it->path().filename() != "train.csv") continue;
-      std::ifstream in(it->path());
-      std::string header, row;
-      if (std::getline(in, header) && std::getline(in, row) && !row.empty()) return true;
-    }
+// Waits (up to a minute) until process 0 has written a row of train.csv
+// in the run's folder: every process has joined the rendezvous and trains.
+// (A fixed sleep was not enough on a loaded machine: a process signalled
+// before it joined left the others waiting for it.) Fails the test, and
+// stops the launcher rather than leave it running, if that never comes.
+void require_training(const TempDir& dir, pid_t launcher) {
+  const auto file = run_folder(dir, "out") / "train.csv";
+  for (const auto until = Clock::now() + std::chrono::seconds(60); Clock::now() < until;) {
+    std::ifstream in(file);
+    std::string header, row;
+    if (std::getline(in, header) && std::getline(in, row)) return;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  return false;
+  ::kill(launcher, SIGTERM);
+  FAIL("no row in " << file << " after a minute");
 }
 
 }  // namespace
@@ -253,9 +250,7 @@ TEST_CASE("SIGTERM or kill -INT to the launcher stops every process it started, 
     for (pid_t pid; in >> pid;) workers.push_back(pid);
   }
   REQUIRE(workers.size() == 2);
-  const bool training = wait_until_training(dir.path(), std::chrono::seconds(60));
-  if (!training) ::kill(launcher, SIGTERM);  // not left running on
-  REQUIRE(training);
+  require_training(dir, launcher);
   ::kill(launcher, signal);
   const Outcome o = wait_for(launcher, dir / "log.txt", started, 60);
   INFO(strsignal(signal) << "\n" << o.output);
@@ -287,9 +282,7 @@ TEST_CASE("SIGTERM to one process alone ends the run as interrupted, exit 130, n
     }
   }
   REQUIRE(rank1 != 0);
-  const bool training = wait_until_training(dir.path(), std::chrono::seconds(60));
-  if (!training) ::kill(launcher, SIGTERM);  // not left running on
-  REQUIRE(training);
+  require_training(dir, launcher);
   ::kill(rank1, SIGTERM);
   const Outcome o = wait_for(launcher, dir / "log.txt", started, 60);
   INFO(o.output);
